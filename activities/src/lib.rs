@@ -1,0 +1,10 @@
+//! Side effects of buzz-deletion: the Postgres exclusion-proof store, the S3 and Redis adapters,
+//! the key taxonomy, the serving-write lease library, and the activity implementations that bind
+//! them to the contracts declared in the `workflows` crate.
+#![deny(unsafe_code)]
+
+pub mod cache;
+pub mod failure;
+pub mod objects;
+pub mod store;
+pub mod taxonomy;

@@ -1,0 +1,31 @@
+//! Declares an activity contract: a unit marker type bound to a name, an input and an output.
+
+/// Declares a marker type implementing [`temporalio_common::ActivityDefinition`].
+///
+/// The workflow calls `ctx.execute_activity(Marker, input, options)`; the activities crate
+/// implements it with `#[activity(definition = workflows::…::Marker)]`, which makes the compiler
+/// check that name, input and output agree.
+#[macro_export]
+macro_rules! activity_contract {
+    ($(#[$meta:meta])* $marker:ident = $name:literal : $input:ty => $output:ty) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, Default)]
+        pub struct $marker;
+
+        impl ::temporalio_common::ActivityDefinition for $marker {
+            type Input = $input;
+            type Output = $output;
+
+            fn name(&self) -> &str {
+                $name
+            }
+        }
+    };
+}
+
+/// The `ApplicationFailure` type name the activities give a permanent failure. Permanent
+/// failures are also marked non-retryable; the workflow reads the non-retryable flag, and this
+/// name lets a person filter them in the Web UI.
+pub const PERMANENT_FAILURE_TYPE: &str = "BuzzPermanentFailure";
+/// The `ApplicationFailure` type name for a write refused because its generation is stale.
+pub const STALE_GENERATION_FAILURE_TYPE: &str = "BuzzStaleGeneration";

@@ -1,0 +1,13 @@
+//! Deterministic workflow code for buzz-deletion and the contracts of the activities it calls.
+//!
+//! This crate does no I/O and depends on no I/O crate (`cargo tree -p workflows` shows no sqlx,
+//! aws-sdk or redis): the workflow code cannot reach the network even by accident. The
+//! `activities` crate implements every contract declared here under the same name.
+#![deny(unsafe_code)]
+
+pub mod community;
+pub mod contract;
+pub mod search;
+
+/// Task queue every buzz-deletion worker polls.
+pub const TASK_QUEUE: &str = "buzz-deletion";
