@@ -1,0 +1,189 @@
+//! What the worker needs to know, read once from the environment at the binary edge.
+
+use std::time::Duration;
+
+use activities::objects::S3Config;
+
+/// A required variable is missing or malformed.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The variable is unset or blank.
+    #[error("{name} is not set: {hint}")]
+    Missing {
+        /// Variable name.
+        name: &'static str,
+        /// What to do about it.
+        hint: &'static str,
+    },
+    /// The variable is set but cannot be parsed.
+    #[error("{name}={value:?} is invalid: {reason}")]
+    Invalid {
+        /// Variable name.
+        name: &'static str,
+        /// The value found.
+        value: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+}
+
+const LOCAL_HINT: &str = "export it, or run `bash deploy/local/up && source .state/env` for the local stack";
+
+/// Where Temporal is and which namespace to use.
+#[derive(Debug, Clone)]
+pub struct TemporalConfig {
+    /// `host:port` of the frontend (no scheme), or a full `http(s)://` URL.
+    pub address: String,
+    /// Namespace the workflows run in.
+    pub namespace: String,
+}
+
+impl TemporalConfig {
+    /// The address as a URL the client accepts.
+    pub fn url(&self) -> Result<url::Url, ConfigError> {
+        let with_scheme = if self.address.contains("://") {
+            self.address.clone()
+        } else {
+            format!("http://{}", self.address)
+        };
+        url::Url::parse(&with_scheme).map_err(|e| ConfigError::Invalid {
+            name: "TEMPORAL_ADDRESS",
+            value: self.address.clone(),
+            reason: e.to_string(),
+        })
+    }
+}
+
+/// Everything the worker process is configured with.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Temporal frontend and namespace.
+    pub temporal: TemporalConfig,
+    /// Postgres connection string.
+    pub database_url: String,
+    /// Redis connection string.
+    pub redis_url: String,
+    /// The S3 bucket holding tenant objects.
+    pub s3: S3Config,
+    /// Port of the Prometheus `/metrics` endpoint (0 disables it).
+    pub metrics_port: u16,
+    /// How long in-flight activities get to finish after SIGTERM before they are cancelled.
+    pub shutdown_grace: Duration,
+}
+
+impl WorkerConfig {
+    /// Reads the configuration from the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads the configuration through `lookup` (the environment, or a map in tests).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let get = |name: &'static str| -> Result<String, ConfigError> {
+            lookup(name)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+                .ok_or(ConfigError::Missing {
+                    name,
+                    hint: LOCAL_HINT,
+                })
+        };
+        let optional = |name: &str, default: &str| -> String {
+            lookup(name)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+                .unwrap_or_else(|| default.to_owned())
+        };
+        let parse_u64 = |name: &'static str, default: &str| -> Result<u64, ConfigError> {
+            let value = optional(name, default);
+            value.parse::<u64>().map_err(|e| ConfigError::Invalid {
+                name,
+                value: value.clone(),
+                reason: e.to_string(),
+            })
+        };
+        let metrics_port = parse_u64("BUZZ_METRICS_PORT", "9464")?;
+        let metrics_port = u16::try_from(metrics_port).map_err(|e| ConfigError::Invalid {
+            name: "BUZZ_METRICS_PORT",
+            value: metrics_port.to_string(),
+            reason: e.to_string(),
+        })?;
+        Ok(Self {
+            temporal: TemporalConfig {
+                address: get("TEMPORAL_ADDRESS")?,
+                namespace: optional("TEMPORAL_NAMESPACE", "default"),
+            },
+            database_url: get("DATABASE_URL")?,
+            redis_url: get("REDIS_URL")?,
+            s3: S3Config {
+                endpoint: get("BUZZ_S3_ENDPOINT")?,
+                bucket: get("BUZZ_S3_BUCKET")?,
+                region: optional("BUZZ_S3_REGION", "us-east-1"),
+                access_key: get("BUZZ_S3_ACCESS_KEY")?,
+                secret_key: get("BUZZ_S3_SECRET_KEY")?,
+            },
+            metrics_port,
+            shutdown_grace: Duration::from_secs(parse_u64("BUZZ_SHUTDOWN_GRACE_SECS", "60")?),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn full_env() -> HashMap<&'static str, &'static str> {
+        HashMap::from([
+            ("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
+            ("DATABASE_URL", "postgres://buzz:buzz@127.0.0.1:55432/buzz"),
+            ("REDIS_URL", "redis://127.0.0.1:56379"),
+            ("BUZZ_S3_ENDPOINT", "http://127.0.0.1:57480"),
+            ("BUZZ_S3_BUCKET", "buzz-media"),
+            ("BUZZ_S3_ACCESS_KEY", "buzz"),
+            ("BUZZ_S3_SECRET_KEY", "secret"),
+        ])
+    }
+
+    #[test]
+    fn every_required_variable_is_named_when_missing() {
+        for missing in [
+            "TEMPORAL_ADDRESS",
+            "DATABASE_URL",
+            "REDIS_URL",
+            "BUZZ_S3_ENDPOINT",
+            "BUZZ_S3_BUCKET",
+            "BUZZ_S3_ACCESS_KEY",
+            "BUZZ_S3_SECRET_KEY",
+        ] {
+            let mut env = full_env();
+            env.insert(missing, "  ");
+            let error = WorkerConfig::from_lookup(|k| env.get(k).map(|v| v.to_string()))
+                .expect_err("a blank required variable must be refused");
+            assert!(error.to_string().starts_with(missing), "{error}");
+        }
+    }
+
+    #[test]
+    fn defaults_fill_namespace_region_and_metrics_port() {
+        let env = full_env();
+        let config = WorkerConfig::from_lookup(|k| env.get(k).map(|v| v.to_string()))
+            .expect("complete environment");
+        assert_eq!(config.temporal.namespace, "default");
+        assert_eq!(config.s3.region, "us-east-1");
+        assert_eq!(config.metrics_port, 9464);
+        assert_eq!(
+            config.temporal.url().map(|u| u.to_string()).ok().as_deref(),
+            Some("http://127.0.0.1:7233/")
+        );
+    }
+
+    #[test]
+    fn malformed_metrics_port_is_refused_with_its_value() {
+        let mut env = full_env();
+        env.insert("BUZZ_METRICS_PORT", "70000");
+        let error = WorkerConfig::from_lookup(|k| env.get(k).map(|v| v.to_string()))
+            .expect_err("port out of range");
+        assert!(error.to_string().contains("70000"), "{error}");
+    }
+}

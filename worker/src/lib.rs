@@ -1,0 +1,4 @@
+//! The buzz-deletion worker: configuration and start-up, shared by the binary and the tests.
+#![deny(unsafe_code)]
+
+pub mod config;
