@@ -27,7 +27,8 @@ pub enum ConfigError {
     },
 }
 
-const LOCAL_HINT: &str = "export it, or run `bash deploy/local/up && source .state/env` for the local stack";
+const LOCAL_HINT: &str =
+    "export it, or run `bash deploy/local/up && source .state/env` for the local stack";
 
 /// Where Temporal is and which namespace to use.
 #[derive(Debug, Clone)]

@@ -2,3 +2,4 @@
 #![deny(unsafe_code)]
 
 pub mod config;
+pub mod startup;

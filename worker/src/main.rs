@@ -1,2 +1,71 @@
+//! `buzz-deletion-worker`: polls the `buzz-deletion` task queue until SIGTERM or Ctrl-C, then
+//! drains: in-flight activities get the grace period to finish before they are cancelled.
 #![deny(unsafe_code)]
-fn main() {}
+
+use anyhow::Context;
+use temporalio_sdk::Runtime;
+use worker::config::WorkerConfig;
+use worker::startup;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    // One process-wide TLS provider, before any client is built (see README: TLS).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,temporalio_sdk_core=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+
+    let config = WorkerConfig::from_env()?;
+    let deps = startup::connect(&config).await?;
+    let runtime =
+        Runtime::from_current_tokio(Default::default()).context("start the Temporal runtime")?;
+    let mut worker = startup::build_worker(
+        &runtime,
+        &deps,
+        startup::default_task_queue(),
+        Default::default(),
+        config.shutdown_grace,
+    )?;
+    let shutdown = worker.shutdown_handle();
+    tokio::spawn(async move {
+        wait_for_termination().await;
+        tracing::info!("termination requested: draining in-flight tasks");
+        shutdown();
+    });
+    tracing::info!(
+        task_queue = startup::default_task_queue(),
+        temporal = %config.temporal.address,
+        "worker polling"
+    );
+    worker.run().await.context("worker stopped with an error")?;
+    tracing::info!("worker drained and stopped");
+    Ok(())
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+async fn wait_for_termination() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {},
+                    _ = term.recv() => {},
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

@@ -25,8 +25,8 @@ pub struct StackCheckInput {
 pub struct TouchReport {
     /// Highest applied migration version in Postgres.
     pub postgres_schema_version: i64,
-    /// The nonce as read back from Redis.
-    pub redis_echo: String,
+    /// Keys written under a throwaway namespace, found again by SCAN, then unlinked (1).
+    pub redis_keys_round_tripped: u64,
     /// Version id S3 gave the probe object (proves bucket versioning is on).
     pub s3_version_id: String,
     /// The nonce as read back from S3.

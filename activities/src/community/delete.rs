@@ -1,0 +1,288 @@
+//! Irreversible object deletion: every frozen version, by explicit version id, chunk by chunk.
+
+use std::collections::HashMap;
+
+use futures::StreamExt;
+use temporalio_sdk::activities::ActivityContext;
+use uuid::Uuid;
+use workflows::community::{DeleteChunksInput, DeleteProgress};
+
+use crate::objects::{BulkDeleteOutcome, MAX_VERSIONS_PER_DELETE, ObjectVersionRef};
+use crate::store::{ChunkAck, ChunkProgress, ExecToken, ManifestChunk, Stage};
+use crate::taxonomy::{ManifestEntry, is_tenant_owned_key};
+
+use super::CommunityActivities;
+use super::failure::{PhaseError, PhaseResult};
+use super::heartbeat::{PhaseProgress, ProgressCell, heartbeating};
+
+/// One DeleteObjects call: up to 1,000 versions of one chunk.
+struct DeleteCall {
+    chunk_no: u32,
+    versions: Vec<ObjectVersionRef>,
+}
+
+/// What came back for one chunk so far.
+#[derive(Default)]
+struct ChunkTally {
+    calls_left: usize,
+    requested: u64,
+    deleted: u64,
+    first_failure: Option<String>,
+}
+
+/// Deletes pending manifest chunks, at most `max_chunks` per call, with at most `parallelism`
+/// DeleteObjects calls in flight. A chunk is stamped only when every one of its versions was
+/// acknowledged; the fence and the attempt's generation are checked in Postgres before and after
+/// every DeleteObjects call, so a superseded attempt stops before its next irreversible call.
+/// Resuming is simply "the first unstamped chunk": re-deleting an already-deleted version is
+/// acknowledged, so a chunk whose stamp was lost to a crash converges on retry.
+pub async fn delete_chunks(
+    acts: &CommunityActivities,
+    ctx: &ActivityContext,
+    input: DeleteChunksInput,
+) -> PhaseResult<DeleteProgress> {
+    let token = acts
+        .store
+        .claim(input.request_id, &[Stage::Drained, Stage::BindingsRemoved])
+        .await?;
+    if token.stage == Stage::BindingsRemoved {
+        return Ok(as_delete_progress(
+            acts.store.chunk_progress(input.request_id).await?,
+        ));
+    }
+    let progress = ProgressCell::default();
+    heartbeating(ctx, &progress, async {
+        // Re-validate what we are about to act on: the approved inventory's digest and the
+        // destructive manifest's binding (both fail closed if tampered with).
+        acts.store.load_frozen_inventory(input.request_id).await?;
+        acts.store
+            .load_destructive_manifest(input.request_id)
+            .await?;
+        acts.store.mark_irreversible(&token).await?;
+        let parallelism = usize::try_from(input.parallelism.max(1)).unwrap_or(1);
+        let mut budget = input.max_chunks.max(1);
+        let mut current = acts.store.chunk_progress(input.request_id).await?;
+        report(&progress, &current);
+        while budget > 0 {
+            let limit = u32::try_from(budget.min(parallelism as u64)).unwrap_or(1);
+            let batch = acts.store.pending_chunks(&token, limit).await?;
+            if batch.is_empty() {
+                break;
+            }
+            budget = budget.saturating_sub(batch.len() as u64);
+            delete_batch(acts, &token, batch, parallelism, &progress).await?;
+            current = acts.store.chunk_progress(input.request_id).await?;
+            report(&progress, &current);
+        }
+        if current.chunks_stamped >= current.chunks_total {
+            current = acts
+                .store
+                .mark_bindings_removed(
+                    &token,
+                    serde_json::json!({
+                        "chunks": current.chunks_total,
+                        "versions_deleted": current.versions_stamped,
+                    }),
+                )
+                .await?;
+        }
+        Ok(as_delete_progress(current))
+    })
+    .await
+}
+
+fn as_delete_progress(p: ChunkProgress) -> DeleteProgress {
+    DeleteProgress {
+        chunks_total: p.chunks_total,
+        chunks_done: p.chunks_stamped,
+        versions_deleted: p.versions_stamped,
+        versions_total: p.versions_total,
+    }
+}
+
+fn report(progress: &ProgressCell, p: &ChunkProgress) {
+    progress.set(PhaseProgress {
+        step: format!(
+            "deleting object versions: chunk {} of {}",
+            p.chunks_stamped, p.chunks_total
+        ),
+        done: p.versions_stamped,
+        total: Some(p.versions_total),
+        unit: "versions deleted".to_owned(),
+    });
+}
+
+/// Splits chunks into DeleteObjects calls, refusing any entry that is not this community's key.
+fn plan_calls(community: Uuid, chunks: &[ManifestChunk]) -> PhaseResult<Vec<DeleteCall>> {
+    let mut calls = Vec::new();
+    for chunk in chunks {
+        let mut versions = Vec::with_capacity(chunk.entries.len());
+        for encoded in &chunk.entries {
+            let entry = ManifestEntry::decode(encoded)?;
+            if !is_tenant_owned_key(community, &entry.key) {
+                return Err(PhaseError::ForeignManifestKey {
+                    chunk_no: chunk.chunk_no,
+                    key: entry.key,
+                    community,
+                });
+            }
+            versions.push(ObjectVersionRef::from(entry));
+        }
+        for slice in versions.chunks(MAX_VERSIONS_PER_DELETE) {
+            calls.push(DeleteCall {
+                chunk_no: chunk.chunk_no,
+                versions: slice.to_vec(),
+            });
+        }
+    }
+    Ok(calls)
+}
+
+/// Runs one batch of chunks' calls with bounded parallelism and stamps each completed chunk.
+async fn delete_batch(
+    acts: &CommunityActivities,
+    token: &ExecToken,
+    chunks: Vec<ManifestChunk>,
+    parallelism: usize,
+    progress: &ProgressCell,
+) -> PhaseResult<()> {
+    let calls = plan_calls(token.community_id, &chunks)?;
+    let mut tallies: HashMap<u32, ChunkTally> = HashMap::new();
+    for call in &calls {
+        let tally = tallies.entry(call.chunk_no).or_default();
+        tally.calls_left += 1;
+        tally.requested += call.versions.len() as u64;
+    }
+    drop(chunks);
+    let mut outcomes = futures::stream::iter(calls)
+        .map(|call| async move {
+            acts.store.verify_fence(token).await?;
+            let outcome = acts.objects.delete_versions(&call.versions).await?;
+            acts.store.verify_fence(token).await?;
+            Ok::<(u32, BulkDeleteOutcome), PhaseError>((call.chunk_no, outcome))
+        })
+        .buffer_unordered(parallelism);
+    while let Some(result) = outcomes.next().await {
+        let (chunk_no, outcome) = result?;
+        let Some(tally) = tallies.get_mut(&chunk_no) else {
+            continue;
+        };
+        tally.calls_left = tally.calls_left.saturating_sub(1);
+        tally.deleted += outcome.deleted;
+        if tally.first_failure.is_none() {
+            tally.first_failure = first_problem(&outcome);
+        }
+        progress.update(|p| p.done = p.done.saturating_add(outcome.deleted));
+        if tally.calls_left > 0 {
+            continue;
+        }
+        if tally.deleted != tally.requested || tally.first_failure.is_some() {
+            return Err(PhaseError::PartialAcknowledgement {
+                chunk_no,
+                acknowledged: tally.deleted,
+                requested: tally.requested,
+                first_failure: tally
+                    .first_failure
+                    .clone()
+                    .unwrap_or_else(|| "acknowledgement count short".to_owned()),
+            });
+        }
+        acts.store
+            .stamp_chunk(
+                token,
+                chunk_no,
+                ChunkAck {
+                    deleted: tally.deleted,
+                    already_missing: 0,
+                },
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+/// The first failed or unacknowledged version of a DeleteObjects answer, for the error message.
+fn first_problem(outcome: &BulkDeleteOutcome) -> Option<String> {
+    if let Some(f) = outcome.failed.first() {
+        return Some(format!(
+            "{}@{}: {}: {}",
+            f.key, f.version_id, f.code, f.message
+        ));
+    }
+    outcome
+        .unacknowledged
+        .first()
+        .map(|v| format!("{}@{}: not acknowledged", v.key, v.version_id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::taxonomy::VersionKind;
+
+    fn chunk(community: Uuid, chunk_no: u32, n: usize) -> ManifestChunk {
+        let entries = (0..n)
+            .map(|i| {
+                ManifestEntry::new(
+                    format!("media/{community}/{:064x}", i),
+                    format!("v{i}"),
+                    VersionKind::Object,
+                )
+                .encode()
+            })
+            .collect();
+        ManifestChunk {
+            chunk_no,
+            prefix: format!("media/{community}/"),
+            entries,
+        }
+    }
+
+    #[test]
+    fn calls_never_exceed_one_thousand_versions_and_cover_every_entry() {
+        let community = Uuid::new_v4();
+        let calls = plan_calls(
+            community,
+            &[chunk(community, 0, 2500), chunk(community, 1, 3)],
+        )
+        .unwrap_or_default();
+        assert_eq!(calls.len(), 4);
+        assert!(
+            calls
+                .iter()
+                .all(|c| c.versions.len() <= MAX_VERSIONS_PER_DELETE)
+        );
+        let total: usize = calls.iter().map(|c| c.versions.len()).sum();
+        assert_eq!(total, 2503);
+    }
+
+    #[test]
+    fn a_manifest_entry_of_another_community_refuses_the_whole_batch() {
+        let community = Uuid::new_v4();
+        let neighbour = Uuid::new_v4();
+        let error = plan_calls(community, &[chunk(neighbour, 3, 1)]).err();
+        assert!(matches!(
+            error,
+            Some(PhaseError::ForeignManifestKey { chunk_no: 3, .. })
+        ));
+    }
+
+    #[test]
+    fn partial_acknowledgement_names_the_first_failed_version() {
+        let outcome = BulkDeleteOutcome {
+            requested: 2,
+            deleted: 1,
+            failed: vec![crate::objects::DeleteFailure {
+                key: "k".into(),
+                version_id: "v".into(),
+                code: "InternalError".into(),
+                message: "boom".into(),
+            }],
+            unacknowledged: vec![],
+        };
+        assert_eq!(
+            first_problem(&outcome).as_deref(),
+            Some("k@v: InternalError: boom")
+        );
+    }
+}

@@ -1,0 +1,164 @@
+//! The failures a community activity can end with, and how each becomes a Temporal failure.
+
+use temporalio_common::error::ApplicationFailure;
+use temporalio_sdk::activities::ActivityError;
+use workflows::contract::{PERMANENT_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE};
+
+use crate::cache::CacheError;
+use crate::failure::{Classified, Severity};
+use crate::objects::ObjectStoreError;
+use crate::store::StoreError;
+use crate::taxonomy::TaxonomyError;
+
+/// Why a phase did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum PhaseError {
+    /// The Postgres store refused or failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The object store refused or failed.
+    #[error(transparent)]
+    Objects(#[from] ObjectStoreError),
+    /// Redis refused or failed.
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+    /// A manifest entry could not be decoded.
+    #[error(transparent)]
+    Taxonomy(#[from] TaxonomyError),
+    /// A key under one of the community's tenant prefixes does not have an exact writer shape.
+    /// Fail closed: an operator must look at it (and remove or move it) before deletion goes on.
+    #[error(
+        "key {key:?} under tenant prefix {prefix} is outside the exact writer taxonomy; \
+         inspect it, remove or move it, then unblock"
+    )]
+    UnknownKeyShape {
+        /// The tenant prefix listed.
+        prefix: String,
+        /// The offending key.
+        key: String,
+    },
+    /// A manifest entry names a key that is not this community's (the manifest is corrupt or
+    /// was tampered with): refuse to delete anything on its word.
+    #[error(
+        "manifest chunk {chunk_no} names key {key:?}, which is not a key of community {community}"
+    )]
+    ForeignManifestKey {
+        /// The chunk.
+        chunk_no: u32,
+        /// The foreign key.
+        key: String,
+        /// The community being deleted.
+        community: uuid::Uuid,
+    },
+    /// The object store did not acknowledge every version of a chunk; the chunk stays unstamped
+    /// and is retried (deleting an absent version is acknowledged, so a retry converges).
+    #[error(
+        "chunk {chunk_no}: {acknowledged} of {requested} versions acknowledged; first failure: {first_failure}"
+    )]
+    PartialAcknowledgement {
+        /// The chunk.
+        chunk_no: u32,
+        /// Versions acknowledged deleted.
+        acknowledged: u64,
+        /// Versions sent.
+        requested: u64,
+        /// The first failure or unacknowledged version.
+        first_failure: String,
+    },
+    /// Serving writes admitted before quiescing are still live; the fence waits for them.
+    #[error("waiting on {count} live serving-write lease(s): {operations:?}")]
+    ServingWritesLive {
+        /// Live leases.
+        count: u64,
+        /// Their operations.
+        operations: Vec<String>,
+    },
+    /// Verification found something of the community still present.
+    #[error("verification found {what} still present: {detail}")]
+    StillPresent {
+        /// Which store.
+        what: &'static str,
+        /// What was found.
+        detail: String,
+    },
+    /// Temporal asked the activity to stop (the workflow moved on or timed it out).
+    #[error("activity cancelled")]
+    Cancelled,
+}
+
+impl Classified for PhaseError {
+    fn severity(&self) -> Severity {
+        match self {
+            PhaseError::Store(e) => e.severity(),
+            PhaseError::Objects(e) => e.severity(),
+            PhaseError::Cache(e) => e.severity(),
+            PhaseError::Taxonomy(_)
+            | PhaseError::UnknownKeyShape { .. }
+            | PhaseError::ForeignManifestKey { .. } => Severity::Permanent,
+            PhaseError::PartialAcknowledgement { .. }
+            | PhaseError::ServingWritesLive { .. }
+            | PhaseError::StillPresent { .. }
+            | PhaseError::Cancelled => Severity::Transient,
+        }
+    }
+}
+
+impl PhaseError {
+    /// Whether this is the store refusing a write from a superseded attempt.
+    fn is_stale_generation(&self) -> bool {
+        matches!(self, PhaseError::Store(StoreError::StaleGeneration { .. }))
+    }
+}
+
+/// Permanent failures become non-retryable application failures the workflow blocks on;
+/// transient ones stay retryable so Temporal backs off and tries again.
+pub fn into_activity_error(error: PhaseError) -> ActivityError {
+    {
+        if matches!(error, PhaseError::Cancelled) {
+            return ActivityError::cancelled();
+        }
+        let message = error.to_string();
+        let failure = if error.is_stale_generation() {
+            ApplicationFailure::builder(message)
+                .type_name(STALE_GENERATION_FAILURE_TYPE.to_owned())
+                .non_retryable(true)
+                .build()
+        } else {
+            match error.severity() {
+                Severity::Permanent => ApplicationFailure::builder(message)
+                    .type_name(PERMANENT_FAILURE_TYPE.to_owned())
+                    .non_retryable(true)
+                    .build(),
+                Severity::Transient => ApplicationFailure::builder(message)
+                    .type_name("BuzzTransientFailure".to_owned())
+                    .build(),
+            }
+        };
+        ActivityError::application(failure)
+    }
+}
+
+/// Result of one phase.
+pub type PhaseResult<T> = Result<T, PhaseError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_key_shape_is_permanent_and_partial_ack_is_transient() {
+        let unknown = PhaseError::UnknownKeyShape {
+            prefix: "media/x/".into(),
+            key: "media/x/oops".into(),
+        };
+        assert_eq!(unknown.severity(), Severity::Permanent);
+        let partial = PhaseError::PartialAcknowledgement {
+            chunk_no: 7,
+            acknowledged: 1,
+            requested: 2,
+            first_failure: "k@v: InternalError".into(),
+        };
+        assert_eq!(partial.severity(), Severity::Transient);
+        assert!(partial.to_string().contains("1 of 2 versions acknowledged"));
+    }
+}

@@ -1,0 +1,138 @@
+//! From approval to a drained, fenced community: preflight, fence, drain.
+
+use std::time::Duration;
+
+use temporalio_sdk::activities::ActivityContext;
+use workflows::community::{DrainOutcome, FenceOutcome, RequestRef};
+
+use crate::store::{Stage, StoreError};
+use crate::taxonomy::tenant_prefixes;
+
+use super::CommunityActivities;
+use super::failure::{PhaseError, PhaseResult};
+use super::heartbeat::{PhaseProgress, ProgressCell, heartbeating};
+
+/// How often the fence re-checks live serving-write leases within one attempt.
+const LEASE_POLL: Duration = Duration::from_millis(500);
+
+/// Checks version-list permission on every prefix and that the catalog has not drifted since
+/// the inventory (a drift is permanent: the approval no longer describes what would be deleted).
+pub async fn preflight(
+    acts: &CommunityActivities,
+    ctx: &ActivityContext,
+    input: RequestRef,
+) -> PhaseResult<()> {
+    let token = acts
+        .store
+        .claim(input.request_id, &[Stage::Approved])
+        .await?;
+    let progress = ProgressCell::default();
+    heartbeating(ctx, &progress, async {
+        acts.store.load_frozen_inventory(input.request_id).await?;
+        for prefix in tenant_prefixes(token.community_id) {
+            progress.update(|p| p.step = format!("checking list permission on {prefix}"));
+            acts.objects.preflight_list_versions(&prefix).await?;
+        }
+        acts.store.check_catalog_unchanged(&token).await?;
+        acts.store
+            .record_milestone(
+                &token,
+                Stage::Approved,
+                "preflight",
+                serde_json::json!({"prefixes_listable": 3, "catalog_unchanged": true}),
+            )
+            .await?;
+        Ok(())
+    })
+    .await
+}
+
+/// Quiesces serving writes, then fences once no live serving-write lease remains. While leases
+/// drain it waits (heartbeating "waiting on N leases") up to `fence_wait`, then fails
+/// transiently so Temporal retries with backoff; the pending activity shows the wait in the UI.
+pub async fn fence(
+    acts: &CommunityActivities,
+    ctx: &ActivityContext,
+    input: RequestRef,
+) -> PhaseResult<FenceOutcome> {
+    let token = acts
+        .store
+        .claim(input.request_id, &[Stage::Approved, Stage::Fenced])
+        .await?;
+    if token.stage == Stage::Fenced {
+        let generation = token.fence_generation.unwrap_or_default();
+        return Ok(FenceOutcome {
+            fence_generation: u64::try_from(generation).unwrap_or_default(),
+        });
+    }
+    let progress = ProgressCell::default();
+    heartbeating(ctx, &progress, async {
+        acts.store.load_frozen_inventory(input.request_id).await?;
+        progress.update(|p| p.step = "quiescing serving writes".to_owned());
+        acts.store.begin_quiescing(&token).await?;
+        let deadline = tokio::time::Instant::now() + acts.settings.fence_wait;
+        loop {
+            match acts.store.fence(&token).await {
+                Ok(generation) => {
+                    return Ok(FenceOutcome {
+                        fence_generation: u64::try_from(generation).unwrap_or_default(),
+                    });
+                }
+                Err(StoreError::ServingWritesLive {
+                    count, operations, ..
+                }) => {
+                    progress.set(PhaseProgress {
+                        step: format!(
+                            "waiting on {count} live serving-write lease(s): {operations:?}"
+                        ),
+                        done: 0,
+                        total: Some(count),
+                        unit: "live leases".to_owned(),
+                    });
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(PhaseError::ServingWritesLive { count, operations });
+                    }
+                    tokio::time::sleep(LEASE_POLL).await;
+                }
+                Err(other) => return Err(other.into()),
+            }
+        }
+    })
+    .await
+}
+
+/// Tells relays to drop the community's connections and requires every admitted serving write
+/// to have drained, so the listing frozen next is the community's final storage state.
+pub async fn drain(
+    acts: &CommunityActivities,
+    ctx: &ActivityContext,
+    input: RequestRef,
+) -> PhaseResult<DrainOutcome> {
+    let token = acts.store.claim(input.request_id, &[Stage::Fenced]).await?;
+    let progress = ProgressCell::default();
+    heartbeating(ctx, &progress, async {
+        acts.store.verify_fence(&token).await?;
+        progress.update(|p| p.step = "publishing DisconnectCommunity".to_owned());
+        let receivers = acts.cache.publish_disconnect(token.community_id).await?;
+        acts.store.verify_fence(&token).await?;
+        let live = acts.store.live_serving_writes(token.community_id).await?;
+        if live.count > 0 {
+            return Err(PhaseError::ServingWritesLive {
+                count: live.count,
+                operations: live.operations,
+            });
+        }
+        acts.store
+            .record_milestone(
+                &token,
+                Stage::Fenced,
+                "drained",
+                serde_json::json!({"disconnect_receivers": receivers}),
+            )
+            .await?;
+        Ok(DrainOutcome {
+            disconnect_receivers: receivers,
+        })
+    })
+    .await
+}

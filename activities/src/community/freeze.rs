@@ -1,0 +1,98 @@
+//! Freezing the destructive manifest: the post-drain listing, streamed into chunk rows.
+
+use temporalio_sdk::activities::ActivityContext;
+use workflows::community::{ManifestSummary, RequestRef};
+
+use crate::objects::ObjectVersion;
+use crate::store::{ExecToken, MANIFEST_CHUNK_MAX_ENTRIES, Stage, Store};
+
+use super::CommunityActivities;
+use super::failure::PhaseResult;
+use super::heartbeat::{ProgressCell, heartbeating};
+use super::listing::{VersionSink, scan_tenant_prefixes};
+
+/// Buffers encoded manifest entries and writes a chunk row per `chunk_entries` (never spanning
+/// prefixes). Holds at most one chunk in memory.
+struct ChunkWriter<'a> {
+    store: &'a Store,
+    token: &'a ExecToken,
+    chunk_entries: usize,
+    next_chunk_no: u32,
+    buffered: Vec<String>,
+}
+
+impl ChunkWriter<'_> {
+    async fn flush(&mut self, prefix: &str) -> PhaseResult<()> {
+        if self.buffered.is_empty() {
+            return Ok(());
+        }
+        self.store
+            .append_manifest_chunk(self.token, self.next_chunk_no, prefix, &self.buffered)
+            .await?;
+        self.next_chunk_no += 1;
+        self.buffered.clear();
+        Ok(())
+    }
+}
+
+impl VersionSink for ChunkWriter<'_> {
+    async fn accept(&mut self, prefix: &str, version: &ObjectVersion) -> PhaseResult<()> {
+        self.buffered.push(version.manifest_entry().encode());
+        if self.buffered.len() >= self.chunk_entries {
+            self.flush(prefix).await?;
+        }
+        Ok(())
+    }
+
+    async fn prefix_done(&mut self, prefix: &str) -> PhaseResult<()> {
+        self.flush(prefix).await
+    }
+}
+
+/// Streams the post-fence, post-drain version listing into chunk rows and binds the per-prefix
+/// digests to the request atomically with the `fenced → drained` advance. A retry after the bind
+/// returns the bound manifest; a retry before it rewrites the unbound chunks from scratch.
+pub async fn freeze_manifest(
+    acts: &CommunityActivities,
+    ctx: &ActivityContext,
+    input: RequestRef,
+) -> PhaseResult<ManifestSummary> {
+    let token = acts
+        .store
+        .claim(input.request_id, &[Stage::Fenced, Stage::Drained])
+        .await?;
+    if token.stage == Stage::Drained {
+        return Ok(acts
+            .store
+            .load_destructive_manifest(input.request_id)
+            .await?);
+    }
+    let progress = ProgressCell::default();
+    heartbeating(ctx, &progress, async {
+        acts.store.load_frozen_inventory(input.request_id).await?;
+        acts.store.verify_fence(&token).await?;
+        acts.store.clear_unbound_manifest_chunks(&token).await?;
+        let mut writer = ChunkWriter {
+            store: &acts.store,
+            token: &token,
+            chunk_entries: acts
+                .settings
+                .manifest_chunk_entries
+                .clamp(1, MANIFEST_CHUNK_MAX_ENTRIES),
+            next_chunk_no: 0,
+            buffered: Vec::new(),
+        };
+        let prefixes =
+            scan_tenant_prefixes(&acts.objects, token.community_id, &progress, &mut writer).await?;
+        let summary = ManifestSummary {
+            chunks: u64::from(writer.next_chunk_no),
+            versions: prefixes.iter().map(|p| p.versions).sum(),
+            prefixes,
+        };
+        acts.store
+            .bind_destructive_manifest(&token, &summary)
+            .await?;
+        Ok(summary)
+    })
+    .await
+}

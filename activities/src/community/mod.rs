@@ -1,0 +1,242 @@
+//! The `CommunityDeletion` activities: each one implements a contract declared in
+//! `workflows::community`, claims the request in Postgres, and makes every progress write and
+//! every irreversible call conditional on the generation it claimed.
+
+mod delete;
+mod failure;
+mod fencing;
+mod freeze;
+mod heartbeat;
+mod intake;
+mod listing;
+mod purge;
+mod verify;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use temporalio_macros::activities;
+use temporalio_sdk::activities::{ActivityContext, ActivityError};
+use workflows::community::{
+    AbortInput, AbortOutcome, ApprovalInput, ApprovalRecord, CacheReport, DeleteChunksInput,
+    DeleteProgress, DrainOutcome, EventInput, FenceOutcome, InventorySummary, ManifestSummary,
+    PurgeInput, PurgeReport, RegisterInput, RegisteredRequest, RequestRef, VerificationReport,
+};
+
+use crate::cache::Cache;
+use crate::objects::ObjectStore;
+use crate::store::{MANIFEST_CHUNK_MAX_ENTRIES, Store};
+
+pub use failure::{PhaseError, PhaseResult, into_activity_error};
+pub use heartbeat::PhaseProgress;
+
+/// Knobs of the activities that are not part of the workflow's input.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// How long one fence attempt waits for live serving-write leases before failing
+    /// transiently (Temporal then retries with backoff).
+    pub fence_wait: Duration,
+    /// Versions per manifest chunk (at most 10,000).
+    pub manifest_chunk_entries: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            fence_wait: Duration::from_secs(20),
+            manifest_chunk_entries: MANIFEST_CHUNK_MAX_ENTRIES,
+        }
+    }
+}
+
+/// The three stores a community deletion touches, plus settings.
+#[derive(Debug, Clone)]
+pub struct CommunityActivities {
+    store: Store,
+    objects: ObjectStore,
+    cache: Cache,
+    settings: Settings,
+}
+
+impl CommunityActivities {
+    /// Binds the activities to their stores.
+    pub fn new(store: Store, objects: ObjectStore, cache: Cache, settings: Settings) -> Self {
+        Self {
+            store,
+            objects,
+            cache,
+            settings,
+        }
+    }
+}
+
+#[activities]
+impl CommunityActivities {
+    /// Records the request row (at most one open per community; unknown host refused).
+    #[activity(definition = workflows::community::Register)]
+    pub async fn register(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: RegisterInput,
+    ) -> Result<RegisteredRequest, ActivityError> {
+        intake::register(&self, input)
+            .await
+            .map_err(into_activity_error)
+    }
+
+    /// Takes and freezes the inventory with its digest.
+    #[activity(definition = workflows::community::Inventory)]
+    pub async fn inventory(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: RequestRef,
+    ) -> Result<InventorySummary, ActivityError> {
+        intake::inventory(&self, &ctx, input)
+            .await
+            .map_err(into_activity_error)
+    }
+
+    /// Persists approval evidence bound to the frozen digest.
+    #[activity(definition = workflows::community::RecordApproval)]
+    pub async fn record_approval(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: ApprovalInput,
+    ) -> Result<ApprovalRecord, ActivityError> {
+        intake::record_approval(&self, input)
+            .await
+            .map_err(into_activity_error)
+    }
+
+    /// Appends an operator event to the audit trail.
+    #[activity(definition = workflows::community::RecordEvent)]
+    pub async fn record_event(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: EventInput,
+    ) -> Result<(), ActivityError> {
+        intake::record_event(&self, input)
+            .await
+            .map_err(into_activity_error)
+    }
+
+    /// Checks list permission and catalog drift.
+    #[activity(definition = workflows::community::Preflight)]
+    pub async fn preflight(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: RequestRef,
+    ) -> Result<(), ActivityError> {
+        fencing::preflight(&self, &ctx, input)
+            .await
+            .map_err(into_activity_error)
+    }
+
+    /// Quiesces, then fences once no serving-write lease is live.
+    #[activity(definition = workflows::community::Fence)]
+    pub async fn fence(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: RequestRef,
+    ) -> Result<FenceOutcome, ActivityError> {
+        fencing::fence(&self, &ctx, input)
+            .await
+            .map_err(into_activity_error)
+    }
+
+    /// Disconnects relays and requires serving writes drained.
+    #[activity(definition = workflows::community::Drain)]
+    pub async fn drain(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: RequestRef,
+    ) -> Result<DrainOutcome, ActivityError> {
+        fencing::drain(&self, &ctx, input)
+            .await
+            .map_err(into_activity_error)
+    }
+
+    /// Streams the post-drain listing into manifest chunks and binds it.
+    #[activity(definition = workflows::community::FreezeManifest)]
+    pub async fn freeze_manifest(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: RequestRef,
+    ) -> Result<ManifestSummary, ActivityError> {
+        freeze::freeze_manifest(&self, &ctx, input)
+            .await
+            .map_err(into_activity_error)
+    }
+
+    /// Deletes pending chunks by explicit version id and stamps them.
+    #[activity(definition = workflows::community::DeleteChunks)]
+    pub async fn delete_chunks(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: DeleteChunksInput,
+    ) -> Result<DeleteProgress, ActivityError> {
+        delete::delete_chunks(&self, &ctx, input)
+            .await
+            .map_err(into_activity_error)
+    }
+
+    /// Batched row purge, then the community row.
+    #[activity(definition = workflows::community::PurgePostgres)]
+    pub async fn purge_postgres(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: PurgeInput,
+    ) -> Result<PurgeReport, ActivityError> {
+        purge::purge_postgres(&self, &ctx, input)
+            .await
+            .map_err(into_activity_error)
+    }
+
+    /// SCAN + UNLINK of the community namespace.
+    #[activity(definition = workflows::community::PurgeCache)]
+    pub async fn purge_cache(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: RequestRef,
+    ) -> Result<CacheReport, ActivityError> {
+        purge::purge_cache(&self, &ctx, input)
+            .await
+            .map_err(into_activity_error)
+    }
+
+    /// The absence proof.
+    #[activity(definition = workflows::community::Verify)]
+    pub async fn verify(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: RequestRef,
+    ) -> Result<VerificationReport, ActivityError> {
+        verify::verify(&self, &ctx, input)
+            .await
+            .map_err(into_activity_error)
+    }
+
+    /// Marks the request retention-pending.
+    #[activity(definition = workflows::community::Complete)]
+    pub async fn complete(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: RequestRef,
+    ) -> Result<(), ActivityError> {
+        verify::complete(&self, input)
+            .await
+            .map_err(into_activity_error)
+    }
+
+    /// Lifts the fence and ends the request aborted.
+    #[activity(definition = workflows::community::Abort)]
+    pub async fn abort(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: AbortInput,
+    ) -> Result<AbortOutcome, ActivityError> {
+        intake::abort(&self, input)
+            .await
+            .map_err(into_activity_error)
+    }
+}

@@ -1,0 +1,117 @@
+//! The absence proof, and the terminal advance.
+
+use temporalio_sdk::activities::ActivityContext;
+use workflows::community::{RequestRef, VerificationReport};
+
+use crate::store::Stage;
+use crate::taxonomy::tenant_prefixes;
+
+use super::CommunityActivities;
+use super::failure::{PhaseError, PhaseResult};
+use super::heartbeat::{ProgressCell, heartbeating};
+
+/// Redis passes that must each complete empty (SCAN is weakly consistent: one sparse pass could
+/// look empty while a key survives a cursor rollover).
+const REDIS_EMPTY_PASSES: u32 = 2;
+
+/// Proves absence in every store: zero rows of the community in every tenant table and no
+/// community row, each tenant prefix lists no version at all, and two complete SCAN passes of
+/// the namespace find nothing. Anything found is a transient failure naming it (retried, visible
+/// in the UI) — never a silent pass.
+pub async fn verify(
+    acts: &CommunityActivities,
+    ctx: &ActivityContext,
+    input: RequestRef,
+) -> PhaseResult<VerificationReport> {
+    let token = acts
+        .store
+        .claim(
+            input.request_id,
+            &[Stage::CachePurged, Stage::LogicallyVerified],
+        )
+        .await?;
+    let progress = ProgressCell::default();
+    heartbeating(ctx, &progress, async {
+        acts.store.load_frozen_inventory(input.request_id).await?;
+        progress.update(|p| p.step = "counting remaining rows".to_owned());
+        let rows = acts.store.count_community_rows(token.community_id).await?;
+        if let Some(table) = rows.iter().find(|t| t.rows > 0) {
+            return Err(PhaseError::StillPresent {
+                what: "Postgres rows",
+                detail: format!("{} rows in {}", table.rows, table.table),
+            });
+        }
+        if acts
+            .store
+            .community_by_id(token.community_id)
+            .await?
+            .is_some()
+        {
+            return Err(PhaseError::StillPresent {
+                what: "the community row",
+                detail: format!("buzz.communities id {}", token.community_id),
+            });
+        }
+        let prefixes = tenant_prefixes(token.community_id);
+        for prefix in &prefixes {
+            progress.update(|p| p.step = format!("listing {prefix}"));
+            if let Some(version) = acts.objects.prefix_is_empty(prefix).await? {
+                return Err(PhaseError::StillPresent {
+                    what: "an object version",
+                    detail: format!(
+                        "{}@{} ({})",
+                        version.key,
+                        version.version_id,
+                        version.kind.as_str()
+                    ),
+                });
+            }
+        }
+        progress.update(|p| p.step = "two empty Redis SCAN passes".to_owned());
+        acts.cache.verify_absent(token.community_id).await?;
+        let report = VerificationReport {
+            tables_checked: rows.len() as u64,
+            prefixes_checked: prefixes.len() as u64,
+            redis_empty_passes: REDIS_EMPTY_PASSES,
+        };
+        if token.stage == Stage::CachePurged {
+            acts.store
+                .advance(
+                    &token,
+                    Stage::CachePurged,
+                    Stage::LogicallyVerified,
+                    serde_json::to_value(&report).unwrap_or_default(),
+                )
+                .await?;
+        }
+        Ok(report)
+    })
+    .await
+}
+
+/// Re-validates the frozen inventory and marks the request retention-pending (terminal).
+pub async fn complete(acts: &CommunityActivities, input: RequestRef) -> PhaseResult<()> {
+    let token = acts
+        .store
+        .claim(
+            input.request_id,
+            &[Stage::LogicallyVerified, Stage::RetentionPending],
+        )
+        .await?;
+    if token.stage == Stage::RetentionPending {
+        return Ok(());
+    }
+    acts.store.load_frozen_inventory(input.request_id).await?;
+    acts.store
+        .advance(
+            &token,
+            Stage::LogicallyVerified,
+            Stage::RetentionPending,
+            serde_json::json!({
+                "policy": "rows, object versions and keys of the community are gone; \
+                           the audit trail and approval evidence are retained"
+            }),
+        )
+        .await?;
+    Ok(())
+}

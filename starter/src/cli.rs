@@ -1,0 +1,175 @@
+//! Command-line grammar of `buzz-deletion`.
+
+use clap::{Args, Parser, Subcommand};
+use uuid::Uuid;
+
+use crate::output::OutputFormat;
+
+/// Operator CLI for buzz-deletion: erase a community or a user, with proof.
+///
+/// Exit codes: 0 ok, 1 failed, refused or blocked, 2 usage error.
+#[derive(Debug, Parser)]
+#[command(name = "buzz-deletion", version, about)]
+pub struct Cli {
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Json, global = true)]
+    pub output: OutputFormat,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Top-level commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Apply the database migrations (idempotent).
+    Migrate,
+    /// Run a StackCheck workflow: one activity touching Postgres, Redis and S3, then a timer.
+    StackCheck {
+        /// Durable timer after the activity, in seconds.
+        #[arg(long, default_value_t = 1)]
+        sleep_secs: u64,
+    },
+    /// Whole-community deletion.
+    #[command(subcommand)]
+    Community(CommunityCommand),
+    /// Demo data and the serving simulator.
+    #[command(subcommand)]
+    Demo(DemoCommand),
+}
+
+/// `community …` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum CommunityCommand {
+    /// Start a deletion: records the request, freezes the inventory, prints id and digest.
+    Submit {
+        /// Community host name. Defaults to the authority of RELAY_URL.
+        #[arg(long)]
+        host: Option<String>,
+        /// Operator asking for the deletion.
+        #[arg(long)]
+        requested_by: String,
+        /// Why.
+        #[arg(long)]
+        reason: Option<String>,
+        /// How long to wait for the inventory to be frozen.
+        #[arg(long, default_value_t = 120)]
+        wait_secs: u64,
+    },
+    /// Approve the exact frozen inventory digest (a second operator; two-person rule).
+    Approve {
+        /// Request id.
+        id: Uuid,
+        /// Approving operator (must differ from the requester).
+        #[arg(long)]
+        approved_by: String,
+        /// The frozen inventory digest printed by `submit` / `status`.
+        #[arg(long)]
+        digest: String,
+        /// Note kept with the approval evidence.
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// End the request before the irreversible point; the community is served again.
+    Abort {
+        /// Request id.
+        id: Uuid,
+        /// Operator aborting.
+        #[arg(long)]
+        aborted_by: String,
+        /// Why (kept in the audit trail).
+        #[arg(long)]
+        reason: String,
+    },
+    /// Resume a blocked request after remediating its recorded failure.
+    Unblock {
+        /// Request id.
+        id: Uuid,
+        /// Operator unblocking.
+        #[arg(long)]
+        unblocked_by: String,
+        /// The remediation done (kept in the audit trail).
+        #[arg(long)]
+        reason: String,
+    },
+    /// Current phase, progress, blocked reason and approval of one request.
+    Status {
+        /// Request id.
+        id: Uuid,
+    },
+    /// Follow a request live until it completes (exit 0), blocks or aborts (exit 1).
+    Watch {
+        /// Request id.
+        id: Uuid,
+        /// Polling interval in milliseconds.
+        #[arg(long, default_value_t = 1000)]
+        interval_ms: u64,
+        /// Give up after this many seconds (0 = never).
+        #[arg(long, default_value_t = 0)]
+        timeout_secs: u64,
+    },
+    /// List requests.
+    List(ListArgs),
+    /// Everything recorded about one request: approval, checkpoints, chunks, audit trail.
+    Inspect {
+        /// Request id.
+        id: Uuid,
+    },
+}
+
+/// Filters for `community list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Which requests.
+    #[arg(long, value_enum, default_value_t = ListState::All)]
+    pub state: ListState,
+    /// At most this many, newest first.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub limit: u16,
+}
+
+/// Request states `list` can filter on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ListState {
+    /// Not yet terminal.
+    Open,
+    /// Waiting for an operator's unblock.
+    Blocked,
+    /// Deleted and verified (retention pending).
+    Completed,
+    /// Everything.
+    All,
+}
+
+/// `demo …` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum DemoCommand {
+    /// Create a community (if needed) and write demo data through the serving API.
+    Seed(SeedArgs),
+}
+
+/// Knobs of `demo seed`.
+#[derive(Debug, Clone, Args)]
+pub struct SeedArgs {
+    /// Community host name (created if missing).
+    #[arg(long)]
+    pub host: String,
+    /// Distinct object keys per tenant prefix family (media, thumbs, meta).
+    #[arg(long, default_value_t = 10)]
+    pub objects: u32,
+    /// Versions written per object key.
+    #[arg(long, default_value_t = 2)]
+    pub versions: u32,
+    /// Keys that get a delete marker on top of their versions.
+    #[arg(long, default_value_t = 2)]
+    pub delete_markers: u32,
+    /// Rows per tenant table.
+    #[arg(long, default_value_t = 10)]
+    pub rows: u32,
+    /// Redis keys in the community namespace.
+    #[arg(long, default_value_t = 10)]
+    pub redis_keys: u32,
+    /// S3 writes in flight at once.
+    #[arg(long, default_value_t = 16)]
+    pub parallelism: usize,
+}

@@ -1,0 +1,683 @@
+//! `buzz-deletion community …`: submit, approve, abort, unblock, status, watch, list, inspect.
+//!
+//! Commands that change a deletion talk to its workflow (Updates, so a refusal comes back with
+//! the reason and changes nothing); commands that read history talk to Postgres, which keeps the
+//! evidence after Temporal's retention has dropped the workflow.
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use temporalio_client::{
+    Client, WorkflowExecuteUpdateOptions, WorkflowHandle, WorkflowQueryOptions,
+    WorkflowStartOptions, errors::WorkflowQueryError, errors::WorkflowUpdateError,
+};
+use temporalio_common::MemoValues;
+use temporalio_common::search_attributes::SearchAttributes;
+use uuid::Uuid;
+use workflows::TASK_QUEUE;
+use workflows::community::input::{CommunityDeletionInput, workflow_id};
+use workflows::community::status::DeletionStatus;
+use workflows::community::{
+    AbortRequest, ApproveRequest, CommunityDeletion, Phase, UnblockRequest,
+};
+use workflows::search;
+
+use activities::store::{RequestFilter, Store, StoreError};
+
+use crate::cli::{CommunityCommand, ListArgs, ListState};
+use crate::connect::{self, TemporalTarget};
+use crate::error::{CliError, CliResult};
+use crate::host;
+use crate::output::{OutputFormat, Table, key_values, print_json};
+
+/// Runs one `community` subcommand.
+pub async fn run(format: OutputFormat, command: CommunityCommand) -> CliResult {
+    match command {
+        CommunityCommand::Submit {
+            host,
+            requested_by,
+            reason,
+            wait_secs,
+        } => submit(format, host, requested_by, reason, wait_secs).await,
+        CommunityCommand::Approve {
+            id,
+            approved_by,
+            digest,
+            note,
+        } => {
+            let request = ApproveRequest {
+                approved_by: required("--approved-by", approved_by)?,
+                digest: required("--digest", digest)?,
+                note,
+            };
+            let handle = existing_workflow(id).await?;
+            let record = handle
+                .execute_update(
+                    CommunityDeletion::approve_update,
+                    request,
+                    WorkflowExecuteUpdateOptions::default(),
+                )
+                .await
+                .map_err(|e| refused("approval", id, e))?;
+            print_value(format, "approval recorded", &record)?;
+            Ok(0)
+        }
+        CommunityCommand::Abort {
+            id,
+            aborted_by,
+            reason,
+        } => {
+            let request = AbortRequest {
+                actor: required("--aborted-by", aborted_by)?,
+                reason: required("--reason", reason)?,
+            };
+            let handle = existing_workflow(id).await?;
+            let outcome = handle
+                .execute_update(
+                    CommunityDeletion::abort_update,
+                    request,
+                    WorkflowExecuteUpdateOptions::default(),
+                )
+                .await
+                .map_err(|e| refused("abort", id, e))?;
+            print_value(format, "abort", &outcome)?;
+            Ok(0)
+        }
+        CommunityCommand::Unblock {
+            id,
+            unblocked_by,
+            reason,
+        } => {
+            let request = UnblockRequest {
+                actor: required("--unblocked-by", unblocked_by)?,
+                reason: required("--reason", reason)?,
+            };
+            let handle = existing_workflow(id).await?;
+            let outcome = handle
+                .execute_update(
+                    CommunityDeletion::unblock_update,
+                    request,
+                    WorkflowExecuteUpdateOptions::default(),
+                )
+                .await
+                .map_err(|e| refused("unblock", id, e))?;
+            print_value(format, "unblock", &outcome)?;
+            Ok(0)
+        }
+        CommunityCommand::Status { id } => {
+            let handle = existing_workflow(id).await?;
+            let status = query_status(&handle, id).await?;
+            print_status(format, &status)?;
+            Ok(status_exit_code(&status))
+        }
+        CommunityCommand::Watch {
+            id,
+            interval_ms,
+            timeout_secs,
+        } => watch(id, interval_ms, timeout_secs).await,
+        CommunityCommand::List(args) => list(format, args).await,
+        CommunityCommand::Inspect { id } => inspect(format, id).await,
+    }
+}
+
+fn required(flag: &str, value: String) -> Result<String, CliError> {
+    let trimmed = value.trim();
+    if trimmed.is_empty() {
+        return Err(CliError::Usage(format!("{flag} must not be empty")));
+    }
+    Ok(trimmed.to_owned())
+}
+
+/// 0 while the deletion is healthy or done, 1 when it is blocked or was aborted.
+fn status_exit_code(status: &DeletionStatus) -> i32 {
+    if status.blocked.is_some() || status.phase == Phase::Aborted {
+        1
+    } else {
+        0
+    }
+}
+
+async fn submit(
+    format: OutputFormat,
+    host_flag: Option<String>,
+    requested_by: String,
+    reason: Option<String>,
+    wait_secs: u64,
+) -> CliResult {
+    let relay_url = std::env::var("RELAY_URL").ok();
+    let host = host::resolve(host_flag.as_deref(), relay_url.as_deref())?;
+    let requested_by = required("--requested-by", requested_by)?;
+    let store = connect::store().await?;
+    let community = store
+        .community_by_host(&host)
+        .await
+        .map_err(store_failure)?
+        .ok_or_else(|| {
+            CliError::Refused(format!(
+                "no community has host {host:?}: check the spelling, or create it with \
+                 `buzz-deletion demo seed --host {host}`"
+            ))
+        })?;
+    if let Some(open) = store
+        .find_open_request_for_community(community.id)
+        .await
+        .map_err(store_failure)?
+    {
+        return Err(CliError::Refused(format!(
+            "community {host} already has open deletion request {} (stage {}): follow it with \
+             `buzz-deletion community watch {}` or abort it first",
+            open.id, open.stage, open.id
+        )));
+    }
+    let client = connect::temporal(&TemporalTarget::from_env()).await?;
+    let request_id = Uuid::new_v4();
+    let workflow_id = workflow_id(request_id);
+    let mut memo = MemoValues::new();
+    memo.insert("host", host.clone());
+    memo.insert("requested_by", requested_by.clone());
+    client
+        .start_workflow(
+            CommunityDeletion::run,
+            CommunityDeletionInput::new(request_id, host.clone(), requested_by, reason),
+            WorkflowStartOptions::new(TASK_QUEUE, workflow_id.clone())
+                .memo(memo)
+                .search_attributes(SearchAttributes::new([
+                    search::KIND.value_set("community".to_owned()),
+                    search::STAGE.value_set(Phase::Submitted.as_str().to_owned()),
+                    search::COMMUNITY_ID.value_set(community.id.to_string()),
+                    search::BLOCKED.value_set(false),
+                ]))
+                .build(),
+        )
+        .await
+        .map_err(|e| {
+            CliError::Other(anyhow::anyhow!(
+                "could not start the deletion workflow: {e}"
+            ))
+        })?;
+    let handle = client.get_workflow_handle::<CommunityDeletion>(workflow_id.clone());
+    let status = wait_for_inventory(&handle, &store, request_id, wait_secs).await?;
+    let digest = status.inventory.as_ref().map(|i| i.digest.clone());
+    let summary = serde_json::json!({
+        "request_id": request_id,
+        "workflow_id": workflow_id,
+        "host": host,
+        "community_id": community.id,
+        "phase": status.phase,
+        "digest": digest,
+        "inventory": status.inventory,
+        "blocked": status.blocked,
+        "next": match &digest {
+            Some(d) => format!(
+                "a second operator approves with: buzz-deletion community approve {request_id} --approved-by <operator> --digest {d}"
+            ),
+            None => format!("inspect the block with: buzz-deletion community status {request_id}"),
+        },
+    });
+    match format {
+        OutputFormat::Json => print_json(&summary)?,
+        OutputFormat::Table => {
+            println!(
+                "{}",
+                key_values(
+                    "deletion submitted",
+                    &[
+                        ("request_id", request_id.to_string()),
+                        ("host", host.clone()),
+                        ("phase", status.phase.to_string()),
+                        ("digest", digest.clone().unwrap_or_default()),
+                    ],
+                )
+            );
+            if let Some(inventory) = &status.inventory {
+                print_inventory(inventory);
+            }
+        }
+    }
+    Ok(status_exit_code(&status))
+}
+
+/// Polls the workflow until the inventory is frozen (or the request blocks, or ends).
+async fn wait_for_inventory(
+    handle: &WorkflowHandle<Client, CommunityDeletion>,
+    store: &Store,
+    request_id: Uuid,
+    wait_secs: u64,
+) -> Result<DeletionStatus, CliError> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_secs.max(1));
+    loop {
+        match handle
+            .query(
+                CommunityDeletion::status,
+                (),
+                WorkflowQueryOptions::default(),
+            )
+            .await
+        {
+            Ok(status)
+                if status.inventory.is_some()
+                    || status.blocked.is_some()
+                    || status.phase.is_terminal() =>
+            {
+                return Ok(status);
+            }
+            Ok(_) => {}
+            Err(WorkflowQueryError::NotFound(_)) => {}
+            Err(e) => return Err(CliError::Other(anyhow::anyhow!("status query failed: {e}"))),
+        }
+        // A workflow that failed at registration (say, a concurrent request won the race)
+        // leaves no request row; its failure message is the answer.
+        if let Ok(description) = handle.describe(Default::default()).await
+            && description.status() != temporalio_client::WorkflowExecutionStatus::Running
+        {
+            let row = store.find_request(request_id).await.ok().flatten();
+            return Err(CliError::Refused(format!(
+                "the deletion workflow ended ({:?}) before freezing an inventory; request row: {}",
+                description.status(),
+                row.map(|r| format!("stage {}", r.stage))
+                    .unwrap_or_else(|| "none (registration was refused)".to_owned())
+            )));
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(CliError::Other(anyhow::anyhow!(
+                "the inventory was not frozen within {wait_secs} s: is a worker running? \
+                 (`buzz-deletion-worker`); the request continues, check it with \
+                 `buzz-deletion community status {request_id}`"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// The handle of an existing request's workflow; an unknown id is refused with a hint.
+async fn existing_workflow(
+    id: Uuid,
+) -> Result<WorkflowHandle<Client, CommunityDeletion>, CliError> {
+    let store = connect::store().await?;
+    let request = store.find_request(id).await.map_err(store_failure)?;
+    let Some(request) = request else {
+        return Err(CliError::Refused(format!(
+            "no deletion request has id {id}: list requests with `buzz-deletion community list`"
+        )));
+    };
+    if request.kind != "community" {
+        return Err(CliError::Refused(format!(
+            "request {id} is a {} deletion: use `buzz-deletion {} …`",
+            request.kind, request.kind
+        )));
+    }
+    let client = connect::temporal(&TemporalTarget::from_env()).await?;
+    Ok(client.get_workflow_handle::<CommunityDeletion>(request.workflow_id))
+}
+
+async fn query_status(
+    handle: &WorkflowHandle<Client, CommunityDeletion>,
+    id: Uuid,
+) -> Result<DeletionStatus, CliError> {
+    handle
+        .query(
+            CommunityDeletion::status,
+            (),
+            WorkflowQueryOptions::default(),
+        )
+        .await
+        .map_err(|e| match e {
+            WorkflowQueryError::NotFound(_) => CliError::Refused(format!(
+                "request {id} has no workflow in Temporal any more (retention passed?): \
+                 its evidence is in Postgres, see `buzz-deletion community inspect {id}`"
+            )),
+            other => CliError::Other(anyhow::anyhow!("status query failed: {other}")),
+        })
+}
+
+/// Maps an update's failure to what the operator sees: the workflow's own reason.
+fn refused(what: &str, id: Uuid, error: WorkflowUpdateError) -> CliError {
+    match error {
+        WorkflowUpdateError::Failed(failure) => {
+            CliError::Refused(format!("{what} refused: {}", failure.message))
+        }
+        WorkflowUpdateError::NotFound(_) => CliError::Refused(format!(
+            "{what} refused: request {id}'s workflow is not running any more \
+             (see `buzz-deletion community inspect {id}`)"
+        )),
+        other => CliError::Other(anyhow::anyhow!("{what} failed: {other}")),
+    }
+}
+
+fn store_failure(error: StoreError) -> CliError {
+    CliError::Other(anyhow::anyhow!("Postgres: {error}"))
+}
+
+fn print_value(
+    format: OutputFormat,
+    title: &str,
+    value: &impl serde::Serialize,
+) -> anyhow::Result<()> {
+    match format {
+        OutputFormat::Json => print_json(value),
+        OutputFormat::Table => {
+            let json = serde_json::to_value(value)?;
+            let pairs: Vec<(String, String)> = match json {
+                serde_json::Value::Object(map) => map
+                    .into_iter()
+                    .map(|(k, v)| (k, display_json(&v)))
+                    .collect(),
+                other => vec![("result".to_owned(), display_json(&other))],
+            };
+            let borrowed: Vec<(&str, String)> =
+                pairs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+            println!("{}", key_values(title, &borrowed));
+            Ok(())
+        }
+    }
+}
+
+fn display_json(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+fn print_inventory(inventory: &workflows::community::InventorySummary) {
+    let mut tables = Table::new("tenant tables", &["table", "rows"]);
+    for t in &inventory.tables {
+        tables.row(vec![t.table.clone(), t.rows.to_string()]);
+    }
+    println!("{}", tables.render());
+    let mut prefixes = Table::new(
+        "tenant prefixes",
+        &["prefix", "versions", "bytes", "digest"],
+    );
+    for p in &inventory.prefixes {
+        prefixes.row(vec![
+            p.prefix.clone(),
+            p.versions.to_string(),
+            p.bytes.to_string(),
+            p.keys_digest.chars().take(16).collect(),
+        ]);
+    }
+    println!("{}", prefixes.render());
+    println!("redis keys: {}", inventory.redis_keys);
+}
+
+fn print_status(format: OutputFormat, status: &DeletionStatus) -> anyhow::Result<()> {
+    match format {
+        OutputFormat::Json => print_json(status),
+        OutputFormat::Table => {
+            let p = &status.progress;
+            println!(
+                "{}",
+                key_values(
+                    "deletion status",
+                    &[
+                        ("request_id", status.request_id.to_string()),
+                        ("host", status.host.clone()),
+                        ("phase", status.phase.to_string()),
+                        (
+                            "blocked",
+                            status
+                                .blocked
+                                .as_ref()
+                                .map(|b| format!("in {} since {}: {}", b.phase, b.since, b.reason))
+                                .unwrap_or_else(|| "no".to_owned()),
+                        ),
+                        ("last_error", status.last_error.clone().unwrap_or_default()),
+                        (
+                            "approval",
+                            status
+                                .approval
+                                .as_ref()
+                                .map(|a| format!("{} at {}", a.approved_by, a.approved_at))
+                                .unwrap_or_default(),
+                        ),
+                        (
+                            "digest",
+                            status
+                                .inventory
+                                .as_ref()
+                                .map(|i| i.digest.clone())
+                                .unwrap_or_default(),
+                        ),
+                        (
+                            "objects",
+                            format!(
+                                "{} of {} versions deleted",
+                                p.versions_deleted, p.versions_total
+                            ),
+                        ),
+                        ("chunks", format!("{} of {}", p.chunks_done, p.chunks_total)),
+                        ("rows purged", p.rows_purged.to_string()),
+                        ("keys purged", p.keys_purged.to_string()),
+                    ],
+                )
+            );
+            Ok(())
+        }
+    }
+}
+
+/// One line describing where a deletion stands, for `watch`.
+fn progress_line(status: &DeletionStatus) -> String {
+    let p = &status.progress;
+    let mut line = format!(
+        "{:<18} objects {}/{}  chunks {}/{}  rows {}  keys {}",
+        status.phase.as_str(),
+        p.versions_deleted,
+        p.versions_total,
+        p.chunks_done,
+        p.chunks_total,
+        p.rows_purged,
+        p.keys_purged
+    );
+    if let Some(blocked) = &status.blocked {
+        line.push_str(&format!("  BLOCKED: {}", blocked.reason));
+    } else if let Some(error) = &status.last_error {
+        line.push_str(&format!("  last error: {error}"));
+    }
+    line
+}
+
+/// A text progress bar of `done` over `total`, `width` cells wide.
+fn bar(done: u64, total: u64, width: usize) -> String {
+    let filled = (done.min(total) * width as u64)
+        .checked_div(total)
+        .map_or(width, |cells| usize::try_from(cells).unwrap_or(width));
+    format!("[{}{}]", "#".repeat(filled), "-".repeat(width - filled))
+}
+
+async fn watch(id: Uuid, interval_ms: u64, timeout_secs: u64) -> CliResult {
+    let handle = existing_workflow(id).await?;
+    let interactive = std::io::stdout().is_terminal();
+    let started = tokio::time::Instant::now();
+    let mut last_line = String::new();
+    loop {
+        let status = query_status(&handle, id).await?;
+        let line = progress_line(&status);
+        if interactive {
+            let p = &status.progress;
+            print!(
+                "\r\x1b[2K{} {}",
+                bar(p.versions_deleted, p.versions_total, 30),
+                line
+            );
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+        } else if line != last_line {
+            println!("{line}");
+        }
+        last_line = line;
+        let done = status.phase == Phase::RetentionPending;
+        if done || status.blocked.is_some() || status.phase == Phase::Aborted {
+            if interactive {
+                println!();
+            }
+            if done {
+                if let Some(v) = &status.verification {
+                    println!(
+                        "verified: {} tenant tables empty, {} prefixes list no version, {} empty Redis SCAN passes",
+                        v.tables_checked, v.prefixes_checked, v.redis_empty_passes
+                    );
+                }
+                return Ok(0);
+            }
+            return Ok(1);
+        }
+        if timeout_secs > 0 && started.elapsed() >= Duration::from_secs(timeout_secs) {
+            if interactive {
+                println!();
+            }
+            return Err(CliError::Other(anyhow::anyhow!(
+                "still {} after {timeout_secs} s",
+                status.phase
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(interval_ms.max(100))).await;
+    }
+}
+
+async fn list(format: OutputFormat, args: ListArgs) -> CliResult {
+    let store = connect::store().await?;
+    let filter = match args.state {
+        ListState::Open => RequestFilter::Open,
+        ListState::Blocked => RequestFilter::Blocked,
+        ListState::Completed => RequestFilter::Completed,
+        ListState::All => RequestFilter::All,
+    };
+    let requests = store
+        .list_requests(filter, u32::from(args.limit))
+        .await
+        .map_err(store_failure)?;
+    match format {
+        OutputFormat::Json => print_json(&requests)?,
+        OutputFormat::Table => {
+            let mut table = Table::new(
+                "deletion requests",
+                &[
+                    "id",
+                    "kind",
+                    "target",
+                    "stage",
+                    "requested_by",
+                    "blocked",
+                    "created_at",
+                ],
+            );
+            for r in &requests {
+                table.row(vec![
+                    r.id.to_string(),
+                    r.kind.clone(),
+                    r.host
+                        .clone()
+                        .or_else(|| r.target.clone())
+                        .unwrap_or_default(),
+                    r.stage.clone(),
+                    r.requested_by.clone(),
+                    r.blocked_reason.clone().unwrap_or_default(),
+                    r.created_at.to_rfc3339(),
+                ]);
+            }
+            print!("{}", table.render());
+        }
+    }
+    Ok(0)
+}
+
+async fn inspect(format: OutputFormat, id: Uuid) -> CliResult {
+    let store = connect::store().await?;
+    let inspection = match store.inspect(id).await {
+        Ok(i) => i,
+        Err(StoreError::NotFound { .. }) => {
+            return Err(CliError::Refused(format!(
+                "no deletion request has id {id}: list requests with `buzz-deletion community list`"
+            )));
+        }
+        Err(e) => return Err(store_failure(e)),
+    };
+    match format {
+        OutputFormat::Json => print_json(&inspection)?,
+        OutputFormat::Table => {
+            let r = &inspection.request;
+            println!(
+                "{}",
+                key_values(
+                    "request",
+                    &[
+                        ("id", r.id.to_string()),
+                        ("host", r.host.clone().unwrap_or_default()),
+                        ("stage", r.stage.clone()),
+                        ("requested_by", r.requested_by.clone()),
+                        ("digest", r.inventory_digest.clone().unwrap_or_default()),
+                        ("blocked", r.blocked_reason.clone().unwrap_or_default()),
+                        (
+                            "approval",
+                            inspection
+                                .approval
+                                .as_ref()
+                                .map(|a| format!(
+                                    "{} at {} ({})",
+                                    a.approved_by, a.approved_at, a.digest
+                                ))
+                                .unwrap_or_default(),
+                        ),
+                        (
+                            "chunks",
+                            format!(
+                                "{} of {} stamped, {} of {} versions",
+                                inspection.chunks.chunks_stamped,
+                                inspection.chunks.chunks_total,
+                                inspection.chunks.versions_stamped,
+                                inspection.chunks.versions_total
+                            ),
+                        ),
+                    ],
+                )
+            );
+            let mut checkpoints = Table::new("checkpoints", &["stage", "reached_at", "detail"]);
+            for c in &inspection.checkpoints {
+                checkpoints.row(vec![
+                    c.stage.clone(),
+                    c.reached_at.to_rfc3339(),
+                    c.detail.to_string(),
+                ]);
+            }
+            println!("{}", checkpoints.render());
+            let mut audit = Table::new("audit trail", &["at", "actor", "event", "detail"]);
+            for e in &inspection.audit {
+                audit.row(vec![
+                    e.at.to_rfc3339(),
+                    e.actor.clone(),
+                    e.event.clone(),
+                    e.detail.to_string(),
+                ]);
+            }
+            print!("{}", audit.render());
+        }
+    }
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_bar_is_full_when_nothing_to_delete_and_proportional_otherwise() {
+        assert_eq!(bar(0, 0, 4), "[####]");
+        assert_eq!(bar(1, 4, 4), "[#---]");
+        assert_eq!(bar(9, 4, 4), "[####]");
+    }
+
+    #[test]
+    fn blank_required_flags_are_usage_errors() {
+        assert!(matches!(
+            required("--reason", "  ".into()),
+            Err(CliError::Usage(_))
+        ));
+        assert_eq!(
+            required("--reason", " x ".into()).ok().as_deref(),
+            Some("x")
+        );
+    }
+}

@@ -1,0 +1,114 @@
+//! `buzz-deletion demo …`: demo data written through the serving API.
+
+use activities::cache::Cache;
+use activities::demo::{SeedPlan, seed_community};
+use activities::objects::{ObjectStore, S3Config};
+
+use crate::cli::{DemoCommand, SeedArgs};
+use crate::connect;
+use crate::error::{CliError, CliResult};
+use crate::host;
+use crate::output::{OutputFormat, Table, print_json};
+
+/// Runs one `demo` subcommand.
+pub async fn run(format: OutputFormat, command: DemoCommand) -> CliResult {
+    match command {
+        DemoCommand::Seed(args) => seed(format, args).await,
+    }
+}
+
+/// Reads a required variable, or says how to get it.
+fn env(name: &'static str) -> Result<String, CliError> {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| {
+            CliError::Usage(format!(
+                "{name} is not set: run `bash deploy/local/up && source .state/env`, or export it"
+            ))
+        })
+}
+
+/// S3 settings from the BUZZ_S3_* variables.
+pub fn s3_config_from_env() -> Result<S3Config, CliError> {
+    Ok(S3Config {
+        endpoint: env("BUZZ_S3_ENDPOINT")?,
+        bucket: env("BUZZ_S3_BUCKET")?,
+        region: std::env::var("BUZZ_S3_REGION").unwrap_or_else(|_| "us-east-1".to_owned()),
+        access_key: env("BUZZ_S3_ACCESS_KEY")?,
+        secret_key: env("BUZZ_S3_SECRET_KEY")?,
+    })
+}
+
+/// Connects S3 and Redis from the environment, naming whichever is unreachable.
+pub async fn connect_data_stores() -> Result<(ObjectStore, Cache), CliError> {
+    let s3 = s3_config_from_env()?;
+    let objects = ObjectStore::connect(&s3)
+        .await
+        .map_err(|e| CliError::Unavailable {
+            service: "S3",
+            address: s3.endpoint.clone(),
+            detail: e.to_string(),
+            hint: "start the local stack with `bash deploy/local/up && source .state/env`",
+        })?;
+    objects
+        .check_bucket()
+        .await
+        .map_err(|e| CliError::Unavailable {
+            service: "S3 bucket",
+            address: format!("{}/{}", s3.endpoint, s3.bucket),
+            detail: e.to_string(),
+            hint: "start the local stack with `bash deploy/local/up && source .state/env`",
+        })?;
+    let redis_url = env("REDIS_URL")?;
+    let cache = Cache::connect(&redis_url)
+        .await
+        .map_err(|e| CliError::Unavailable {
+            service: "Redis",
+            address: redis_url.clone(),
+            detail: e.to_string(),
+            hint: "start the local stack with `bash deploy/local/up && source .state/env`",
+        })?;
+    Ok((objects, cache))
+}
+
+async fn seed(format: OutputFormat, args: SeedArgs) -> CliResult {
+    let host = host::resolve(Some(&args.host), None)?;
+    let store = connect::store().await?;
+    let (objects, cache) = connect_data_stores().await?;
+    let plan = SeedPlan {
+        objects: args.objects,
+        versions: args.versions.max(1),
+        delete_markers: args.delete_markers,
+        rows: args.rows,
+        redis_keys: args.redis_keys,
+        parallelism: args.parallelism,
+    };
+    let report = seed_community(&store, &objects, &cache, &host, plan)
+        .await
+        .map_err(|e| CliError::Other(anyhow::anyhow!("seeding {host} failed: {e}")))?;
+    match format {
+        OutputFormat::Json => print_json(&report)?,
+        OutputFormat::Table => {
+            let mut table = Table::new(
+                format!("seeded {} ({})", report.host, report.community_id),
+                &["what", "count"],
+            );
+            for t in &report.rows {
+                table.row(vec![format!("rows in {}", t.table), t.rows.to_string()]);
+            }
+            table.row(vec![
+                "object versions".into(),
+                report.object_versions.to_string(),
+            ]);
+            table.row(vec![
+                "delete markers".into(),
+                report.delete_markers.to_string(),
+            ]);
+            table.row(vec!["redis keys".into(), report.redis_keys.to_string()]);
+            print!("{}", table.render());
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,48 @@
+//! `buzz-deletion stack-check`: the round trip through Temporal, Postgres, Redis and S3.
+
+use temporalio_client::{WorkflowGetResultOptions, WorkflowStartOptions};
+use workflows::TASK_QUEUE;
+use workflows::stack_check::{StackCheck, StackCheckInput};
+
+use crate::connect::{self, TemporalTarget};
+use crate::error::{CliError, CliResult};
+use crate::output::{OutputFormat, print_json};
+
+/// Starts a StackCheck workflow and waits for its report (needs a running worker).
+pub async fn run(format: OutputFormat, sleep_secs: u64) -> CliResult {
+    let client = connect::temporal(&TemporalTarget::from_env()).await?;
+    let nonce = uuid::Uuid::new_v4().to_string();
+    let workflow_id = format!("stack-check-{nonce}");
+    let handle = client
+        .start_workflow(
+            StackCheck::run,
+            StackCheckInput {
+                nonce: nonce.clone(),
+                sleep_secs,
+            },
+            WorkflowStartOptions::new(TASK_QUEUE, workflow_id).build(),
+        )
+        .await
+        .map_err(|e| CliError::Other(anyhow::anyhow!("could not start StackCheck: {e}")))?;
+    let report = handle
+        .get_result(WorkflowGetResultOptions::default())
+        .await
+        .map_err(|e| CliError::Other(anyhow::anyhow!("StackCheck failed: {e}")))?;
+    if report.touched.s3_echo != nonce {
+        return Err(CliError::Other(anyhow::anyhow!(
+            "S3 returned {:?} instead of the nonce",
+            report.touched.s3_echo
+        )));
+    }
+    match format {
+        OutputFormat::Json => print_json(&report)?,
+        OutputFormat::Table => println!(
+            "postgres schema v{} · redis keys round-tripped {} · s3 version {} · slept {} s",
+            report.touched.postgres_schema_version,
+            report.touched.redis_keys_round_tripped,
+            report.touched.s3_version_id,
+            report.slept_secs
+        ),
+    }
+    Ok(0)
+}

@@ -1,0 +1,40 @@
+//! How a command fails, and the exit code each failure maps to.
+
+/// A command's failure, as the operator sees it.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The invocation itself is wrong (missing or malformed argument). Exit 2.
+    #[error("{0}")]
+    Usage(String),
+    /// The request was understood and refused; nothing changed. Exit 1.
+    #[error("{0}")]
+    Refused(String),
+    /// A dependency could not be reached. Exit 1.
+    #[error("{service} is not reachable at {address}: {detail}\nhint: {hint}")]
+    Unavailable {
+        /// Which service.
+        service: &'static str,
+        /// Where we looked.
+        address: String,
+        /// The underlying error.
+        detail: String,
+        /// What to do.
+        hint: &'static str,
+    },
+    /// Anything else; the cause chain is printed. Exit 1.
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+}
+
+impl CliError {
+    /// The process exit code: 2 for usage errors, 1 for everything else.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CliError::Usage(_) => 2,
+            CliError::Refused(_) | CliError::Unavailable { .. } | CliError::Other(_) => 1,
+        }
+    }
+}
+
+/// Result of a command: the exit code to use when it ran to an answer.
+pub type CliResult = Result<i32, CliError>;

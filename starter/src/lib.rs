@@ -1,0 +1,34 @@
+//! The `buzz-deletion` operator CLI as a library, so the end-to-end tests drive exactly the code
+//! operators run.
+#![deny(unsafe_code)]
+
+pub mod cli;
+pub mod commands;
+pub mod connect;
+pub mod error;
+pub mod host;
+pub mod output;
+
+use cli::{Cli, Command};
+use error::CliResult;
+
+/// Runs one parsed invocation and returns its exit code (errors are printed to stderr).
+pub async fn run(cli: Cli) -> i32 {
+    match dispatch(cli).await {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            error.exit_code()
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> CliResult {
+    let format = cli.output;
+    match cli.command {
+        Command::Migrate => commands::migrate::run(format).await,
+        Command::StackCheck { sleep_secs } => commands::stack_check::run(format, sleep_secs).await,
+        Command::Community(command) => commands::community::run(format, command).await,
+        Command::Demo(command) => commands::demo::run(format, command).await,
+    }
+}

@@ -1,0 +1,533 @@
+//! `buzz-deletion user …`: submit, approve, run and inspect user deletions.
+//!
+//! Each command is one Temporal interaction with the request's `UserDeletion` workflow (start +
+//! `registration` update, `approve` update, `run` update) followed by a read of what Postgres
+//! saved; `status` and a rerun of a finished request only read Postgres.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Subcommand, ValueEnum};
+use serde::Serialize;
+use serde_json::json;
+use temporalio_client::errors::WorkflowUpdateError;
+use temporalio_client::{
+    Client, WorkflowExecuteUpdateOptions, WorkflowIdConflictPolicy, WorkflowStartOptions,
+};
+use temporalio_common::search_attributes::SearchAttributes;
+use uuid::Uuid;
+
+use activities::user::{StageRowView, UserRequestView, UserStore};
+use workflows::user::policy::{Position, reconstruct};
+use workflows::user::{
+    HandlerDirectives, Registration, RunOptions, RunOutcome, RunReport, StageKind,
+    UserApprovalRecord, UserApproveRequest, UserDeletion, UserDeletionInput, UserInventory,
+    validate_demo_target, workflow_id,
+};
+
+use crate::output::{OutputFormat, Table, key_values, print_json};
+
+/// How long `submit` and `approve` wait for a worker to answer.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// `user …` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Submit a user deletion: records the request with its frozen demo inventory (B, then C)
+    /// and prints its id and inventory digest. Only `demo:` targets are accepted.
+    Submit {
+        /// The user, `demo:<name>`.
+        #[arg(long)]
+        target: String,
+        /// Operator asking for the deletion.
+        #[arg(long)]
+        requested_by: String,
+        /// Why.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Approve the frozen inventory digest (a second operator; two-person rule). Creates no
+    /// stage rows.
+    Approve {
+        /// Request id.
+        id: Uuid,
+        /// Approving operator (must differ from the requester).
+        #[arg(long)]
+        approved_by: String,
+        /// The digest printed by `submit`.
+        #[arg(long)]
+        inventory_digest: String,
+        /// Note kept with the approval evidence.
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// Let the workflow execute stages, wait until it pauses, and print the stage rows. Exit 1
+    /// when a handler failed (with the saved retry deadline) or the run was refused.
+    Run {
+        /// Request id.
+        id: Uuid,
+        /// Execute one handler and its transition, then pause.
+        #[arg(long)]
+        next_step: bool,
+        /// Make this stage's dummy handler fail.
+        #[arg(long, value_enum)]
+        fail_stage: Option<StageArg>,
+        /// Community whose purge_db observes no agents (repeatable).
+        #[arg(long = "demo-no-agents-in")]
+        demo_no_agents_in: Vec<Uuid>,
+        /// Time each handler takes, heartbeating meanwhile.
+        #[arg(long, default_value_t = 0)]
+        stage_delay_ms: u64,
+        /// Label saved on the stage rows this run starts.
+        #[arg(long)]
+        executor_id: Option<String>,
+    },
+    /// Print the request, its approval and its stage rows in predecessor-chain order.
+    Status {
+        /// Request id.
+        id: Uuid,
+    },
+}
+
+/// A stage name on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StageArg {
+    /// The user gate.
+    #[value(name = "gate_user")]
+    GateUser,
+    /// Per-community row purge.
+    #[value(name = "purge_db")]
+    PurgeDb,
+    /// Per-community agent purge.
+    #[value(name = "purge_agents")]
+    PurgeAgents,
+}
+
+impl From<StageArg> for StageKind {
+    fn from(arg: StageArg) -> Self {
+        match arg {
+            StageArg::GateUser => StageKind::GateUser,
+            StageArg::PurgeDb => StageKind::PurgeDb,
+            StageArg::PurgeAgents => StageKind::PurgeAgents,
+        }
+    }
+}
+
+/// What the `user` commands need: a Temporal client, the user-deletion store, the output format.
+#[derive(Debug, Clone)]
+pub struct UserCliEnv {
+    /// Connected Temporal client (namespace of the workers).
+    pub client: Client,
+    /// The user-deletion store over the deletion database.
+    pub store: UserStore,
+    /// JSON (default) or table.
+    pub output: OutputFormat,
+}
+
+/// Runs one `user` command and returns its exit code: 0 ok, 1 failed or refused, 2 usage.
+pub async fn run(cmd: UserCommand, env: &UserCliEnv) -> anyhow::Result<i32> {
+    match cmd {
+        UserCommand::Submit {
+            target,
+            requested_by,
+            reason,
+        } => submit(env, target, requested_by, reason).await,
+        UserCommand::Approve {
+            id,
+            approved_by,
+            inventory_digest,
+            note,
+        } => {
+            let approval = UserApproveRequest {
+                approved_by,
+                inventory_digest,
+                note,
+            };
+            approve(env, id, approval).await
+        }
+        UserCommand::Run {
+            id,
+            next_step,
+            fail_stage,
+            demo_no_agents_in,
+            stage_delay_ms,
+            executor_id,
+        } => {
+            let options = RunOptions {
+                next_step,
+                directives: HandlerDirectives {
+                    fail_stage: fail_stage.map(StageKind::from),
+                    no_agents_in: demo_no_agents_in,
+                    stage_delay_ms,
+                },
+                executor_id,
+            };
+            run_stages(env, id, options).await
+        }
+        UserCommand::Status { id } => status(env, id).await,
+    }
+}
+
+async fn submit(
+    env: &UserCliEnv,
+    target: String,
+    requested_by: String,
+    reason: Option<String>,
+) -> anyhow::Result<i32> {
+    if let Err(refusal) = validate_demo_target(&target) {
+        return Ok(fail(2, &refusal.to_string()));
+    }
+    if requested_by.trim().is_empty() {
+        return Ok(fail(2, "--requested-by must name the requesting operator"));
+    }
+    let id = Uuid::new_v4();
+    let input = UserDeletionInput {
+        request_id: id,
+        target,
+        requested_by,
+        reason,
+    };
+    let options = WorkflowStartOptions::new(workflows::TASK_QUEUE, workflow_id(id))
+        .id_conflict_policy(WorkflowIdConflictPolicy::Fail)
+        .search_attributes(SearchAttributes::new([
+            workflows::search::KIND.value_set("user".to_string())
+        ]))
+        .build();
+    let handle = env
+        .client
+        .start_workflow(UserDeletion::run, input, options)
+        .await
+        .context("starting the UserDeletion workflow")?;
+    let registered = tokio::time::timeout(
+        ANSWER_TIMEOUT,
+        handle.execute_update(
+            UserDeletion::registration,
+            (),
+            WorkflowExecuteUpdateOptions::default(),
+        ),
+    )
+    .await
+    .map_err(|_| no_worker_answered("registration"))?;
+    let registration: Registration = match registered {
+        Ok(registration) => registration,
+        Err(e) => return Ok(fail(1, &format!("registration failed: {}", update_message(&e)))),
+    };
+    match env.output {
+        OutputFormat::Json => print_json(&registration)?,
+        OutputFormat::Table => print!(
+            "{}",
+            key_values(
+                "user deletion submitted",
+                &[
+                    ("id", registration.id.to_string()),
+                    ("workflow_id", registration.workflow_id.clone()),
+                    ("target", registration.target.clone()),
+                    ("inventory_digest", registration.inventory_digest.clone()),
+                ],
+            )
+        ),
+    }
+    Ok(0)
+}
+
+async fn approve(env: &UserCliEnv, id: Uuid, approval: UserApproveRequest) -> anyhow::Result<i32> {
+    if env.store.request_view(id).await?.is_none() {
+        return Ok(fail(1, &format!("no user-deletion request {id}")));
+    }
+    let handle = env.client.get_workflow_handle::<UserDeletion>(workflow_id(id));
+    let answered = tokio::time::timeout(
+        ANSWER_TIMEOUT,
+        handle.execute_update(
+            UserDeletion::approve,
+            approval,
+            WorkflowExecuteUpdateOptions::default(),
+        ),
+    )
+    .await
+    .map_err(|_| no_worker_answered("approval"))?;
+    let record: UserApprovalRecord = match answered {
+        Ok(record) => record,
+        Err(e) => return Ok(fail(1, &format!("approval refused: {}", update_message(&e)))),
+    };
+    let snapshot = RequestSnapshot::read(&env.store, id).await?;
+    let document = json!({"approval": record, "request": snapshot.request, "stages": snapshot.stages});
+    match env.output {
+        OutputFormat::Json => print_json(&document)?,
+        OutputFormat::Table => print!("{}", snapshot.render()),
+    }
+    Ok(0)
+}
+
+async fn run_stages(env: &UserCliEnv, id: Uuid, options: RunOptions) -> anyhow::Result<i32> {
+    let Some(request) = env.store.request_view(id).await? else {
+        return Ok(fail(1, &format!("no user-deletion request {id}")));
+    };
+    // A finished request is answered from Postgres alone: a rerun cannot change anything.
+    let report = if request.stage == "completed" {
+        RunReport {
+            run: 0,
+            handlers_run: 0,
+            outcome: RunOutcome::AlreadyCompleted,
+        }
+    } else {
+        let handle = env.client.get_workflow_handle::<UserDeletion>(workflow_id(id));
+        match handle
+            .execute_update(
+                UserDeletion::request_run,
+                options,
+                WorkflowExecuteUpdateOptions::default(),
+            )
+            .await
+        {
+            Ok(report) => report,
+            Err(e) => return Ok(fail(1, &format!("run refused: {}", update_message(&e)))),
+        }
+    };
+    let snapshot = RequestSnapshot::read(&env.store, id).await?;
+    match env.output {
+        OutputFormat::Json => print_json(&json!({
+            "run": report,
+            "request": snapshot.request,
+            "approval": snapshot.approval,
+            "progress": snapshot.progress,
+            "stages": snapshot.stages,
+        }))?,
+        OutputFormat::Table => {
+            print!("{}", snapshot.render());
+            println!("run: {}", describe_outcome(&report.outcome));
+        }
+    }
+    if report.outcome.needs_attention() {
+        eprintln!("error: {}", describe_outcome(&report.outcome));
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+async fn status(env: &UserCliEnv, id: Uuid) -> anyhow::Result<i32> {
+    if env.store.request_view(id).await?.is_none() {
+        return Ok(fail(1, &format!("no user-deletion request {id}")));
+    }
+    let snapshot = RequestSnapshot::read(&env.store, id).await?;
+    match env.output {
+        OutputFormat::Json => print_json(&snapshot)?,
+        OutputFormat::Table => print!("{}", snapshot.render()),
+    }
+    if let ProgressView::Unreadable { error } = &snapshot.progress {
+        eprintln!("error: stage history of request {id} cannot be reconstructed: {error}");
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+/// Everything Postgres holds about one request, with the stage rows in chain order.
+#[derive(Debug, Serialize)]
+struct RequestSnapshot {
+    request: Option<UserRequestView>,
+    approval: Option<UserApprovalRecord>,
+    progress: ProgressView,
+    stages: Vec<StageRowView>,
+}
+
+/// Progress as reconstructed from the predecessor chain.
+#[derive(Debug, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+enum ProgressView {
+    /// No stage row yet.
+    NotStarted,
+    /// The chain ends in a current row.
+    Current {
+        current_stage_id: Uuid,
+        covered_communities: Vec<Uuid>,
+    },
+    /// The chain ends with a decision without successor.
+    Finished { covered_communities: Vec<Uuid> },
+    /// The history cannot be read as progress.
+    Unreadable { error: String },
+}
+
+impl RequestSnapshot {
+    async fn read(store: &UserStore, id: Uuid) -> anyhow::Result<Self> {
+        let request = store.request_view(id).await?;
+        let approval = store.approval(id).await?;
+        let mut stages = store.stage_rows(id).await?;
+        let inventory: Option<UserInventory> = request
+            .as_ref()
+            .and_then(|r| r.inventory.clone())
+            .map(serde_json::from_value)
+            .transpose()
+            .context("the saved inventory is unreadable")?;
+        let progress = match inventory {
+            None => ProgressView::Unreadable {
+                error: "the request has no saved inventory".into(),
+            },
+            Some(inventory) => progress_of(&inventory, &mut stages),
+        };
+        Ok(RequestSnapshot {
+            request,
+            approval,
+            progress,
+            stages,
+        })
+    }
+
+    fn render(&self) -> String {
+        let mut out = String::new();
+        if let Some(r) = &self.request {
+            let optional = |v: Option<String>| v.unwrap_or_default();
+            out.push_str(&key_values(
+                "request",
+                &[
+                    ("id", r.id.to_string()),
+                    ("target", optional(r.target.clone())),
+                    ("stage", r.stage.clone()),
+                    ("requested_by", r.requested_by.clone()),
+                    ("inventory_digest", optional(r.inventory_digest.clone())),
+                    ("exec_generation", r.exec_generation.to_string()),
+                    ("retry_count", r.retry_count.to_string()),
+                    ("next_attempt_at", optional(r.next_attempt_at.map(|t| t.to_rfc3339()))),
+                    ("last_error", optional(r.last_error.clone())),
+                    ("completed_at", optional(r.completed_at.map(|t| t.to_rfc3339()))),
+                ],
+            ));
+        }
+        out.push('\n');
+        match &self.approval {
+            Some(a) => out.push_str(&key_values(
+                "approval",
+                &[
+                    ("approved_by", a.approved_by.clone()),
+                    ("approved_at", a.approved_at.clone()),
+                    ("inventory_digest", a.inventory_digest.clone()),
+                ],
+            )),
+            None => out.push_str("approval: none\n"),
+        }
+        out.push('\n');
+        let mut table = Table::new(
+            format!("stages ({} rows)", self.stages.len()),
+            &[
+                "#", "id", "stage", "community", "status", "current", "attempt", "gen",
+                "first_started_at", "started_at", "finished_at", "decision", "last_error",
+            ],
+        );
+        for (n, row) in self.stages.iter().enumerate() {
+            let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
+                t.map(|t| t.format("%H:%M:%S%.3f").to_string()).unwrap_or_default()
+            };
+            let decision = row
+                .transition
+                .as_ref()
+                .and_then(|t| t.get("decision"))
+                .and_then(|d| d.as_str())
+                .unwrap_or_default()
+                .to_string();
+            table.row(vec![
+                (n + 1).to_string(),
+                row.id.to_string(),
+                row.stage.clone(),
+                row.community_id.map(|c| c.to_string()).unwrap_or_default(),
+                row.status.clone(),
+                row.is_current.to_string(),
+                row.attempt.to_string(),
+                row.exec_generation.map(|g| g.to_string()).unwrap_or_default(),
+                time(row.first_started_at),
+                time(row.started_at),
+                time(row.finished_at),
+                decision,
+                row.last_error.clone().unwrap_or_default(),
+            ]);
+        }
+        out.push_str(&table.render());
+        if let ProgressView::Unreadable { error } = &self.progress {
+            out.push_str(&format!("progress: unreadable: {error}\n"));
+        }
+        out
+    }
+}
+
+/// Reconstructs progress and, when the chain is readable, reorders `stages` along it.
+fn progress_of(inventory: &UserInventory, stages: &mut Vec<StageRowView>) -> ProgressView {
+    let records: Result<Vec<_>, _> = stages.iter().map(StageRowView::to_record).collect();
+    let progress = match records {
+        Ok(records) => reconstruct(inventory, &records),
+        Err(e) => {
+            return ProgressView::Unreadable {
+                error: e.to_string(),
+            };
+        }
+    };
+    match progress {
+        Err(e) => ProgressView::Unreadable {
+            error: e.to_string(),
+        },
+        Ok(progress) => {
+            let order: Vec<Uuid> = progress.chain.iter().map(|r| r.id).collect();
+            stages.sort_by_key(|row| order.iter().position(|id| *id == row.id));
+            let covered_communities = progress.covered.clone();
+            match (progress.position, progress.current()) {
+                (Position::NotStarted, _) => ProgressView::NotStarted,
+                (Position::Current, Some(current)) => ProgressView::Current {
+                    current_stage_id: current.id,
+                    covered_communities,
+                },
+                (Position::Current, None) | (Position::Finished, _) => {
+                    ProgressView::Finished { covered_communities }
+                }
+            }
+        }
+    }
+}
+
+/// One line an operator can act on.
+fn describe_outcome(outcome: &RunOutcome) -> String {
+    match outcome {
+        RunOutcome::Paused {
+            stage, community_id, ..
+        } => match community_id {
+            Some(c) => format!("paused; current stage {stage} in {c} (pending)"),
+            None => format!("paused; current stage {stage} (pending)"),
+        },
+        RunOutcome::Completed => "completed".into(),
+        RunOutcome::AlreadyCompleted => "already completed; nothing changed".into(),
+        RunOutcome::HandlerFailed {
+            stage,
+            error,
+            retry,
+            ..
+        } => format!(
+            "handler {stage} failed: {error}; retry {} saved, next attempt at {}",
+            retry.retry_count, retry.next_attempt_at
+        ),
+        RunOutcome::RetryNotDue { retry } => format!(
+            "run refused: the saved retry deadline has not passed; next attempt at {}",
+            retry.next_attempt_at
+        ),
+        RunOutcome::RunInProgress => "run refused: another run is in progress".into(),
+        RunOutcome::NotApproved => "run refused: the request is not approved".into(),
+        RunOutcome::Blocked { reason } => format!("blocked: {reason}"),
+    }
+}
+
+/// The workflow's own message for a rejected or failed update.
+fn update_message(error: &WorkflowUpdateError) -> String {
+    match error {
+        WorkflowUpdateError::Failed(failure) => failure.message.clone(),
+        WorkflowUpdateError::NotFound(_) => "the request's workflow is not running".into(),
+        other => other.to_string(),
+    }
+}
+
+fn no_worker_answered(what: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "no answer to the {what} within {}s: is a buzz-deletion-worker polling task queue {}?",
+        ANSWER_TIMEOUT.as_secs(),
+        workflows::TASK_QUEUE
+    )
+}
+
+/// Prints `message` as an error and returns `code`.
+fn fail(code: i32, message: &str) -> i32 {
+    eprintln!("error: {message}");
+    code
+}

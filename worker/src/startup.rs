@@ -1,0 +1,163 @@
+//! How the worker starts: connect every dependency (failing with a message that names it),
+//! refuse an outdated schema, register workflows and activities, poll until told to stop.
+
+use std::time::Duration;
+
+use activities::cache::Cache;
+use activities::community::{CommunityActivities, Settings};
+use activities::objects::ObjectStore;
+use activities::stack_check::StackCheckActivities;
+use activities::store::Store;
+use temporalio_client::{Client, ClientOptions, ConnectionOptions};
+use temporalio_sdk::{Runtime, Worker, WorkerOptions};
+use workflows::TASK_QUEUE;
+use workflows::community::CommunityDeletion;
+use workflows::stack_check::StackCheck;
+
+use crate::config::{ConfigError, WorkerConfig};
+
+const LOCAL_HINT: &str = "run `bash deploy/local/up && source .state/env` for the local stack";
+
+/// Why the worker could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    /// Configuration is missing or malformed.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A dependency did not answer.
+    #[error("{service} is not reachable at {address}: {detail}\nhint: {LOCAL_HINT}")]
+    Unreachable {
+        /// Which dependency.
+        service: &'static str,
+        /// Where.
+        address: String,
+        /// The underlying error.
+        detail: String,
+    },
+    /// The database schema is older than this binary.
+    #[error(
+        "{0}\nhint: run `buzz-deletion migrate` against this database, then start the worker again"
+    )]
+    Schema(activities::store::StoreError),
+    /// The Temporal worker could not be built.
+    #[error("could not build the Temporal worker: {0}")]
+    Worker(String),
+}
+
+/// The connected dependencies a worker runs against.
+#[derive(Clone)]
+pub struct Dependencies {
+    /// Postgres store.
+    pub store: Store,
+    /// S3 bucket.
+    pub objects: ObjectStore,
+    /// Redis.
+    pub cache: Cache,
+    /// Temporal client.
+    pub client: Client,
+}
+
+/// Connects to Temporal with a bounded wait.
+pub async fn connect_temporal(config: &WorkerConfig) -> Result<Client, StartupError> {
+    let unreachable = |detail: String| StartupError::Unreachable {
+        service: "Temporal",
+        address: config.temporal.address.clone(),
+        detail,
+    };
+    let connection = ConnectionOptions::new(config.temporal.url()?)
+        .identity(format!("buzz-deletion-worker@{}", std::process::id()))
+        .build();
+    let options = ClientOptions::new(config.temporal.namespace.clone()).build();
+    match tokio::time::timeout(
+        Duration::from_secs(15),
+        Client::connect(connection, options),
+    )
+    .await
+    {
+        Ok(Ok(client)) => Ok(client),
+        Ok(Err(e)) => Err(unreachable(e.to_string())),
+        Err(_) => Err(unreachable("no answer within 15 s".to_owned())),
+    }
+}
+
+/// Connects Postgres (checking the schema), S3 (checking the bucket is versioned), Redis and
+/// Temporal. Each failure names the dependency and its address.
+pub async fn connect(config: &WorkerConfig) -> Result<Dependencies, StartupError> {
+    let store =
+        Store::connect(&config.database_url)
+            .await
+            .map_err(|e| StartupError::Unreachable {
+                service: "PostgreSQL",
+                address: activities::store::redact_password(&config.database_url),
+                detail: e.to_string(),
+            })?;
+    store
+        .check_schema_current()
+        .await
+        .map_err(StartupError::Schema)?;
+    let objects =
+        ObjectStore::connect(&config.s3)
+            .await
+            .map_err(|e| StartupError::Unreachable {
+                service: "S3",
+                address: config.s3.endpoint.clone(),
+                detail: e.to_string(),
+            })?;
+    objects
+        .check_bucket()
+        .await
+        .map_err(|e| StartupError::Unreachable {
+            service: "S3 bucket",
+            address: format!("{}/{}", config.s3.endpoint, config.s3.bucket),
+            detail: e.to_string(),
+        })?;
+    let cache = Cache::connect(&config.redis_url)
+        .await
+        .map_err(|e| StartupError::Unreachable {
+            service: "Redis",
+            address: activities::store::redact_password(&config.redis_url),
+            detail: e.to_string(),
+        })?;
+    let client = connect_temporal(config).await?;
+    Ok(Dependencies {
+        store,
+        objects,
+        cache,
+        client,
+    })
+}
+
+/// Builds a worker on `task_queue` with every workflow and activity registered.
+pub fn build_worker(
+    runtime: &Runtime,
+    deps: &Dependencies,
+    task_queue: &str,
+    settings: Settings,
+    shutdown_grace: Duration,
+) -> Result<Worker, StartupError> {
+    let worker_error = |e: &dyn std::fmt::Display| StartupError::Worker(e.to_string());
+    let options = WorkerOptions::new(task_queue)
+        .register_workflow::<StackCheck>()
+        .map_err(|e| worker_error(&e))?
+        .register_workflow::<CommunityDeletion>()
+        .map_err(|e| worker_error(&e))?
+        .register_activities(StackCheckActivities::new(
+            deps.store.clone(),
+            deps.objects.clone(),
+            deps.cache.clone(),
+        ))
+        .register_activities(CommunityActivities::new(
+            deps.store.clone(),
+            deps.objects.clone(),
+            deps.cache.clone(),
+            settings,
+        ))
+        .graceful_shutdown_period(shutdown_grace)
+        .build();
+    Worker::new(runtime, deps.client.clone(), options).map_err(|e| worker_error(&e))
+}
+
+/// The task queue the binary polls.
+pub fn default_task_queue() -> &'static str {
+    TASK_QUEUE
+}
