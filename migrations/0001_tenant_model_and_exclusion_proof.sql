@@ -7,7 +7,8 @@ CREATE SCHEMA IF NOT EXISTS deletion;
 
 -- ---------------------------------------------------------------------------------------------
 -- Deletion fence state. Defined first because the tenant write-fence trigger reads it.
--- A row exists once a community was ever quiesced; absence means "serving".
+-- A row is created with the community (trigger below) and outlives it as evidence; a community
+-- without a row (created before this schema) is treated as serving until it is first quiesced.
 CREATE TABLE deletion.community_fences (
     community_id uuid PRIMARY KEY,
     state        text   NOT NULL CHECK (state IN ('serving', 'quiescing', 'fenced')),
@@ -20,24 +21,63 @@ CREATE TABLE deletion.community_fences (
 
 -- Refuses INSERT/UPDATE of a row that belongs (or belonged) to a fenced community.
 -- SQLSTATE BZ001 lets the serving side recognise the refusal without reading the message.
+--
+-- The fence row is read FOR SHARE: a writing transaction holds that lock until it commits, and
+-- `fence` must take the row FOR UPDATE, so the fence cannot commit while a row write that passed
+-- this check is still uncommitted. After the fence commits, every new write sees `fenced`.
+-- SECURITY DEFINER so the serving role needs no privilege on the deletion schema.
 CREATE FUNCTION buzz.refuse_fenced_write() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
+DECLARE
+    fence_state text;
 BEGIN
-    IF EXISTS (SELECT 1 FROM deletion.community_fences f
-               WHERE f.community_id = NEW.community_id AND f.state = 'fenced') THEN
+    SELECT f.state INTO fence_state FROM deletion.community_fences f
+     WHERE f.community_id = NEW.community_id FOR SHARE;
+    IF fence_state = 'fenced' THEN
         RAISE EXCEPTION USING
             ERRCODE = 'BZ001',
             MESSAGE = format('community %s is fenced for deletion: writes to %s are refused',
                              NEW.community_id, TG_TABLE_NAME);
     END IF;
-    IF TG_OP = 'UPDATE' AND OLD.community_id IS DISTINCT FROM NEW.community_id
-       AND EXISTS (SELECT 1 FROM deletion.community_fences f
-                   WHERE f.community_id = OLD.community_id AND f.state = 'fenced') THEN
+    IF TG_OP = 'UPDATE' AND OLD.community_id IS DISTINCT FROM NEW.community_id THEN
+        SELECT f.state INTO fence_state FROM deletion.community_fences f
+         WHERE f.community_id = OLD.community_id FOR SHARE;
+        IF fence_state = 'fenced' THEN
+            RAISE EXCEPTION USING
+                ERRCODE = 'BZ001',
+                MESSAGE = format('community %s is fenced for deletion: rows of %s cannot move',
+                                 OLD.community_id, TG_TABLE_NAME);
+        END IF;
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+-- The community row itself is keyed by `id`, not `community_id`: same rule, its own function.
+CREATE FUNCTION buzz.refuse_fenced_community_update() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
+DECLARE
+    fence_state text;
+BEGIN
+    SELECT f.state INTO fence_state FROM deletion.community_fences f
+     WHERE f.community_id = OLD.id FOR SHARE;
+    IF fence_state = 'fenced' THEN
         RAISE EXCEPTION USING
             ERRCODE = 'BZ001',
-            MESSAGE = format('community %s is fenced for deletion: rows of %s cannot move',
-                             OLD.community_id, TG_TABLE_NAME);
+            MESSAGE = format('community %s is fenced for deletion: its row is read-only', OLD.id);
     END IF;
+    RETURN NEW;
+END
+$$;
+
+-- Every community is born with a `serving` fence row, so there is always a row for writers to
+-- lock FOR SHARE and for `fence` to lock FOR UPDATE: no write can slip between the two.
+CREATE FUNCTION buzz.create_serving_fence_row() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
+BEGIN
+    INSERT INTO deletion.community_fences (community_id, state, generation)
+    VALUES (NEW.id, 'serving', 0)
+    ON CONFLICT (community_id) DO NOTHING;
     RETURN NEW;
 END
 $$;
@@ -50,6 +90,11 @@ CREATE TABLE buzz.communities (
     display_name text NOT NULL DEFAULT '',
     created_at   timestamptz NOT NULL DEFAULT now()
 );
+
+CREATE TRIGGER communities_fence_row AFTER INSERT ON buzz.communities
+    FOR EACH ROW EXECUTE FUNCTION buzz.create_serving_fence_row();
+CREATE TRIGGER communities_write_fence BEFORE UPDATE ON buzz.communities
+    FOR EACH ROW EXECUTE FUNCTION buzz.refuse_fenced_community_update();
 
 CREATE TABLE buzz.channels (
     id           uuid PRIMARY KEY,
@@ -130,6 +175,8 @@ CREATE TABLE deletion.requests (
     inventory        jsonb,
     inventory_digest text,
     destructive_manifest jsonb,
+    -- sha256 over the canonical encoding of `destructive_manifest`, re-checked on every read.
+    destructive_manifest_digest text,
     -- Bumped by every activity attempt that claims the request: writes carry the generation they
     -- claimed, so a timed-out (zombie) attempt can never stamp progress after its successor began.
     exec_generation  bigint NOT NULL DEFAULT 0,
@@ -252,3 +299,42 @@ CREATE TABLE deletion.taxonomy_sweeps (
     unknown_key_sample   jsonb NOT NULL DEFAULT '[]'::jsonb,
     reached_cap          boolean NOT NULL
 );
+CREATE TRIGGER checkpoints_append_only BEFORE UPDATE OR DELETE ON deletion.checkpoints
+    FOR EACH ROW EXECUTE FUNCTION deletion.refuse_mutation();
+
+-- Rows deleted per tenant table by `purge_postgres`, committed with each batch so a report after
+-- a retried attempt still counts the rows earlier attempts removed.
+CREATE TABLE deletion.purge_progress (
+    request_id   uuid   NOT NULL REFERENCES deletion.requests (id),
+    table_name   text   NOT NULL,
+    rows_deleted bigint NOT NULL DEFAULT 0 CHECK (rows_deleted >= 0),
+    updated_at   timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (request_id, table_name)
+);
+
+-- User-deletion stage history (reference 003): one row per reached stage, chained through
+-- `predecessor_id`; `is_current` marks the durable position (completed + current is valid: the
+-- handler's success is saved, the transition is not yet).
+CREATE TABLE deletion.user_stage_history (
+    id              uuid PRIMARY KEY,
+    request_id      uuid NOT NULL REFERENCES deletion.requests (id),
+    predecessor_id  uuid REFERENCES deletion.user_stage_history (id),
+    stage           text NOT NULL CHECK (stage IN ('gate_user', 'purge_db', 'purge_agents')),
+    community_id    uuid,
+    status          text NOT NULL CHECK (status IN ('pending', 'running', 'completed', 'failed')),
+    is_current      boolean NOT NULL DEFAULT true,
+    attempts        integer NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    inputs          jsonb NOT NULL DEFAULT '{}'::jsonb,
+    result          jsonb,
+    decision        jsonb,
+    last_error      text,
+    next_attempt_at timestamptz,
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    started_at      timestamptz,
+    finished_at     timestamptz
+);
+-- One durable position per request, and a stage has at most one successor.
+CREATE UNIQUE INDEX user_stage_history_one_current ON deletion.user_stage_history (request_id)
+    WHERE is_current;
+CREATE UNIQUE INDEX user_stage_history_one_successor ON deletion.user_stage_history (predecessor_id)
+    WHERE predecessor_id IS NOT NULL;

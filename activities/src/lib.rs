@@ -6,5 +6,6 @@
 pub mod cache;
 pub mod failure;
 pub mod objects;
+pub mod serving;
 pub mod store;
 pub mod taxonomy;

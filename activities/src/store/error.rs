@@ -1,0 +1,451 @@
+//! Every way a store call can fail, each variant classified once as permanent or transient.
+
+use uuid::Uuid;
+
+use crate::failure::{Classified, Severity};
+
+/// SQLSTATE raised by the tenant write-fence trigger for a row write into a fenced community.
+pub const FENCED_WRITE_SQLSTATE: &str = "BZ001";
+
+/// SQLSTATE raised when an append-only table (audit trail, approvals, checkpoints) is modified.
+pub const APPEND_ONLY_SQLSTATE: &str = "BZ002";
+
+/// Why a store call failed. `Classified::severity` says whether retrying can help.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database could not be reached at all.
+    #[error(
+        "PostgreSQL not reachable at {url}: {source}. Check DATABASE_URL, or start the local stack \
+         with `bash deploy/local/up && source .state/env`"
+    )]
+    Connect {
+        /// The database URL with its password redacted.
+        url: String,
+        /// The driver's error.
+        source: sqlx::Error,
+    },
+    /// The database schema is older than the migrations this binary embeds.
+    #[error(
+        "database schema is at migration {applied:?} but this binary needs {expected}: run \
+         `buzz-deletion migrate`"
+    )]
+    SchemaOutdated {
+        /// Highest migration applied successfully (`None`: never migrated).
+        applied: Option<i64>,
+        /// Highest migration embedded in this binary.
+        expected: i64,
+    },
+    /// An applied migration differs from the one embedded in this binary.
+    #[error(
+        "migration {version} applied to the database differs from the one embedded in this binary; \
+         the schema was changed outside `buzz-deletion migrate`"
+    )]
+    SchemaMismatch {
+        /// The migration whose checksum differs.
+        version: i64,
+    },
+    /// Running the migrations failed.
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// The caller's execution generation is no longer current: a later attempt claimed the request.
+    #[error(
+        "request {request_id}: execution generation {expected} is stale (current is {actual}); a \
+         newer attempt owns this request, so this attempt must stop"
+    )]
+    StaleGeneration {
+        /// The request.
+        request_id: Uuid,
+        /// The generation the caller holds.
+        expected: i64,
+        /// The generation recorded on the request.
+        actual: i64,
+    },
+    /// The request is not at the stage the caller expects.
+    #[error("request {request_id} is at stage {actual}, expected {expected}")]
+    WrongStage {
+        /// The request.
+        request_id: Uuid,
+        /// The stage(s) the call requires, `|`-separated.
+        expected: String,
+        /// The stage recorded on the request.
+        actual: String,
+    },
+    /// A row the call needs does not exist.
+    #[error("{what} {id} not found")]
+    NotFound {
+        /// What was looked up.
+        what: &'static str,
+        /// Its identifier.
+        id: String,
+    },
+    /// No community is served under the host.
+    #[error(
+        "no community is registered for host {host:?}: check the host name (it is matched \
+         lower-cased), or seed it with `buzz-deletion demo seed --host {host}`"
+    )]
+    UnknownHost {
+        /// The host as given.
+        host: String,
+    },
+    /// An argument is unusable.
+    #[error("invalid {field}: {reason}")]
+    InvalidInput {
+        /// The argument.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The request id is already used by a request for something else.
+    #[error("request {request_id} already exists with different parameters: {detail}")]
+    RequestConflict {
+        /// The request id.
+        request_id: Uuid,
+        /// What differs.
+        detail: String,
+    },
+    /// The community already has an open deletion request (the database allows one).
+    #[error(
+        "community {community_id} already has open deletion request {request_id}; finish or abort \
+         it first"
+    )]
+    OpenRequestExists {
+        /// The community.
+        community_id: Uuid,
+        /// The open request.
+        request_id: Uuid,
+    },
+    /// The request is blocked; only `unblock` lets work on it resume.
+    #[error("request {request_id} is blocked in phase {phase}: {reason}")]
+    Blocked {
+        /// The request.
+        request_id: Uuid,
+        /// The phase that failed.
+        phase: String,
+        /// The recorded failure.
+        reason: String,
+    },
+    /// Serving writes admitted before quiescing are still running; the fence waits for them.
+    #[error("community {community_id} still has {count} live serving write(s): {operations:?}")]
+    ServingWritesLive {
+        /// The community.
+        community_id: Uuid,
+        /// Live, unexpired, unreleased leases.
+        count: u64,
+        /// Their operations, deduplicated.
+        operations: Vec<String>,
+    },
+    /// A new serving write was refused: the community is being quiesced for deletion.
+    #[error("community {community_id} is quiescing for deletion: new serving writes are refused")]
+    CommunityQuiescing {
+        /// The community.
+        community_id: Uuid,
+    },
+    /// A serving write was refused: the community is fenced for deletion.
+    #[error("community {community_id} is fenced for deletion: serving writes are refused")]
+    CommunityFenced {
+        /// The community.
+        community_id: Uuid,
+    },
+    /// A serving-write lease is no longer valid (released, expired, or not the caller's).
+    #[error("serving-write lease {lease_id} is lost: {reason}")]
+    LeaseLost {
+        /// The lease.
+        lease_id: Uuid,
+        /// Why it is no longer valid.
+        reason: String,
+    },
+    /// The community's fence is held in a way this request cannot use.
+    #[error("community {community_id} fence is {state} for request {holder:?}: {reason}")]
+    FenceConflict {
+        /// The community.
+        community_id: Uuid,
+        /// The fence state found.
+        state: String,
+        /// The request holding it, if any.
+        holder: Option<Uuid>,
+        /// Why the call cannot proceed.
+        reason: String,
+    },
+    /// The fence this request recorded is no longer in force (lifted or superseded).
+    #[error(
+        "request {request_id}: community {community_id} is not fenced at generation \
+         {expected_generation:?} (found {state} at generation {generation})"
+    )]
+    FenceNotHeld {
+        /// The request.
+        request_id: Uuid,
+        /// The community.
+        community_id: Uuid,
+        /// The generation recorded on the request when it fenced.
+        expected_generation: Option<i64>,
+        /// The fence state found.
+        state: String,
+        /// The generation found.
+        generation: i64,
+    },
+    /// A digest does not match what it must match.
+    #[error("request {request_id}: {what} digest mismatch (expected {expected}, got {actual})")]
+    DigestMismatch {
+        /// The request.
+        request_id: Uuid,
+        /// What the digest covers.
+        what: &'static str,
+        /// The digest it must equal.
+        expected: String,
+        /// The digest found or offered.
+        actual: String,
+    },
+    /// The requester tried to approve their own request (two-person rule).
+    #[error("request {request_id}: {approver} requested this deletion and cannot also approve it")]
+    SelfApproval {
+        /// The request.
+        request_id: Uuid,
+        /// The would-be approver.
+        approver: String,
+    },
+    /// The request already carries approval evidence.
+    #[error("request {request_id} is already approved by {approved_by}")]
+    AlreadyApproved {
+        /// The request.
+        request_id: Uuid,
+        /// Who approved it.
+        approved_by: String,
+    },
+    /// Abort refused: irreversible deletion already started.
+    #[error(
+        "request {request_id} passed the irreversible point (stage {stage}); it can no longer be \
+         aborted and runs to completion"
+    )]
+    IrreversibleStarted {
+        /// The request.
+        request_id: Uuid,
+        /// Its stage.
+        stage: String,
+    },
+    /// A destructive step ran before the irreversible point was recorded.
+    #[error("request {request_id}: the irreversible point was not recorded before deleting")]
+    IrreversibleNotMarked {
+        /// The request.
+        request_id: Uuid,
+    },
+    /// Unblock refused: the request is not blocked.
+    #[error("request {request_id} is not blocked")]
+    NotBlocked {
+        /// The request.
+        request_id: Uuid,
+    },
+    /// A tenant table lacks the write-fence trigger; deleting it could race live writes.
+    #[error(
+        "tenant table(s) without the buzz_write_fence trigger: {tables:?}; add the trigger \
+         (BEFORE INSERT OR UPDATE FOR EACH ROW EXECUTE FUNCTION buzz.refuse_fenced_write()) and \
+         unblock"
+    )]
+    CatalogUnfenced {
+        /// Schema-qualified tables without the trigger.
+        tables: Vec<String>,
+    },
+    /// The tenant catalog changed since the inventory was frozen.
+    #[error("tenant catalog drifted since the inventory: added {added:?}, removed {removed:?}")]
+    CatalogDrift {
+        /// Tenant tables present now but not in the inventory.
+        added: Vec<String>,
+        /// Tenant tables in the inventory but gone now.
+        removed: Vec<String>,
+    },
+    /// Tenant tables reference each other in a cycle, so no delete order exists.
+    #[error("tenant tables reference each other in a cycle: {tables:?}")]
+    CatalogCycle {
+        /// The tables left unordered.
+        tables: Vec<String>,
+    },
+    /// The destructive manifest is inconsistent with its chunks or its target.
+    #[error("request {request_id}: destructive manifest rejected: {reason}")]
+    ManifestMismatch {
+        /// The request.
+        request_id: Uuid,
+        /// What is inconsistent.
+        reason: String,
+    },
+    /// A chunk was stamped without every version acknowledged.
+    #[error(
+        "request {request_id}: chunk {chunk_no} holds {entries} versions but {acknowledged} were \
+         acknowledged"
+    )]
+    ChunkIncomplete {
+        /// The request.
+        request_id: Uuid,
+        /// The chunk.
+        chunk_no: u32,
+        /// Versions in the chunk.
+        entries: u64,
+        /// Versions acknowledged.
+        acknowledged: u64,
+    },
+    /// Object deletion is not finished: chunks remain unstamped.
+    #[error("request {request_id}: {pending} manifest chunk(s) are not stamped yet")]
+    ChunksPending {
+        /// The request.
+        request_id: Uuid,
+        /// Unstamped chunks.
+        pending: u64,
+    },
+    /// `advance` is only for stages without their own dedicated call.
+    #[error("stage {from} -> {to} is not a generic advance; use its dedicated store call")]
+    TransitionNotGeneric {
+        /// From.
+        from: String,
+        /// To.
+        to: String,
+    },
+    /// A stored document does not decode.
+    #[error("stored {what} is corrupt: {reason}")]
+    Corrupt {
+        /// What was read.
+        what: &'static str,
+        /// The decoder's explanation.
+        reason: String,
+    },
+    /// Any other database error; severity follows its SQLSTATE or driver error kind.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+impl Classified for StoreError {
+    fn severity(&self) -> Severity {
+        match self {
+            StoreError::Connect { .. } | StoreError::ServingWritesLive { .. } => {
+                Severity::Transient
+            }
+            StoreError::Database(error) => sqlx_severity(error),
+            _ => Severity::Permanent,
+        }
+    }
+}
+
+/// Whether a database error is a row write refused by the tenant write fence (SQLSTATE BZ001).
+pub fn is_fenced_write(error: &sqlx::Error) -> bool {
+    sqlstate(error).as_deref() == Some(FENCED_WRITE_SQLSTATE)
+}
+
+/// Whether a database error is a modification refused on an append-only table (SQLSTATE BZ002).
+pub fn is_append_only_refusal(error: &sqlx::Error) -> bool {
+    sqlstate(error).as_deref() == Some(APPEND_ONLY_SQLSTATE)
+}
+
+/// The SQLSTATE of a database error, if it is one.
+pub(crate) fn sqlstate(error: &sqlx::Error) -> Option<String> {
+    match error {
+        sqlx::Error::Database(db) => db.code().map(|code| code.into_owned()),
+        _ => None,
+    }
+}
+
+/// The constraint a database error names, if any.
+pub(crate) fn violated_constraint(error: &sqlx::Error) -> Option<String> {
+    match error {
+        sqlx::Error::Database(db) => db.constraint().map(str::to_owned),
+        _ => None,
+    }
+}
+
+/// Transient: connection trouble, pool exhaustion, serialization/deadlock rollbacks, resource
+/// shortage, operator intervention (restart, statement timeout) and lock timeouts. Everything else
+/// (constraint violations, fenced writes, bad SQL, decode errors) cannot be fixed by retrying.
+fn sqlx_severity(error: &sqlx::Error) -> Severity {
+    match error {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::BeginFailed => Severity::Transient,
+        sqlx::Error::Database(db) => match db.code() {
+            Some(code) => sqlstate_severity(&code),
+            None => Severity::Permanent,
+        },
+        _ => Severity::Permanent,
+    }
+}
+
+/// Severity of a SQLSTATE by class (first two characters) with the few exact codes that matter.
+fn sqlstate_severity(code: &str) -> Severity {
+    const TRANSIENT_CLASSES: [&str; 5] = [
+        "08", // connection exception
+        "40", // transaction rollback: serialization failure, deadlock
+        "53", // insufficient resources
+        "57", // operator intervention: admin shutdown, statement timeout
+        "58", // system error (I/O)
+    ];
+    const LOCK_NOT_AVAILABLE: &str = "55P03";
+    if code == LOCK_NOT_AVAILABLE
+        || TRANSIENT_CLASSES
+            .iter()
+            .any(|class| code.starts_with(class))
+    {
+        Severity::Transient
+    } else {
+        Severity::Permanent
+    }
+}
+
+/// Shorthand for store results.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_and_lock_sqlstates_are_transient_and_violations_permanent() {
+        assert_eq!(sqlstate_severity("08006"), Severity::Transient);
+        assert_eq!(sqlstate_severity("40001"), Severity::Transient);
+        assert_eq!(sqlstate_severity("40P01"), Severity::Transient);
+        assert_eq!(sqlstate_severity("57014"), Severity::Transient);
+        assert_eq!(sqlstate_severity("55P03"), Severity::Transient);
+        assert_eq!(sqlstate_severity("23505"), Severity::Permanent);
+        assert_eq!(sqlstate_severity("23514"), Severity::Permanent);
+        assert_eq!(
+            sqlstate_severity(FENCED_WRITE_SQLSTATE),
+            Severity::Permanent
+        );
+        assert_eq!(sqlstate_severity(APPEND_ONLY_SQLSTATE), Severity::Permanent);
+    }
+
+    #[test]
+    fn only_live_serving_writes_and_connectivity_are_transient_among_store_errors() {
+        let live = StoreError::ServingWritesLive {
+            community_id: Uuid::nil(),
+            count: 1,
+            operations: vec!["s3_put".into()],
+        };
+        assert_eq!(live.severity(), Severity::Transient);
+        assert_eq!(
+            StoreError::Database(sqlx::Error::PoolTimedOut).severity(),
+            Severity::Transient
+        );
+        let stale = StoreError::StaleGeneration {
+            request_id: Uuid::nil(),
+            expected: 1,
+            actual: 2,
+        };
+        assert_eq!(stale.severity(), Severity::Permanent);
+        assert_eq!(
+            StoreError::CatalogUnfenced { tables: vec![] }.severity(),
+            Severity::Permanent
+        );
+        assert_eq!(
+            StoreError::Database(sqlx::Error::RowNotFound).severity(),
+            Severity::Permanent
+        );
+    }
+
+    #[test]
+    fn unknown_host_tells_the_operator_what_to_check() {
+        let message = StoreError::UnknownHost {
+            host: "x.example".into(),
+        }
+        .to_string();
+        assert!(message.contains("x.example"));
+        assert!(message.contains("demo seed"));
+    }
+}

@@ -1,0 +1,181 @@
+//! Postgres store: the tenant catalog and the exclusion proof.
+//!
+//! Every progress write is generation-checked: an activity attempt first [`Store::claim`]s the
+//! request (bumping its execution generation under the request row lock) and passes the returned
+//! [`ExecToken`] to every later write, which re-locks the row and refuses with
+//! [`StoreError::StaleGeneration`] once a newer attempt claimed it, or [`StoreError::WrongStage`]
+//! when the stage is not the one the write advances from. A timed-out (zombie) attempt can
+//! therefore never stamp progress after its successor began.
+//!
+//! One module per concern: requests, inventory (catalog + frozen inventory), approvals, fence,
+//! serving-write leases, destructive manifest, row purge, generic advances, audit and blocking,
+//! taxonomy sweeps, demo seeding.
+
+mod advance;
+mod approvals;
+mod audit;
+mod catalog;
+mod demo;
+mod error;
+mod fence;
+mod inventory;
+mod leases;
+mod manifest;
+mod migrate;
+mod purge;
+mod requests;
+mod stage;
+mod sweeps;
+mod token;
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+
+pub use audit::AuditEvent;
+pub use catalog::{COMMUNITIES_TABLE, CatalogInventory, catalog_scan_in};
+pub use demo::{Community, TableSnapshot};
+pub use error::{
+    APPEND_ONLY_SQLSTATE, FENCED_WRITE_SQLSTATE, StoreError, StoreResult, is_append_only_refusal,
+    is_fenced_write,
+};
+pub use fence::{FenceState, FenceStatus};
+pub use inventory::{FROZEN_INVENTORY_VERSION, FrozenInventory};
+pub use leases::{LiveServingWrites, ServingWriteLease};
+pub use manifest::{ChunkAck, ChunkProgress, MANIFEST_CHUNK_MAX_ENTRIES, ManifestChunk};
+pub use migrate::{MIGRATIONS_TABLE, MIGRATOR};
+pub use requests::{Checkpoint, Request, RequestFilter, RequestInspection};
+pub use stage::{Stage, UnknownStage};
+pub use sweeps::{TaxonomySweep, TaxonomySweepInput};
+pub use token::ExecToken;
+
+/// Connections the store opens by default: enough for a worker's parallel activities.
+const DEFAULT_MAX_CONNECTIONS: u32 = 16;
+
+/// How long a call waits for a pooled connection before failing (transiently).
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The Postgres store. Cheap to clone: clones share one connection pool.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: PgPool,
+}
+
+impl Store {
+    /// Connects to `database_url` (the value of `DATABASE_URL`) with the default pool size.
+    pub async fn connect(database_url: &str) -> StoreResult<Store> {
+        Self::connect_with_pool_size(database_url, DEFAULT_MAX_CONNECTIONS).await
+    }
+
+    /// Connects with at most `max_connections` pooled connections. Fails with
+    /// [`StoreError::Connect`], naming the (password-redacted) URL and how to start PostgreSQL.
+    pub async fn connect_with_pool_size(
+        database_url: &str,
+        max_connections: u32,
+    ) -> StoreResult<Store> {
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections.max(1))
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect(database_url)
+            .await
+            .map_err(|source| StoreError::Connect {
+                url: redact_password(database_url),
+                source,
+            })?;
+        Ok(Store { pool })
+    }
+
+    /// Wraps an existing pool (tests, or a binary that shares its pool).
+    pub fn from_pool(pool: PgPool) -> Store {
+        Store { pool }
+    }
+
+    /// The underlying pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
+/// `postgres://user:***@host/db`: the URL with its password hidden, for error messages.
+pub fn redact_password(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|index| index + 3) else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme_end..];
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return url.to_owned();
+    };
+    match rest[..at].find(':') {
+        Some(colon) => format!(
+            "{}{}:***{}",
+            &url[..scheme_end],
+            &rest[..colon],
+            &rest[at..]
+        ),
+        None => url.to_owned(),
+    }
+}
+
+/// Quotes an SQL identifier (`"` doubled), for tables discovered from the catalog.
+pub(crate) fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// A database count as `u64` (counts are never negative; a negative value would be a bug).
+pub(crate) fn count_u64(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or_default()
+}
+
+/// A caller's count as the `bigint` Postgres stores.
+pub(crate) fn count_i64(field: &'static str, value: u64) -> StoreResult<i64> {
+    i64::try_from(value).map_err(|_| StoreError::InvalidInput {
+        field,
+        reason: format!("{value} does not fit a bigint"),
+    })
+}
+
+/// Encodes one field of a canonical (digest) encoding as `len:bytes,` so that no two different
+/// field sequences share an encoding, whatever characters the fields hold.
+pub(crate) fn put_canonical_field(out: &mut Vec<u8>, field: &str) {
+    out.extend_from_slice(field.len().to_string().as_bytes());
+    out.push(b':');
+    out.extend_from_slice(field.as_bytes());
+    out.push(b',');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacted_url_hides_only_the_password() {
+        assert_eq!(
+            redact_password("postgres://buzz:secret@127.0.0.1:55432/buzz"),
+            "postgres://buzz:***@127.0.0.1:55432/buzz"
+        );
+        assert_eq!(
+            redact_password("postgres://buzz@127.0.0.1/buzz"),
+            "postgres://buzz@127.0.0.1/buzz"
+        );
+        assert_eq!(redact_password("not a url"), "not a url");
+    }
+
+    #[test]
+    fn quoted_identifiers_escape_embedded_quotes() {
+        assert_eq!(quote_ident("events"), "\"events\"");
+        assert_eq!(quote_ident("we\"ird"), "\"we\"\"ird\"");
+    }
+
+    #[test]
+    fn canonical_fields_are_unambiguous() {
+        let mut a = Vec::new();
+        put_canonical_field(&mut a, "ab");
+        put_canonical_field(&mut a, "c");
+        let mut b = Vec::new();
+        put_canonical_field(&mut b, "a");
+        put_canonical_field(&mut b, "bc");
+        assert_ne!(a, b);
+    }
+}

@@ -1,0 +1,221 @@
+//! The serving-write lease library as a relay's serving path uses it, against a real PostgreSQL
+//! (`bash deploy/local/up && source .state/env`).
+
+mod store_support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use activities::serving::{ServingError, ServingLeaseConfig, acquire_serving_write_with};
+use activities::store::{Stage, StoreError};
+use store_support::*;
+
+fn config(owner: &str, ttl_ms: u64, renew_ms: u64) -> ServingLeaseConfig {
+    ServingLeaseConfig {
+        ttl: Duration::from_millis(ttl_ms),
+        renew_every: Duration::from_millis(renew_ms),
+        owner: owner.to_owned(),
+    }
+}
+
+/// Sets a flag when dropped: proves a protected future was cancelled, not left running.
+struct DropFlag(Arc<AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test]
+async fn a_finished_write_releases_its_lease() {
+    let store = store().await;
+    let community = community(&store).await;
+    let guard = acquire_serving_write_with(
+        &store,
+        community.id,
+        "s3_put",
+        &config("relay-a", 5_000, 1_000),
+    )
+    .await
+    .expect("acquire");
+    assert_eq!(
+        store
+            .live_serving_writes(community.id)
+            .await
+            .expect("live")
+            .count,
+        1
+    );
+    let written = guard.protect(async { 42 }).await.expect("protected write");
+    assert_eq!(written, 42);
+    guard.finish().await.expect("finish");
+    assert_eq!(
+        store
+            .live_serving_writes(community.id)
+            .await
+            .expect("live")
+            .count,
+        0
+    );
+}
+
+#[tokio::test]
+async fn acquisition_is_refused_once_quiescing_and_once_fenced() {
+    let store = store().await;
+    let fixture = approved(&store, 0).await;
+    let cfg = config("relay-a", 5_000, 1_000);
+    store
+        .begin_quiescing(&fixture.token)
+        .await
+        .expect("quiesce");
+    let refused = acquire_serving_write_with(&store, fixture.community.id, "s3_put", &cfg).await;
+    match refused {
+        Err(error) => {
+            assert!(error.is_refused_because_fenced(), "{error}");
+            assert!(matches!(error, ServingError::Quiescing { .. }));
+        }
+        Ok(_) => panic!("a quiescing community admitted a new serving write"),
+    }
+    store.fence(&fixture.token).await.expect("fence");
+    let refused =
+        acquire_serving_write_with(&store, fixture.community.id, "redis_write", &cfg).await;
+    match refused {
+        Err(error) => {
+            assert!(error.is_refused_because_fenced(), "{error}");
+            assert!(matches!(error, ServingError::Fenced { .. }));
+        }
+        Ok(_) => panic!("a fenced community admitted a serving write"),
+    }
+}
+
+#[tokio::test]
+async fn the_heartbeat_keeps_a_long_write_alive_past_its_ttl() {
+    let store = store().await;
+    let community = community(&store).await;
+    let guard =
+        acquire_serving_write_with(&store, community.id, "push", &config("relay-a", 800, 150))
+            .await
+            .expect("acquire");
+    guard
+        .protect(tokio::time::sleep(Duration::from_millis(2_000)))
+        .await
+        .expect("a write longer than the TTL survives while the heartbeat renews");
+    assert!(!guard.is_lost());
+    guard.finish().await.expect("finish");
+}
+
+#[tokio::test]
+async fn protect_cancels_the_write_when_the_heartbeat_is_lost() {
+    let store = store().await;
+    let community = community(&store).await;
+    let guard = acquire_serving_write_with(
+        &store,
+        community.id,
+        "s3_put",
+        &config("relay-a", 5_000, 100),
+    )
+    .await
+    .expect("acquire");
+    let dropped = Arc::new(AtomicBool::new(false));
+    let flag = DropFlag(Arc::clone(&dropped));
+    let write = async move {
+        let _flag = flag;
+        tokio::time::sleep(Duration::from_secs(30)).await;
+    };
+    // Another party ends the lease behind the holder's back (as an expiry would): the next
+    // renewal is refused and the heartbeat declares the lease lost.
+    let lease_id = guard.lease().id;
+    let store_for_expiry = store.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        sqlx::query("UPDATE deletion.serving_write_leases SET expires_at = now() - interval '1 second' WHERE id = $1")
+            .bind(lease_id)
+            .execute(store_for_expiry.pool())
+            .await
+            .expect("expire lease");
+    });
+
+    let outcome = tokio::time::timeout(Duration::from_secs(5), guard.protect(write)).await;
+    match outcome {
+        Ok(Err(error)) => assert!(error.is_lease_lost(), "{error}"),
+        Ok(Ok(())) => panic!("the write completed although its lease was lost"),
+        Err(_) => panic!("the protected write was not cancelled within 5 s of losing its lease"),
+    }
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "the protected future was dropped"
+    );
+    assert!(guard.is_lost());
+    assert!(
+        guard
+            .finish()
+            .await
+            .is_err_and(|error| error.is_lease_lost())
+    );
+}
+
+#[tokio::test]
+async fn a_dropped_guard_releases_its_lease() {
+    let store = store().await;
+    let community = community(&store).await;
+    let guard = acquire_serving_write_with(
+        &store,
+        community.id,
+        "redis_write",
+        &config("relay-a", 30_000, 5_000),
+    )
+    .await
+    .expect("acquire");
+    drop(guard);
+    for _ in 0..50 {
+        if store
+            .live_serving_writes(community.id)
+            .await
+            .expect("live")
+            .count
+            == 0
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("a dropped guard left its lease live");
+}
+
+#[tokio::test]
+async fn an_admitted_write_finishes_during_quiescing_and_then_the_fence_closes() {
+    let store = store().await;
+    let fixture = approved(&store, 0).await;
+    let guard = acquire_serving_write_with(
+        &store,
+        fixture.community.id,
+        "s3_put",
+        &config("relay-a", 600, 100),
+    )
+    .await
+    .expect("admitted while serving");
+    store
+        .begin_quiescing(&fixture.token)
+        .await
+        .expect("quiesce");
+
+    let refused = store.fence(&fixture.token).await;
+    assert!(
+        matches!(refused, Err(StoreError::ServingWritesLive { .. })),
+        "{refused:?}"
+    );
+    // The admitted write outlives its TTL while quiescing: the heartbeat keeps renewing.
+    guard
+        .protect(tokio::time::sleep(Duration::from_millis(1_000)))
+        .await
+        .expect("admitted write completes during quiescing");
+    guard.finish().await.expect("finish");
+
+    store
+        .fence(&fixture.token)
+        .await
+        .expect("fence after the write drained");
+    assert_eq!(fixture.stage().await, Stage::Fenced);
+}

@@ -1,0 +1,252 @@
+//! Shared fixtures for the store and serving-lease tests: a migrated store on the real local
+//! PostgreSQL, fresh communities with unique hosts (tests run in parallel), and requests driven
+//! to a given stage through the store's own calls.
+#![allow(dead_code)]
+
+use activities::store::{
+    CatalogInventory, Community, ExecToken, FrozenInventory, Request, Stage, Store,
+};
+use activities::taxonomy::{KeyStreamDigest, ManifestEntry, VersionKind, tenant_prefixes};
+use tokio::sync::OnceCell;
+use uuid::Uuid;
+use workflows::community::contracts::{
+    ApproveRequest, ManifestSummary, PrefixSummary, RegisterInput,
+};
+
+/// Migrations run once per test binary (sqlx also serialises concurrent runs with a lock).
+static MIGRATED: OnceCell<()> = OnceCell::const_new();
+
+/// The requester and approver used by fixtures (two different people).
+pub const REQUESTER: &str = "operator-a";
+pub const APPROVER: &str = "operator-b";
+
+fn database_url() -> String {
+    match std::env::var("DATABASE_URL") {
+        Ok(url) if !url.trim().is_empty() => url,
+        _ => panic!(
+            "DATABASE_URL is not set: run `bash deploy/local/up && source .state/env` (PostgreSQL \
+             on 127.0.0.1:55432) before `cargo test`"
+        ),
+    }
+}
+
+/// A store on the local PostgreSQL with the schema migrated. Panics, naming the server and how to
+/// start it, when PostgreSQL is unreachable.
+pub async fn store() -> Store {
+    let url = database_url();
+    let store = match Store::connect_with_pool_size(&url, 4).await {
+        Ok(store) => store,
+        Err(error) => panic!(
+            "PostgreSQL not reachable at {}: run `bash deploy/local/up && source .state/env` \
+             ({error})",
+            activities::store::redact_password(&url)
+        ),
+    };
+    MIGRATED
+        .get_or_init(|| async {
+            if let Err(error) = store.migrate().await {
+                panic!("migrating the test database failed: {error}");
+            }
+        })
+        .await;
+    store
+}
+
+/// A fresh community under a unique host.
+pub async fn community(store: &Store) -> Community {
+    let host = format!("t-{}.test.example", Uuid::new_v4().simple());
+    store
+        .create_community(&host)
+        .await
+        .expect("create community")
+}
+
+/// A request in the state one stage of a test needs, with the token of its latest claim.
+pub struct Fixture {
+    pub store: Store,
+    pub community: Community,
+    pub request_id: Uuid,
+    pub token: ExecToken,
+}
+
+impl Fixture {
+    pub async fn request(&self) -> Request {
+        self.store
+            .get_request(self.request_id)
+            .await
+            .expect("get request")
+    }
+
+    pub async fn stage(&self) -> Stage {
+        self.request()
+            .await
+            .community_stage()
+            .expect("community stage")
+    }
+
+    /// Claims the request again (making every older token stale).
+    pub async fn claim(&mut self, allowed: &[Stage]) -> ExecToken {
+        self.token = self
+            .store
+            .claim(self.request_id, allowed)
+            .await
+            .expect("claim");
+        self.token.clone()
+    }
+}
+
+/// Registers a request for a fresh community (with `rows` demo rows per table) and claims it.
+pub async fn submitted(store: &Store, rows: u64) -> Fixture {
+    let community = community(store).await;
+    if rows > 0 {
+        store
+            .seed_rows(community.id, rows)
+            .await
+            .expect("seed rows");
+    }
+    let request_id = Uuid::new_v4();
+    store
+        .register_community_request(&RegisterInput {
+            request_id,
+            workflow_id: format!("community-deletion-{request_id}"),
+            host: community.host.clone(),
+            requested_by: REQUESTER.into(),
+            reason: Some("test".into()),
+        })
+        .await
+        .expect("register request");
+    let token = store
+        .claim(request_id, &[Stage::Submitted])
+        .await
+        .expect("claim");
+    Fixture {
+        store: store.clone(),
+        community,
+        request_id,
+        token,
+    }
+}
+
+/// The empty digest of a prefix without versions.
+pub fn empty_prefix(prefix: String) -> PrefixSummary {
+    let (keys_digest, versions) = KeyStreamDigest::new().finish();
+    PrefixSummary {
+        prefix,
+        versions,
+        bytes: 0,
+        keys_digest,
+    }
+}
+
+/// The inventory of the community as the inventory activity would freeze it (no objects).
+pub async fn inventory_of(store: &Store, community: &Community) -> FrozenInventory {
+    let catalog: CatalogInventory = store
+        .catalog_scan(community.id)
+        .await
+        .expect("catalog scan");
+    let prefixes = tenant_prefixes(community.id)
+        .into_iter()
+        .map(empty_prefix)
+        .collect();
+    FrozenInventory::new(community.id, community.host.clone(), catalog, prefixes, 0)
+}
+
+/// Frozen inventory; returns the fixture and the digest.
+pub async fn inventoried(store: &Store, rows: u64) -> (Fixture, String) {
+    let fixture = submitted(store, rows).await;
+    let inventory = inventory_of(store, &fixture.community).await;
+    let digest = store
+        .freeze_inventory(&fixture.token, &inventory)
+        .await
+        .expect("freeze inventory");
+    (fixture, digest)
+}
+
+/// Approved by a second operator, claimed at `approved`.
+pub async fn approved(store: &Store, rows: u64) -> Fixture {
+    let (mut fixture, digest) = inventoried(store, rows).await;
+    store
+        .record_approval(
+            fixture.request_id,
+            &ApproveRequest {
+                approved_by: APPROVER.into(),
+                digest,
+                note: None,
+            },
+        )
+        .await
+        .expect("approve");
+    fixture.claim(&[Stage::Approved]).await;
+    fixture
+}
+
+/// Quiesced and fenced, claimed at `fenced`.
+pub async fn fenced(store: &Store, rows: u64) -> Fixture {
+    let mut fixture = approved(store, rows).await;
+    store
+        .begin_quiescing(&fixture.token)
+        .await
+        .expect("quiesce");
+    store.fence(&fixture.token).await.expect("fence");
+    fixture.claim(&[Stage::Fenced]).await;
+    fixture
+}
+
+/// `n` media versions of the community, encoded as manifest entries.
+pub fn media_entries(community_id: Uuid, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let hash = format!("{:064x}", i + 1);
+            let key = format!("media/{}/{hash}", community_id.hyphenated());
+            ManifestEntry::new(key, format!("v{i}"), VersionKind::Object).encode()
+        })
+        .collect()
+}
+
+/// The manifest summary for `entries` under the media prefix, split into chunks of `chunk_size`.
+pub fn media_manifest(
+    community_id: Uuid,
+    entries: &[String],
+    chunk_size: usize,
+) -> ManifestSummary {
+    let [media, thumbs, meta] = tenant_prefixes(community_id);
+    let mut digest = KeyStreamDigest::new();
+    for entry in entries {
+        digest.fold_encoded(entry);
+    }
+    let (keys_digest, versions) = digest.finish();
+    ManifestSummary {
+        chunks: entries.len().div_ceil(chunk_size) as u64,
+        versions,
+        prefixes: vec![
+            PrefixSummary {
+                prefix: media,
+                versions,
+                bytes: 0,
+                keys_digest,
+            },
+            empty_prefix(thumbs),
+            empty_prefix(meta),
+        ],
+    }
+}
+
+/// Manifest of `versions` media versions in chunks of `chunk_size`, bound; claimed at `drained`.
+pub async fn drained(store: &Store, rows: u64, versions: usize, chunk_size: usize) -> Fixture {
+    let mut fixture = fenced(store, rows).await;
+    let entries = media_entries(fixture.community.id, versions);
+    let [media, _, _] = tenant_prefixes(fixture.community.id);
+    for (chunk_no, chunk) in entries.chunks(chunk_size).enumerate() {
+        store
+            .append_manifest_chunk(&fixture.token, chunk_no as u32, &media, chunk)
+            .await
+            .expect("append chunk");
+    }
+    let summary = media_manifest(fixture.community.id, &entries, chunk_size);
+    store
+        .bind_destructive_manifest(&fixture.token, &summary)
+        .await
+        .expect("bind manifest");
+    fixture.claim(&[Stage::Drained]).await;
+    fixture
+}
