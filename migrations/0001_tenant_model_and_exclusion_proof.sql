@@ -287,6 +287,8 @@ CREATE TRIGGER approvals_append_only BEFORE UPDATE OR DELETE ON deletion.approva
     FOR EACH ROW EXECUTE FUNCTION deletion.refuse_mutation();
 CREATE TRIGGER approvals_no_truncate BEFORE TRUNCATE ON deletion.approvals
     FOR EACH STATEMENT EXECUTE FUNCTION deletion.refuse_mutation();
+CREATE TRIGGER checkpoints_append_only BEFORE UPDATE OR DELETE ON deletion.checkpoints
+    FOR EACH ROW EXECUTE FUNCTION deletion.refuse_mutation();
 
 -- Observational bucket-wide key-taxonomy sweeps (never gate a deletion).
 CREATE TABLE deletion.taxonomy_sweeps (
@@ -299,8 +301,6 @@ CREATE TABLE deletion.taxonomy_sweeps (
     unknown_key_sample   jsonb NOT NULL DEFAULT '[]'::jsonb,
     reached_cap          boolean NOT NULL
 );
-CREATE TRIGGER checkpoints_append_only BEFORE UPDATE OR DELETE ON deletion.checkpoints
-    FOR EACH ROW EXECUTE FUNCTION deletion.refuse_mutation();
 
 -- Rows deleted per tenant table by `purge_postgres`, committed with each batch so a report after
 -- a retried attempt still counts the rows earlier attempts removed.
@@ -311,30 +311,3 @@ CREATE TABLE deletion.purge_progress (
     updated_at   timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (request_id, table_name)
 );
-
--- User-deletion stage history (reference 003): one row per reached stage, chained through
--- `predecessor_id`; `is_current` marks the durable position (completed + current is valid: the
--- handler's success is saved, the transition is not yet).
-CREATE TABLE deletion.user_stage_history (
-    id              uuid PRIMARY KEY,
-    request_id      uuid NOT NULL REFERENCES deletion.requests (id),
-    predecessor_id  uuid REFERENCES deletion.user_stage_history (id),
-    stage           text NOT NULL CHECK (stage IN ('gate_user', 'purge_db', 'purge_agents')),
-    community_id    uuid,
-    status          text NOT NULL CHECK (status IN ('pending', 'running', 'completed', 'failed')),
-    is_current      boolean NOT NULL DEFAULT true,
-    attempts        integer NOT NULL DEFAULT 0 CHECK (attempts >= 0),
-    inputs          jsonb NOT NULL DEFAULT '{}'::jsonb,
-    result          jsonb,
-    decision        jsonb,
-    last_error      text,
-    next_attempt_at timestamptz,
-    created_at      timestamptz NOT NULL DEFAULT now(),
-    started_at      timestamptz,
-    finished_at     timestamptz
-);
--- One durable position per request, and a stage has at most one successor.
-CREATE UNIQUE INDEX user_stage_history_one_current ON deletion.user_stage_history (request_id)
-    WHERE is_current;
-CREATE UNIQUE INDEX user_stage_history_one_successor ON deletion.user_stage_history (predecessor_id)
-    WHERE predecessor_id IS NOT NULL;

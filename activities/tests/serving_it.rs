@@ -95,11 +95,11 @@ async fn the_heartbeat_keeps_a_long_write_alive_past_its_ttl() {
     let store = store().await;
     let community = community(&store).await;
     let guard =
-        acquire_serving_write_with(&store, community.id, "push", &config("relay-a", 800, 150))
+        acquire_serving_write_with(&store, community.id, "push", &config("relay-a", 1_500, 200))
             .await
             .expect("acquire");
     guard
-        .protect(tokio::time::sleep(Duration::from_millis(2_000)))
+        .protect(tokio::time::sleep(Duration::from_millis(3_500)))
         .await
         .expect("a write longer than the TTL survives while the heartbeat renews");
     assert!(!guard.is_lost());
@@ -192,7 +192,7 @@ async fn an_admitted_write_finishes_during_quiescing_and_then_the_fence_closes()
         &store,
         fixture.community.id,
         "s3_put",
-        &config("relay-a", 600, 100),
+        &config("relay-a", 1_500, 200),
     )
     .await
     .expect("admitted while serving");
@@ -208,7 +208,7 @@ async fn an_admitted_write_finishes_during_quiescing_and_then_the_fence_closes()
     );
     // The admitted write outlives its TTL while quiescing: the heartbeat keeps renewing.
     guard
-        .protect(tokio::time::sleep(Duration::from_millis(1_000)))
+        .protect(tokio::time::sleep(Duration::from_millis(2_500)))
         .await
         .expect("admitted write completes during quiescing");
     guard.finish().await.expect("finish");
