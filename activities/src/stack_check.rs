@@ -43,7 +43,7 @@ impl StackCheckActivities {
         ctx: ActivityContext,
         input: StackCheckInput,
     ) -> Result<TouchReport, ActivityError> {
-        let version: Option<i64> = sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations")
+        let version: Option<i64> = sqlx::query_scalar("SELECT max(version) FROM public._sqlx_migrations")
             .fetch_one(self.store.pool())
             .await?;
         ctx.record_heartbeat("postgres ok").await?;

@@ -55,6 +55,9 @@ pub enum CommunityCommand {
         /// How long to wait for the inventory to be frozen.
         #[arg(long, default_value_t = 120)]
         wait_secs: u64,
+        /// Workflow tuning (retry backoff, heartbeat timeout, parallelism).
+        #[command(flatten)]
+        tuning: TuningArgs,
     },
     /// Approve the exact frozen inventory digest (a second operator; two-person rule).
     Approve {
@@ -115,6 +118,26 @@ pub enum CommunityCommand {
         /// Request id.
         id: Uuid,
     },
+}
+
+/// Workflow tuning knobs; the defaults suit production.
+#[derive(Debug, Clone, Args)]
+pub struct TuningArgs {
+    /// First retry delay of a failed activity, in seconds (doubles up to 10 minutes).
+    #[arg(long, default_value_t = 30)]
+    pub retry_initial_secs: u64,
+    /// Heartbeat timeout of long activities, in seconds (how fast a dead worker is noticed).
+    #[arg(long, default_value_t = 30)]
+    pub heartbeat_timeout_secs: u64,
+    /// DeleteObjects calls in flight at once.
+    #[arg(long, default_value_t = 8)]
+    pub delete_parallelism: u32,
+    /// Manifest chunks deleted per activity call.
+    #[arg(long, default_value_t = 20)]
+    pub chunks_per_call: u64,
+    /// delete_chunks calls per workflow run before continue-as-new.
+    #[arg(long, default_value_t = 40)]
+    pub delete_rounds_per_run: u32,
 }
 
 /// Filters for `community list`.

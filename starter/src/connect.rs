@@ -72,6 +72,15 @@ pub async fn temporal(target: &TemporalTarget) -> Result<Client, CliError> {
     }
 }
 
+/// The task queue workflows are started on: BUZZ_TASK_QUEUE, default `buzz-deletion`.
+pub fn task_queue() -> String {
+    std::env::var("BUZZ_TASK_QUEUE")
+        .ok()
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| workflows::TASK_QUEUE.to_owned())
+}
+
 /// Reads DATABASE_URL.
 pub fn database_url() -> Result<String, CliError> {
     std::env::var("DATABASE_URL")

@@ -70,6 +70,12 @@ pub struct WorkerConfig {
     pub metrics_port: u16,
     /// How long in-flight activities get to finish after SIGTERM before they are cancelled.
     pub shutdown_grace: Duration,
+    /// Task queue to poll (default `buzz-deletion`; tests isolate themselves with their own).
+    pub task_queue: String,
+    /// Versions per manifest chunk (at most 10,000).
+    pub manifest_chunk_entries: usize,
+    /// How long one fence attempt waits for live serving-write leases.
+    pub fence_wait: Duration,
 }
 
 impl WorkerConfig {
@@ -125,6 +131,14 @@ impl WorkerConfig {
             },
             metrics_port,
             shutdown_grace: Duration::from_secs(parse_u64("BUZZ_SHUTDOWN_GRACE_SECS", "60")?),
+            task_queue: optional("BUZZ_TASK_QUEUE", workflows::TASK_QUEUE),
+            manifest_chunk_entries: usize::try_from(parse_u64(
+                "BUZZ_MANIFEST_CHUNK_ENTRIES",
+                "10000",
+            )?)
+            .unwrap_or(10_000)
+            .clamp(1, 10_000),
+            fence_wait: Duration::from_secs(parse_u64("BUZZ_FENCE_WAIT_SECS", "20")?),
         })
     }
 }

@@ -8,9 +8,17 @@ use worker::config::WorkerConfig;
 use worker::startup;
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    // One process-wide TLS provider, before any client is built (see README: TLS).
+async fn main() {
+    // One process-wide TLS provider, before any client is built.
     let _ = rustls::crypto::ring::default_provider().install_default();
+    if let Err(error) = run().await {
+        // The whole cause chain, no backtrace: the message says what to fix.
+        eprintln!("error: {error:#}");
+        std::process::exit(1);
+    }
+}
+
+async fn run() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -23,11 +31,15 @@ async fn main() -> anyhow::Result<()> {
     let deps = startup::connect(&config).await?;
     let runtime =
         Runtime::from_current_tokio(Default::default()).context("start the Temporal runtime")?;
+    let settings = activities::community::Settings {
+        fence_wait: config.fence_wait,
+        manifest_chunk_entries: config.manifest_chunk_entries,
+    };
     let mut worker = startup::build_worker(
         &runtime,
         &deps,
-        startup::default_task_queue(),
-        Default::default(),
+        &config.task_queue,
+        settings,
         config.shutdown_grace,
     )?;
     let shutdown = worker.shutdown_handle();
@@ -37,7 +49,7 @@ async fn main() -> anyhow::Result<()> {
         shutdown();
     });
     tracing::info!(
-        task_queue = startup::default_task_queue(),
+        task_queue = %config.task_queue,
         temporal = %config.temporal.address,
         "worker polling"
     );

@@ -10,7 +10,6 @@ use activities::stack_check::StackCheckActivities;
 use activities::store::Store;
 use temporalio_client::{Client, ClientOptions, ConnectionOptions};
 use temporalio_sdk::{Runtime, Worker, WorkerOptions};
-use workflows::TASK_QUEUE;
 use workflows::community::CommunityDeletion;
 use workflows::stack_check::StackCheck;
 
@@ -155,9 +154,4 @@ pub fn build_worker(
         .graceful_shutdown_period(shutdown_grace)
         .build();
     Worker::new(runtime, deps.client.clone(), options).map_err(|e| worker_error(&e))
-}
-
-/// The task queue the binary polls.
-pub fn default_task_queue() -> &'static str {
-    TASK_QUEUE
 }

@@ -14,7 +14,6 @@ use temporalio_client::{
 use temporalio_common::MemoValues;
 use temporalio_common::search_attributes::SearchAttributes;
 use uuid::Uuid;
-use workflows::TASK_QUEUE;
 use workflows::community::input::{CommunityDeletionInput, workflow_id};
 use workflows::community::status::DeletionStatus;
 use workflows::community::{
@@ -24,7 +23,7 @@ use workflows::search;
 
 use activities::store::{RequestFilter, Store, StoreError};
 
-use crate::cli::{CommunityCommand, ListArgs, ListState};
+use crate::cli::{CommunityCommand, ListArgs, ListState, TuningArgs};
 use crate::connect::{self, TemporalTarget};
 use crate::error::{CliError, CliResult};
 use crate::host;
@@ -38,7 +37,8 @@ pub async fn run(format: OutputFormat, command: CommunityCommand) -> CliResult {
             requested_by,
             reason,
             wait_secs,
-        } => submit(format, host, requested_by, reason, wait_secs).await,
+            tuning,
+        } => submit(format, host, requested_by, reason, wait_secs, tuning).await,
         CommunityCommand::Approve {
             id,
             approved_by,
@@ -143,6 +143,7 @@ async fn submit(
     requested_by: String,
     reason: Option<String>,
     wait_secs: u64,
+    tuning: TuningArgs,
 ) -> CliResult {
     let relay_url = std::env::var("RELAY_URL").ok();
     let host = host::resolve(host_flag.as_deref(), relay_url.as_deref())?;
@@ -171,6 +172,13 @@ async fn submit(
     }
     let client = connect::temporal(&TemporalTarget::from_env()).await?;
     let request_id = Uuid::new_v4();
+    let mut input =
+        CommunityDeletionInput::new(request_id, host.clone(), requested_by.clone(), reason);
+    input.tuning.retry_initial_secs = tuning.retry_initial_secs.max(1);
+    input.tuning.heartbeat_timeout_secs = tuning.heartbeat_timeout_secs.max(1);
+    input.tuning.delete_parallelism = tuning.delete_parallelism.max(1);
+    input.tuning.chunks_per_call = tuning.chunks_per_call.max(1);
+    input.tuning.delete_rounds_per_run = tuning.delete_rounds_per_run.max(1);
     let workflow_id = workflow_id(request_id);
     let mut memo = MemoValues::new();
     memo.insert("host", host.clone());
@@ -178,8 +186,8 @@ async fn submit(
     client
         .start_workflow(
             CommunityDeletion::run,
-            CommunityDeletionInput::new(request_id, host.clone(), requested_by, reason),
-            WorkflowStartOptions::new(TASK_QUEUE, workflow_id.clone())
+            input,
+            WorkflowStartOptions::new(connect::task_queue(), workflow_id.clone())
                 .memo(memo)
                 .search_attributes(SearchAttributes::new([
                     search::KIND.value_set("community".to_owned()),

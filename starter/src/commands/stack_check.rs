@@ -1,7 +1,6 @@
 //! `buzz-deletion stack-check`: the round trip through Temporal, Postgres, Redis and S3.
 
 use temporalio_client::{WorkflowGetResultOptions, WorkflowStartOptions};
-use workflows::TASK_QUEUE;
 use workflows::stack_check::{StackCheck, StackCheckInput};
 
 use crate::connect::{self, TemporalTarget};
@@ -20,7 +19,7 @@ pub async fn run(format: OutputFormat, sleep_secs: u64) -> CliResult {
                 nonce: nonce.clone(),
                 sleep_secs,
             },
-            WorkflowStartOptions::new(TASK_QUEUE, workflow_id).build(),
+            WorkflowStartOptions::new(connect::task_queue(), workflow_id).build(),
         )
         .await
         .map_err(|e| CliError::Other(anyhow::anyhow!("could not start StackCheck: {e}")))?;

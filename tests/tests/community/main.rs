@@ -1,0 +1,20 @@
+//! End-to-end tests of whole-community deletion on the real local stack (Temporal dev server,
+//! PostgreSQL, Redis, Ceph RGW), each test telling one operator story through the real
+//! `buzz-deletion` CLI and real `buzz-deletion-worker` processes.
+//!
+//! Modules:
+//! - `helpers`: the stack, worker processes, the CLI, seeding and snapshots.
+//! - `happy_path`: a target and two neighbours; the target is gone, the neighbours untouched.
+//! - `crash`: the worker is SIGKILLed mid-deletion; a new worker finishes without re-stamping.
+//! - `unknown_key`: an unknown key shape blocks; remediation + unblock completes.
+//! - `refusals`: approval validation, abort, and every refused operator action.
+//! - `outage`: Redis goes down mid-deletion and comes back; the workflow retries and completes.
+//! - `stack_check`: the foundation round trip on the dev server and the time-skipping server.
+
+mod crash;
+mod happy_path;
+mod helpers;
+mod outage;
+mod refusals;
+mod stack_check;
+mod unknown_key;
