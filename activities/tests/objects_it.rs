@@ -1,0 +1,388 @@
+//! The S3 adapter against the real local Ceph RGW (`deploy/local/up`).
+//!
+//! Every test seeds its own random communities, so tests run in parallel and against a bucket
+//! that other suites also use; each removes what it wrote.
+
+use std::collections::BTreeSet;
+
+use activities::failure::{Classified, Severity};
+use activities::objects::{
+    MAX_VERSIONS_PER_DELETE, ObjectStore, ObjectStoreError, ObjectVersion, ObjectVersionRef,
+    S3Config,
+};
+use activities::taxonomy::{PrefixRoot, VersionKind, is_tenant_owned_key, tenant_prefixes};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+const HOW_TO_START: &str = "run `bash deploy/local/up && source .state/env`";
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set, so the RGW (S3) server cannot be found: {HOW_TO_START}")
+    })
+}
+
+fn config() -> S3Config {
+    S3Config {
+        endpoint: env("BUZZ_S3_ENDPOINT"),
+        bucket: env("BUZZ_S3_BUCKET"),
+        region: env("BUZZ_S3_REGION"),
+        access_key: env("BUZZ_S3_ACCESS_KEY"),
+        secret_key: env("BUZZ_S3_SECRET_KEY"),
+    }
+}
+
+/// A store on the configured bucket, proven reachable and versioned, or a panic saying how to
+/// start the server.
+async fn store() -> ObjectStore {
+    let config = config();
+    let store = ObjectStore::connect(&config)
+        .await
+        .unwrap_or_else(|error| panic!("S3 configuration rejected: {error}"));
+    if let Err(error) = store.check_bucket().await {
+        panic!(
+            "RGW not reachable at {} (bucket {}): {error}; {HOW_TO_START}",
+            config.endpoint, config.bucket
+        );
+    }
+    store
+}
+
+/// The exact writer key of `root` for content `seed`.
+fn tenant_key(community: Uuid, root: PrefixRoot, seed: &str) -> String {
+    let h = hex::encode(Sha256::digest(seed.as_bytes()));
+    let suffix = match root {
+        PrefixRoot::Media => "",
+        PrefixRoot::Thumbs => ".webp",
+        PrefixRoot::Meta => ".json",
+    };
+    format!("{}{h}{suffix}", root.prefix(community))
+}
+
+/// What a seeding wrote: every (key, version id, kind).
+type Seeded = BTreeSet<(String, String, VersionKind)>;
+
+/// Seeds `objects` keys per root, the first key of each root with a second version and the last
+/// with a delete marker on top, so listings hold several versions per key and delete markers.
+async fn seed_community(store: &ObjectStore, community: Uuid, objects: usize) -> Seeded {
+    let mut seeded = Seeded::new();
+    for root in PrefixRoot::ALL {
+        for i in 0..objects {
+            let key = tenant_key(community, root, &format!("object-{i}"));
+            let body = format!("{community}/{root}/{i}/v1").into_bytes();
+            let v1 = store.put_object(&key, body).await.unwrap();
+            seeded.insert((key.clone(), v1, VersionKind::Object));
+            if i == 0 {
+                let body = format!("{community}/{root}/{i}/v2").into_bytes();
+                let v2 = store.put_object(&key, body).await.unwrap();
+                seeded.insert((key.clone(), v2, VersionKind::Object));
+            }
+            if i + 1 == objects {
+                let marker = store.put_delete_marker(&key).await.unwrap();
+                seeded.insert((key, marker, VersionKind::DeleteMarker));
+            }
+        }
+    }
+    seeded
+}
+
+fn listed(versions: &[ObjectVersion]) -> Seeded {
+    versions
+        .iter()
+        .map(|v| (v.key.clone(), v.version_id.clone(), v.kind))
+        .collect()
+}
+
+async fn snapshot_community(store: &ObjectStore, community: Uuid) -> Vec<ObjectVersion> {
+    let mut all = Vec::new();
+    for prefix in tenant_prefixes(community) {
+        all.extend(store.snapshot_prefix(&prefix).await.unwrap());
+    }
+    all
+}
+
+/// Every version's listing entry plus its body (empty for delete markers), for byte comparisons.
+async fn contents(store: &ObjectStore, community: Uuid) -> Vec<(ObjectVersion, Vec<u8>)> {
+    let mut out = Vec::new();
+    for version in snapshot_community(store, community).await {
+        let body = match version.kind {
+            VersionKind::Object => store
+                .get_object_version(&version.key, &version.version_id)
+                .await
+                .unwrap(),
+            VersionKind::DeleteMarker => Vec::new(),
+        };
+        out.push((version, body));
+    }
+    out
+}
+
+/// Removes every version under the community's prefixes (test cleanup).
+async fn erase_community(store: &ObjectStore, community: Uuid) {
+    let refs: Vec<ObjectVersionRef> = snapshot_community(store, community)
+        .await
+        .iter()
+        .map(ObjectVersion::version_ref)
+        .collect();
+    for chunk in refs.chunks(MAX_VERSIONS_PER_DELETE) {
+        let outcome = store.delete_versions(chunk).await.unwrap();
+        assert!(outcome.is_complete(), "cleanup incomplete: {outcome:?}");
+    }
+}
+
+#[tokio::test]
+async fn version_listing_pages_through_objects_and_delete_markers() {
+    let store = store().await;
+    let community = Uuid::new_v4();
+    let seeded = seed_community(&store, community, 4).await;
+
+    let mut all = Vec::new();
+    for prefix in tenant_prefixes(community) {
+        let mut marker = None;
+        let mut pages = 0;
+        loop {
+            let page = store.list_versions_page(&prefix, marker, 2).await.unwrap();
+            pages += 1;
+            assert!(page.entries.len() <= 2, "max_keys=2 exceeded: {page:?}");
+            all.extend(page.entries);
+            match page.next {
+                Some(next) => marker = Some(next),
+                None => break,
+            }
+        }
+        // 4 keys + 1 extra version + 1 delete marker = 6 entries, so at least 3 pages of 2.
+        assert!(pages >= 3, "{prefix} listed in {pages} pages");
+    }
+
+    assert_eq!(
+        all.len(),
+        seeded.len(),
+        "a version was listed twice or not at all"
+    );
+    assert_eq!(listed(&all), seeded);
+    assert!(all.iter().all(|v| is_tenant_owned_key(community, &v.key)));
+    let markers: Vec<_> = all
+        .iter()
+        .filter(|v| v.kind == VersionKind::DeleteMarker)
+        .collect();
+    assert_eq!(markers.len(), 3);
+    assert!(markers.iter().all(|m| m.is_latest && m.size == 0));
+    assert!(
+        all.iter()
+            .filter(|v| v.kind == VersionKind::Object)
+            .all(|v| v.size > 0)
+    );
+
+    erase_community(&store, community).await;
+}
+
+#[tokio::test]
+async fn delete_versions_removes_exactly_the_listed_versions_and_leaves_a_neighbour_byte_identical()
+{
+    let store = store().await;
+    let target = Uuid::new_v4();
+    let neighbour = Uuid::new_v4();
+    // Same content names under both communities: only the prefix tells them apart.
+    seed_community(&store, target, 3).await;
+    seed_community(&store, neighbour, 3).await;
+    let neighbour_before = contents(&store, neighbour).await;
+    let target_before = snapshot_community(&store, target).await;
+
+    // Delete all but the media prefix's versions: what was listed goes, the rest stays.
+    let (kept, doomed): (Vec<_>, Vec<_>) = target_before
+        .iter()
+        .cloned()
+        .partition(|v| v.key.starts_with("media/"));
+    let refs: Vec<_> = doomed.iter().map(ObjectVersion::version_ref).collect();
+    let outcome = store.delete_versions(&refs).await.unwrap();
+
+    assert!(outcome.is_complete(), "{outcome:?}");
+    assert_eq!(outcome.deleted, refs.len() as u64);
+    assert_eq!(snapshot_community(&store, target).await, kept);
+    assert_eq!(contents(&store, neighbour).await, neighbour_before);
+
+    erase_community(&store, target).await;
+    erase_community(&store, neighbour).await;
+}
+
+#[tokio::test]
+async fn more_than_a_thousand_versions_are_refused_and_nothing_is_deleted() {
+    let store = store().await;
+    let community = Uuid::new_v4();
+    let seeded = seed_community(&store, community, 1).await;
+    let before = snapshot_community(&store, community).await;
+
+    let mut refs: Vec<_> = before.iter().map(ObjectVersion::version_ref).collect();
+    while refs.len() <= MAX_VERSIONS_PER_DELETE {
+        refs.push(ObjectVersionRef {
+            key: tenant_key(
+                community,
+                PrefixRoot::Media,
+                &format!("absent-{}", refs.len()),
+            ),
+            version_id: "absent".to_owned(),
+        });
+    }
+    let error = store.delete_versions(&refs).await.unwrap_err();
+
+    assert!(
+        matches!(
+            error,
+            ObjectStoreError::TooManyVersions {
+                requested: 1001,
+                limit: 1000
+            }
+        ),
+        "{error:?}"
+    );
+    assert_eq!(error.severity(), Severity::Permanent);
+    assert_eq!(snapshot_community(&store, community).await, before);
+    assert_eq!(listed(&before), seeded);
+
+    erase_community(&store, community).await;
+}
+
+/// Pins the RGW behaviour a replayed chunk relies on: deleting a version id that is already gone
+/// (object version or delete marker) is acknowledged as deleted, not reported as an error.
+#[tokio::test]
+async fn re_deleting_already_deleted_versions_is_acknowledged_as_deleted() {
+    let store = store().await;
+    let community = Uuid::new_v4();
+    seed_community(&store, community, 2).await;
+    let refs: Vec<_> = snapshot_community(&store, community)
+        .await
+        .iter()
+        .map(ObjectVersion::version_ref)
+        .collect();
+
+    let first = store.delete_versions(&refs).await.unwrap();
+    let replay = store.delete_versions(&refs).await.unwrap();
+
+    assert!(first.is_complete(), "{first:?}");
+    assert!(replay.is_complete(), "{replay:?}");
+    assert_eq!(replay.deleted, refs.len() as u64);
+    assert!(snapshot_community(&store, community).await.is_empty());
+}
+
+#[tokio::test]
+async fn prefix_is_empty_names_a_retained_version_until_every_version_is_deleted() {
+    let store = store().await;
+    let community = Uuid::new_v4();
+    seed_community(&store, community, 2).await;
+    let [media, thumbs, meta] = tenant_prefixes(community);
+
+    let retained = store.prefix_is_empty(&thumbs).await.unwrap();
+    let retained = retained.expect("a seeded prefix must report a retained version");
+    assert!(retained.key.starts_with(&thumbs));
+
+    // Only the delete markers left under `_meta/`: a marker alone still blocks the proof.
+    let meta_objects: Vec<_> = store
+        .snapshot_prefix(&meta)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|v| v.kind == VersionKind::Object)
+        .map(|v| v.version_ref())
+        .collect();
+    assert!(
+        store
+            .delete_versions(&meta_objects)
+            .await
+            .unwrap()
+            .is_complete()
+    );
+    let marker = store.prefix_is_empty(&meta).await.unwrap();
+    assert_eq!(marker.map(|m| m.kind), Some(VersionKind::DeleteMarker));
+
+    erase_community(&store, community).await;
+    for prefix in [&media, &thumbs, &meta] {
+        assert_eq!(
+            store.prefix_is_empty(prefix).await.unwrap(),
+            None,
+            "{prefix}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn preflight_passes_with_the_configured_credentials() {
+    let store = store().await;
+    for prefix in tenant_prefixes(Uuid::new_v4()) {
+        store.preflight_list_versions(&prefix).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn preflight_with_a_wrong_secret_is_a_permanent_access_denial() {
+    store().await;
+    let wrong = S3Config {
+        secret_key: "definitely-not-the-secret".to_owned(),
+        ..config()
+    };
+    let store = ObjectStore::connect(&wrong).await.unwrap();
+
+    let error = store.preflight_list_versions("media/").await.unwrap_err();
+
+    assert!(
+        matches!(error, ObjectStoreError::AccessDenied { .. }),
+        "{error:?}"
+    );
+    assert_eq!(error.severity(), Severity::Permanent);
+}
+
+#[tokio::test]
+async fn check_bucket_names_a_missing_bucket_as_permanent() {
+    store().await;
+    let missing = S3Config {
+        bucket: format!("buzz-missing-{}", Uuid::new_v4().simple()),
+        ..config()
+    };
+    let store = ObjectStore::connect(&missing).await.unwrap();
+
+    let error = store.check_bucket().await.unwrap_err();
+
+    assert!(
+        matches!(error, ObjectStoreError::NoSuchBucket { .. }),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains(&missing.bucket));
+    assert_eq!(error.severity(), Severity::Permanent);
+}
+
+#[tokio::test]
+async fn bucket_listing_pages_return_current_keys_and_skip_delete_marked_ones() {
+    let store = store().await;
+    let community = Uuid::new_v4();
+    seed_community(&store, community, 2).await;
+    let live = tenant_key(community, PrefixRoot::Thumbs, "object-0");
+    let marked = tenant_key(community, PrefixRoot::Thumbs, "object-1");
+
+    // Small pages first, to exercise the continuation token.
+    let (first, token) = store.list_objects_page(None, 1).await.unwrap();
+    assert_eq!(first.len(), 1);
+    let token = token.expect("the bucket holds more than one key");
+    let (second, _) = store.list_objects_page(Some(token), 1).await.unwrap();
+    assert!(second[0] > first[0], "pages must advance in key order");
+
+    let mut seen = BTreeSet::new();
+    let mut token = None;
+    loop {
+        let (keys, next) = store.list_objects_page(token, 1000).await.unwrap();
+        seen.extend(
+            keys.into_iter()
+                .filter(|k| k.contains(&community.to_string())),
+        );
+        match next {
+            Some(next) => token = Some(next),
+            None => break,
+        }
+    }
+    assert!(seen.contains(&live));
+    assert!(
+        !seen.contains(&marked),
+        "a delete-marked key is not current"
+    );
+    assert_eq!(seen.len(), 3, "one live key per root: {seen:?}");
+
+    erase_community(&store, community).await;
+}
