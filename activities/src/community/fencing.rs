@@ -126,7 +126,7 @@ pub async fn drain(
             .record_milestone(
                 &token,
                 Stage::Fenced,
-                "drained",
+                "serving_writes_drained",
                 serde_json::json!({"disconnect_receivers": receivers}),
             )
             .await?;
