@@ -1,0 +1,83 @@
+{{/* Chart name, truncated to the 63 characters Kubernetes allows in a label. */}}
+{{- define "buzz-deletion.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Resource name prefix: the release name, plus the chart name unless the release already contains it. */}}
+{{- define "buzz-deletion.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels on every resource; add app.kubernetes.io/component per resource. */}}
+{{- define "buzz-deletion.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "buzz-deletion.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/* Labels of the worker Deployment, its pods and the resources that point at them. */}}
+{{- define "buzz-deletion.workerLabels" -}}
+{{ include "buzz-deletion.labels" . }}
+app.kubernetes.io/component: worker
+{{- end -}}
+
+{{/* Labels that select the worker pods; stable across upgrades. */}}
+{{- define "buzz-deletion.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "buzz-deletion.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: worker
+{{- end -}}
+
+{{- define "buzz-deletion.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "buzz-deletion.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "buzz-deletion.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret holding DATABASE_URL, REDIS_URL and BUZZ_S3_*; rendering fails without one. */}}
+{{- define "buzz-deletion.secretName" -}}
+{{- if .Values.secret.existingSecret -}}
+{{- .Values.secret.existingSecret -}}
+{{- else if .Values.secret.create -}}
+{{- printf "%s-connections" (include "buzz-deletion.fullname" .) -}}
+{{- else -}}
+{{- fail "set secret.existingSecret to the Secret with DATABASE_URL, REDIS_URL and BUZZ_S3_* (or secret.create=true with secret.values, for evaluation)" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Environment shared by the worker and the migration Job: the connection Secret and
+the Temporal settings. Grace-period invariants are checked here so that no
+manifest renders with a worker that could be killed mid-activity.
+*/}}
+{{- define "buzz-deletion.env" -}}
+{{- $w := .Values.worker -}}
+{{- if le (int $w.shutdownGraceSeconds) (int $w.activityHeartbeatTimeoutSeconds) -}}
+{{- fail (printf "worker.shutdownGraceSeconds (%v) must exceed worker.activityHeartbeatTimeoutSeconds (%v)" $w.shutdownGraceSeconds $w.activityHeartbeatTimeoutSeconds) -}}
+{{- end -}}
+{{- if le (int $w.terminationGracePeriodSeconds) (int $w.shutdownGraceSeconds) -}}
+{{- fail (printf "worker.terminationGracePeriodSeconds (%v) must exceed worker.shutdownGraceSeconds (%v)" $w.terminationGracePeriodSeconds $w.shutdownGraceSeconds) -}}
+{{- end -}}
+envFrom:
+  - secretRef:
+      name: {{ include "buzz-deletion.secretName" . }}
+env:
+  - name: TEMPORAL_ADDRESS
+    value: {{ required "temporal.address is required" .Values.temporal.address | quote }}
+  - name: TEMPORAL_NAMESPACE
+    value: {{ required "temporal.namespace is required" .Values.temporal.namespace | quote }}
+  - name: BUZZ_TASK_QUEUE
+    value: {{ required "temporal.taskQueue is required" .Values.temporal.taskQueue | quote }}
+{{- end -}}

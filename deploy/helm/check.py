@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""Lints and renders the buzz-deletion Helm chart offline, then checks what a cluster would get.
+
+Uses the real Helm v4 engine (Go template + sprig, `helm lint` rules) through the PyPI package
+`helm-python-sdk`, which bundles Helm's Go library: `helm` itself is not packaged for Debian 12.
+No cluster is contacted. Each check prints ok/FAIL; the last line is "N passed, M failed".
+
+Usage: python3 deploy/helm/check.py      (deploy/local/test installs the two packages it needs)
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+from helm_python import Chart, HelmError, lint
+
+CHART_DIR = Path(__file__).resolve().parent / "buzz-deletion"
+SECRET = {"secret": {"existingSecret": "buzz-connections"}}
+HEARTBEAT_TIMEOUT_SECS = 30  # the CLI's --heartbeat-timeout-secs default
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """A YAML loader that refuses duplicate keys, which Kubernetes would silently collapse."""
+
+
+def _no_duplicates(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep)
+
+
+UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
+
+
+def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def render(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Renders like `helm template buzz . -n deletion`; returns objects keyed by kind."""
+    manifests = Chart.load(CHART_DIR).render(
+        values, name="buzz", namespace="deletion", is_install=True
+    )
+    objects: dict[str, dict[str, Any]] = {}
+    for path, text in manifests.items():
+        if path.endswith("NOTES.txt"):
+            continue
+        for doc in yaml.load_all(text, Loader=UniqueKeyLoader):
+            if doc is None:
+                continue
+            assert doc["kind"] not in objects, f"two {doc['kind']} objects"
+            objects[doc["kind"]] = doc
+    return objects
+
+
+def render_error(values: dict[str, Any]) -> str:
+    try:
+        render(values)
+    except HelmError as err:
+        return str(err)
+    raise AssertionError("rendering succeeded but must fail")
+
+
+def env_of(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e.get("value") for e in container.get("env", [])}
+
+
+def worker_container(objects: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return objects["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+
+
+# --- checks: each raises AssertionError with the broken promise ---------------------------
+
+
+def lint_is_clean_in_strict_mode() -> None:
+    report = lint(CHART_DIR, SECRET, strict=True)
+    problems = [m for m in report["messages"] if m["severity"] >= 2] + report.get("errors", [])
+    assert not problems, f"helm lint --strict: {problems}"
+
+
+def default_release_has_worker_pdb_service_account_and_migration_hook() -> None:
+    kinds = set(render(SECRET))
+    assert kinds == {"Deployment", "Job", "PodDisruptionBudget", "Service", "ServiceAccount"}, kinds
+
+
+def rendering_without_a_connection_secret_fails_and_says_which_value() -> None:
+    message = render_error({})
+    assert "secret.existingSecret" in message, message
+
+
+def worker_outlives_its_drain_which_outlives_the_heartbeat_timeout() -> None:
+    objects = render(SECRET)
+    pod = objects["Deployment"]["spec"]["template"]["spec"]
+    drain = int(env_of(pod["containers"][0])["BUZZ_SHUTDOWN_GRACE_SECS"])
+    grace = pod["terminationGracePeriodSeconds"]
+    assert grace > drain > HEARTBEAT_TIMEOUT_SECS, (grace, drain)
+
+
+def grace_period_not_longer_than_drain_is_refused() -> None:
+    message = render_error(merge(SECRET, {"worker": {"terminationGracePeriodSeconds": 60}}))
+    assert "terminationGracePeriodSeconds" in message, message
+
+
+def drain_not_longer_than_heartbeat_timeout_is_refused() -> None:
+    message = render_error(merge(SECRET, {"worker": {"shutdownGraceSeconds": 30}}))
+    assert "shutdownGraceSeconds" in message, message
+
+
+def worker_gets_connections_from_the_secret_and_temporal_from_values() -> None:
+    values = merge(
+        SECRET,
+        {"temporal": {"address": "temporal.example:7233", "namespace": "prod", "taskQueue": "q"}},
+    )
+    container = worker_container(render(values))
+    assert container["envFrom"] == [{"secretRef": {"name": "buzz-connections"}}], container["envFrom"]
+    env = env_of(container)
+    expected = {"TEMPORAL_ADDRESS": "temporal.example:7233", "TEMPORAL_NAMESPACE": "prod", "BUZZ_TASK_QUEUE": "q"}
+    assert {k: env.get(k) for k in expected} == expected, env
+    assert container["command"] == ["/usr/local/bin/buzz-deletion-worker"], container["command"]
+
+
+def probes_hit_metrics_on_the_port_the_worker_listens_on() -> None:
+    container = worker_container(render(merge(SECRET, {"metrics": {"port": 9999}})))
+    assert env_of(container)["BUZZ_METRICS_PORT"] == "9999"
+    assert container["ports"] == [{"name": "metrics", "containerPort": 9999, "protocol": "TCP"}]
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/metrics", "port": "metrics"}, container[probe]
+
+
+def worker_runs_as_non_root_with_resources_set() -> None:
+    objects = render(SECRET)
+    pod = objects["Deployment"]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["resources"]["requests"] and container["resources"]["limits"]
+
+
+def pdb_and_service_select_exactly_the_worker_pods() -> None:
+    objects = render(SECRET)
+    pod_labels = objects["Deployment"]["spec"]["template"]["metadata"]["labels"]
+    selector = objects["Deployment"]["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= pod_labels.items()
+    assert objects["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"] == selector
+    assert objects["Service"]["spec"]["selector"] == selector
+    assert objects["PodDisruptionBudget"]["spec"]["maxUnavailable"] == 1
+
+
+def migration_job_runs_migrate_before_install_and_upgrade() -> None:
+    job = render(SECRET)["Job"]
+    annotations = job["metadata"]["annotations"]
+    assert annotations["helm.sh/hook"] == "pre-install,pre-upgrade", annotations
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["/usr/local/bin/buzz-deletion", "migrate"], container["command"]
+    assert container["envFrom"] == [{"secretRef": {"name": "buzz-connections"}}]
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+
+
+def migration_job_can_be_disabled() -> None:
+    assert "Job" not in render(merge(SECRET, {"migrations": {"enabled": False}}))
+
+
+def service_monitor_scrapes_the_metrics_service_when_enabled() -> None:
+    objects = render(merge(SECRET, {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}))
+    monitor = objects["ServiceMonitor"]
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= objects["Service"]["metadata"]["labels"].items()
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
+
+
+def created_secret_is_a_hook_that_precedes_the_migration_job() -> None:
+    values = {
+        "secret": {
+            "create": True,
+            "values": {
+                "DATABASE_URL": "postgres://u:p@db/buzz",
+                "REDIS_URL": "redis://redis",
+                "BUZZ_S3_ENDPOINT": "https://s3",
+                "BUZZ_S3_BUCKET": "b",
+                "BUZZ_S3_ACCESS_KEY": "a",
+                "BUZZ_S3_SECRET_KEY": "s",
+            },
+        }
+    }
+    objects = render(values)
+    secret, job = objects["Secret"], objects["Job"]
+    assert secret["stringData"]["DATABASE_URL"] == "postgres://u:p@db/buzz"
+    assert "pre-install" in secret["metadata"]["annotations"]["helm.sh/hook"]
+    weight = lambda o: int(o["metadata"]["annotations"]["helm.sh/hook-weight"])  # noqa: E731
+    assert weight(secret) < weight(job)
+    assert worker_container(objects)["envFrom"][0]["secretRef"]["name"] == secret["metadata"]["name"]
+
+
+def created_secret_missing_a_key_is_refused() -> None:
+    message = render_error({"secret": {"create": True, "values": {"DATABASE_URL": "postgres://x"}}})
+    assert "secret.values.REDIS_URL" in message, message
+
+
+CHECKS: list[Callable[[], None]] = [
+    lint_is_clean_in_strict_mode,
+    default_release_has_worker_pdb_service_account_and_migration_hook,
+    rendering_without_a_connection_secret_fails_and_says_which_value,
+    worker_outlives_its_drain_which_outlives_the_heartbeat_timeout,
+    grace_period_not_longer_than_drain_is_refused,
+    drain_not_longer_than_heartbeat_timeout_is_refused,
+    worker_gets_connections_from_the_secret_and_temporal_from_values,
+    probes_hit_metrics_on_the_port_the_worker_listens_on,
+    worker_runs_as_non_root_with_resources_set,
+    pdb_and_service_select_exactly_the_worker_pods,
+    migration_job_runs_migrate_before_install_and_upgrade,
+    migration_job_can_be_disabled,
+    service_monitor_scrapes_the_metrics_service_when_enabled,
+    created_secret_is_a_hook_that_precedes_the_migration_job,
+    created_secret_missing_a_key_is_refused,
+]
+
+
+def main() -> int:
+    failed = 0
+    for check in CHECKS:
+        try:
+            check()
+            print(f"  ok    {check.__name__}")
+        except (AssertionError, HelmError, KeyError, yaml.YAMLError) as err:
+            failed += 1
+            print(f"  FAIL  {check.__name__}: {type(err).__name__}: {err}")
+    print(f"helm chart: {len(CHECKS) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
