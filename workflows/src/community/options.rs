@@ -1,0 +1,76 @@
+//! How long each community activity may run, whether it heartbeats, and how it is retried.
+
+use std::time::Duration;
+
+use temporalio_common::{ActivityDefinition, RetryPolicy};
+use temporalio_sdk::{ActivityOptions, WorkflowCancellationToken};
+
+use super::contracts::{
+    Abort, Complete, DeleteChunks, Drain, Fence, FreezeManifest, Inventory, Preflight, PurgeCache,
+    PurgePostgres, RecordApproval, RecordEvent, Register, Verify,
+};
+use super::input::Tuning;
+use crate::contract::{PERMANENT_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE};
+
+/// Start-to-close limit of a bookkeeping activity (one or two statements).
+const SHORT_RUN: Duration = Duration::from_secs(10 * 60);
+/// Start-to-close limit of a store-walking activity; its heartbeats detect a dead worker long
+/// before this.
+const LONG_RUN: Duration = Duration::from_secs(2 * 60 * 60);
+
+/// Whether an activity is bookkeeping or walks a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pace {
+    /// A few statements: 10 minutes, no heartbeat.
+    Short,
+    /// Walks a store: 2 hours, heartbeats every `heartbeat_timeout_secs` at most.
+    Heartbeating,
+}
+
+/// An activity contract with its pace.
+pub trait Paced: ActivityDefinition + Copy {
+    /// The pace of this activity.
+    const PACE: Pace;
+}
+
+macro_rules! paced {
+    ($pace:ident: $($marker:ty),+) => {
+        $(impl Paced for $marker {
+            const PACE: Pace = Pace::$pace;
+        })+
+    };
+}
+
+paced!(Short: Register, RecordApproval, RecordEvent, Preflight, Complete, Abort);
+paced!(Heartbeating: Inventory, Fence, Drain, FreezeManifest, DeleteChunks, PurgePostgres, PurgeCache, Verify);
+
+/// Options of one activity call: transient failures retried forever with exponential backoff
+/// (from `retry_initial_secs`, doubling, capped at `retry_max_secs`); permanent and
+/// stale-generation failures not retried, so the workflow sees them and blocks. `cancellation`
+/// detaches the call from workflow cancellation: the workflow decides what a cancellation means.
+pub fn activity_options(
+    pace: Pace,
+    tuning: &Tuning,
+    cancellation: WorkflowCancellationToken,
+) -> ActivityOptions {
+    let retry = RetryPolicy::builder()
+        .initial_interval(Duration::from_secs(tuning.retry_initial_secs.max(1)))
+        .backoff_coefficient(2.0)
+        .maximum_interval(Duration::from_secs(
+            tuning.retry_max_secs.max(tuning.retry_initial_secs).max(1),
+        ))
+        .maximum_attempts(0)
+        .non_retryable_error_types([PERMANENT_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE])
+        .build();
+    match pace {
+        Pace::Short => ActivityOptions::with_start_to_close_timeout(SHORT_RUN)
+            .retry_policy(retry)
+            .cancellation_token(cancellation)
+            .build(),
+        Pace::Heartbeating => ActivityOptions::with_start_to_close_timeout(LONG_RUN)
+            .heartbeat_timeout(Duration::from_secs(tuning.heartbeat_timeout_secs.max(1)))
+            .retry_policy(retry)
+            .cancellation_token(cancellation)
+            .build(),
+    }
+}

@@ -1,0 +1,434 @@
+//! The rules operator messages (approve, abort, unblock) must pass, as pure functions.
+//!
+//! The workflow runs them in update validators (a refused update changes nothing and leaves no
+//! history event) and again when a handler starts, because another message may have changed the
+//! state between validation and execution. Each refusal says which rule failed and what to do.
+
+use thiserror::Error;
+
+use super::contracts::{AbortRequest, ApprovalRecord, ApproveRequest, UnblockRequest};
+use super::phase::Phase;
+
+/// Why an approval was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ApprovalRefusal {
+    /// An approval is already recorded.
+    #[error("request already approved by {approved_by} at {approved_at}; nothing to do")]
+    AlreadyApproved {
+        /// Who approved.
+        approved_by: String,
+        /// When.
+        approved_at: String,
+    },
+    /// Another approval is being recorded right now.
+    #[error("an approval is already being recorded; query status to see it")]
+    InProgress,
+    /// The request is not waiting for an approval.
+    #[error(
+        "request is in phase {phase}, not awaiting_approval; approve only once the inventory is frozen and before anything else happened"
+    )]
+    WrongPhase {
+        /// The current phase.
+        phase: Phase,
+    },
+    /// No approver named.
+    #[error("approved_by is empty; name the approving operator")]
+    MissingApprover,
+    /// The approver is the requester.
+    #[error(
+        "approver {approver:?} is the requester; a second operator must approve (two-person rule)"
+    )]
+    SelfApproval {
+        /// The approver as given.
+        approver: String,
+    },
+    /// The digest is not the frozen one.
+    #[error(
+        "digest {given:?} does not match the frozen inventory digest {frozen:?}; review the inventory (status) and approve its digest"
+    )]
+    DigestMismatch {
+        /// The digest the approver sent.
+        given: String,
+        /// The frozen digest.
+        frozen: String,
+    },
+}
+
+/// Why an abort was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum AbortRefusal {
+    /// No actor named.
+    #[error("actor is empty; name the operator aborting")]
+    MissingActor,
+    /// No reason given.
+    #[error("reason is empty; say why the deletion is aborted")]
+    MissingReason,
+    /// The request has ended.
+    #[error("request already ended (phase {phase}); nothing to abort")]
+    Ended {
+        /// The terminal phase.
+        phase: Phase,
+    },
+    /// The request row does not exist yet.
+    #[error("request is still being registered; retry the abort in a moment")]
+    NotRegistered,
+    /// An abort is already accepted.
+    #[error("an abort by {actor} is already in progress; query status to follow it")]
+    AlreadyAborting {
+        /// Who aborted first.
+        actor: String,
+    },
+    /// Object versions are being deleted: there is nothing to go back to.
+    #[error(
+        "deletion passed the irreversible point (phase {phase}: object versions are being deleted); abort refused, the deletion runs to completion"
+    )]
+    PastIrreversiblePoint {
+        /// The current phase.
+        phase: Phase,
+    },
+}
+
+/// Why an unblock was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum UnblockRefusal {
+    /// No actor named.
+    #[error("actor is empty; name the operator unblocking")]
+    MissingActor,
+    /// No remediation given.
+    #[error("reason is empty; say what was remediated")]
+    MissingReason,
+    /// Nothing waits for an unblock.
+    #[error("request is not blocked (phase {phase}); nothing to unblock")]
+    NotBlocked {
+        /// The current phase.
+        phase: Phase,
+    },
+    /// Another unblock is being recorded.
+    #[error("an unblock is already being recorded; query status to follow it")]
+    InProgress,
+}
+
+/// Why an operator message (update or signal) did not take effect.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum MessageError {
+    /// The approval broke a rule.
+    #[error(transparent)]
+    Approval(#[from] ApprovalRefusal),
+    /// The abort broke a rule.
+    #[error(transparent)]
+    Abort(#[from] AbortRefusal),
+    /// The unblock broke a rule.
+    #[error(transparent)]
+    Unblock(#[from] UnblockRefusal),
+    /// The message was valid but its evidence could not be persisted; nothing changed.
+    #[error("{what} could not be recorded, nothing changed: {reason}")]
+    NotRecorded {
+        /// Which message.
+        what: &'static str,
+        /// The activity's failure.
+        reason: String,
+    },
+    /// The abort was accepted, but lifting the fence failed permanently.
+    #[error("abort accepted, but it is blocked: {reason}; remediate and unblock to retry it")]
+    AbortBlocked {
+        /// The blocking failure.
+        reason: String,
+    },
+}
+
+/// What an approval is checked against.
+#[derive(Debug, Clone, Copy)]
+pub struct ApprovalGate<'a> {
+    /// The current phase.
+    pub phase: Phase,
+    /// The requester, who may not approve.
+    pub requested_by: &'a str,
+    /// The frozen inventory digest, once frozen.
+    pub frozen_digest: Option<&'a str>,
+    /// The recorded approval, if any.
+    pub approval: Option<&'a ApprovalRecord>,
+    /// Whether an approval is being recorded right now.
+    pub approval_in_flight: bool,
+}
+
+/// Checks an approval: not yet approved, awaiting approval, a named approver who is not the
+/// requester (compared trimmed and case-insensitively), and exactly the frozen digest.
+pub fn check_approval(
+    gate: &ApprovalGate<'_>,
+    request: &ApproveRequest,
+) -> Result<(), ApprovalRefusal> {
+    if let Some(record) = gate.approval {
+        return Err(ApprovalRefusal::AlreadyApproved {
+            approved_by: record.approved_by.clone(),
+            approved_at: record.approved_at.clone(),
+        });
+    }
+    if gate.approval_in_flight {
+        return Err(ApprovalRefusal::InProgress);
+    }
+    if gate.phase != Phase::AwaitingApproval {
+        return Err(ApprovalRefusal::WrongPhase { phase: gate.phase });
+    }
+    let approver = request.approved_by.trim();
+    if approver.is_empty() {
+        return Err(ApprovalRefusal::MissingApprover);
+    }
+    if same_operator(approver, gate.requested_by) {
+        return Err(ApprovalRefusal::SelfApproval {
+            approver: request.approved_by.clone(),
+        });
+    }
+    match gate.frozen_digest {
+        Some(frozen) if frozen == request.digest => Ok(()),
+        frozen => Err(ApprovalRefusal::DigestMismatch {
+            given: request.digest.clone(),
+            frozen: frozen.unwrap_or_default().to_string(),
+        }),
+    }
+}
+
+/// What an abort is checked against.
+#[derive(Debug, Clone, Copy)]
+pub struct AbortGate<'a> {
+    /// The current phase.
+    pub phase: Phase,
+    /// Whether the request row exists.
+    pub registered: bool,
+    /// The abort already accepted, if any.
+    pub accepted: Option<&'a AbortRequest>,
+}
+
+/// Checks an abort message and the request's state, except the irreversible point: an abort past
+/// it is accepted by the validator so the refusal can be recorded (see [`check_reversible`]).
+pub fn check_abort(gate: &AbortGate<'_>, request: &AbortRequest) -> Result<(), AbortRefusal> {
+    if request.actor.trim().is_empty() {
+        return Err(AbortRefusal::MissingActor);
+    }
+    if request.reason.trim().is_empty() {
+        return Err(AbortRefusal::MissingReason);
+    }
+    if gate.phase.is_terminal() {
+        return Err(AbortRefusal::Ended { phase: gate.phase });
+    }
+    if !gate.registered {
+        return Err(AbortRefusal::NotRegistered);
+    }
+    if let Some(first) = gate.accepted {
+        return Err(AbortRefusal::AlreadyAborting {
+            actor: first.actor.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// Refuses an abort once the first object version may have been deleted.
+pub fn check_reversible(phase: Phase) -> Result<(), AbortRefusal> {
+    if phase.abort_allowed() {
+        Ok(())
+    } else {
+        Err(AbortRefusal::PastIrreversiblePoint { phase })
+    }
+}
+
+/// Checks an unblock: named actor and remediation, and a request that is blocked.
+pub fn check_unblock(
+    phase: Phase,
+    blocked: bool,
+    unblock_in_flight: bool,
+    request: &UnblockRequest,
+) -> Result<(), UnblockRefusal> {
+    if request.actor.trim().is_empty() {
+        return Err(UnblockRefusal::MissingActor);
+    }
+    if request.reason.trim().is_empty() {
+        return Err(UnblockRefusal::MissingReason);
+    }
+    if !blocked {
+        return Err(UnblockRefusal::NotBlocked { phase });
+    }
+    if unblock_in_flight {
+        return Err(UnblockRefusal::InProgress);
+    }
+    Ok(())
+}
+
+/// Whether two operator names denote the same person: equal after trimming, ignoring case.
+fn same_operator(a: &str, b: &str) -> bool {
+    a.trim().to_lowercase() == b.trim().to_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn awaiting<'a>(digest: &'a str) -> ApprovalGate<'a> {
+        ApprovalGate {
+            phase: Phase::AwaitingApproval,
+            requested_by: "Alice",
+            frozen_digest: Some(digest),
+            approval: None,
+            approval_in_flight: false,
+        }
+    }
+
+    fn approve(by: &str, digest: &str) -> ApproveRequest {
+        ApproveRequest {
+            approved_by: by.into(),
+            digest: digest.into(),
+            note: None,
+        }
+    }
+
+    #[test]
+    fn a_second_operator_approving_the_frozen_digest_passes() {
+        assert_eq!(
+            check_approval(&awaiting("d1"), &approve("bob", "d1")),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn the_requester_cannot_approve_even_with_other_case_and_spaces() {
+        let refusal = check_approval(&awaiting("d1"), &approve("  aLiCe ", "d1"));
+        assert!(matches!(refusal, Err(ApprovalRefusal::SelfApproval { .. })));
+        assert!(refusal.unwrap_err().to_string().contains("two-person rule"));
+    }
+
+    #[test]
+    fn a_digest_other_than_the_frozen_one_is_refused_naming_both() {
+        let refusal = check_approval(&awaiting("d1"), &approve("bob", "d2")).unwrap_err();
+        let message = refusal.to_string();
+        assert!(
+            message.contains("\"d2\"") && message.contains("\"d1\""),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn approval_outside_awaiting_approval_is_refused_naming_the_phase() {
+        let gate = ApprovalGate {
+            phase: Phase::Submitted,
+            ..awaiting("d1")
+        };
+        let refusal = check_approval(&gate, &approve("bob", "d1")).unwrap_err();
+        assert_eq!(
+            refusal,
+            ApprovalRefusal::WrongPhase {
+                phase: Phase::Submitted
+            }
+        );
+        assert!(refusal.to_string().contains("submitted"));
+    }
+
+    #[test]
+    fn an_empty_approver_is_refused() {
+        assert_eq!(
+            check_approval(&awaiting("d1"), &approve("  ", "d1")),
+            Err(ApprovalRefusal::MissingApprover)
+        );
+    }
+
+    #[test]
+    fn a_second_approval_is_refused_naming_the_first() {
+        let record = ApprovalRecord {
+            approved_by: "bob".into(),
+            approved_at: "2024-01-01T00:00:00Z".into(),
+            digest: "d1".into(),
+            note: None,
+        };
+        let gate = ApprovalGate {
+            approval: Some(&record),
+            ..awaiting("d1")
+        };
+        let refusal = check_approval(&gate, &approve("carol", "d1")).unwrap_err();
+        assert!(refusal.to_string().contains("already approved by bob"));
+    }
+
+    fn abort(actor: &str, reason: &str) -> AbortRequest {
+        AbortRequest {
+            actor: actor.into(),
+            reason: reason.into(),
+        }
+    }
+
+    #[test]
+    fn abort_needs_actor_reason_a_registered_open_request_and_no_earlier_abort() {
+        let open = AbortGate {
+            phase: Phase::Draining,
+            registered: true,
+            accepted: None,
+        };
+        assert_eq!(check_abort(&open, &abort("bob", "wrong host")), Ok(()));
+        assert_eq!(
+            check_abort(&open, &abort(" ", "x")),
+            Err(AbortRefusal::MissingActor)
+        );
+        assert_eq!(
+            check_abort(&open, &abort("bob", "")),
+            Err(AbortRefusal::MissingReason)
+        );
+        let ended = AbortGate {
+            phase: Phase::RetentionPending,
+            ..open
+        };
+        assert!(matches!(
+            check_abort(&ended, &abort("bob", "x")),
+            Err(AbortRefusal::Ended { .. })
+        ));
+        let unregistered = AbortGate {
+            registered: false,
+            ..open
+        };
+        assert_eq!(
+            check_abort(&unregistered, &abort("bob", "x")),
+            Err(AbortRefusal::NotRegistered)
+        );
+        let first = abort("carol", "first");
+        let aborting = AbortGate {
+            accepted: Some(&first),
+            ..open
+        };
+        assert!(matches!(
+            check_abort(&aborting, &abort("bob", "x")),
+            Err(AbortRefusal::AlreadyAborting { .. })
+        ));
+    }
+
+    #[test]
+    fn abort_is_refused_from_object_deletion_on_with_the_documented_message() {
+        assert_eq!(check_reversible(Phase::Draining), Ok(()));
+        let refusal = check_reversible(Phase::DeletingObjects).unwrap_err();
+        assert!(
+            refusal
+                .to_string()
+                .starts_with("deletion passed the irreversible point")
+        );
+        assert!(refusal.to_string().contains("abort refused"));
+    }
+
+    #[test]
+    fn unblock_requires_a_blocked_request_and_names_the_phase_otherwise() {
+        let request = UnblockRequest {
+            actor: "bob".into(),
+            reason: "removed the stray key".into(),
+        };
+        assert_eq!(check_unblock(Phase::Fencing, true, false, &request), Ok(()));
+        let refusal = check_unblock(Phase::Fencing, false, false, &request).unwrap_err();
+        assert_eq!(
+            refusal.to_string(),
+            "request is not blocked (phase fencing); nothing to unblock"
+        );
+        assert_eq!(
+            check_unblock(Phase::Fencing, true, true, &request),
+            Err(UnblockRefusal::InProgress)
+        );
+        let anonymous = UnblockRequest {
+            actor: String::new(),
+            reason: "x".into(),
+        };
+        assert_eq!(
+            check_unblock(Phase::Fencing, true, false, &anonymous),
+            Err(UnblockRefusal::MissingActor)
+        );
+    }
+}

