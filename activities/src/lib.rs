@@ -9,3 +9,4 @@ pub mod objects;
 pub mod serving;
 pub mod store;
 pub mod taxonomy;
+pub mod user;

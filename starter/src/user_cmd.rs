@@ -113,11 +113,14 @@ impl From<StageArg> for StageKind {
     }
 }
 
-/// What the `user` commands need: a Temporal client, the user-deletion store, the output format.
+/// What the `user` commands need: a Temporal client, the task queue, the user-deletion store,
+/// the output format.
 #[derive(Debug, Clone)]
 pub struct UserCliEnv {
     /// Connected Temporal client (namespace of the workers).
     pub client: Client,
+    /// Task queue the workers poll (`BUZZ_TASK_QUEUE`, default `buzz-deletion`).
+    pub task_queue: String,
     /// The user-deletion store over the deletion database.
     pub store: UserStore,
     /// JSON (default) or table.
@@ -187,7 +190,7 @@ async fn submit(
         requested_by,
         reason,
     };
-    let options = WorkflowStartOptions::new(workflows::TASK_QUEUE, workflow_id(id))
+    let options = WorkflowStartOptions::new(env.task_queue.clone(), workflow_id(id))
         .id_conflict_policy(WorkflowIdConflictPolicy::Fail)
         .search_attributes(SearchAttributes::new([
             workflows::search::KIND.value_set("user".to_string())
@@ -207,10 +210,15 @@ async fn submit(
         ),
     )
     .await
-    .map_err(|_| no_worker_answered("registration"))?;
+    .map_err(|_| no_worker_answered("registration", &env.task_queue))?;
     let registration: Registration = match registered {
         Ok(registration) => registration,
-        Err(e) => return Ok(fail(1, &format!("registration failed: {}", update_message(&e)))),
+        Err(e) => {
+            return Ok(fail(
+                1,
+                &format!("registration failed: {}", update_message(&e)),
+            ));
+        }
     };
     match env.output {
         OutputFormat::Json => print_json(&registration)?,
@@ -234,7 +242,9 @@ async fn approve(env: &UserCliEnv, id: Uuid, approval: UserApproveRequest) -> an
     if env.store.request_view(id).await?.is_none() {
         return Ok(fail(1, &format!("no user-deletion request {id}")));
     }
-    let handle = env.client.get_workflow_handle::<UserDeletion>(workflow_id(id));
+    let handle = env
+        .client
+        .get_workflow_handle::<UserDeletion>(workflow_id(id));
     let answered = tokio::time::timeout(
         ANSWER_TIMEOUT,
         handle.execute_update(
@@ -244,13 +254,19 @@ async fn approve(env: &UserCliEnv, id: Uuid, approval: UserApproveRequest) -> an
         ),
     )
     .await
-    .map_err(|_| no_worker_answered("approval"))?;
+    .map_err(|_| no_worker_answered("approval", &env.task_queue))?;
     let record: UserApprovalRecord = match answered {
         Ok(record) => record,
-        Err(e) => return Ok(fail(1, &format!("approval refused: {}", update_message(&e)))),
+        Err(e) => {
+            return Ok(fail(
+                1,
+                &format!("approval refused: {}", update_message(&e)),
+            ));
+        }
     };
     let snapshot = RequestSnapshot::read(&env.store, id).await?;
-    let document = json!({"approval": record, "request": snapshot.request, "stages": snapshot.stages});
+    let document =
+        json!({"approval": record, "request": snapshot.request, "stages": snapshot.stages});
     match env.output {
         OutputFormat::Json => print_json(&document)?,
         OutputFormat::Table => print!("{}", snapshot.render()),
@@ -270,7 +286,9 @@ async fn run_stages(env: &UserCliEnv, id: Uuid, options: RunOptions) -> anyhow::
             outcome: RunOutcome::AlreadyCompleted,
         }
     } else {
-        let handle = env.client.get_workflow_handle::<UserDeletion>(workflow_id(id));
+        let handle = env
+            .client
+            .get_workflow_handle::<UserDeletion>(workflow_id(id));
         match handle
             .execute_update(
                 UserDeletion::request_run,
@@ -385,9 +403,15 @@ impl RequestSnapshot {
                     ("inventory_digest", optional(r.inventory_digest.clone())),
                     ("exec_generation", r.exec_generation.to_string()),
                     ("retry_count", r.retry_count.to_string()),
-                    ("next_attempt_at", optional(r.next_attempt_at.map(|t| t.to_rfc3339()))),
+                    (
+                        "next_attempt_at",
+                        optional(r.next_attempt_at.map(|t| t.to_rfc3339())),
+                    ),
                     ("last_error", optional(r.last_error.clone())),
-                    ("completed_at", optional(r.completed_at.map(|t| t.to_rfc3339()))),
+                    (
+                        "completed_at",
+                        optional(r.completed_at.map(|t| t.to_rfc3339())),
+                    ),
                 ],
             ));
         }
@@ -407,13 +431,25 @@ impl RequestSnapshot {
         let mut table = Table::new(
             format!("stages ({} rows)", self.stages.len()),
             &[
-                "#", "id", "stage", "community", "status", "current", "attempt", "gen",
-                "first_started_at", "started_at", "finished_at", "decision", "last_error",
+                "#",
+                "id",
+                "stage",
+                "community",
+                "status",
+                "current",
+                "attempt",
+                "gen",
+                "first_started_at",
+                "started_at",
+                "finished_at",
+                "decision",
+                "last_error",
             ],
         );
         for (n, row) in self.stages.iter().enumerate() {
             let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
-                t.map(|t| t.format("%H:%M:%S%.3f").to_string()).unwrap_or_default()
+                t.map(|t| t.format("%H:%M:%S%.3f").to_string())
+                    .unwrap_or_default()
             };
             let decision = row
                 .transition
@@ -430,7 +466,9 @@ impl RequestSnapshot {
                 row.status.clone(),
                 row.is_current.to_string(),
                 row.attempt.to_string(),
-                row.exec_generation.map(|g| g.to_string()).unwrap_or_default(),
+                row.exec_generation
+                    .map(|g| g.to_string())
+                    .unwrap_or_default(),
                 time(row.first_started_at),
                 time(row.started_at),
                 time(row.finished_at),
@@ -447,7 +485,7 @@ impl RequestSnapshot {
 }
 
 /// Reconstructs progress and, when the chain is readable, reorders `stages` along it.
-fn progress_of(inventory: &UserInventory, stages: &mut Vec<StageRowView>) -> ProgressView {
+fn progress_of(inventory: &UserInventory, stages: &mut [StageRowView]) -> ProgressView {
     let records: Result<Vec<_>, _> = stages.iter().map(StageRowView::to_record).collect();
     let progress = match records {
         Ok(records) => reconstruct(inventory, &records),
@@ -471,9 +509,9 @@ fn progress_of(inventory: &UserInventory, stages: &mut Vec<StageRowView>) -> Pro
                     current_stage_id: current.id,
                     covered_communities,
                 },
-                (Position::Current, None) | (Position::Finished, _) => {
-                    ProgressView::Finished { covered_communities }
-                }
+                (Position::Current, None) | (Position::Finished, _) => ProgressView::Finished {
+                    covered_communities,
+                },
             }
         }
     }
@@ -483,7 +521,9 @@ fn progress_of(inventory: &UserInventory, stages: &mut Vec<StageRowView>) -> Pro
 fn describe_outcome(outcome: &RunOutcome) -> String {
     match outcome {
         RunOutcome::Paused {
-            stage, community_id, ..
+            stage,
+            community_id,
+            ..
         } => match community_id {
             Some(c) => format!("paused; current stage {stage} in {c} (pending)"),
             None => format!("paused; current stage {stage} (pending)"),
@@ -518,11 +558,10 @@ fn update_message(error: &WorkflowUpdateError) -> String {
     }
 }
 
-fn no_worker_answered(what: &str) -> anyhow::Error {
+fn no_worker_answered(what: &str, task_queue: &str) -> anyhow::Error {
     anyhow::anyhow!(
-        "no answer to the {what} within {}s: is a buzz-deletion-worker polling task queue {}?",
+        "no answer to the {what} within {}s: is a buzz-deletion-worker polling task queue {task_queue}?",
         ANSWER_TIMEOUT.as_secs(),
-        workflows::TASK_QUEUE
     )
 }
 

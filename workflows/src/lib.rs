@@ -9,6 +9,7 @@ pub mod community;
 pub mod contract;
 pub mod search;
 pub mod stack_check;
+pub mod user;
 
 /// Task queue every buzz-deletion worker polls.
 pub const TASK_QUEUE: &str = "buzz-deletion";

@@ -1,0 +1,113 @@
+//! Every way a user-deletion store call can fail, each classified once as permanent or transient.
+
+use uuid::Uuid;
+
+use crate::failure::{Classified, Severity};
+
+/// SQLSTATE class of integrity-constraint violations: the write contradicts the schema's
+/// invariants, so retrying the same write cannot succeed.
+const INTEGRITY_VIOLATION_CLASS: &str = "23";
+
+/// Why a user-deletion store call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum UserStoreError {
+    /// The database failed or refused the statement.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// No user-deletion request has this id.
+    #[error("user-deletion request {0} does not exist")]
+    UnknownRequest(Uuid),
+    /// The request row already exists with other contents (a different target, digest or workflow).
+    #[error("request {0} is already registered with a different target, inventory or workflow")]
+    RegistrationConflict(Uuid),
+    /// The inventory handed to registration is not the frozen demo inventory of its target.
+    #[error("refused inventory for request {request_id}: {reason}")]
+    InventoryRefused {
+        /// The request.
+        request_id: Uuid,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The approval contradicts the request (digest, two-person rule, already approved).
+    #[error("approval of request {request_id} refused: {reason}")]
+    ApprovalRefused {
+        /// The request.
+        request_id: Uuid,
+        /// Why.
+        reason: String,
+    },
+    /// The request's lifecycle stage does not allow the call.
+    #[error("request {request_id} is {actual}; this call needs {expected}")]
+    WrongRequestStage {
+        /// The request.
+        request_id: Uuid,
+        /// What the call needs.
+        expected: &'static str,
+        /// What the request is.
+        actual: String,
+    },
+    /// The stage row is not the request's current row (or not the request's at all).
+    #[error("stage row {stage_id} is not the current row of request {request_id}")]
+    NotCurrent {
+        /// The request.
+        request_id: Uuid,
+        /// The row.
+        stage_id: Uuid,
+    },
+    /// A newer attempt bumped the request's execution generation: this attempt must stop.
+    #[error(
+        "request {request_id}: execution generation {held} is stale (current is {current}); a newer attempt owns the request"
+    )]
+    StaleGeneration {
+        /// The request.
+        request_id: Uuid,
+        /// The generation this attempt holds.
+        held: i64,
+        /// The request's generation.
+        current: i64,
+    },
+    /// A transition that contradicts what is saved (a different decision on an already-left row,
+    /// or leaving a row that is not completed).
+    #[error("transition refused for request {request_id}: {reason}")]
+    TransitionConflict {
+        /// The request.
+        request_id: Uuid,
+        /// Why.
+        reason: String,
+    },
+    /// A saved row cannot be read back into its typed form.
+    #[error("unreadable saved row: {0}")]
+    CorruptRow(String),
+}
+
+impl UserStoreError {
+    /// Whether the error is a refused write of a stale attempt.
+    pub fn is_stale_generation(&self) -> bool {
+        matches!(self, UserStoreError::StaleGeneration { .. })
+    }
+}
+
+impl Classified for UserStoreError {
+    fn severity(&self) -> Severity {
+        match self {
+            UserStoreError::Database(sqlx::Error::Database(db))
+                if db
+                    .code()
+                    .is_some_and(|code| code.starts_with(INTEGRITY_VIOLATION_CLASS)) =>
+            {
+                Severity::Permanent
+            }
+            // Connection loss, pool exhaustion, serialization failures: a retry can succeed.
+            UserStoreError::Database(_) => Severity::Transient,
+            UserStoreError::UnknownRequest(_)
+            | UserStoreError::RegistrationConflict(_)
+            | UserStoreError::InventoryRefused { .. }
+            | UserStoreError::ApprovalRefused { .. }
+            | UserStoreError::WrongRequestStage { .. }
+            | UserStoreError::NotCurrent { .. }
+            | UserStoreError::StaleGeneration { .. }
+            | UserStoreError::TransitionConflict { .. }
+            | UserStoreError::CorruptRow(_) => Severity::Permanent,
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! Activities of the `UserDeletion` workflow: each binds one contract of `workflows::user` to the
+//! user-deletion store or to a dummy handler.
+
+pub mod error;
+pub mod handlers;
+pub mod store;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::PgPool;
+use temporalio_macros::activities;
+use temporalio_sdk::ApplicationFailure;
+use temporalio_sdk::activities::{ActivityContext, ActivityError};
+use workflows::contract::{PERMANENT_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE};
+use workflows::user::{
+    BlockedInput, CommitTransitionInput, CommittedTransition, ExecuteStageInput, ProgressSnapshot,
+    RegisterUserInput, RegisteredUserRequest, StageKind, StageOutcome, UserApprovalInput,
+    UserApprovalRecord, UserRequestRef,
+};
+
+pub use error::UserStoreError;
+pub use store::{StageRowView, StageStart, UserRequestView, UserStore};
+
+use crate::failure::{Classified, Severity};
+use handlers::{HandlerError, run_dummy_handler};
+
+/// The user-deletion activities, registered on a worker with
+/// `WorkerOptions::register_activities(UserActivities::new(pool))`.
+#[derive(Debug, Clone)]
+pub struct UserActivities {
+    store: UserStore,
+}
+
+impl UserActivities {
+    /// Activities writing through `pool`.
+    pub fn new(pool: PgPool) -> Self {
+        UserActivities {
+            store: UserStore::new(pool),
+        }
+    }
+}
+
+#[activities]
+impl UserActivities {
+    /// Records the request row with its frozen inventory.
+    #[activity(definition = workflows::user::RegisterUser)]
+    pub async fn register(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: RegisterUserInput,
+    ) -> Result<RegisteredUserRequest, ActivityError> {
+        self.store.register(&input).await.map_err(activity_error)
+    }
+
+    /// Persists approval evidence and marks the request approved.
+    #[activity(definition = workflows::user::RecordUserApproval)]
+    pub async fn record_approval(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: UserApprovalInput,
+    ) -> Result<UserApprovalRecord, ActivityError> {
+        self.store
+            .record_approval(&input)
+            .await
+            .map_err(activity_error)
+    }
+
+    /// Reads lifecycle, retry state and stage history.
+    #[activity(definition = workflows::user::LoadProgress)]
+    pub async fn load_progress(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: UserRequestRef,
+    ) -> Result<ProgressSnapshot, ActivityError> {
+        self.store
+            .load_progress(input.request_id)
+            .await
+            .map_err(activity_error)
+    }
+
+    /// Saves a transition decision and its successor (or completion).
+    #[activity(definition = workflows::user::CommitTransition)]
+    pub async fn commit_transition(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: CommitTransitionInput,
+    ) -> Result<CommittedTransition, ActivityError> {
+        self.store
+            .commit_transition(&input)
+            .await
+            .map_err(activity_error)
+    }
+
+    /// Starts the current row's handler under a new generation, runs the dummy handler with
+    /// heartbeats, and saves its result or failure under that generation. A row whose result an
+    /// earlier attempt saved is answered from the store without running the handler again.
+    #[activity(definition = workflows::user::ExecuteStage)]
+    pub async fn execute_stage(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: ExecuteStageInput,
+    ) -> Result<StageOutcome, ActivityError> {
+        let start = self
+            .store
+            .start_stage(
+                input.request_id,
+                input.stage_id,
+                input.executor_id.as_deref(),
+            )
+            .await
+            .map_err(activity_error)?;
+        let (generation, row) = match start {
+            StageStart::AlreadyCompleted { result } => {
+                return Ok(StageOutcome::Completed {
+                    result,
+                    handler_ran: false,
+                });
+            }
+            StageStart::Started { generation, row } => (generation, row),
+        };
+        let stage: StageKind = row.stage.parse().map_err(|e| {
+            activity_error(UserStoreError::CorruptRow(format!(
+                "stage row {}: {e}",
+                row.id
+            )))
+        })?;
+        match run_dummy_handler(&ctx, row.id, stage, row.community_id, &input.directives).await {
+            Ok(result) => {
+                self.store
+                    .save_stage_result(input.request_id, row.id, generation, &result)
+                    .await
+                    .map_err(activity_error)?;
+                Ok(StageOutcome::Completed {
+                    result,
+                    handler_ran: true,
+                })
+            }
+            Err(HandlerError::Cancelled) => Err(ActivityError::cancelled()),
+            Err(failure @ HandlerError::Injected(_)) => {
+                let error = failure.to_string();
+                let retry = self
+                    .store
+                    .save_stage_failure(
+                        input.request_id,
+                        row.id,
+                        generation,
+                        &error,
+                        Duration::from_millis(input.retry_delay_ms),
+                    )
+                    .await
+                    .map_err(activity_error)?;
+                Ok(StageOutcome::Failed { error, retry })
+            }
+        }
+    }
+
+    /// Saves why a run was blocked.
+    #[activity(definition = workflows::user::RecordBlocked)]
+    pub async fn record_blocked(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: BlockedInput,
+    ) -> Result<(), ActivityError> {
+        self.store
+            .record_blocked(input.request_id, &input.reason)
+            .await
+            .map_err(activity_error)
+    }
+}
+
+/// Maps a store error to Temporal's retry decision: transient errors are retried with backoff,
+/// permanent ones fail the activity non-retryably with a type the workflow and the Web UI can
+/// tell apart (a stale generation is its own type).
+fn activity_error(error: UserStoreError) -> ActivityError {
+    match error.severity() {
+        Severity::Transient => ActivityError::from(error),
+        Severity::Permanent => {
+            let type_name = if error.is_stale_generation() {
+                STALE_GENERATION_FAILURE_TYPE
+            } else {
+                PERMANENT_FAILURE_TYPE
+            };
+            ActivityError::application(
+                ApplicationFailure::builder(error.to_string())
+                    .type_name(type_name.to_string())
+                    .non_retryable(true)
+                    .build(),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registered_activity_names_match_the_contracts() {
+        let implemented = [
+            user_activities::Register.name().to_string(),
+            user_activities::RecordApproval.name().to_string(),
+            user_activities::LoadProgress.name().to_string(),
+            user_activities::CommitTransition.name().to_string(),
+            user_activities::ExecuteStage.name().to_string(),
+            user_activities::RecordBlocked.name().to_string(),
+        ];
+        assert_eq!(
+            implemented,
+            workflows::user::ACTIVITY_NAMES.map(String::from)
+        );
+    }
+}

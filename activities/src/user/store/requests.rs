@@ -1,0 +1,215 @@
+//! Request lifecycle writes: registration with the frozen inventory, approval evidence, and the
+//! reason a run was blocked.
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+use uuid::Uuid;
+use workflows::user::{
+    RegisterUserInput, RegisteredUserRequest, UserApprovalInput, UserApprovalRecord, UserInventory,
+};
+
+use super::{UserStore, UserStoreResult, audit, rfc3339};
+use crate::user::error::UserStoreError;
+
+impl UserStore {
+    /// Records request `input.request_id` as `inventoried` with its frozen inventory. Refuses an
+    /// inventory that is not the demo inventory of the target, or whose digest differs. A repeat
+    /// with the same contents returns the existing row; different contents are refused.
+    pub async fn register(
+        &self,
+        input: &RegisterUserInput,
+    ) -> UserStoreResult<RegisteredUserRequest> {
+        let refused = |reason: String| UserStoreError::InventoryRefused {
+            request_id: input.request_id,
+            reason,
+        };
+        let expected = UserInventory::demo(&input.target).map_err(|e| refused(e.to_string()))?;
+        if input.inventory != expected {
+            return Err(refused(
+                "it is not the demo inventory (B participant, then C former participant)".into(),
+            ));
+        }
+        if input.inventory_digest != expected.digest() {
+            return Err(refused(format!(
+                "digest {} is not the inventory's digest {}",
+                input.inventory_digest,
+                expected.digest()
+            )));
+        }
+        let inventory = serde_json::to_value(&input.inventory)
+            .map_err(|e| refused(format!("cannot encode the inventory: {e}")))?;
+
+        let mut tx = self.pool.begin().await?;
+        let inserted = sqlx::query(
+            "INSERT INTO deletion.requests \
+                 (id, kind, target, workflow_id, requested_by, reason, stage, inventory, inventory_digest) \
+             VALUES ($1, 'user', $2, $3, $4, $5, 'inventoried', $6, $7) \
+             ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(input.request_id)
+        .bind(&input.target)
+        .bind(&input.workflow_id)
+        .bind(&input.requested_by)
+        .bind(&input.reason)
+        .bind(&inventory)
+        .bind(&input.inventory_digest)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            == 1;
+        if inserted {
+            audit(
+                &mut tx,
+                input.request_id,
+                &input.requested_by,
+                "user.submitted",
+                json!({"target": input.target, "inventory_digest": input.inventory_digest}),
+            )
+            .await?;
+        } else {
+            let existing: (String, Option<String>, String, Option<String>) = sqlx::query_as(
+                "SELECT kind, target, workflow_id, inventory_digest FROM deletion.requests WHERE id = $1",
+            )
+            .bind(input.request_id)
+            .fetch_one(&mut *tx)
+            .await?;
+            let same = existing
+                == (
+                    "user".to_string(),
+                    Some(input.target.clone()),
+                    input.workflow_id.clone(),
+                    Some(input.inventory_digest.clone()),
+                );
+            if !same {
+                return Err(UserStoreError::RegistrationConflict(input.request_id));
+            }
+        }
+        tx.commit().await?;
+        Ok(RegisteredUserRequest {
+            request_id: input.request_id,
+            inventory_digest: input.inventory_digest.clone(),
+        })
+    }
+
+    /// Persists the approval evidence and marks the request `approved`, in one transaction.
+    /// Re-checks the digest and the two-person rule against the stored request. A repeat by the
+    /// same approver for the same digest returns the existing evidence.
+    pub async fn record_approval(
+        &self,
+        input: &UserApprovalInput,
+    ) -> UserStoreResult<UserApprovalRecord> {
+        let request_id = input.request_id;
+        let approval = &input.approval;
+        let refused = |reason: String| UserStoreError::ApprovalRefused { request_id, reason };
+        let mut tx = self.pool.begin().await?;
+        let request: Option<(String, String, Option<String>)> = sqlx::query_as(
+            "SELECT stage, requested_by, inventory_digest FROM deletion.requests \
+             WHERE id = $1 AND kind = 'user' FOR UPDATE",
+        )
+        .bind(request_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let (stage, requested_by, digest) =
+            request.ok_or(UserStoreError::UnknownRequest(request_id))?;
+
+        let existing: Option<(String, DateTime<Utc>, String, Option<String>)> = sqlx::query_as(
+            "SELECT approved_by, approved_at, inventory_digest, note \
+             FROM deletion.approvals WHERE request_id = $1",
+        )
+        .bind(request_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some((approved_by, approved_at, inventory_digest, note)) = existing {
+            if approved_by == approval.approved_by.trim()
+                && inventory_digest == approval.inventory_digest
+            {
+                return Ok(UserApprovalRecord {
+                    approved_by,
+                    approved_at: rfc3339(approved_at),
+                    inventory_digest,
+                    note,
+                });
+            }
+            return Err(refused(format!("already approved by {approved_by}")));
+        }
+        if stage != "inventoried" {
+            return Err(UserStoreError::WrongRequestStage {
+                request_id,
+                expected: "inventoried",
+                actual: stage,
+            });
+        }
+        if digest.as_deref() != Some(approval.inventory_digest.as_str()) {
+            return Err(refused(format!(
+                "inventory digest {} does not match the frozen digest {}",
+                approval.inventory_digest,
+                digest.unwrap_or_default()
+            )));
+        }
+        let approver = approval.approved_by.trim();
+        if approver.is_empty() || approver.eq_ignore_ascii_case(requested_by.trim()) {
+            return Err(refused(format!(
+                "two-person rule: {approver:?} cannot approve a deletion requested by {requested_by:?}"
+            )));
+        }
+
+        let approved_at: DateTime<Utc> = sqlx::query_scalar(
+            "INSERT INTO deletion.approvals (request_id, approved_by, inventory_digest, note) \
+             VALUES ($1, $2, $3, $4) RETURNING approved_at",
+        )
+        .bind(request_id)
+        .bind(approver)
+        .bind(&approval.inventory_digest)
+        .bind(&approval.note)
+        .fetch_one(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE deletion.requests SET stage = 'approved', updated_at = now() WHERE id = $1",
+        )
+        .bind(request_id)
+        .execute(&mut *tx)
+        .await?;
+        audit(
+            &mut tx,
+            request_id,
+            approver,
+            "user.approved",
+            json!({"inventory_digest": approval.inventory_digest}),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(UserApprovalRecord {
+            approved_by: approver.to_string(),
+            approved_at: rfc3339(approved_at),
+            inventory_digest: approval.inventory_digest.clone(),
+            note: approval.note.clone(),
+        })
+    }
+
+    /// Saves why a run stopped on a broken invariant as the request's last error.
+    pub async fn record_blocked(&self, request_id: Uuid, reason: &str) -> UserStoreResult<()> {
+        let mut tx = self.pool.begin().await?;
+        let updated = sqlx::query(
+            "UPDATE deletion.requests SET last_error = $2, updated_at = now() \
+             WHERE id = $1 AND kind = 'user'",
+        )
+        .bind(request_id)
+        .bind(reason)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if updated == 0 {
+            return Err(UserStoreError::UnknownRequest(request_id));
+        }
+        audit(
+            &mut tx,
+            request_id,
+            "workflow",
+            "user.blocked",
+            json!({"reason": reason}),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,196 @@
+//! The frozen inventory of a user deletion: which communities it covers, in which order.
+//!
+//! Only `demo:` targets are accepted. Their inventory is artificial and fixed — B, where the
+//! user participates, then C, where they used to — so the orchestration can be exercised end to
+//! end without touching any real account.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+/// Prefix every accepted target carries.
+pub const DEMO_TARGET_PREFIX: &str = "demo:";
+/// Longest target accepted (prefix included).
+pub const MAX_TARGET_LEN: usize = 200;
+/// Most communities one inventory may list; a resource limit of reconstruction, not a demo shape.
+pub const MAX_INVENTORY_COMMUNITIES: usize = 1_000;
+/// Version of the inventory encoding and of the stage rules that read it.
+pub const INVENTORY_VERSION: u32 = 1;
+
+/// Community B of the demo inventory: the user participates in it.
+pub const DEMO_PARTICIPANT_COMMUNITY: Uuid = Uuid::from_u128(0xb);
+/// Community C of the demo inventory: the user used to participate in it.
+pub const DEMO_FORMER_PARTICIPANT_COMMUNITY: Uuid = Uuid::from_u128(0xc);
+
+/// How the user relates to a community of the inventory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CommunityRole {
+    /// The user is a member today.
+    Participant,
+    /// The user left but left data behind.
+    FormerParticipant,
+}
+
+impl CommunityRole {
+    /// The stable name used in the canonical encoding and in stage inputs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommunityRole::Participant => "participant",
+            CommunityRole::FormerParticipant => "former_participant",
+        }
+    }
+}
+
+/// One community of the inventory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InventoryCommunity {
+    /// The community (lowercase hyphenated UUID when printed).
+    pub community_id: Uuid,
+    /// How the user relates to it.
+    pub role: CommunityRole,
+}
+
+/// The inventory frozen at submission; approval names its digest, and the stage policy visits
+/// its communities in this order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserInventory {
+    /// Encoding and rule version (see [`INVENTORY_VERSION`]).
+    pub version: u32,
+    /// The user being deleted, e.g. `demo:alice`.
+    pub target: String,
+    /// Communities in the order they are purged.
+    pub communities: Vec<InventoryCommunity>,
+}
+
+/// Why a target cannot be submitted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TargetError {
+    /// Anything but a `demo:` target: this workflow never deletes a real user.
+    #[error("only demo: targets are accepted (got {0:?}); user deletion runs dummy handlers only")]
+    NotDemo(String),
+    /// `demo:` with nothing after it.
+    #[error("the demo target names no user: write demo:<name>")]
+    EmptyName,
+    /// Whitespace or control characters, or longer than [`MAX_TARGET_LEN`].
+    #[error("target {0:?} must be at most 200 characters without whitespace or control characters")]
+    Malformed(String),
+}
+
+/// Checks that `target` is an acceptable `demo:` target.
+pub fn validate_demo_target(target: &str) -> Result<(), TargetError> {
+    let Some(name) = target.strip_prefix(DEMO_TARGET_PREFIX) else {
+        return Err(TargetError::NotDemo(target.to_string()));
+    };
+    if name.is_empty() {
+        return Err(TargetError::EmptyName);
+    }
+    if target.len() > MAX_TARGET_LEN || target.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(TargetError::Malformed(target.to_string()));
+    }
+    Ok(())
+}
+
+impl UserInventory {
+    /// The artificial inventory of a demo target: B (participant), then C (former participant).
+    pub fn demo(target: &str) -> Result<Self, TargetError> {
+        validate_demo_target(target)?;
+        Ok(UserInventory {
+            version: INVENTORY_VERSION,
+            target: target.to_string(),
+            communities: vec![
+                InventoryCommunity {
+                    community_id: DEMO_PARTICIPANT_COMMUNITY,
+                    role: CommunityRole::Participant,
+                },
+                InventoryCommunity {
+                    community_id: DEMO_FORMER_PARTICIPANT_COMMUNITY,
+                    role: CommunityRole::FormerParticipant,
+                },
+            ],
+        })
+    }
+
+    /// sha256 (lowercase hex) over the canonical encoding: one line per field, communities in
+    /// inventory order. Independent of serde field order, so a reformatted JSON copy of the same
+    /// inventory has the same digest and any reordering of communities changes it.
+    pub fn digest(&self) -> String {
+        let mut canonical = format!(
+            "buzz-user-inventory\nversion={}\ntarget={}\n",
+            self.version, self.target
+        );
+        for community in &self.communities {
+            canonical.push_str(&format!(
+                "community={} role={}\n",
+                community.community_id.hyphenated(),
+                community.role.as_str()
+            ));
+        }
+        hex::encode(Sha256::digest(canonical.as_bytes()))
+    }
+
+    /// The community entry for `community_id`, if the inventory lists it.
+    pub fn community(&self, community_id: Uuid) -> Option<&InventoryCommunity> {
+        self.communities
+            .iter()
+            .find(|c| c.community_id == community_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn demo_inventory_lists_participant_b_then_former_participant_c() {
+        let inventory = UserInventory::demo("demo:alice").unwrap();
+        let ids: Vec<String> = inventory
+            .communities
+            .iter()
+            .map(|c| c.community_id.to_string())
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                "00000000-0000-0000-0000-00000000000b",
+                "00000000-0000-0000-0000-00000000000c"
+            ]
+        );
+        assert_eq!(inventory.communities[0].role, CommunityRole::Participant);
+        assert_eq!(
+            inventory.communities[1].role,
+            CommunityRole::FormerParticipant
+        );
+    }
+
+    #[test]
+    fn non_demo_targets_are_refused() {
+        assert_eq!(
+            UserInventory::demo("npub1realuser"),
+            Err(TargetError::NotDemo("npub1realuser".into()))
+        );
+        assert_eq!(UserInventory::demo("demo:"), Err(TargetError::EmptyName));
+        assert!(matches!(
+            UserInventory::demo("demo:a b"),
+            Err(TargetError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn digest_is_stable_per_target_and_changes_with_order_or_target() {
+        let a = UserInventory::demo("demo:alice").unwrap();
+        assert_eq!(
+            a.digest(),
+            UserInventory::demo("demo:alice").unwrap().digest()
+        );
+        assert_eq!(a.digest().len(), 64);
+        assert_ne!(
+            a.digest(),
+            UserInventory::demo("demo:bob").unwrap().digest()
+        );
+        let mut reordered = a.clone();
+        reordered.communities.reverse();
+        assert_ne!(a.digest(), reordered.digest());
+    }
+}

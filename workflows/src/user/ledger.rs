@@ -1,0 +1,340 @@
+//! The workflow's bookkeeping of phase, approval and runs: which updates are admitted, and what a
+//! finished run leaves behind. Pure, so the admission rules are unit-tested without a server.
+
+use uuid::Uuid;
+
+use super::contracts::{RetryState, UserApprovalRecord, UserApproveRequest};
+use super::messages::{RunOptions, RunOutcome, RunReport, UserPhase};
+
+/// Phase, approval and run bookkeeping of one `UserDeletion` workflow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunLedger {
+    /// Where the workflow stands.
+    pub phase: UserPhase,
+    /// The approval evidence, once persisted.
+    pub approval: Option<UserApprovalRecord>,
+    /// The saved retry state while a failed handler waits.
+    pub retry: Option<RetryState>,
+    /// The admitted run the main loop has not picked up or finished yet.
+    pub pending_run: Option<(u64, RunOptions)>,
+    /// Runs admitted so far (the sequence number of the latest).
+    pub runs_started: u64,
+    /// Runs that paused or ended.
+    pub runs_finished: u64,
+    /// The report of the last finished run.
+    pub last_run: Option<RunReport>,
+    /// `run` updates still waiting for their report; the workflow does not end before they got it.
+    pub waiting_updates: u32,
+}
+
+/// What to do with an incoming `run` update.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// Admitted as run number `.0`; the update waits until that run is finished.
+    Queued(u64),
+    /// Not admitted; answer at once (nothing changed).
+    Answer(RunReport),
+}
+
+impl Default for RunLedger {
+    fn default() -> Self {
+        RunLedger {
+            phase: UserPhase::Registering,
+            approval: None,
+            retry: None,
+            pending_run: None,
+            runs_started: 0,
+            runs_finished: 0,
+            last_run: None,
+            waiting_updates: 0,
+        }
+    }
+}
+
+impl RunLedger {
+    /// Why an approval must be refused, if it must: wrong phase, empty or self approval, or a
+    /// digest other than the frozen one.
+    pub fn approval_refusal(
+        &self,
+        requested_by: &str,
+        frozen_digest: Option<&str>,
+        request: &UserApproveRequest,
+    ) -> Option<String> {
+        if self.phase != UserPhase::AwaitingApproval {
+            return Some(format!(
+                "the request is not awaiting approval (phase {})",
+                self.phase.as_str()
+            ));
+        }
+        let approver = request.approved_by.trim();
+        if approver.is_empty() {
+            return Some("approved_by must name the approving operator".into());
+        }
+        if approver.eq_ignore_ascii_case(requested_by.trim()) {
+            return Some(format!(
+                "two-person rule: {approver} requested this deletion and cannot approve it"
+            ));
+        }
+        match frozen_digest {
+            Some(frozen) if frozen == request.inventory_digest => None,
+            Some(frozen) => Some(format!(
+                "inventory digest {} does not match the frozen digest {frozen}",
+                request.inventory_digest
+            )),
+            None => Some("the request has no frozen inventory".into()),
+        }
+    }
+
+    /// Why a `run` update must be rejected before it is accepted, if it must. Time-dependent
+    /// refusals (the retry deadline) are answered by [`RunLedger::admit_run`] instead, because
+    /// validators do not see workflow time.
+    pub fn run_rejection(&self) -> Option<String> {
+        match self.phase {
+            UserPhase::Registering | UserPhase::RegistrationFailed => {
+                Some("the request is not registered".into())
+            }
+            UserPhase::AwaitingApproval | UserPhase::Approving => {
+                Some("the request is not approved yet: approve its inventory digest first".into())
+            }
+            UserPhase::Running => {
+                Some("a run of this request is already in progress; wait for it to pause".into())
+            }
+            UserPhase::Approved
+            | UserPhase::Paused
+            | UserPhase::RetryWait
+            | UserPhase::Blocked
+            | UserPhase::Completed => None,
+        }
+    }
+
+    /// Admits a run at workflow time `now_unix_ms`, or answers it at once: a completed request
+    /// is reported read-only, a run before the saved retry deadline is refused.
+    pub fn admit_run(&mut self, options: RunOptions, now_unix_ms: i64) -> Admission {
+        let answer = |outcome| {
+            Admission::Answer(RunReport {
+                run: 0,
+                handlers_run: 0,
+                outcome,
+            })
+        };
+        if self.phase == UserPhase::RetryWait
+            && let Some(retry) = self
+                .retry
+                .as_ref()
+                .filter(|r| now_unix_ms < r.next_attempt_at_unix_ms)
+        {
+            return answer(RunOutcome::RetryNotDue {
+                retry: retry.clone(),
+            });
+        }
+        match self.phase {
+            UserPhase::Completed => answer(RunOutcome::AlreadyCompleted),
+            UserPhase::Running => answer(RunOutcome::RunInProgress),
+            UserPhase::Registering
+            | UserPhase::RegistrationFailed
+            | UserPhase::AwaitingApproval
+            | UserPhase::Approving => answer(RunOutcome::NotApproved),
+            UserPhase::Approved | UserPhase::Paused | UserPhase::RetryWait | UserPhase::Blocked => {
+                self.runs_started += 1;
+                self.pending_run = Some((self.runs_started, options));
+                self.phase = UserPhase::Running;
+                Admission::Queued(self.runs_started)
+            }
+        }
+    }
+
+    /// Records the end of run `run` and moves to the phase its outcome implies.
+    pub fn finish_run(&mut self, run: u64, handlers_run: u32, outcome: RunOutcome) {
+        match &outcome {
+            RunOutcome::Paused { .. } => {
+                self.phase = UserPhase::Paused;
+                self.retry = None;
+            }
+            RunOutcome::Completed | RunOutcome::AlreadyCompleted => {
+                self.phase = UserPhase::Completed;
+                self.retry = None;
+            }
+            RunOutcome::HandlerFailed { retry, .. } => {
+                self.phase = UserPhase::RetryWait;
+                self.retry = Some(retry.clone());
+            }
+            // The saved retry state (if any) still gates the next run.
+            RunOutcome::Blocked { .. } => self.phase = UserPhase::Blocked,
+            RunOutcome::RetryNotDue { .. }
+            | RunOutcome::RunInProgress
+            | RunOutcome::NotApproved => {}
+        }
+        self.pending_run = None;
+        self.runs_finished = run;
+        self.last_run = Some(RunReport {
+            run,
+            handlers_run,
+            outcome,
+        });
+    }
+
+    /// The report of run `run`, once finished.
+    pub fn report_of(&self, run: u64) -> Option<RunReport> {
+        self.last_run.clone().filter(|report| report.run == run)
+    }
+
+    /// The report given when run `run` has no recorded report (the workflow was cancelled while
+    /// the update waited).
+    pub fn missing_report(run: u64, request_id: Uuid) -> RunReport {
+        RunReport {
+            run,
+            handlers_run: 0,
+            outcome: RunOutcome::Blocked {
+                reason: format!("run {run} of request {request_id} ended without a report"),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn approve(by: &str, digest: &str) -> UserApproveRequest {
+        UserApproveRequest {
+            approved_by: by.into(),
+            inventory_digest: digest.into(),
+            note: None,
+        }
+    }
+
+    fn awaiting() -> RunLedger {
+        RunLedger {
+            phase: UserPhase::AwaitingApproval,
+            ..RunLedger::default()
+        }
+    }
+
+    #[test]
+    fn approval_requires_the_frozen_digest_and_a_second_operator() {
+        let ledger = awaiting();
+        assert_eq!(
+            ledger.approval_refusal("alice", Some("d1"), &approve("bob", "d1")),
+            None
+        );
+        assert!(
+            ledger
+                .approval_refusal("alice", Some("d1"), &approve("bob", "d2"))
+                .unwrap()
+                .contains("does not match the frozen digest d1")
+        );
+        assert!(
+            ledger
+                .approval_refusal("alice", Some("d1"), &approve(" Alice ", "d1"))
+                .unwrap()
+                .contains("two-person rule")
+        );
+        assert!(
+            ledger
+                .approval_refusal("alice", Some("d1"), &approve(" ", "d1"))
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn a_second_approval_is_refused() {
+        let ledger = RunLedger {
+            phase: UserPhase::Approved,
+            ..RunLedger::default()
+        };
+        assert!(
+            ledger
+                .approval_refusal("alice", Some("d1"), &approve("bob", "d1"))
+                .unwrap()
+                .contains("not awaiting approval")
+        );
+    }
+
+    #[test]
+    fn runs_are_rejected_before_approval_and_while_one_runs() {
+        assert!(awaiting().run_rejection().is_some());
+        let mut ledger = RunLedger {
+            phase: UserPhase::Approved,
+            ..RunLedger::default()
+        };
+        assert_eq!(ledger.run_rejection(), None);
+        assert_eq!(
+            ledger.admit_run(RunOptions::default(), 0),
+            Admission::Queued(1)
+        );
+        assert!(ledger.run_rejection().is_some());
+        assert_eq!(
+            ledger.admit_run(RunOptions::default(), 0),
+            Admission::Answer(RunReport {
+                run: 0,
+                handlers_run: 0,
+                outcome: RunOutcome::RunInProgress
+            })
+        );
+    }
+
+    #[test]
+    fn a_failed_handler_refuses_runs_until_the_saved_deadline() {
+        let mut ledger = RunLedger {
+            phase: UserPhase::Approved,
+            ..RunLedger::default()
+        };
+        let Admission::Queued(run) = ledger.admit_run(RunOptions::default(), 0) else {
+            panic!("first run must be admitted");
+        };
+        let retry = RetryState {
+            retry_count: 1,
+            next_attempt_at: "2030-01-01T00:00:30Z".into(),
+            next_attempt_at_unix_ms: 30_000,
+        };
+        ledger.finish_run(
+            run,
+            1,
+            RunOutcome::HandlerFailed {
+                stage_id: Uuid::nil(),
+                stage: "purge_db".into(),
+                community_id: None,
+                error: "boom".into(),
+                retry: retry.clone(),
+            },
+        );
+        assert_eq!(ledger.phase, UserPhase::RetryWait);
+        assert_eq!(
+            ledger.admit_run(RunOptions::default(), 29_999),
+            Admission::Answer(RunReport {
+                run: 0,
+                handlers_run: 0,
+                outcome: RunOutcome::RetryNotDue { retry }
+            })
+        );
+        assert_eq!(
+            ledger.admit_run(RunOptions::default(), 30_000),
+            Admission::Queued(2)
+        );
+        ledger.finish_run(2, 1, RunOutcome::Completed);
+        assert_eq!(
+            ledger.retry, None,
+            "a successful run clears the retry state"
+        );
+        assert_eq!(ledger.phase, UserPhase::Completed);
+    }
+
+    #[test]
+    fn a_completed_request_answers_runs_read_only() {
+        let mut ledger = RunLedger {
+            phase: UserPhase::Completed,
+            runs_started: 5,
+            ..RunLedger::default()
+        };
+        let before = ledger.clone();
+        assert_eq!(ledger.run_rejection(), None);
+        assert!(matches!(
+            ledger.admit_run(RunOptions::default(), 0),
+            Admission::Answer(RunReport {
+                outcome: RunOutcome::AlreadyCompleted,
+                ..
+            })
+        ));
+        assert_eq!(ledger, before);
+    }
+}

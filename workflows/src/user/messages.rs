@@ -1,0 +1,198 @@
+//! What operators send to a `UserDeletion` workflow and what it answers: the start input, the
+//! `registration`, `approve` and `run` updates, and the `status` query.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::contracts::{HandlerDirectives, RetryState, UserApprovalRecord};
+use super::inventory::UserInventory;
+
+/// The id of the workflow driving request `request_id`.
+pub fn workflow_id(request_id: Uuid) -> String {
+    format!("user-deletion-{request_id}")
+}
+
+/// Start input of `UserDeletion`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserDeletionInput {
+    /// Request id chosen by the starter.
+    pub request_id: Uuid,
+    /// The user, e.g. `demo:alice`; anything but a `demo:` target fails the workflow.
+    pub target: String,
+    /// Operator who asked for the deletion (may not approve it).
+    pub requested_by: String,
+    /// Free-text reason.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// Where a user deletion stands, as the workflow sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UserPhase {
+    /// Recording the request row and its frozen inventory.
+    Registering,
+    /// Registration failed; the workflow ends.
+    RegistrationFailed,
+    /// Waiting for a second operator to approve the frozen digest.
+    AwaitingApproval,
+    /// An approval is being persisted.
+    Approving,
+    /// Approved; no run yet.
+    Approved,
+    /// A `run` update is executing stages.
+    Running,
+    /// A step-mode run stopped after one handler and its transition.
+    Paused,
+    /// A handler failed; a run is refused until the saved deadline.
+    RetryWait,
+    /// A broken invariant stopped the last run; the reason is saved on the request.
+    Blocked,
+    /// Every stage is done.
+    Completed,
+}
+
+impl UserPhase {
+    /// The stable name used in search attributes and CLI output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UserPhase::Registering => "registering",
+            UserPhase::RegistrationFailed => "registration_failed",
+            UserPhase::AwaitingApproval => "awaiting_approval",
+            UserPhase::Approving => "approving",
+            UserPhase::Approved => "approved",
+            UserPhase::Running => "running",
+            UserPhase::Paused => "paused",
+            UserPhase::RetryWait => "retry_wait",
+            UserPhase::Blocked => "blocked",
+            UserPhase::Completed => "completed",
+        }
+    }
+}
+
+/// Answer of the `registration` update: what `user submit` prints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Registration {
+    /// The request id.
+    pub id: Uuid,
+    /// The workflow id.
+    pub workflow_id: String,
+    /// The user.
+    pub target: String,
+    /// The frozen inventory.
+    pub inventory: UserInventory,
+    /// Its digest, which the approver must name.
+    pub inventory_digest: String,
+}
+
+/// Options of one `run` update (`user run`). The demo directives travel with the run, not with
+/// the request: a later run without them behaves normally.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunOptions {
+    /// Stop after one handler and its transition (`--next-step`).
+    #[serde(default)]
+    pub next_step: bool,
+    /// Demo directives for the handlers of this run.
+    #[serde(default)]
+    pub directives: HandlerDirectives,
+    /// Label saved on the rows this run starts (`--executor-id`).
+    #[serde(default)]
+    pub executor_id: Option<String>,
+}
+
+/// How a run ended (or why it did not start).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum RunOutcome {
+    /// Step mode: one handler ran and its transition committed; the successor is current.
+    Paused {
+        /// The new current row.
+        stage_id: Uuid,
+        /// Its stage.
+        stage: String,
+        /// Its community.
+        community_id: Option<Uuid>,
+    },
+    /// The last transition committed: the request is completed.
+    Completed,
+    /// The request was already completed; nothing was changed.
+    AlreadyCompleted,
+    /// A handler failed. Its row stays failed and current; the saved deadline gates the next run.
+    HandlerFailed {
+        /// The failed row.
+        stage_id: Uuid,
+        /// Its stage.
+        stage: String,
+        /// Its community.
+        community_id: Option<Uuid>,
+        /// The handler's error.
+        error: String,
+        /// The saved retry state.
+        retry: RetryState,
+    },
+    /// Refused: the saved retry deadline has not passed. Nothing was changed.
+    RetryNotDue {
+        /// The saved retry state.
+        retry: RetryState,
+    },
+    /// Refused: another run is executing. Nothing was changed.
+    RunInProgress,
+    /// Refused: the request is not approved. Nothing was changed.
+    NotApproved,
+    /// A broken invariant (unreadable history, refused write) stopped the run.
+    Blocked {
+        /// What broke.
+        reason: String,
+    },
+}
+
+impl RunOutcome {
+    /// Whether the operator must look: the CLI exits 1 for these.
+    pub fn needs_attention(&self) -> bool {
+        !matches!(
+            self,
+            RunOutcome::Paused { .. } | RunOutcome::Completed | RunOutcome::AlreadyCompleted
+        )
+    }
+}
+
+/// Answer of the `run` update, given once the workflow pauses again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunReport {
+    /// Sequence number of the run (0 when it was refused or had nothing to do).
+    pub run: u64,
+    /// Handlers executed by this run (a saved result that was reused does not count).
+    pub handlers_run: u32,
+    /// How it ended.
+    pub outcome: RunOutcome,
+}
+
+/// Answer of the `status` query.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserDeletionStatus {
+    /// The request id.
+    pub request_id: Uuid,
+    /// Where the workflow stands.
+    pub phase: UserPhase,
+    /// The frozen digest (none for a refused target).
+    pub inventory_digest: Option<String>,
+    /// The approval evidence, once persisted.
+    pub approval: Option<UserApprovalRecord>,
+    /// The retry state while a failed handler waits.
+    pub retry: Option<RetryState>,
+    /// Runs admitted so far.
+    pub runs_started: u64,
+    /// Runs that have paused or ended.
+    pub runs_finished: u64,
+    /// The report of the last finished run.
+    pub last_run: Option<RunReport>,
+}
+
+/// Result of a completed `UserDeletion` workflow.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserDeletionOutcome {
+    /// The request id.
+    pub request_id: Uuid,
+    /// Runs it took.
+    pub runs: u64,
+}

@@ -1,0 +1,19 @@
+//! User deletion (reference 003 on Temporal): the `UserDeletion` workflow, its activity
+//! contracts, the frozen demo inventory and the pure stage policy.
+//!
+//! Handlers are dummies that change no tenant data and only `demo:` targets are accepted; the
+//! orchestration, the durable stage history and every recovery path are real.
+
+pub mod contracts;
+pub mod inventory;
+pub mod ledger;
+pub mod messages;
+pub mod policy;
+pub mod stage;
+pub mod workflow;
+
+pub use contracts::*;
+pub use inventory::{UserInventory, validate_demo_target};
+pub use messages::*;
+pub use stage::{StageKind, StageStatus};
+pub use workflow::UserDeletion;

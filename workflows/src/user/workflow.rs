@@ -1,0 +1,490 @@
+//! The `UserDeletion` workflow: register, wait for approval, then execute stages whenever an
+//! operator's `run` update asks, pausing after one handler in step mode, on a handler failure, or
+//! at the end.
+//!
+//! The workflow holds no progress of its own: each step loads the stage history from Postgres,
+//! reconstructs progress from the predecessor chain, runs the current row's handler and saves the
+//! decision the policy takes. A resumed run, a replacement worker or a retried activity therefore
+//! continues from what was saved, never from what a worker remembered.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use temporalio_common::RetryPolicy;
+use temporalio_common::error::IncomingError;
+use temporalio_macros::{workflow, workflow_methods};
+use temporalio_sdk::{
+    ActivityExecutionError, ActivityOptions, ApplicationFailure, WorkflowContext,
+    WorkflowContextView, WorkflowResult,
+};
+use uuid::Uuid;
+
+use super::contracts::{
+    BlockedInput, CommitTransition, CommitTransitionInput, CommittedTransition, ExecuteStage,
+    ExecuteStageInput, LoadProgress, RecordBlocked, RecordUserApproval, RegisterUser,
+    RegisterUserInput, StageOutcome, StageRecord, TransitionCommand, UserApprovalInput,
+    UserApprovalRecord, UserApproveRequest, UserRequestRef,
+};
+use super::inventory::{TargetError, UserInventory};
+use super::ledger::{Admission, RunLedger};
+use super::messages::{
+    Registration, RunOptions, RunOutcome, RunReport, UserDeletionInput, UserDeletionOutcome,
+    UserDeletionStatus, UserPhase,
+};
+use super::policy::{Position, decide, initial_stage, reconstruct, successor_stage};
+use super::stage::StageStatus;
+use crate::contract::{PERMANENT_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE};
+use crate::search;
+
+/// How long after a handler failure its row may be retried.
+pub const RETRY_DELAY: Duration = Duration::from_secs(30);
+/// Heartbeat timeout of a handler: a worker that dies mid-handler is noticed this fast, and the
+/// row is resumed elsewhere.
+pub const HANDLER_HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Handlers one run may execute before it pauses, so a run always returns to its operator.
+pub const MAX_HANDLERS_PER_RUN: u32 = 100;
+
+type UpdateError = Box<dyn std::error::Error + Send + Sync>;
+
+/// One user deletion (reference 003 on Temporal). Workflow id: [`super::workflow_id`].
+#[workflow]
+pub struct UserDeletion {
+    request_id: Uuid,
+    requested_by: String,
+    reason: Option<String>,
+    target: String,
+    inventory: Result<UserInventory, TargetError>,
+    registration_error: Option<String>,
+    ledger: RunLedger,
+}
+
+#[workflow_methods]
+impl UserDeletion {
+    #[init]
+    fn new(_ctx: &WorkflowContextView, input: UserDeletionInput) -> Self {
+        UserDeletion {
+            request_id: input.request_id,
+            inventory: UserInventory::demo(&input.target),
+            requested_by: input.requested_by,
+            reason: input.reason,
+            target: input.target,
+            registration_error: None,
+            ledger: RunLedger::default(),
+        }
+    }
+
+    /// Registers the request, waits for approval, then serves `run` updates until the last
+    /// transition completes the request.
+    #[run]
+    pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<UserDeletionOutcome> {
+        let request_id = ctx.state(|s| s.request_id);
+        let inventory = match ctx.state(|s| s.inventory.clone()) {
+            Ok(inventory) => inventory,
+            Err(refusal) => return Err(registration_failed(ctx, refusal.to_string()).into()),
+        };
+        let register = RegisterUserInput {
+            request_id,
+            workflow_id: ctx.workflow_id().to_string(),
+            target: inventory.target.clone(),
+            requested_by: ctx.state(|s| s.requested_by.clone()),
+            reason: ctx.state(|s| s.reason.clone()),
+            inventory_digest: inventory.digest(),
+            inventory: inventory.clone(),
+        };
+        if let Err(e) = ctx
+            .execute_activity(RegisterUser, register, store_options())
+            .await
+        {
+            return Err(registration_failed(ctx, describe(&e)).into());
+        }
+        enter_phase(ctx, UserPhase::AwaitingApproval);
+
+        ctx.wait_condition(|s| s.ledger.approval.is_some()).await?;
+        loop {
+            ctx.wait_condition(|s| s.ledger.pending_run.is_some())
+                .await?;
+            let Some((run, options)) = ctx.state(|s| s.ledger.pending_run.clone()) else {
+                continue;
+            };
+            let (outcome, handlers_run) = drive_run(ctx, request_id, &inventory, &options).await;
+            if let RunOutcome::Blocked { reason } = &outcome {
+                let blocked = BlockedInput {
+                    request_id,
+                    reason: reason.clone(),
+                };
+                // The report carries the reason either way; saving it is for `user status`.
+                let _ = ctx
+                    .execute_activity(RecordBlocked, blocked, store_options())
+                    .await;
+            }
+            ctx.state_mut(|s| s.ledger.finish_run(run, handlers_run, outcome));
+            let phase = ctx.state(|s| s.ledger.phase);
+            publish_phase(ctx, phase);
+            if phase == UserPhase::Completed {
+                break;
+            }
+        }
+        // Let every waiting `run` update collect its report before the workflow closes.
+        ctx.wait_condition(|s| s.ledger.waiting_updates == 0)
+            .await?;
+        Ok(UserDeletionOutcome {
+            request_id,
+            runs: ctx.state(|s| s.ledger.runs_finished),
+        })
+    }
+
+    /// Waits until the request row is recorded and answers what `user submit` prints.
+    #[update(name = "registration")]
+    pub async fn registration(
+        ctx: &mut WorkflowContext<Self>,
+    ) -> Result<Registration, UpdateError> {
+        ctx.wait_condition(|s| s.ledger.phase != UserPhase::Registering)
+            .await?;
+        ctx.state(|s| match (&s.inventory, &s.registration_error) {
+            (Ok(inventory), None) => Ok(Registration {
+                id: s.request_id,
+                workflow_id: super::workflow_id(s.request_id),
+                target: s.target.clone(),
+                inventory_digest: inventory.digest(),
+                inventory: inventory.clone(),
+            }),
+            (_, Some(error)) => Err(error.clone().into()),
+            (Err(refusal), None) => Err(refusal.to_string().into()),
+        })
+    }
+
+    #[update_validator(approve)]
+    fn validate_approve(
+        &self,
+        _ctx: &WorkflowContextView,
+        request: &UserApproveRequest,
+    ) -> Result<(), UpdateError> {
+        match self.approval_refusal(request) {
+            Some(refusal) => Err(refusal.into()),
+            None => Ok(()),
+        }
+    }
+
+    /// Persists the approval evidence (bound to the frozen digest) before answering.
+    #[update(name = "approve")]
+    pub async fn approve(
+        ctx: &mut WorkflowContext<Self>,
+        request: UserApproveRequest,
+    ) -> Result<UserApprovalRecord, UpdateError> {
+        // Re-checked here because two approvals validated in the same task both pass the validator.
+        ctx.state_mut(|s| match s.approval_refusal(&request) {
+            Some(refusal) => Err(refusal),
+            None => {
+                s.ledger.phase = UserPhase::Approving;
+                Ok(())
+            }
+        })?;
+        let input = UserApprovalInput {
+            request_id: ctx.state(|s| s.request_id),
+            approval: request,
+        };
+        match ctx
+            .execute_activity(RecordUserApproval, input, store_options())
+            .await
+        {
+            Ok(record) => {
+                ctx.state_mut(|s| s.ledger.approval = Some(record.clone()));
+                enter_phase(ctx, UserPhase::Approved);
+                Ok(record)
+            }
+            Err(e) => {
+                enter_phase(ctx, UserPhase::AwaitingApproval);
+                Err(format!("the approval was not recorded: {}", describe(&e)).into())
+            }
+        }
+    }
+
+    #[update_validator(request_run)]
+    fn validate_run(
+        &self,
+        _ctx: &WorkflowContextView,
+        _options: &RunOptions,
+    ) -> Result<(), UpdateError> {
+        match self.ledger.run_rejection() {
+            Some(rejection) => Err(rejection.into()),
+            None => Ok(()),
+        }
+    }
+
+    /// Lets the workflow execute stages with the given options; answers when it pauses again
+    /// (after one handler and its transition in step mode, on a handler failure, or at the end).
+    #[update(name = "run")]
+    pub async fn request_run(ctx: &mut WorkflowContext<Self>, options: RunOptions) -> RunReport {
+        let now = workflow_time_unix_ms(ctx);
+        let run = match ctx.state_mut(|s| s.ledger.admit_run(options, now)) {
+            Admission::Answer(report) => return report,
+            Admission::Queued(run) => run,
+        };
+        publish_phase(ctx, UserPhase::Running);
+        ctx.state_mut(|s| s.ledger.waiting_updates += 1);
+        let waited = ctx.wait_condition(|s| s.ledger.runs_finished >= run).await;
+        ctx.state_mut(|s| {
+            s.ledger.waiting_updates -= 1;
+            match (waited, s.ledger.report_of(run)) {
+                (Ok(()), Some(report)) => report,
+                _ => RunLedger::missing_report(run, s.request_id),
+            }
+        })
+    }
+
+    /// Phase, approval, retry state and the last run's report.
+    #[query]
+    pub fn status(&self, _ctx: &WorkflowContextView) -> UserDeletionStatus {
+        UserDeletionStatus {
+            request_id: self.request_id,
+            phase: self.ledger.phase,
+            inventory_digest: self.inventory.as_ref().ok().map(UserInventory::digest),
+            approval: self.ledger.approval.clone(),
+            retry: self.ledger.retry.clone(),
+            runs_started: self.ledger.runs_started,
+            runs_finished: self.ledger.runs_finished,
+            last_run: self.ledger.last_run.clone(),
+        }
+    }
+}
+
+impl UserDeletion {
+    fn approval_refusal(&self, request: &UserApproveRequest) -> Option<String> {
+        let digest = self.inventory.as_ref().ok().map(UserInventory::digest);
+        self.ledger
+            .approval_refusal(&self.requested_by, digest.as_deref(), request)
+    }
+}
+
+/// Executes stages until the run must pause; returns how it ended and how many handlers ran.
+async fn drive_run(
+    ctx: &mut WorkflowContext<UserDeletion>,
+    request_id: Uuid,
+    inventory: &UserInventory,
+    options: &RunOptions,
+) -> (RunOutcome, u32) {
+    let mut handlers_run = 0;
+    loop {
+        match advance_one(ctx, request_id, inventory, options, handlers_run).await {
+            Ok(Step::Continue { handler_ran }) => handlers_run += u32::from(handler_ran),
+            Ok(Step::Stop {
+                outcome,
+                handler_ran,
+            }) => return (outcome, handlers_run + u32::from(handler_ran)),
+            Err(reason) => return (RunOutcome::Blocked { reason }, handlers_run),
+        }
+    }
+}
+
+/// What one step did.
+enum Step {
+    /// A transition committed and the run goes on.
+    Continue {
+        /// Whether a handler executed (a reused saved result does not count).
+        handler_ran: bool,
+    },
+    /// The run pauses with this outcome.
+    Stop {
+        /// How the run ends.
+        outcome: RunOutcome,
+        /// Whether a handler executed in this step.
+        handler_ran: bool,
+    },
+}
+
+/// Loads history, runs the current row's handler unless its result is already saved, and commits
+/// the policy's decision. Errors are reasons the run is blocked.
+async fn advance_one(
+    ctx: &mut WorkflowContext<UserDeletion>,
+    request_id: Uuid,
+    inventory: &UserInventory,
+    options: &RunOptions,
+    handlers_run: u32,
+) -> Result<Step, String> {
+    let snapshot = ctx
+        .execute_activity(LoadProgress, UserRequestRef { request_id }, store_options())
+        .await
+        .map_err(|e| describe(&e))?;
+    let progress = reconstruct(inventory, &snapshot.stages).map_err(|e| e.to_string())?;
+    let current = match progress.position {
+        Position::Finished => {
+            return Ok(Step::Stop {
+                outcome: RunOutcome::Completed,
+                handler_ran: false,
+            });
+        }
+        Position::NotStarted => {
+            let first = TransitionCommand::Initialize {
+                first: initial_stage(inventory),
+            };
+            commit(ctx, request_id, first)
+                .await?
+                .current
+                .ok_or("initializing the request created no stage row")?
+        }
+        Position::Current => progress
+            .current()
+            .cloned()
+            .ok_or("the current stage row vanished during reconstruction")?,
+    };
+
+    let (completed, handler_ran) = if current.status == StageStatus::Completed {
+        (current, false)
+    } else {
+        if handlers_run >= MAX_HANDLERS_PER_RUN {
+            return Ok(Step::Stop {
+                outcome: paused_at(&current),
+                handler_ran: false,
+            });
+        }
+        match execute(ctx, request_id, &current, options).await? {
+            StageOutcome::Completed {
+                result,
+                handler_ran,
+            } => {
+                let mut completed = current;
+                completed.status = StageStatus::Completed;
+                completed.result = Some(result);
+                (completed, handler_ran)
+            }
+            StageOutcome::Failed { error, retry } => {
+                return Ok(Step::Stop {
+                    outcome: RunOutcome::HandlerFailed {
+                        stage_id: current.id,
+                        stage: current.stage,
+                        community_id: current.community_id,
+                        error,
+                        retry,
+                    },
+                    handler_ran: true,
+                });
+            }
+        }
+    };
+
+    let transition = decide(inventory, &progress.covered, &completed).map_err(|e| e.to_string())?;
+    let advance = TransitionCommand::Advance {
+        from_stage_id: completed.id,
+        transition,
+        successor: transition
+            .next
+            .map(|next| successor_stage(inventory, &next)),
+    };
+    let committed = commit(ctx, request_id, advance).await?;
+    match committed.current {
+        None if committed.request_completed => Ok(Step::Stop {
+            outcome: RunOutcome::Completed,
+            handler_ran,
+        }),
+        None => Err("the transition left the request without a current stage".into()),
+        Some(next) if options.next_step && (handler_ran || handlers_run > 0) => Ok(Step::Stop {
+            outcome: paused_at(&next),
+            handler_ran,
+        }),
+        Some(_) => Ok(Step::Continue { handler_ran }),
+    }
+}
+
+fn paused_at(row: &StageRecord) -> RunOutcome {
+    RunOutcome::Paused {
+        stage_id: row.id,
+        stage: row.stage.clone(),
+        community_id: row.community_id,
+    }
+}
+
+async fn commit(
+    ctx: &mut WorkflowContext<UserDeletion>,
+    request_id: Uuid,
+    command: TransitionCommand,
+) -> Result<CommittedTransition, String> {
+    let input = CommitTransitionInput {
+        request_id,
+        command,
+    };
+    ctx.execute_activity(CommitTransition, input, store_options())
+        .await
+        .map_err(|e| describe(&e))
+}
+
+async fn execute(
+    ctx: &mut WorkflowContext<UserDeletion>,
+    request_id: Uuid,
+    row: &StageRecord,
+    options: &RunOptions,
+) -> Result<StageOutcome, String> {
+    let delay = Duration::from_millis(options.directives.stage_delay_ms);
+    let input = ExecuteStageInput {
+        request_id,
+        stage_id: row.id,
+        directives: options.directives.clone(),
+        executor_id: options.executor_id.clone(),
+        retry_delay_ms: RETRY_DELAY.as_millis() as u64,
+    };
+    let handler_options =
+        ActivityOptions::with_start_to_close_timeout(delay + Duration::from_secs(60))
+            .heartbeat_timeout(HANDLER_HEARTBEAT_TIMEOUT)
+            .retry_policy(retry_policy())
+            .build();
+    ctx.execute_activity(ExecuteStage, input, handler_options)
+        .await
+        .map_err(|e| describe(&e))
+}
+
+/// Store calls are short; transient failures are retried without limit (visible in the Web UI as
+/// a pending activity), permanent ones are typed non-retryable by the activity.
+fn store_options() -> ActivityOptions {
+    ActivityOptions::with_start_to_close_timeout(Duration::from_secs(30))
+        .retry_policy(retry_policy())
+        .build()
+}
+
+fn retry_policy() -> RetryPolicy {
+    RetryPolicy::builder()
+        .initial_interval(Duration::from_secs(1))
+        .backoff_coefficient(2.0)
+        .maximum_interval(Duration::from_secs(30))
+        .non_retryable_error_types([
+            PERMANENT_FAILURE_TYPE.to_string(),
+            STALE_GENERATION_FAILURE_TYPE.to_string(),
+        ])
+        .build()
+}
+
+/// The activity's own message when it failed with an application failure, else the SDK's.
+fn describe(error: &ActivityExecutionError) -> String {
+    match error.cause() {
+        Some(IncomingError::Application(failure)) => failure.to_string(),
+        _ => error.to_string(),
+    }
+}
+
+fn workflow_time_unix_ms(ctx: &WorkflowContext<UserDeletion>) -> i64 {
+    ctx.workflow_time()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+fn enter_phase(ctx: &WorkflowContext<UserDeletion>, phase: UserPhase) {
+    ctx.state_mut(|s| s.ledger.phase = phase);
+    publish_phase(ctx, phase);
+}
+
+/// Mirrors the phase into search attributes so the Web UI can filter user deletions.
+fn publish_phase(ctx: &WorkflowContext<UserDeletion>, phase: UserPhase) {
+    ctx.upsert_search_attributes([
+        search::STAGE.value_set(phase.as_str().to_string()),
+        search::BLOCKED.value_set(phase == UserPhase::Blocked),
+    ]);
+}
+
+/// Records why registration failed (for the waiting `registration` update) and builds the
+/// non-retryable failure that ends the workflow.
+fn registration_failed(ctx: &WorkflowContext<UserDeletion>, reason: String) -> ApplicationFailure {
+    ctx.state_mut(|s| s.registration_error = Some(reason.clone()));
+    enter_phase(ctx, UserPhase::RegistrationFailed);
+    ApplicationFailure::builder(reason)
+        .type_name(PERMANENT_FAILURE_TYPE.to_string())
+        .non_retryable(true)
+        .build()
+}
