@@ -13,7 +13,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::json;
-use support::{ApprovedRequest, Snapshot, Stack, submit_and_approve};
+use support::{ApprovedRequest, Snapshot, Stack, approve, submit_and_approve};
 use uuid::Uuid;
 use workflows::user::inventory::{
     DEMO_FORMER_PARTICIPANT_COMMUNITY as C, DEMO_PARTICIPANT_COMMUNITY as B,
@@ -42,17 +42,28 @@ async fn run(stack: &Stack, id: Uuid, extra: &[&str]) -> support::CliRun {
     stack.cli(&args).await
 }
 
-async fn scenario(body: impl std::future::Future<Output = ()>) {
-    tokio::time::timeout(SCENARIO_TIMEOUT, body)
+/// Runs `body` on a fresh stack with one worker (`worker-a`), within [`SCENARIO_TIMEOUT`].
+async fn with_one_worker(body: impl AsyncFnOnce(&Stack)) {
+    with_stack(async |stack| {
+        let worker = stack.spawn_worker("worker-a");
+        body(stack).await;
+        worker.shutdown();
+    })
+    .await;
+}
+
+/// Runs `body` on a fresh stack (no worker yet), within [`SCENARIO_TIMEOUT`].
+async fn with_stack(body: impl AsyncFnOnce(&Stack)) {
+    let stack = Stack::start().await;
+    tokio::time::timeout(SCENARIO_TIMEOUT, body(&stack))
         .await
         .expect("the scenario did not finish within its time limit");
+    stack.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn submit_refuses_non_demo_targets_and_approval_binds_the_frozen_digest() {
-    let stack = Stack::start().await;
-    let worker = stack.spawn_worker("worker-a");
-    scenario(async {
+    with_one_worker(async |stack| {
         let refused = stack
             .cli(&[
                 "user",
@@ -98,18 +109,7 @@ async fn submit_refuses_non_demo_targets_and_approval_binds_the_frozen_digest() 
             Some(digest.as_str())
         );
 
-        let id_arg = id.to_string();
-        let wrong_digest = stack
-            .cli(&[
-                "user",
-                "approve",
-                &id_arg,
-                "--approved-by",
-                "operator-b",
-                "--inventory-digest",
-                &"0".repeat(64),
-            ])
-            .await;
+        let wrong_digest = approve(stack, id, "operator-b", &"0".repeat(64)).await;
         wrong_digest.expect_exit(1);
         assert!(
             wrong_digest
@@ -118,17 +118,7 @@ async fn submit_refuses_non_demo_targets_and_approval_binds_the_frozen_digest() 
             "{}",
             wrong_digest.stderr
         );
-        let self_approval = stack
-            .cli(&[
-                "user",
-                "approve",
-                &id_arg,
-                "--approved-by",
-                "operator-a",
-                "--inventory-digest",
-                &digest,
-            ])
-            .await;
+        let self_approval = approve(stack, id, "operator-a", &digest).await;
         self_approval.expect_exit(1);
         assert!(
             self_approval.stderr.contains("two-person rule"),
@@ -141,16 +131,7 @@ async fn submit_refuses_non_demo_targets_and_approval_binds_the_frozen_digest() 
             "refused approvals change nothing"
         );
 
-        stack
-            .cli(&[
-                "user",
-                "approve",
-                &id_arg,
-                "--approved-by",
-                "operator-b",
-                "--inventory-digest",
-                &digest,
-            ])
+        approve(stack, id, "operator-b", &digest)
             .await
             .expect_exit(0);
         let approved = stack.snapshot(id).await;
@@ -167,16 +148,12 @@ async fn submit_refuses_non_demo_targets_and_approval_binds_the_frozen_digest() 
         assert!(approved.rows.is_empty(), "approval creates no stage rows");
     })
     .await;
-    worker.shutdown();
-    stack.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn next_step_advances_one_stage_at_a_time_as_in_reference_003_and_a_rerun_changes_nothing() {
-    let stack = Stack::start().await;
-    let worker = stack.spawn_worker("worker-a");
-    scenario(async {
-        let ApprovedRequest { id } = submit_and_approve(&stack, &target("steps")).await;
+    with_one_worker(async |stack| {
+        let ApprovedRequest { id } = submit_and_approve(stack, &target("steps")).await;
         let done = |stage: &str, community| row(stage, community, "completed", false);
         let pending = |stage: &str, community| row(stage, community, "pending", true);
         // The invocation table of reference 003: after each `--next-step`, the handler that ran is
@@ -218,7 +195,7 @@ async fn next_step_advances_one_stage_at_a_time_as_in_reference_003_and_a_rerun_
         ];
         let mut generation = stack.snapshot(id).await.request.exec_generation;
         for (invocation, rows) in expected.iter().enumerate() {
-            let step = run(&stack, id, &["--next-step"]).await;
+            let step = run(stack, id, &["--next-step"]).await;
             step.expect_exit(0);
             let snapshot = stack.snapshot(id).await;
             assert_eq!(
@@ -267,13 +244,13 @@ async fn next_step_advances_one_stage_at_a_time_as_in_reference_003_and_a_rerun_
         );
 
         let completed = stack.snapshot(id).await;
-        let rerun = run(&stack, id, &["--next-step"]).await;
+        let rerun = run(stack, id, &["--next-step"]).await;
         rerun.expect_exit(0);
         assert_eq!(
             rerun.json()["run"]["outcome"]["outcome"],
             "already_completed"
         );
-        let rerun_without_step = run(&stack, id, &[]).await;
+        let rerun_without_step = run(stack, id, &[]).await;
         rerun_without_step.expect_exit(0);
         assert_eq!(
             stack.snapshot(id).await,
@@ -282,19 +259,15 @@ async fn next_step_advances_one_stage_at_a_time_as_in_reference_003_and_a_rerun_
         );
     })
     .await;
-    worker.shutdown();
-    stack.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_agents_in_c_finishes_with_four_completed_rows_and_c_decided_community_complete() {
-    let stack = Stack::start().await;
-    let worker = stack.spawn_worker("worker-a");
-    scenario(async {
-        let ApprovedRequest { id } = submit_and_approve(&stack, &target("branch-c")).await;
+    with_one_worker(async |stack| {
+        let ApprovedRequest { id } = submit_and_approve(stack, &target("branch-c")).await;
         let c = C.to_string();
         run(
-            &stack,
+            stack,
             id,
             &["--executor-id", "worker-a", "--demo-no-agents-in", &c],
         )
@@ -329,19 +302,15 @@ async fn no_agents_in_c_finishes_with_four_completed_rows_and_c_decided_communit
         assert_eq!(snapshot.request.stage, "completed");
     })
     .await;
-    worker.shutdown();
-    stack.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_saved_no_agents_decision_for_b_stands_when_the_run_resumes_without_the_flag() {
-    let stack = Stack::start().await;
-    let worker = stack.spawn_worker("worker-a");
-    scenario(async {
-        let ApprovedRequest { id } = submit_and_approve(&stack, &target("branch-b")).await;
+    with_one_worker(async |stack| {
+        let ApprovedRequest { id } = submit_and_approve(stack, &target("branch-b")).await;
         let b = B.to_string();
-        run(&stack, id, &["--next-step"]).await.expect_exit(0);
-        run(&stack, id, &["--next-step", "--demo-no-agents-in", &b])
+        run(stack, id, &["--next-step"]).await.expect_exit(0);
+        run(stack, id, &["--next-step", "--demo-no-agents-in", &b])
             .await
             .expect_exit(0);
         let after_b = stack.snapshot(id).await;
@@ -357,7 +326,7 @@ async fn a_saved_no_agents_decision_for_b_stands_when_the_run_resumes_without_th
         assert_eq!(after_b.decision(1).as_deref(), Some("community_complete"));
         let b_decision = after_b.rows[1].clone();
 
-        run(&stack, id, &[]).await.expect_exit(0);
+        run(stack, id, &[]).await.expect_exit(0);
         let finished = stack.snapshot(id).await;
         assert_eq!(
             finished.positions(),
@@ -376,19 +345,15 @@ async fn a_saved_no_agents_decision_for_b_stands_when_the_run_resumes_without_th
         assert_eq!(finished.request.stage, "completed");
     })
     .await;
-    worker.shutdown();
-    stack.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_handler_keeps_its_row_current_refuses_early_runs_and_resumes_after_the_deadline()
 {
-    let stack = Stack::start().await;
-    let worker = stack.spawn_worker("worker-a");
-    scenario(async {
-        let ApprovedRequest { id } = submit_and_approve(&stack, &target("retry")).await;
+    with_one_worker(async |stack| {
+        let ApprovedRequest { id } = submit_and_approve(stack, &target("retry")).await;
         let failed = run(
-            &stack,
+            stack,
             id,
             &["--executor-id", "worker-a", "--fail-stage", "purge_db"],
         )
@@ -433,7 +398,7 @@ async fn a_failed_handler_keeps_its_row_current_refuses_early_runs_and_resumes_a
             json!(deadline_text)
         );
 
-        let early = run(&stack, id, &["--executor-id", "worker-b"]).await;
+        let early = run(stack, id, &["--executor-id", "worker-b"]).await;
         early.expect_exit(1);
         assert!(
             early.stderr.contains("retry deadline has not passed"),
@@ -447,7 +412,7 @@ async fn a_failed_handler_keeps_its_row_current_refuses_early_runs_and_resumes_a
         );
 
         stack.skip_time(Duration::from_secs(31)).await;
-        run(&stack, id, &["--executor-id", "worker-b"])
+        run(stack, id, &["--executor-id", "worker-b"])
             .await
             .expect_exit(0);
         let finished = stack.snapshot(id).await;
@@ -481,17 +446,14 @@ async fn a_failed_handler_keeps_its_row_current_refuses_early_runs_and_resumes_a
         );
     })
     .await;
-    worker.shutdown();
-    stack.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_killed_mid_handler_is_replaced_and_the_same_row_finishes_then_reruns_are_read_only()
  {
-    let stack = Stack::start().await;
-    let worker_a = stack.spawn_worker("worker-a");
-    scenario(async {
-        let ApprovedRequest { id } = submit_and_approve(&stack, &target("kill")).await;
+    with_stack(async |stack| {
+        let worker_a = stack.spawn_worker("worker-a");
+        let ApprovedRequest { id } = submit_and_approve(stack, &target("kill")).await;
         let id_arg = id.to_string();
         let runner = stack
             .cli_command(&[
@@ -506,7 +468,7 @@ async fn a_worker_killed_mid_handler_is_replaced_and_the_same_row_finishes_then_
             .output();
         let runner = tokio::spawn(runner);
 
-        let interrupted = wait_for(&stack, id, |s| {
+        let interrupted = wait_for(stack, id, |s| {
             s.rows.first().is_some_and(|r| r.status == "running")
         })
         .await;
@@ -546,7 +508,7 @@ async fn a_worker_killed_mid_handler_is_replaced_and_the_same_row_finishes_then_
         assert!(finished.rows[1..].iter().all(|r| r.attempt == 1));
         assert_eq!(finished.request.stage, "completed");
 
-        let rerun = run(&stack, id, &["--stage-delay-ms", "2000"]).await;
+        let rerun = run(stack, id, &["--stage-delay-ms", "2000"]).await;
         rerun.expect_exit(0);
         assert_eq!(
             stack.snapshot(id).await,
@@ -556,7 +518,6 @@ async fn a_worker_killed_mid_handler_is_replaced_and_the_same_row_finishes_then_
         worker_b.shutdown();
     })
     .await;
-    stack.stop().await;
 }
 
 /// Polls Postgres until `ready` holds for request `id`.

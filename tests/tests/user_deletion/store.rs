@@ -9,8 +9,8 @@ use workflows::user::policy::{
     Decision, NextStage, Transition, decide, initial_stage, successor_stage,
 };
 use workflows::user::{
-    CommitTransitionInput, RegisterUserInput, StageKind, TransitionCommand, UserApprovalInput,
-    UserApproveRequest, UserInventory, workflow_id,
+    CommitTransitionInput, CommittedTransition, RegisterUserInput, StageKind, TransitionCommand,
+    UserApprovalInput, UserApproveRequest, UserInventory, workflow_id,
 };
 
 use super::support::migrated_store;
@@ -43,17 +43,29 @@ async fn initialized_request(store: &UserStore) -> (Uuid, UserInventory, Uuid) {
         })
         .await
         .unwrap();
-    let initialized = store
+    let gate = initialize(store, id, &inventory)
+        .await
+        .unwrap()
+        .current
+        .expect("the initial row")
+        .id;
+    (id, inventory, gate)
+}
+
+/// Commits `Initialize` (the initial `gate_user` row) for request `id`.
+async fn initialize(
+    store: &UserStore,
+    id: Uuid,
+    inventory: &UserInventory,
+) -> Result<CommittedTransition, UserStoreError> {
+    store
         .commit_transition(&CommitTransitionInput {
             request_id: id,
             command: TransitionCommand::Initialize {
-                first: initial_stage(&inventory),
+                first: initial_stage(inventory),
             },
         })
         .await
-        .unwrap();
-    let gate = initialized.current.expect("the initial row").id;
-    (id, inventory, gate)
 }
 
 fn started(start: StageStart) -> i64 {
@@ -128,15 +140,7 @@ async fn a_stale_handler_attempt_cannot_save_after_a_newer_attempt_started() {
 async fn a_replayed_transition_creates_no_second_row_and_a_different_one_is_refused() {
     let store = migrated_store().await;
     let (id, inventory, gate) = initialized_request(&store).await;
-    let again = store
-        .commit_transition(&CommitTransitionInput {
-            request_id: id,
-            command: TransitionCommand::Initialize {
-                first: initial_stage(&inventory),
-            },
-        })
-        .await
-        .unwrap();
+    let again = initialize(&store, id, &inventory).await.unwrap();
     assert_eq!(
         again.current.map(|r| r.id),
         Some(gate),

@@ -406,6 +406,22 @@ pub struct ApprovedRequest {
     pub id: Uuid,
 }
 
+/// `user approve ID --approved-by BY --inventory-digest DIGEST`.
+pub async fn approve(stack: &Stack, id: Uuid, by: &str, digest: &str) -> CliRun {
+    let id = id.to_string();
+    stack
+        .cli(&[
+            "user",
+            "approve",
+            &id,
+            "--approved-by",
+            by,
+            "--inventory-digest",
+            digest,
+        ])
+        .await
+}
+
 /// `user submit` then `user approve` with a second operator; asserts the approval created no
 /// stage rows.
 pub async fn submit_and_approve(stack: &Stack, target: &str) -> ApprovedRequest {
@@ -429,16 +445,7 @@ pub async fn submit_and_approve(stack: &Stack, target: &str) -> ApprovedRequest 
         .as_str()
         .unwrap_or_else(|| panic!("submit printed no inventory_digest: {document}"))
         .to_string();
-    stack
-        .cli(&[
-            "user",
-            "approve",
-            &id.to_string(),
-            "--approved-by",
-            "operator-b",
-            "--inventory-digest",
-            &digest,
-        ])
+    approve(stack, id, "operator-b", &digest)
         .await
         .expect_exit(0);
     ApprovedRequest { id }

@@ -321,27 +321,8 @@ impl UserStore {
         result: &serde_json::Value,
     ) -> UserStoreResult<()> {
         let mut tx = self.pool.begin().await?;
-        let (_, current) = lock_request(&mut tx, request_id).await?;
-        check_generation(request_id, generation, current)?;
-        let updated = sqlx::query(
-            "UPDATE deletion.user_stage_history \
-             SET status = 'completed', result = $3, finished_at = now() \
-             WHERE id = $1 AND request_id = $2 AND is_current AND status = 'running' \
-               AND exec_generation = $4",
-        )
-        .bind(stage_id)
-        .bind(request_id)
-        .bind(result)
-        .bind(generation)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if updated == 0 {
-            return Err(UserStoreError::NotCurrent {
-                request_id,
-                stage_id,
-            });
-        }
+        let end = AttemptEnd::Completed { result };
+        end_attempt(&mut tx, request_id, stage_id, generation, end).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -358,27 +339,8 @@ impl UserStore {
         retry_delay: Duration,
     ) -> UserStoreResult<RetryState> {
         let mut tx = self.pool.begin().await?;
-        let (_, current) = lock_request(&mut tx, request_id).await?;
-        check_generation(request_id, generation, current)?;
-        let updated = sqlx::query(
-            "UPDATE deletion.user_stage_history \
-             SET status = 'failed', last_error = $3, finished_at = now() \
-             WHERE id = $1 AND request_id = $2 AND is_current AND status = 'running' \
-               AND exec_generation = $4",
-        )
-        .bind(stage_id)
-        .bind(request_id)
-        .bind(error)
-        .bind(generation)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if updated == 0 {
-            return Err(UserStoreError::NotCurrent {
-                request_id,
-                stage_id,
-            });
-        }
+        let end = AttemptEnd::Failed { error };
+        end_attempt(&mut tx, request_id, stage_id, generation, end).await?;
         let delay_ms = i64::try_from(retry_delay.as_millis()).unwrap_or(i64::MAX);
         let (retry_count, next_attempt_at): (i32, DateTime<Utc>) = sqlx::query_as(
             "UPDATE deletion.requests \
@@ -407,6 +369,54 @@ impl UserStore {
             next_attempt_at_unix_ms: next_attempt_at.timestamp_millis(),
         })
     }
+}
+
+/// How a handler attempt ended.
+enum AttemptEnd<'a> {
+    /// With this result.
+    Completed { result: &'a serde_json::Value },
+    /// With this error.
+    Failed { error: &'a str },
+}
+
+/// Ends the running attempt of row `stage_id` under the request row lock. Refuses a stale
+/// `generation`, and a row that is no longer this attempt's running, current row.
+async fn end_attempt(
+    tx: &mut Tx<'_>,
+    request_id: Uuid,
+    stage_id: Uuid,
+    generation: i64,
+    end: AttemptEnd<'_>,
+) -> UserStoreResult<()> {
+    let (_, current) = lock_request(tx, request_id).await?;
+    check_generation(request_id, generation, current)?;
+    let (status, result, error) = match end {
+        AttemptEnd::Completed { result } => ("completed", Some(result), None),
+        AttemptEnd::Failed { error } => ("failed", None, Some(error)),
+    };
+    let updated = sqlx::query(
+        "UPDATE deletion.user_stage_history \
+         SET status = $3, result = COALESCE($4, result), last_error = COALESCE($5, last_error), \
+             finished_at = now() \
+         WHERE id = $1 AND request_id = $2 AND is_current AND status = 'running' \
+           AND exec_generation = $6",
+    )
+    .bind(stage_id)
+    .bind(request_id)
+    .bind(status)
+    .bind(result)
+    .bind(error)
+    .bind(generation)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    if updated == 0 {
+        return Err(UserStoreError::NotCurrent {
+            request_id,
+            stage_id,
+        });
+    }
+    Ok(())
 }
 
 /// The request's current row, if any.
