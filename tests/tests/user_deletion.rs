@@ -15,6 +15,7 @@ use std::time::Duration;
 use serde_json::json;
 use support::{ApprovedRequest, Snapshot, Stack, approve, submit_and_approve};
 use uuid::Uuid;
+use workflows::user::UserPhase;
 use workflows::user::inventory::{
     DEMO_FORMER_PARTICIPANT_COMMUNITY as C, DEMO_PARTICIPANT_COMMUNITY as B,
 };
@@ -257,6 +258,33 @@ async fn next_step_advances_one_stage_at_a_time_as_in_reference_003_and_a_rerun_
             completed,
             "a rerun of a completed request is read-only"
         );
+
+        let status = stack.cli(&["user", "status", &id.to_string()]).await;
+        status.expect_exit(0);
+        let document = status.json();
+        assert_eq!(document["progress"]["state"], "finished");
+        let chain: Vec<&str> = document["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["stage"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            chain,
+            [
+                "gate_user",
+                "purge_db",
+                "purge_agents",
+                "purge_db",
+                "purge_agents"
+            ],
+            "status lists the rows along the predecessor chain"
+        );
+        let table = stack
+            .cli(&["--output", "table", "user", "status", &id.to_string()])
+            .await;
+        table.expect_exit(0);
+        assert!(table.stdout.contains("stages (5 rows)"), "{}", table.stdout);
     })
     .await;
 }
@@ -409,6 +437,13 @@ async fn a_failed_handler_keeps_its_row_current_refuses_early_runs_and_resumes_a
             stack.snapshot(id).await,
             after_failure,
             "a refused run changes nothing"
+        );
+        let workflow = stack.workflow_status(id).await;
+        assert_eq!(workflow.phase, UserPhase::RetryWait);
+        assert_eq!(
+            workflow.retry.map(|r| r.next_attempt_at),
+            Some(deadline_text.clone()),
+            "the workflow gates runs on the saved deadline"
         );
 
         stack.skip_time(Duration::from_secs(31)).await;

@@ -9,7 +9,7 @@ use activities::user::{StageRowView, UserActivities, UserRequestView, UserStore}
 use serde_json::Value;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
-use temporalio_client::{Client, ClientOptions, ConnectionOptions};
+use temporalio_client::{Client, ClientOptions, ConnectionOptions, WorkflowQueryOptions};
 use temporalio_common::protos::temporal::api::enums::v1::IndexedValueType;
 use temporalio_common::protos::temporal::api::operatorservice::v1::AddSearchAttributesRequest;
 use temporalio_common::protos::temporal::api::testservice::v1::SleepRequest;
@@ -17,7 +17,7 @@ use temporalio_sdk::{Runtime, Worker, WorkerOptions};
 use temporalio_sdk_core::ephemeral_server::{EphemeralExe, EphemeralServer, TestServerConfig};
 use tokio::sync::oneshot;
 use uuid::Uuid;
-use workflows::user::{UserApprovalRecord, UserDeletion};
+use workflows::user::{UserApprovalRecord, UserDeletion, UserDeletionStatus, workflow_id};
 
 const STACK_HINT: &str = "run `bash deploy/local/up && source .state/env`";
 
@@ -81,6 +81,15 @@ impl Stack {
     /// Stops the test server.
     pub async fn stop(mut self) {
         let _ = self.server.shutdown().await;
+    }
+
+    /// The workflow's answer to the `status` query.
+    pub async fn workflow_status(&self, id: Uuid) -> UserDeletionStatus {
+        self.client
+            .get_workflow_handle::<UserDeletion>(workflow_id(id))
+            .query(UserDeletion::status, (), WorkflowQueryOptions::default())
+            .await
+            .expect("querying the workflow status")
     }
 
     /// Starts a worker (workflow + user activities) on its own thread and runtime.
