@@ -7,6 +7,7 @@ pub mod cache;
 pub mod failure;
 pub mod objects;
 pub mod serving;
+pub mod simulator;
 pub mod store;
 pub mod taxonomy;
 pub mod user;

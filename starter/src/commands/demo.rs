@@ -14,6 +14,7 @@ use crate::output::{OutputFormat, Table, print_json};
 pub async fn run(format: OutputFormat, command: DemoCommand) -> CliResult {
     match command {
         DemoCommand::Seed(args) => seed(format, args).await,
+        DemoCommand::Serve(args) => super::demo_serve::serve(format, args).await,
     }
 }
 

@@ -2,5 +2,6 @@
 
 pub mod community;
 pub mod demo;
+pub mod demo_serve;
 pub mod migrate;
 pub mod stack_check;

@@ -9,6 +9,7 @@
 //! - `unknown_key`: an unknown key shape blocks; remediation + unblock completes.
 //! - `refusals`: approval validation, abort, and every refused operator action.
 //! - `outage`: Redis goes down mid-deletion and comes back; the workflow retries and completes.
+//! - `serving_load`: the fence holds under live serving traffic, slow writes and dead leases.
 //! - `stack_check`: the foundation round trip on the dev server and the time-skipping server.
 
 mod crash;
@@ -16,5 +17,6 @@ mod happy_path;
 mod helpers;
 mod outage;
 mod refusals;
+mod serving_load;
 mod stack_check;
 mod unknown_key;
