@@ -4,10 +4,13 @@
 #![deny(unsafe_code)]
 
 pub mod cache;
+pub mod community;
+pub mod demo;
 pub mod failure;
 pub mod objects;
 pub mod serving;
 pub mod simulator;
+pub mod stack_check;
 pub mod store;
 pub mod taxonomy;
 pub mod user;

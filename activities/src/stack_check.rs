@@ -43,9 +43,10 @@ impl StackCheckActivities {
         ctx: ActivityContext,
         input: StackCheckInput,
     ) -> Result<TouchReport, ActivityError> {
-        let version: Option<i64> = sqlx::query_scalar("SELECT max(version) FROM public._sqlx_migrations")
-            .fetch_one(self.store.pool())
-            .await?;
+        let version: Option<i64> =
+            sqlx::query_scalar("SELECT max(version) FROM public._sqlx_migrations")
+                .fetch_one(self.store.pool())
+                .await?;
         ctx.record_heartbeat("postgres ok").await?;
 
         let namespace = Uuid::new_v4();

@@ -33,6 +33,9 @@ pub enum Command {
     /// Whole-community deletion.
     #[command(subcommand)]
     Community(CommunityCommand),
+    /// User deletion (demo targets only; reference 003 on Temporal).
+    #[command(subcommand)]
+    User(crate::user_cmd::UserCommand),
     /// Demo data and the serving simulator.
     #[command(subcommand)]
     Demo(DemoCommand),

@@ -8,6 +8,7 @@ pub mod connect;
 pub mod error;
 pub mod host;
 pub mod output;
+pub mod user_cmd;
 
 use cli::{Cli, Command};
 use error::CliResult;
@@ -30,5 +31,17 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::StackCheck { sleep_secs } => commands::stack_check::run(format, sleep_secs).await,
         Command::Community(command) => commands::community::run(format, command).await,
         Command::Demo(command) => commands::demo::run(format, command).await,
+        Command::User(command) => {
+            let store = connect::store().await?;
+            let env = user_cmd::UserCliEnv {
+                client: connect::temporal(&connect::TemporalTarget::from_env()).await?,
+                task_queue: connect::task_queue(),
+                store: activities::user::UserStore::new(store.pool().clone()),
+                output: format,
+            };
+            user_cmd::run(command, &env)
+                .await
+                .map_err(error::CliError::Other)
+        }
     }
 }

@@ -8,10 +8,12 @@ use activities::community::{CommunityActivities, Settings};
 use activities::objects::ObjectStore;
 use activities::stack_check::StackCheckActivities;
 use activities::store::Store;
+use activities::user::UserActivities;
 use temporalio_client::{Client, ClientOptions, ConnectionOptions};
 use temporalio_sdk::{Runtime, Worker, WorkerOptions};
 use workflows::community::CommunityDeletion;
 use workflows::stack_check::StackCheck;
+use workflows::user::UserDeletion;
 
 use crate::config::{ConfigError, WorkerConfig};
 
@@ -140,6 +142,9 @@ pub fn build_worker(
         .map_err(|e| worker_error(&e))?
         .register_workflow::<CommunityDeletion>()
         .map_err(|e| worker_error(&e))?
+        .register_workflow::<UserDeletion>()
+        .map_err(|e| worker_error(&e))?
+        .register_activities(UserActivities::new(deps.store.pool().clone()))
         .register_activities(StackCheckActivities::new(
             deps.store.clone(),
             deps.objects.clone(),

@@ -107,7 +107,8 @@ pub async fn run(format: OutputFormat, command: CommunityCommand) -> CliResult {
         CommunityCommand::Status { id } => {
             let handle = existing_workflow(id).await?;
             let status = query_status(&handle, id).await?;
-            print_status(format, &status)?;
+            let pending = pending_activity(&handle).await;
+            print_status(format, &status, pending.as_ref())?;
             Ok(status_exit_code(&status))
         }
         CommunityCommand::Watch {
@@ -410,9 +411,55 @@ fn print_inventory(inventory: &workflows::community::InventorySummary) {
     println!("redis keys: {}", inventory.redis_keys);
 }
 
-fn print_status(format: OutputFormat, status: &DeletionStatus) -> anyhow::Result<()> {
+/// The activity the workflow is waiting on, as the Web UI shows it: attempt, last failure and
+/// the latest heartbeat progress. Transient failures are retried inside Temporal and never reach
+/// the workflow's state, so this is where an operator sees them.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PendingActivityView {
+    /// Activity type, e.g. `community.drain`.
+    pub activity: String,
+    /// Attempt number (1 = first try).
+    pub attempt: i32,
+    /// Message of the last failed attempt, if any.
+    pub last_failure: Option<String>,
+    /// Latest heartbeat details (progress), decoded from JSON.
+    pub heartbeat: Option<serde_json::Value>,
+}
+
+async fn pending_activity(
+    handle: &WorkflowHandle<Client, CommunityDeletion>,
+) -> Option<PendingActivityView> {
+    let description = handle.describe(Default::default()).await.ok()?;
+    let pending = description.raw().pending_activities.first()?.clone();
+    let heartbeat = pending
+        .heartbeat_details
+        .as_ref()
+        .and_then(|p| p.payloads.first())
+        .and_then(|p| serde_json::from_slice(&p.data).ok());
+    Some(PendingActivityView {
+        activity: pending.activity_type.map(|t| t.name).unwrap_or_default(),
+        attempt: pending.attempt,
+        last_failure: pending.last_failure.map(|f| f.message),
+        heartbeat,
+    })
+}
+
+fn print_status(
+    format: OutputFormat,
+    status: &DeletionStatus,
+    pending: Option<&PendingActivityView>,
+) -> anyhow::Result<()> {
     match format {
-        OutputFormat::Json => print_json(status),
+        OutputFormat::Json => {
+            let mut value = serde_json::to_value(status)?;
+            if let serde_json::Value::Object(map) = &mut value {
+                map.insert(
+                    "pending_activity".to_owned(),
+                    serde_json::to_value(pending)?,
+                );
+            }
+            print_json(&value)
+        }
         OutputFormat::Table => {
             let p = &status.progress;
             println!(
@@ -458,6 +505,22 @@ fn print_status(format: OutputFormat, status: &DeletionStatus) -> anyhow::Result
                         ("chunks", format!("{} of {}", p.chunks_done, p.chunks_total)),
                         ("rows purged", p.rows_purged.to_string()),
                         ("keys purged", p.keys_purged.to_string()),
+                        (
+                            "pending activity",
+                            pending
+                                .map(|a| {
+                                    format!(
+                                        "{} attempt {}{}",
+                                        a.activity,
+                                        a.attempt,
+                                        a.last_failure
+                                            .as_ref()
+                                            .map(|f| format!(", last failure: {f}"))
+                                            .unwrap_or_default()
+                                    )
+                                })
+                                .unwrap_or_default(),
+                        ),
                     ],
                 )
             );
@@ -467,7 +530,7 @@ fn print_status(format: OutputFormat, status: &DeletionStatus) -> anyhow::Result
 }
 
 /// One line describing where a deletion stands, for `watch`.
-fn progress_line(status: &DeletionStatus) -> String {
+fn progress_line(status: &DeletionStatus, pending: Option<&PendingActivityView>) -> String {
     let p = &status.progress;
     let mut line = format!(
         "{:<18} objects {}/{}  chunks {}/{}  rows {}  keys {}",
@@ -481,8 +544,16 @@ fn progress_line(status: &DeletionStatus) -> String {
     );
     if let Some(blocked) = &status.blocked {
         line.push_str(&format!("  BLOCKED: {}", blocked.reason));
-    } else if let Some(error) = &status.last_error {
-        line.push_str(&format!("  last error: {error}"));
+    } else if let Some(activity) = pending {
+        if let Some(step) = activity.heartbeat.as_ref().and_then(|h| h["step"].as_str()) {
+            line.push_str(&format!("  {step}"));
+        }
+        if let Some(failure) = &activity.last_failure {
+            line.push_str(&format!(
+                "  retrying {} (attempt {}): {failure}",
+                activity.activity, activity.attempt
+            ));
+        }
     }
     line
 }
@@ -502,7 +573,8 @@ async fn watch(id: Uuid, interval_ms: u64, timeout_secs: u64) -> CliResult {
     let mut last_line = String::new();
     loop {
         let status = query_status(&handle, id).await?;
-        let line = progress_line(&status);
+        let pending = pending_activity(&handle).await;
+        let line = progress_line(&status, pending.as_ref());
         if interactive {
             let p = &status.progress;
             print!(
