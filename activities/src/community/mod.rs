@@ -240,3 +240,37 @@ impl CommunityActivities {
             .map_err(into_activity_error)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use temporalio_common::ActivityDefinition;
+    use workflows::community as contract;
+
+    use super::CommunityActivities as Impl;
+
+    /// The worker registers every activity under the name the workflow schedules it by.
+    #[test]
+    fn every_contract_is_implemented_under_its_own_name() {
+        let implemented = [
+            (Impl::register.name(), contract::Register.name()),
+            (Impl::inventory.name(), contract::Inventory.name()),
+            (Impl::record_approval.name(), contract::RecordApproval.name()),
+            (Impl::record_event.name(), contract::RecordEvent.name()),
+            (Impl::preflight.name(), contract::Preflight.name()),
+            (Impl::fence.name(), contract::Fence.name()),
+            (Impl::drain.name(), contract::Drain.name()),
+            (Impl::freeze_manifest.name(), contract::FreezeManifest.name()),
+            (Impl::delete_chunks.name(), contract::DeleteChunks.name()),
+            (Impl::purge_postgres.name(), contract::PurgePostgres.name()),
+            (Impl::purge_cache.name(), contract::PurgeCache.name()),
+            (Impl::verify.name(), contract::Verify.name()),
+            (Impl::complete.name(), contract::Complete.name()),
+            (Impl::abort.name(), contract::Abort.name()),
+        ];
+        let names: Vec<&str> = implemented.iter().map(|(i, _)| *i).collect();
+        for (implementation, declared) in implemented {
+            assert_eq!(implementation, declared);
+        }
+        assert_eq!(names, contract::ACTIVITY_NAMES.to_vec());
+    }
+}
