@@ -12,7 +12,7 @@ use crate::objects::{ObjectStore, ObjectVersionRef};
 use crate::store::Store;
 
 /// Key prefix of the probe object: outside every tenant prefix, so no deletion ever lists it.
-const PROBE_PREFIX: &str = "_stack-check/";
+pub const PROBE_PREFIX: &str = "_stack-check/";
 
 /// The stores the stack check touches.
 #[derive(Debug, Clone)]

@@ -39,6 +39,9 @@ pub enum Command {
     /// Demo data and the serving simulator.
     #[command(subcommand)]
     Demo(DemoCommand),
+    /// Bucket-wide taxonomy sweep: run once, schedule, unschedule, list records.
+    #[command(subcommand)]
+    Sweep(crate::commands::sweep::SweepCommand),
 }
 
 /// `community …` subcommands.

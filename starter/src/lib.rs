@@ -31,6 +31,7 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::StackCheck { sleep_secs } => commands::stack_check::run(format, sleep_secs).await,
         Command::Community(command) => commands::community::run(format, command).await,
         Command::Demo(command) => commands::demo::run(format, command).await,
+        Command::Sweep(command) => commands::sweep::run(format, command).await,
         Command::User(command) => {
             let store = connect::store().await?;
             let env = user_cmd::UserCliEnv {

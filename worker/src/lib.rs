@@ -2,4 +2,5 @@
 #![deny(unsafe_code)]
 
 pub mod config;
+pub mod metrics;
 pub mod startup;

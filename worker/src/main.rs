@@ -5,6 +5,7 @@
 use anyhow::Context;
 use temporalio_sdk::Runtime;
 use worker::config::WorkerConfig;
+use worker::metrics::MetricsEndpoint;
 use worker::startup;
 
 #[tokio::main]
@@ -29,11 +30,22 @@ async fn run() -> anyhow::Result<()> {
 
     let config = WorkerConfig::from_env()?;
     let deps = startup::connect(&config).await?;
+    let metrics = match config.metrics_port {
+        0 => None,
+        port => Some(MetricsEndpoint::start(port)?),
+    };
+    let runtime_options = worker::metrics::runtime_options(metrics.as_ref())
+        .map_err(anyhow::Error::msg)
+        .context("configure the Temporal runtime")?;
     let runtime =
-        Runtime::from_current_tokio(Default::default()).context("start the Temporal runtime")?;
+        Runtime::from_current_tokio(runtime_options).context("start the Temporal runtime")?;
     let settings = activities::community::Settings {
         fence_wait: config.fence_wait,
         manifest_chunk_entries: config.manifest_chunk_entries,
+        metrics: metrics
+            .as_ref()
+            .map(MetricsEndpoint::deletion_metrics)
+            .unwrap_or_default(),
     };
     let mut worker = startup::build_worker(
         &runtime,
@@ -51,6 +63,7 @@ async fn run() -> anyhow::Result<()> {
     tracing::info!(
         task_queue = %config.task_queue,
         temporal = %config.temporal.address,
+        metrics = %metrics.as_ref().map_or("disabled".to_owned(), |m| format!("http://{}/metrics", m.address)),
         "worker polling"
     );
     worker.run().await.context("worker stopped with an error")?;

@@ -8,11 +8,13 @@ use activities::community::{CommunityActivities, Settings};
 use activities::objects::ObjectStore;
 use activities::stack_check::StackCheckActivities;
 use activities::store::Store;
+use activities::sweep::SweepActivities;
 use activities::user::UserActivities;
 use temporalio_client::{Client, ClientOptions, ConnectionOptions};
 use temporalio_sdk::{Runtime, Worker, WorkerOptions};
 use workflows::community::CommunityDeletion;
 use workflows::stack_check::StackCheck;
+use workflows::sweep::TaxonomySweep;
 use workflows::user::UserDeletion;
 
 use crate::config::{ConfigError, WorkerConfig};
@@ -144,6 +146,12 @@ pub fn build_worker(
         .map_err(|e| worker_error(&e))?
         .register_workflow::<UserDeletion>()
         .map_err(|e| worker_error(&e))?
+        .register_workflow::<TaxonomySweep>()
+        .map_err(|e| worker_error(&e))?
+        .register_activities(SweepActivities::new(
+            deps.store.clone(),
+            deps.objects.clone(),
+        ))
         .register_activities(UserActivities::new(deps.store.pool().clone()))
         .register_activities(StackCheckActivities::new(
             deps.store.clone(),

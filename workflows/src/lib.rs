@@ -9,6 +9,7 @@ pub mod community;
 pub mod contract;
 pub mod search;
 pub mod stack_check;
+pub mod sweep;
 pub mod user;
 
 /// Task queue every buzz-deletion worker polls.

@@ -197,6 +197,7 @@ async fn delete_batch(
                 },
             )
             .await?;
+        acts.settings.metrics.objects_deleted(tally.deleted);
     }
     Ok(())
 }

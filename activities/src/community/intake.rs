@@ -3,7 +3,7 @@
 use temporalio_sdk::activities::ActivityContext;
 use workflows::community::{
     AbortInput, AbortOutcome, ApprovalInput, ApprovalRecord, EventInput, InventorySummary,
-    RegisterInput, RegisteredRequest, RequestRef,
+    RegisterInput, RegisteredRequest, RequestEvent, RequestRef,
 };
 
 use crate::store::{FrozenInventory, Stage};
@@ -84,7 +84,11 @@ pub async fn record_approval(
 
 /// Appends an operator event to the audit trail (recording or clearing a block).
 pub async fn record_event(acts: &CommunityActivities, input: EventInput) -> PhaseResult<()> {
-    Ok(acts.store.record_event(&input).await?)
+    acts.store.record_event(&input).await?;
+    if let RequestEvent::Blocked { phase, .. } = &input.event {
+        acts.settings.metrics.blocked(phase);
+    }
+    Ok(())
 }
 
 /// Lifts quiescing/fence (bumping the generation) and ends the request aborted; refused once the

@@ -12,6 +12,7 @@ mod listing;
 mod purge;
 mod verify;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +25,7 @@ use workflows::community::{
 };
 
 use crate::cache::Cache;
+use crate::metrics::DeletionMetrics;
 use crate::objects::ObjectStore;
 use crate::store::{MANIFEST_CHUNK_MAX_ENTRIES, Store};
 
@@ -38,6 +40,8 @@ pub struct Settings {
     pub fence_wait: Duration,
     /// Versions per manifest chunk (at most 10,000).
     pub manifest_chunk_entries: usize,
+    /// Where the activities count what they did (disabled by default).
+    pub metrics: DeletionMetrics,
 }
 
 impl Default for Settings {
@@ -45,6 +49,7 @@ impl Default for Settings {
         Self {
             fence_wait: Duration::from_secs(20),
             manifest_chunk_entries: MANIFEST_CHUNK_MAX_ENTRIES,
+            metrics: DeletionMetrics::disabled(),
         }
     }
 }
@@ -68,6 +73,19 @@ impl CommunityActivities {
             settings,
         }
     }
+
+    /// Runs one activity body, records its duration and outcome, and maps its failure.
+    async fn timed<T>(
+        &self,
+        ctx: &ActivityContext,
+        work: impl Future<Output = PhaseResult<T>>,
+    ) -> Result<T, ActivityError> {
+        self.settings
+            .metrics
+            .timed(&ctx.info().activity_type, work)
+            .await
+            .map_err(into_activity_error)
+    }
 }
 
 #[activities]
@@ -76,12 +94,10 @@ impl CommunityActivities {
     #[activity(definition = workflows::community::Register)]
     pub async fn register(
         self: Arc<Self>,
-        _ctx: ActivityContext,
+        ctx: ActivityContext,
         input: RegisterInput,
     ) -> Result<RegisteredRequest, ActivityError> {
-        intake::register(&self, input)
-            .await
-            .map_err(into_activity_error)
+        self.timed(&ctx, intake::register(&self, input)).await
     }
 
     /// Takes and freezes the inventory with its digest.
@@ -91,33 +107,29 @@ impl CommunityActivities {
         ctx: ActivityContext,
         input: RequestRef,
     ) -> Result<InventorySummary, ActivityError> {
-        intake::inventory(&self, &ctx, input)
+        self.timed(&ctx, intake::inventory(&self, &ctx, input))
             .await
-            .map_err(into_activity_error)
     }
 
     /// Persists approval evidence bound to the frozen digest.
     #[activity(definition = workflows::community::RecordApproval)]
     pub async fn record_approval(
         self: Arc<Self>,
-        _ctx: ActivityContext,
+        ctx: ActivityContext,
         input: ApprovalInput,
     ) -> Result<ApprovalRecord, ActivityError> {
-        intake::record_approval(&self, input)
+        self.timed(&ctx, intake::record_approval(&self, input))
             .await
-            .map_err(into_activity_error)
     }
 
     /// Appends an operator event to the audit trail.
     #[activity(definition = workflows::community::RecordEvent)]
     pub async fn record_event(
         self: Arc<Self>,
-        _ctx: ActivityContext,
+        ctx: ActivityContext,
         input: EventInput,
     ) -> Result<(), ActivityError> {
-        intake::record_event(&self, input)
-            .await
-            .map_err(into_activity_error)
+        self.timed(&ctx, intake::record_event(&self, input)).await
     }
 
     /// Checks list permission and catalog drift.
@@ -127,9 +139,8 @@ impl CommunityActivities {
         ctx: ActivityContext,
         input: RequestRef,
     ) -> Result<(), ActivityError> {
-        fencing::preflight(&self, &ctx, input)
+        self.timed(&ctx, fencing::preflight(&self, &ctx, input))
             .await
-            .map_err(into_activity_error)
     }
 
     /// Quiesces, then fences once no serving-write lease is live.
@@ -139,9 +150,7 @@ impl CommunityActivities {
         ctx: ActivityContext,
         input: RequestRef,
     ) -> Result<FenceOutcome, ActivityError> {
-        fencing::fence(&self, &ctx, input)
-            .await
-            .map_err(into_activity_error)
+        self.timed(&ctx, fencing::fence(&self, &ctx, input)).await
     }
 
     /// Disconnects relays and requires serving writes drained.
@@ -151,9 +160,7 @@ impl CommunityActivities {
         ctx: ActivityContext,
         input: RequestRef,
     ) -> Result<DrainOutcome, ActivityError> {
-        fencing::drain(&self, &ctx, input)
-            .await
-            .map_err(into_activity_error)
+        self.timed(&ctx, fencing::drain(&self, &ctx, input)).await
     }
 
     /// Streams the post-drain listing into manifest chunks and binds it.
@@ -163,9 +170,8 @@ impl CommunityActivities {
         ctx: ActivityContext,
         input: RequestRef,
     ) -> Result<ManifestSummary, ActivityError> {
-        freeze::freeze_manifest(&self, &ctx, input)
+        self.timed(&ctx, freeze::freeze_manifest(&self, &ctx, input))
             .await
-            .map_err(into_activity_error)
     }
 
     /// Deletes pending chunks by explicit version id and stamps them.
@@ -175,9 +181,8 @@ impl CommunityActivities {
         ctx: ActivityContext,
         input: DeleteChunksInput,
     ) -> Result<DeleteProgress, ActivityError> {
-        delete::delete_chunks(&self, &ctx, input)
+        self.timed(&ctx, delete::delete_chunks(&self, &ctx, input))
             .await
-            .map_err(into_activity_error)
     }
 
     /// Batched row purge, then the community row.
@@ -187,9 +192,8 @@ impl CommunityActivities {
         ctx: ActivityContext,
         input: PurgeInput,
     ) -> Result<PurgeReport, ActivityError> {
-        purge::purge_postgres(&self, &ctx, input)
+        self.timed(&ctx, purge::purge_postgres(&self, &ctx, input))
             .await
-            .map_err(into_activity_error)
     }
 
     /// SCAN + UNLINK of the community namespace.
@@ -199,9 +203,8 @@ impl CommunityActivities {
         ctx: ActivityContext,
         input: RequestRef,
     ) -> Result<CacheReport, ActivityError> {
-        purge::purge_cache(&self, &ctx, input)
+        self.timed(&ctx, purge::purge_cache(&self, &ctx, input))
             .await
-            .map_err(into_activity_error)
     }
 
     /// The absence proof.
@@ -211,33 +214,27 @@ impl CommunityActivities {
         ctx: ActivityContext,
         input: RequestRef,
     ) -> Result<VerificationReport, ActivityError> {
-        verify::verify(&self, &ctx, input)
-            .await
-            .map_err(into_activity_error)
+        self.timed(&ctx, verify::verify(&self, &ctx, input)).await
     }
 
     /// Marks the request retention-pending.
     #[activity(definition = workflows::community::Complete)]
     pub async fn complete(
         self: Arc<Self>,
-        _ctx: ActivityContext,
+        ctx: ActivityContext,
         input: RequestRef,
     ) -> Result<(), ActivityError> {
-        verify::complete(&self, input)
-            .await
-            .map_err(into_activity_error)
+        self.timed(&ctx, verify::complete(&self, input)).await
     }
 
     /// Lifts the fence and ends the request aborted.
     #[activity(definition = workflows::community::Abort)]
     pub async fn abort(
         self: Arc<Self>,
-        _ctx: ActivityContext,
+        ctx: ActivityContext,
         input: AbortInput,
     ) -> Result<AbortOutcome, ActivityError> {
-        intake::abort(&self, input)
-            .await
-            .map_err(into_activity_error)
+        self.timed(&ctx, intake::abort(&self, input)).await
     }
 }
 
@@ -254,12 +251,18 @@ mod tests {
         let implemented = [
             (Impl::register.name(), contract::Register.name()),
             (Impl::inventory.name(), contract::Inventory.name()),
-            (Impl::record_approval.name(), contract::RecordApproval.name()),
+            (
+                Impl::record_approval.name(),
+                contract::RecordApproval.name(),
+            ),
             (Impl::record_event.name(), contract::RecordEvent.name()),
             (Impl::preflight.name(), contract::Preflight.name()),
             (Impl::fence.name(), contract::Fence.name()),
             (Impl::drain.name(), contract::Drain.name()),
-            (Impl::freeze_manifest.name(), contract::FreezeManifest.name()),
+            (
+                Impl::freeze_manifest.name(),
+                contract::FreezeManifest.name(),
+            ),
             (Impl::delete_chunks.name(), contract::DeleteChunks.name()),
             (Impl::purge_postgres.name(), contract::PurgePostgres.name()),
             (Impl::purge_cache.name(), contract::PurgeCache.name()),

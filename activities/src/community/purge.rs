@@ -47,6 +47,8 @@ pub async fn purge_postgres(
                 });
             })
             .await?;
+        // Counted once: only the attempt that advanced the request gets here.
+        acts.settings.metrics.rows_purged(report.rows_deleted);
         Ok(report)
     })
     .await
@@ -92,6 +94,7 @@ pub async fn purge_cache(
                 serde_json::json!({"keys_unlinked": unlinked}),
             )
             .await?;
+        acts.settings.metrics.keys_purged(unlinked);
         Ok(CacheReport {
             keys_unlinked: unlinked,
         })

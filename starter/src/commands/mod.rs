@@ -5,3 +5,4 @@ pub mod demo;
 pub mod demo_serve;
 pub mod migrate;
 pub mod stack_check;
+pub mod sweep;

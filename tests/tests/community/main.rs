@@ -11,12 +11,16 @@
 //! - `outage`: Redis goes down mid-deletion and comes back; the workflow retries and completes.
 //! - `serving_load`: the fence holds under live serving traffic, slow writes and dead leases.
 //! - `stack_check`: the foundation round trip on the dev server and the time-skipping server.
+//! - `sweep`: the taxonomy sweep counts and names a stray key; its schedule is created and removed.
+//! - `metrics`: the worker's Prometheus endpoint reports what a deletion removed.
 
 mod crash;
 mod happy_path;
 mod helpers;
+mod metrics;
 mod outage;
 mod refusals;
 mod serving_load;
 mod stack_check;
+mod sweep;
 mod unknown_key;

@@ -1,0 +1,207 @@
+//! Deletion metrics: what the activities did, counted where they know it.
+//!
+//! The instruments are created from the same `CoreMeter` the Temporal runtime reports its own
+//! worker metrics to, so one Prometheus endpoint serves both. Without a meter (tests, or the
+//! endpoint disabled) every recording is a no-op.
+//!
+//! Counting rules (each count is added once, after the durable write that makes it true):
+//! - objects deleted: a chunk's acknowledged versions, when the chunk is stamped;
+//! - rows purged: the request's total, when the purge advances the request to `postgres_purged`;
+//! - keys purged: the keys one `purge_cache` attempt unlinked, when it advances the request;
+//! - blocked: every `Blocked` event recorded in the audit trail, by phase.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use temporalio_common::telemetry::metrics::{
+    CoreMeter, Counter, HistogramF64, MetricAttributes, MetricKeyValue, MetricParameters,
+    NewAttributes,
+};
+
+use crate::failure::{Classified, Severity};
+
+/// Name of the versions-deleted counter (the exporter adds `_total`).
+pub const OBJECTS_DELETED: &str = "buzz_deletion_objects_deleted";
+/// Name of the rows-purged counter (the exporter adds `_total`).
+pub const ROWS_PURGED: &str = "buzz_deletion_rows_purged";
+/// Name of the Redis-keys-purged counter (the exporter adds `_total`).
+pub const KEYS_PURGED: &str = "buzz_deletion_keys_purged";
+/// Name of the blocked-deletions counter (the exporter adds `_total`), labelled by `phase`.
+pub const BLOCKED: &str = "buzz_deletion_blocked";
+/// Name of the activity-duration histogram, in seconds, labelled by `activity` and `outcome`.
+pub const ACTIVITY_DURATION: &str = "buzz_deletion_activity_duration_seconds";
+
+/// Bucket bounds of [`ACTIVITY_DURATION`], in seconds: from a bookkeeping write to a long
+/// chunk-deletion call.
+pub const ACTIVITY_DURATION_BUCKETS: [f64; 13] = [
+    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
+];
+
+/// The instruments, created once per process.
+struct Instruments {
+    meter: Arc<dyn CoreMeter>,
+    objects_deleted: Counter,
+    rows_purged: Counter,
+    keys_purged: Counter,
+    blocked: Counter,
+    activity_duration: HistogramF64,
+    unlabelled: MetricAttributes,
+}
+
+/// A cheap, cloneable handle the activities record through; [`DeletionMetrics::disabled`] (the
+/// default) records nothing.
+#[derive(Clone, Default)]
+pub struct DeletionMetrics(Option<Arc<Instruments>>);
+
+impl std::fmt::Debug for DeletionMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("DeletionMetrics")
+            .field(&if self.0.is_some() {
+                "enabled"
+            } else {
+                "disabled"
+            })
+            .finish()
+    }
+}
+
+impl DeletionMetrics {
+    /// Records nothing.
+    pub fn disabled() -> Self {
+        Self(None)
+    }
+
+    /// Creates the instruments on `meter`. The unlabelled counters start at zero so a scrape
+    /// shows them before the first deletion.
+    pub fn new(meter: Arc<dyn CoreMeter>) -> Self {
+        let counter = |name: &'static str, description: &'static str| {
+            meter.counter(
+                MetricParameters::builder()
+                    .name(name)
+                    .description(description)
+                    .build(),
+            )
+        };
+        let instruments = Instruments {
+            objects_deleted: counter(
+                OBJECTS_DELETED,
+                "Object versions and delete markers deleted (counted when their chunk is stamped)",
+            ),
+            rows_purged: counter(
+                ROWS_PURGED,
+                "Postgres rows purged, community rows included (counted when a purge completes)",
+            ),
+            keys_purged: counter(KEYS_PURGED, "Redis keys unlinked by completed cache purges"),
+            blocked: counter(
+                BLOCKED,
+                "Deletions blocked by a permanent failure, by phase",
+            ),
+            activity_duration: meter.histogram_f64(
+                MetricParameters::builder()
+                    .name(ACTIVITY_DURATION)
+                    .description(
+                        "Duration of one community activity attempt, by activity and outcome",
+                    )
+                    .build(),
+            ),
+            unlabelled: meter.new_attributes(NewAttributes::new(Vec::new())),
+            meter,
+        };
+        for counter in [
+            &instruments.objects_deleted,
+            &instruments.rows_purged,
+            &instruments.keys_purged,
+        ] {
+            counter.add(0, &instruments.unlabelled);
+        }
+        Self(Some(Arc::new(instruments)))
+    }
+
+    /// Adds versions deleted.
+    pub fn objects_deleted(&self, versions: u64) {
+        if let Some(m) = &self.0 {
+            m.objects_deleted.add(versions, &m.unlabelled);
+        }
+    }
+
+    /// Adds rows purged.
+    pub fn rows_purged(&self, rows: u64) {
+        if let Some(m) = &self.0 {
+            m.rows_purged.add(rows, &m.unlabelled);
+        }
+    }
+
+    /// Adds Redis keys purged.
+    pub fn keys_purged(&self, keys: u64) {
+        if let Some(m) = &self.0 {
+            m.keys_purged.add(keys, &m.unlabelled);
+        }
+    }
+
+    /// Counts one deletion blocked in `phase`.
+    pub fn blocked(&self, phase: &str) {
+        if let Some(m) = &self.0 {
+            let labels = m.labels(vec![MetricKeyValue::new("phase", phase.to_owned())]);
+            m.blocked.add(1, &labels);
+        }
+    }
+
+    /// Records how long one attempt of `activity` took and how it ended.
+    pub fn activity_finished(&self, activity: &str, outcome: Outcome, elapsed: Duration) {
+        if let Some(m) = &self.0 {
+            let labels = m.labels(vec![
+                MetricKeyValue::new("activity", activity.to_owned()),
+                MetricKeyValue::new("outcome", outcome.as_str()),
+            ]);
+            m.activity_duration.record(elapsed.as_secs_f64(), &labels);
+        }
+    }
+
+    /// Runs `work` and records its duration under `activity`, with the outcome its result implies.
+    pub async fn timed<T, E: Classified>(
+        &self,
+        activity: &str,
+        work: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
+        let started = Instant::now();
+        let result = work.await;
+        let outcome = match &result {
+            Ok(_) => Outcome::Ok,
+            Err(e) => match e.severity() {
+                Severity::Transient => Outcome::Transient,
+                Severity::Permanent => Outcome::Permanent,
+            },
+        };
+        self.activity_finished(activity, outcome, started.elapsed());
+        result
+    }
+}
+
+impl Instruments {
+    fn labels(&self, labels: Vec<MetricKeyValue>) -> MetricAttributes {
+        self.meter.new_attributes(NewAttributes::new(labels))
+    }
+}
+
+/// How an activity attempt ended, as the `outcome` label spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// It returned a result.
+    Ok,
+    /// It failed and Temporal retries it.
+    Transient,
+    /// It failed permanently (the deletion blocks).
+    Permanent,
+}
+
+impl Outcome {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Transient => "transient",
+            Outcome::Permanent => "permanent",
+        }
+    }
+}
