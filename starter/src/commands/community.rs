@@ -617,6 +617,53 @@ async fn watch(id: Uuid, interval_ms: u64, timeout_secs: u64) -> CliResult {
     }
 }
 
+/// What Temporal's visibility says about a running deletion (its search attributes).
+#[derive(Debug, Clone, serde::Serialize)]
+struct LivePhase {
+    phase: Option<String>,
+    blocked: Option<bool>,
+}
+
+/// Running community deletions by workflow id, from Temporal visibility. A list is a read, so
+/// an unreachable Temporal is a warning, not a failure: Postgres still answers.
+async fn live_phases() -> std::collections::HashMap<String, LivePhase> {
+    use futures::StreamExt;
+    let mut live = std::collections::HashMap::new();
+    let client = match connect::temporal(&TemporalTarget::from_env()).await {
+        Ok(client) => client,
+        Err(e) => {
+            eprintln!("warning: live phases unavailable ({e}); showing Postgres only");
+            return live;
+        }
+    };
+    let query = "BuzzDeletionKind = 'community' AND ExecutionStatus = 'Running'";
+    let mut stream = client.list_workflows(
+        query,
+        temporalio_client::WorkflowListOptions::builder()
+            .limit(1000)
+            .build(),
+    );
+    while let Some(entry) = stream.next().await {
+        match entry {
+            Ok(execution) => {
+                let attributes = execution.search_attributes();
+                live.insert(
+                    execution.id().to_owned(),
+                    LivePhase {
+                        phase: attributes.get(&search::STAGE),
+                        blocked: attributes.get(&search::BLOCKED),
+                    },
+                );
+            }
+            Err(e) => {
+                eprintln!("warning: Temporal visibility query failed: {e}");
+                break;
+            }
+        }
+    }
+    live
+}
+
 async fn list(format: OutputFormat, args: ListArgs) -> CliResult {
     let store = connect::store().await?;
     let filter = match args.state {
@@ -629,8 +676,28 @@ async fn list(format: OutputFormat, args: ListArgs) -> CliResult {
         .list_requests(filter, u32::from(args.limit))
         .await
         .map_err(store_failure)?;
+    let live = if requests.iter().any(|r| r.is_open()) {
+        live_phases().await
+    } else {
+        Default::default()
+    };
     match format {
-        OutputFormat::Json => print_json(&requests)?,
+        OutputFormat::Json => {
+            let rows: Vec<serde_json::Value> = requests
+                .iter()
+                .map(|r| {
+                    let mut row = serde_json::to_value(r).unwrap_or_default();
+                    if let serde_json::Value::Object(map) = &mut row {
+                        map.insert(
+                            "live".to_owned(),
+                            serde_json::to_value(live.get(&r.workflow_id)).unwrap_or_default(),
+                        );
+                    }
+                    row
+                })
+                .collect();
+            print_json(&rows)?
+        }
         OutputFormat::Table => {
             let mut table = Table::new(
                 "deletion requests",
@@ -639,12 +706,17 @@ async fn list(format: OutputFormat, args: ListArgs) -> CliResult {
                     "kind",
                     "target",
                     "stage",
+                    "live phase",
                     "requested_by",
                     "blocked",
                     "created_at",
                 ],
             );
             for r in &requests {
+                let phase = live
+                    .get(&r.workflow_id)
+                    .and_then(|l| l.phase.clone())
+                    .unwrap_or_default();
                 table.row(vec![
                     r.id.to_string(),
                     r.kind.clone(),
@@ -653,6 +725,7 @@ async fn list(format: OutputFormat, args: ListArgs) -> CliResult {
                         .or_else(|| r.target.clone())
                         .unwrap_or_default(),
                     r.stage.clone(),
+                    phase,
                     r.requested_by.clone(),
                     r.blocked_reason.clone().unwrap_or_default(),
                     r.created_at.to_rfc3339(),

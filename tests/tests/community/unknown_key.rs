@@ -60,6 +60,20 @@ async fn unknown_key_shape_blocks_naming_the_key_until_removed_and_unblocked() {
         "the reason must be persisted in Postgres"
     );
 
+    let blocked = cli
+        .run(&["community", "list", "--state", "blocked", "--limit", "1000"])
+        .await
+        .expect_code(0)
+        .json();
+    let listed = blocked
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["id"] == id.as_str()).cloned())
+        .unwrap_or_else(|| panic!("`list --state blocked` must show {id}: {blocked}"));
+    assert_eq!(
+        listed["live"]["blocked"], true,
+        "Temporal visibility agrees: {listed}"
+    );
+
     // The operator removes the stray key (every version), then unblocks.
     let prefix = format!("media/{}/", target.community_id);
     let versions: Vec<ObjectVersionRef> = stack
