@@ -24,3 +24,4 @@ mod serving_load;
 mod stack_check;
 mod sweep;
 mod unknown_key;
+mod worker_lifecycle;
