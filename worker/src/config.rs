@@ -76,6 +76,9 @@ pub struct WorkerConfig {
     pub manifest_chunk_entries: usize,
     /// How long one fence attempt waits for live serving-write leases.
     pub fence_wait: Duration,
+    /// Versions deleted per second per tenant prefix, at most (`BUZZ_DELETE_RATE_PER_PREFIX`,
+    /// default 3,500 as real S3 allows; 0 = unlimited).
+    pub deletes_per_second_per_prefix: u32,
 }
 
 impl WorkerConfig {
@@ -139,6 +142,11 @@ impl WorkerConfig {
             .unwrap_or(10_000)
             .clamp(1, 10_000),
             fence_wait: Duration::from_secs(parse_u64("BUZZ_FENCE_WAIT_SECS", "20")?),
+            deletes_per_second_per_prefix: u32::try_from(parse_u64(
+                "BUZZ_DELETE_RATE_PER_PREFIX",
+                "3500",
+            )?)
+            .unwrap_or(u32::MAX),
         })
     }
 }
@@ -191,6 +199,18 @@ mod tests {
             config.temporal.url().map(|u| u.to_string()).ok().as_deref(),
             Some("http://127.0.0.1:7233/")
         );
+    }
+
+    #[test]
+    fn the_per_prefix_delete_rate_defaults_to_what_real_s3_allows_and_zero_disables_it() {
+        let mut env = full_env();
+        let config = WorkerConfig::from_lookup(|k| env.get(k).map(|v| v.to_string()))
+            .expect("complete environment");
+        assert_eq!(config.deletes_per_second_per_prefix, 3_500);
+        env.insert("BUZZ_DELETE_RATE_PER_PREFIX", "0");
+        let config = WorkerConfig::from_lookup(|k| env.get(k).map(|v| v.to_string()))
+            .expect("complete environment");
+        assert_eq!(config.deletes_per_second_per_prefix, 0);
     }
 
     #[test]

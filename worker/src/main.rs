@@ -42,6 +42,7 @@ async fn run() -> anyhow::Result<()> {
     let settings = activities::community::Settings {
         fence_wait: config.fence_wait,
         manifest_chunk_entries: config.manifest_chunk_entries,
+        deletes_per_second_per_prefix: config.deletes_per_second_per_prefix,
         metrics: metrics
             .as_ref()
             .map(MetricsEndpoint::deletion_metrics)

@@ -1,8 +1,9 @@
 //! Irreversible object deletion: every frozen version, by explicit version id, chunk by chunk.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use temporalio_sdk::activities::ActivityContext;
 use uuid::Uuid;
 use workflows::community::{DeleteChunksInput, DeleteProgress};
@@ -15,9 +16,10 @@ use super::CommunityActivities;
 use super::failure::{PhaseError, PhaseResult};
 use super::heartbeat::{PhaseProgress, ProgressCell, heartbeating};
 
-/// One DeleteObjects call: up to 1,000 versions of one chunk.
+/// One DeleteObjects call: up to 1,000 versions of one chunk (so of one prefix).
 struct DeleteCall {
     chunk_no: u32,
+    prefix: String,
     versions: Vec<ObjectVersionRef>,
 }
 
@@ -60,20 +62,12 @@ pub async fn delete_chunks(
             .await?;
         acts.store.mark_irreversible(&token).await?;
         let parallelism = usize::try_from(input.parallelism.max(1)).unwrap_or(1);
-        let mut budget = input.max_chunks.max(1);
         let mut current = acts.store.chunk_progress(input.request_id).await?;
         report(&progress, &current);
-        while budget > 0 {
-            let limit = u32::try_from(budget.min(parallelism as u64)).unwrap_or(1);
-            let batch = acts.store.pending_chunks(&token, limit).await?;
-            if batch.is_empty() {
-                break;
-            }
-            budget = budget.saturating_sub(batch.len() as u64);
-            delete_batch(acts, &token, batch, parallelism, &progress).await?;
-            current = acts.store.chunk_progress(input.request_id).await?;
-            report(&progress, &current);
-        }
+        let mut stream = ChunkStream::new(&token, input.max_chunks.max(1), &current);
+        stream.run(acts, parallelism, &progress).await?;
+        current = acts.store.chunk_progress(input.request_id).await?;
+        report(&progress, &current);
         if current.chunks_stamped >= current.chunks_total {
             current = acts
                 .store
@@ -131,6 +125,7 @@ fn plan_calls(community: Uuid, chunks: &[ManifestChunk]) -> PhaseResult<Vec<Dele
         for slice in versions.chunks(MAX_VERSIONS_PER_DELETE) {
             calls.push(DeleteCall {
                 chunk_no: chunk.chunk_no,
+                prefix: chunk.prefix.clone(),
                 versions: slice.to_vec(),
             });
         }
@@ -138,44 +133,127 @@ fn plan_calls(community: Uuid, chunks: &[ManifestChunk]) -> PhaseResult<Vec<Dele
     Ok(calls)
 }
 
-/// Runs one batch of chunks' calls with bounded parallelism and stamps each completed chunk.
-async fn delete_batch(
-    acts: &CommunityActivities,
-    token: &ExecToken,
-    chunks: Vec<ManifestChunk>,
-    parallelism: usize,
-    progress: &ProgressCell,
-) -> PhaseResult<()> {
-    let calls = plan_calls(token.community_id, &chunks)?;
-    let mut tallies: HashMap<u32, ChunkTally> = HashMap::new();
-    for call in &calls {
-        let tally = tallies.entry(call.chunk_no).or_default();
-        tally.calls_left += 1;
-        tally.requested += call.versions.len() as u64;
+/// Pending chunks streamed through one pool of DeleteObjects calls.
+///
+/// A chunk is read only when a call slot is free and every call of the chunks read before has
+/// been issued, so the pool never drains at a chunk boundary (nor idles on chunks smaller than
+/// the parallelism) while memory holds at most the calls in flight plus one read chunk — the
+/// same whatever the manifest's size.
+struct ChunkStream<'t> {
+    token: &'t ExecToken,
+    /// Chunks this attempt may still read.
+    chunks_left: u64,
+    /// The highest chunk number read so far.
+    last_read: Option<u32>,
+    /// Calls of read chunks not yet issued, in chunk order.
+    queued: VecDeque<DeleteCall>,
+    /// Per read, not yet stamped chunk: what came back so far.
+    tallies: HashMap<u32, ChunkTally>,
+    /// Chunks stamped (by any attempt) and in the manifest, for the heartbeat.
+    stamped: u64,
+    total: u64,
+}
+
+impl<'t> ChunkStream<'t> {
+    fn new(token: &'t ExecToken, max_chunks: u64, progress: &ChunkProgress) -> Self {
+        Self {
+            token,
+            chunks_left: max_chunks,
+            last_read: None,
+            queued: VecDeque::new(),
+            tallies: HashMap::new(),
+            stamped: progress.chunks_stamped,
+            total: progress.chunks_total,
+        }
     }
-    drop(chunks);
-    let mut outcomes = futures::stream::iter(calls)
-        .map(|call| async move {
-            acts.store.verify_fence(token).await?;
-            let outcome = acts.objects.delete_versions(&call.versions).await?;
-            acts.store.verify_fence(token).await?;
-            Ok::<(u32, BulkDeleteOutcome), PhaseError>((call.chunk_no, outcome))
-        })
-        .buffer_unordered(parallelism);
-    while let Some(result) = outcomes.next().await {
-        let (chunk_no, outcome) = result?;
-        let Some(tally) = tallies.get_mut(&chunk_no) else {
-            continue;
+
+    /// Deletes up to `chunks_left` chunks with at most `parallelism` calls in flight, stamping
+    /// each chunk once every one of its versions was acknowledged. Stops at the first failure.
+    async fn run(
+        &mut self,
+        acts: &CommunityActivities,
+        parallelism: usize,
+        progress: &ProgressCell,
+    ) -> PhaseResult<()> {
+        let token = self.token;
+        let mut in_flight = FuturesUnordered::new();
+        loop {
+            // Fill every free slot, reading the next chunk only when no read call is left.
+            while in_flight.len() < parallelism {
+                if self.queued.is_empty() {
+                    self.read_next_chunk(acts).await?;
+                }
+                let Some(call) = self.queued.pop_front() else {
+                    break;
+                };
+                in_flight.push(issue(acts, token, call));
+            }
+            let Some(result) = in_flight.next().await else {
+                return Ok(());
+            };
+            let (chunk_no, outcome) = result?;
+            self.settle(acts, chunk_no, &outcome).await?;
+            let step = format!(
+                "deleting object versions: chunk {} of {}",
+                self.stamped, self.total
+            );
+            progress.update(|p| {
+                p.done = p.done.saturating_add(outcome.deleted);
+                p.step = step;
+            });
+        }
+    }
+
+    /// Reads the next pending chunk into calls; a chunk without entries is stamped at once.
+    async fn read_next_chunk(&mut self, acts: &CommunityActivities) -> PhaseResult<()> {
+        while self.queued.is_empty() && self.chunks_left > 0 {
+            let Some(chunk) = acts
+                .store
+                .pending_chunks_after(self.token, self.last_read, 1)
+                .await?
+                .pop()
+            else {
+                self.chunks_left = 0;
+                return Ok(());
+            };
+            self.chunks_left -= 1;
+            self.last_read = Some(chunk.chunk_no);
+            let calls = plan_calls(self.token.community_id, std::slice::from_ref(&chunk))?;
+            if calls.is_empty() {
+                self.stamp(acts, chunk.chunk_no, 0).await?;
+                continue;
+            }
+            for call in calls {
+                let tally = self.tallies.entry(call.chunk_no).or_default();
+                tally.calls_left += 1;
+                tally.requested += call.versions.len() as u64;
+                self.queued.push_back(call);
+            }
+        }
+        Ok(())
+    }
+
+    /// Books one call's answer; stamps its chunk when that was the chunk's last call.
+    async fn settle(
+        &mut self,
+        acts: &CommunityActivities,
+        chunk_no: u32,
+        outcome: &BulkDeleteOutcome,
+    ) -> PhaseResult<()> {
+        let Some(tally) = self.tallies.get_mut(&chunk_no) else {
+            return Ok(());
         };
         tally.calls_left = tally.calls_left.saturating_sub(1);
         tally.deleted += outcome.deleted;
         if tally.first_failure.is_none() {
-            tally.first_failure = first_problem(&outcome);
+            tally.first_failure = first_problem(outcome);
         }
-        progress.update(|p| p.done = p.done.saturating_add(outcome.deleted));
         if tally.calls_left > 0 {
-            continue;
+            return Ok(());
         }
+        let Some(tally) = self.tallies.remove(&chunk_no) else {
+            return Ok(());
+        };
         if tally.deleted != tally.requested || tally.first_failure.is_some() {
             return Err(PhaseError::PartialAcknowledgement {
                 chunk_no,
@@ -183,23 +261,46 @@ async fn delete_batch(
                 requested: tally.requested,
                 first_failure: tally
                     .first_failure
-                    .clone()
                     .unwrap_or_else(|| "acknowledgement count short".to_owned()),
             });
         }
+        self.stamp(acts, chunk_no, tally.deleted).await
+    }
+
+    async fn stamp(
+        &mut self,
+        acts: &CommunityActivities,
+        chunk_no: u32,
+        deleted: u64,
+    ) -> PhaseResult<()> {
         acts.store
             .stamp_chunk(
-                token,
+                self.token,
                 chunk_no,
                 ChunkAck {
-                    deleted: tally.deleted,
+                    deleted,
                     already_missing: 0,
                 },
             )
             .await?;
-        acts.settings.metrics.objects_deleted(tally.deleted);
+        self.stamped += 1;
+        acts.settings.metrics.objects_deleted(deleted);
+        Ok(())
     }
-    Ok(())
+}
+
+/// One irreversible call: paced per prefix, and bracketed by fence checks so a superseded
+/// attempt issues nothing more once its successor has claimed the request.
+async fn issue(
+    acts: &CommunityActivities,
+    token: &ExecToken,
+    call: DeleteCall,
+) -> PhaseResult<(u32, BulkDeleteOutcome)> {
+    acts.pacer.admit(&call.prefix, call.versions.len()).await;
+    acts.store.verify_fence(token).await?;
+    let outcome = acts.objects.delete_versions(&call.versions).await?;
+    acts.store.verify_fence(token).await?;
+    Ok((call.chunk_no, outcome))
 }
 
 /// The first failed or unacknowledged version of a DeleteObjects answer, for the error message.

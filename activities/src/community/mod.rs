@@ -9,6 +9,7 @@ mod freeze;
 mod heartbeat;
 mod intake;
 mod listing;
+mod pacing;
 mod purge;
 mod verify;
 
@@ -31,6 +32,7 @@ use crate::store::{MANIFEST_CHUNK_MAX_ENTRIES, Store};
 
 pub use failure::{PhaseError, PhaseResult, into_activity_error};
 pub use heartbeat::PhaseProgress;
+pub use pacing::{DEFAULT_DELETES_PER_SECOND_PER_PREFIX, PrefixPacer};
 
 /// Knobs of the activities that are not part of the workflow's input.
 #[derive(Debug, Clone)]
@@ -40,6 +42,9 @@ pub struct Settings {
     pub fence_wait: Duration,
     /// Versions per manifest chunk (at most 10,000).
     pub manifest_chunk_entries: usize,
+    /// Versions deleted per second per tenant prefix, at most (0: unlimited); real S3
+    /// throttles at 3,500 DELETEs per second per prefix.
+    pub deletes_per_second_per_prefix: u32,
     /// Where the activities count what they did (disabled by default).
     pub metrics: DeletionMetrics,
 }
@@ -49,6 +54,7 @@ impl Default for Settings {
         Self {
             fence_wait: Duration::from_secs(20),
             manifest_chunk_entries: MANIFEST_CHUNK_MAX_ENTRIES,
+            deletes_per_second_per_prefix: DEFAULT_DELETES_PER_SECOND_PER_PREFIX,
             metrics: DeletionMetrics::disabled(),
         }
     }
@@ -61,6 +67,8 @@ pub struct CommunityActivities {
     objects: ObjectStore,
     cache: Cache,
     settings: Settings,
+    /// Paces DeleteObjects per prefix across every deletion this worker runs.
+    pacer: Arc<PrefixPacer>,
 }
 
 impl CommunityActivities {
@@ -70,6 +78,7 @@ impl CommunityActivities {
             store,
             objects,
             cache,
+            pacer: Arc::new(PrefixPacer::new(settings.deletes_per_second_per_prefix)),
             settings,
         }
     }

@@ -390,16 +390,30 @@ impl Store {
         token: &ExecToken,
         limit: u32,
     ) -> StoreResult<Vec<ManifestChunk>> {
+        self.pending_chunks_after(token, None, limit).await
+    }
+
+    /// Up to `limit` unstamped chunks numbered above `after` (from the first when `None`),
+    /// lowest number first, so a caller streaming the manifest reads each chunk once while
+    /// earlier ones are still being deleted. Generation-checked (read only).
+    pub async fn pending_chunks_after(
+        &self,
+        token: &ExecToken,
+        after: Option<u32>,
+        limit: u32,
+    ) -> StoreResult<Vec<ManifestChunk>> {
         let mut conn = self.pool.acquire().await?;
         let row = read_request(&mut conn, token.request_id).await?;
         check_generation(&row, token)?;
         row.require_stage(&[Stage::Drained])?;
         let rows: Vec<(i32, String, sqlx::types::Json<Vec<String>>)> = sqlx::query_as(
             "SELECT chunk_no, prefix, entries FROM deletion.manifest_chunks \
-             WHERE request_id = $1 AND deleted_at IS NULL ORDER BY chunk_no LIMIT $2",
+             WHERE request_id = $1 AND deleted_at IS NULL AND chunk_no > $3 \
+             ORDER BY chunk_no LIMIT $2",
         )
         .bind(token.request_id)
         .bind(i64::from(limit.max(1)))
+        .bind(after.map_or(-1, i64::from))
         .fetch_all(&mut *conn)
         .await?;
         Ok(rows

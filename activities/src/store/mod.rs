@@ -30,8 +30,8 @@ mod token;
 
 use std::time::Duration;
 
-use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
+use sqlx::{Connection, PgPool};
 
 pub use audit::AuditEvent;
 pub use catalog::{COMMUNITIES_TABLE, CatalogInventory, catalog_scan_in};
@@ -77,6 +77,16 @@ impl Store {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections.max(1))
             .acquire_timeout(ACQUIRE_TIMEOUT)
+            // A connection's buffers grow to the largest message it ever carried (a 10,000-entry
+            // manifest chunk is ~1.6 MB) and keep that size; shrinking them on release bounds
+            // a worker's memory by what is in use rather than by which connections once held
+            // a chunk.
+            .after_release(|conn, _meta| {
+                Box::pin(async move {
+                    conn.shrink_buffers();
+                    Ok(true)
+                })
+            })
             .connect(database_url)
             .await
             .map_err(|source| StoreError::Connect {

@@ -1,0 +1,108 @@
+//! Temporal history size of every run of a workflow's continue-as-new chain, read with the
+//! `temporal` CLI (`TEMPORAL_CLI_EXE`, else `temporal` on PATH) from the first run onwards.
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+use tokio::process::Command;
+
+use crate::stack::env;
+
+/// Most runs followed: far beyond any chain the benchmark's sizes produce.
+const MAX_RUNS: usize = 10_000;
+
+/// One run of the chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunHistory {
+    /// The run id.
+    pub run_id: String,
+    /// Events in its history.
+    pub events: u64,
+}
+
+/// Every run of `workflow_id`, first to last, with its event count.
+pub async fn run_chain(workflow_id: &str) -> Result<Vec<RunHistory>> {
+    let described = temporal_json(&["workflow", "describe", "-w", workflow_id]).await?;
+    let mut run_id = described["workflowExecutionInfo"]["firstRunId"]
+        .as_str()
+        .map(str::to_owned)
+        .with_context(|| format!("describe {workflow_id} has no firstRunId"))?;
+    let mut chain = Vec::new();
+    for _ in 0..MAX_RUNS {
+        let history =
+            temporal_json(&["workflow", "show", "-w", workflow_id, "-r", &run_id]).await?;
+        let events = history["events"]
+            .as_array()
+            .with_context(|| format!("history of run {run_id} has no events"))?;
+        let next = continued_as(events);
+        chain.push(RunHistory {
+            run_id: run_id.clone(),
+            events: events.len() as u64,
+        });
+        match next {
+            Some(next) => run_id = next,
+            None => return Ok(chain),
+        }
+    }
+    bail!("{workflow_id} has more than {MAX_RUNS} runs")
+}
+
+/// The run a history continued as, when its last event is a continue-as-new.
+fn continued_as(events: &[Value]) -> Option<String> {
+    let last = events.last()?;
+    if last["eventType"] != "EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW" {
+        return None;
+    }
+    last["workflowExecutionContinuedAsNewEventAttributes"]["newExecutionRunId"]
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// Runs `temporal ARGS… --output json` against the stack's server and parses stdout.
+async fn temporal_json(args: &[&str]) -> Result<Value> {
+    let exe = std::env::var("TEMPORAL_CLI_EXE").unwrap_or_else(|_| "temporal".to_owned());
+    let address = env("TEMPORAL_ADDRESS")?;
+    let namespace = std::env::var("TEMPORAL_NAMESPACE").unwrap_or_else(|_| "default".to_owned());
+    let output = Command::new(&exe)
+        .args(args)
+        .args([
+            "--output",
+            "json",
+            "--address",
+            &address,
+            "--namespace",
+            &namespace,
+        ])
+        .output()
+        .await
+        .with_context(|| format!("run {exe} (set TEMPORAL_CLI_EXE; `source .state/env`)"))?;
+    if !output.status.success() {
+        bail!(
+            "{exe} {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    serde_json::from_slice(&output.stdout)
+        .with_context(|| format!("{exe} {} printed no JSON", args.join(" ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_chain_continues_only_through_a_final_continue_as_new_event() {
+        let continued = vec![
+            json!({"eventType": "EVENT_TYPE_WORKFLOW_EXECUTION_STARTED"}),
+            json!({
+                "eventType": "EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW",
+                "workflowExecutionContinuedAsNewEventAttributes": {"newExecutionRunId": "run-2"}
+            }),
+        ];
+        assert_eq!(continued_as(&continued).as_deref(), Some("run-2"));
+        let completed = vec![json!({"eventType": "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED"})];
+        assert_eq!(continued_as(&completed), None);
+        assert_eq!(continued_as(&[]), None);
+    }
+}

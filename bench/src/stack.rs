@@ -1,0 +1,65 @@
+//! Connections to the local stack's three data stores, from the same environment variables the
+//! worker reads. An unreachable server fails the run with its name and how to start it.
+
+use activities::cache::Cache;
+use activities::objects::{ObjectStore, S3Config};
+use activities::store::Store;
+use anyhow::{Context, Result, bail};
+
+const HOW_TO_START: &str = "start the local stack with `bash deploy/local/up && source .state/env`";
+
+/// Postgres, the S3 bucket and Redis.
+#[derive(Debug, Clone)]
+pub struct Stack {
+    /// Postgres (tenant rows and the exclusion proof).
+    pub store: Store,
+    /// The shared versioned bucket.
+    pub objects: ObjectStore,
+    /// Redis.
+    pub cache: Cache,
+}
+
+/// Reads a required variable.
+pub fn env(name: &str) -> Result<String> {
+    match std::env::var(name) {
+        Ok(value) if !value.trim().is_empty() => Ok(value),
+        _ => bail!("{name} is not set: {HOW_TO_START}"),
+    }
+}
+
+impl Stack {
+    /// Connects to all three stores and checks the schema is current and the bucket versioned.
+    pub async fn connect() -> Result<Stack> {
+        let database_url = env("DATABASE_URL")?;
+        let store = Store::connect(&database_url)
+            .await
+            .with_context(|| format!("PostgreSQL is not reachable; {HOW_TO_START}"))?;
+        store
+            .check_schema_current()
+            .await
+            .context("the schema is not current: run `target/debug/buzz-deletion migrate`")?;
+        let s3 = S3Config {
+            endpoint: env("BUZZ_S3_ENDPOINT")?,
+            bucket: env("BUZZ_S3_BUCKET")?,
+            region: std::env::var("BUZZ_S3_REGION").unwrap_or_else(|_| "us-east-1".to_owned()),
+            access_key: env("BUZZ_S3_ACCESS_KEY")?,
+            secret_key: env("BUZZ_S3_SECRET_KEY")?,
+        };
+        let objects = ObjectStore::connect(&s3).await?;
+        objects.check_bucket().await.with_context(|| {
+            format!(
+                "S3 (Ceph RGW) bucket not usable at {}; {HOW_TO_START}",
+                s3.endpoint
+            )
+        })?;
+        let redis_url = env("REDIS_URL")?;
+        let cache = Cache::connect(&redis_url)
+            .await
+            .with_context(|| format!("Redis is not reachable at {redis_url}; {HOW_TO_START}"))?;
+        Ok(Stack {
+            store,
+            objects,
+            cache,
+        })
+    }
+}

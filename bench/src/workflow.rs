@@ -1,0 +1,283 @@
+//! The workflow variants (b and c): the real worker process on its own task queue, driven by the
+//! real operator CLI, timed from the approval to `retention_pending`.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+use tokio::process::{Child, Command};
+use uuid::Uuid;
+
+use crate::history::{RunHistory, run_chain};
+use crate::machine::peak_rss_kib;
+use crate::stack::Stack;
+
+/// How often the request row is polled for completion.
+const POLL: Duration = Duration::from_millis(100);
+
+/// How long a stopped worker may drain before it is killed.
+const WORKER_DRAIN: Duration = Duration::from_secs(30);
+
+/// Workflow tuning and process settings of one workflow variant.
+#[derive(Debug, Clone)]
+pub struct WorkflowVariant {
+    /// Directory of `buzz-deletion` and `buzz-deletion-worker`.
+    pub bin_dir: PathBuf,
+    /// DeleteObjects calls in flight (`--delete-parallelism`).
+    pub delete_parallelism: u32,
+    /// Chunks per `delete_chunks` call (`--chunks-per-call`).
+    pub chunks_per_call: u64,
+    /// `delete_chunks` calls per run (`--delete-rounds-per-run`).
+    pub delete_rounds_per_run: u32,
+    /// Versions per manifest chunk (worker's `BUZZ_MANIFEST_CHUNK_ENTRIES`).
+    pub chunk_entries: u32,
+    /// Give up after this long.
+    pub timeout: Duration,
+}
+
+/// What one workflow variant measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkflowTimings {
+    /// From invoking `community approve` until the bench saw `retention_pending`.
+    pub wall: Duration,
+    /// Time per stage checkpoint, from the approval on (stage, time since the previous one).
+    pub stages: Vec<(String, Duration)>,
+    /// Every run of the continue-as-new chain.
+    pub runs: Vec<RunHistory>,
+    /// The worker's peak resident set, KiB.
+    pub worker_peak_rss_kib: u64,
+    /// The request id.
+    pub request_id: Uuid,
+}
+
+/// Deletes the community served at `host` through the workflow and measures it.
+pub async fn run_workflow(
+    stack: &Stack,
+    host: &str,
+    variant: &WorkflowVariant,
+    label: &str,
+) -> Result<WorkflowTimings> {
+    let task_queue = format!("bench-{label}-{}", Uuid::new_v4().simple());
+    let mut worker = start_worker(&variant.bin_dir, &task_queue, variant.chunk_entries)?;
+    let measured = drive(stack, host, variant, &task_queue, &worker).await;
+    stop_worker(&mut worker).await;
+    measured
+}
+
+/// Submits, approves and waits; reads the worker's peak RSS before it is stopped.
+async fn drive(
+    stack: &Stack,
+    host: &str,
+    variant: &WorkflowVariant,
+    task_queue: &str,
+    worker: &Child,
+) -> Result<WorkflowTimings> {
+    let pid = worker.id().context("the worker exited at start-up")?;
+    let parallelism = variant.delete_parallelism.to_string();
+    let chunks = variant.chunks_per_call.to_string();
+    let rounds = variant.delete_rounds_per_run.to_string();
+    let submitted = cli(
+        &variant.bin_dir,
+        task_queue,
+        &[
+            "community",
+            "submit",
+            "--host",
+            host,
+            "--requested-by",
+            "bench-requester",
+            "--retry-initial-secs",
+            "1",
+            "--delete-parallelism",
+            &parallelism,
+            "--chunks-per-call",
+            &chunks,
+            "--delete-rounds-per-run",
+            &rounds,
+        ],
+    )
+    .await?;
+    let request_id: Uuid = submitted["request_id"]
+        .as_str()
+        .and_then(|id| id.parse().ok())
+        .with_context(|| format!("submit printed no request id: {submitted}"))?;
+    let digest = submitted["digest"]
+        .as_str()
+        .with_context(|| format!("submit printed no digest: {submitted}"))?
+        .to_owned();
+    let workflow_id = submitted["workflow_id"].as_str().map_or_else(
+        || workflows::community::workflow_id(request_id),
+        str::to_owned,
+    );
+
+    let started = Instant::now();
+    cli(
+        &variant.bin_dir,
+        task_queue,
+        &[
+            "community",
+            "approve",
+            &request_id.to_string(),
+            "--approved-by",
+            "bench-approver",
+            "--digest",
+            &digest,
+        ],
+    )
+    .await?;
+    wait_until_retained(stack, request_id, variant.timeout).await?;
+    let wall = started.elapsed();
+    let worker_peak_rss_kib = peak_rss_kib(pid)?;
+
+    let inspection = stack.store.inspect(request_id).await?;
+    let stages = stage_durations(
+        inspection
+            .checkpoints
+            .iter()
+            .map(|c| (c.stage.clone(), c.reached_at)),
+    );
+    let runs = run_chain(&workflow_id).await?;
+    Ok(WorkflowTimings {
+        wall,
+        stages,
+        runs,
+        worker_peak_rss_kib,
+        request_id,
+    })
+}
+
+/// Polls the request row until it is `retention_pending`; a block or abort ends the wait.
+async fn wait_until_retained(stack: &Stack, request_id: Uuid, timeout: Duration) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let request = stack.store.get_request(request_id).await?;
+        match request.stage.as_str() {
+            "retention_pending" => return Ok(()),
+            "aborted" => bail!("request {request_id} was aborted"),
+            _ => {}
+        }
+        if let Some(reason) = request.blocked_reason {
+            bail!("request {request_id} is blocked: {reason}");
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "request {request_id} still at stage {} after {} s (last error: {:?})",
+                request.stage,
+                timeout.as_secs(),
+                request.last_error
+            );
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Time between consecutive checkpoints, starting at the approval.
+fn stage_durations(
+    checkpoints: impl Iterator<Item = (String, chrono::DateTime<chrono::Utc>)>,
+) -> Vec<(String, Duration)> {
+    let mut previous: Option<chrono::DateTime<chrono::Utc>> = None;
+    let mut stages = Vec::new();
+    for (stage, at) in checkpoints {
+        if previous.is_none() && stage != "approved" {
+            continue;
+        }
+        if let Some(before) = previous {
+            let took = (at - before).to_std().unwrap_or_default();
+            stages.push((stage, took));
+        }
+        previous = Some(at);
+    }
+    stages
+}
+
+/// Starts `buzz-deletion-worker` on `task_queue` (metrics off, warnings only).
+fn start_worker(bin_dir: &Path, task_queue: &str, chunk_entries: u32) -> Result<Child> {
+    let exe = bin_dir.join("buzz-deletion-worker");
+    Command::new(&exe)
+        .env("BUZZ_TASK_QUEUE", task_queue)
+        .env("BUZZ_METRICS_PORT", "0")
+        .env("BUZZ_MANIFEST_CHUNK_ENTRIES", chunk_entries.to_string())
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| {
+            format!(
+                "start {} (build it with `cargo build --workspace --bins`)",
+                exe.display()
+            )
+        })
+}
+
+/// SIGTERM (graceful drain), then SIGKILL if it has not exited within [`WORKER_DRAIN`].
+async fn stop_worker(worker: &mut Child) {
+    if let Some(pid) = worker.id() {
+        let _ = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .await;
+    }
+    if tokio::time::timeout(WORKER_DRAIN, worker.wait())
+        .await
+        .is_err()
+    {
+        let _ = worker.kill().await;
+    }
+}
+
+/// Runs the operator CLI on `task_queue`; exit 0 and JSON on stdout are required.
+async fn cli(bin_dir: &Path, task_queue: &str, args: &[&str]) -> Result<Value> {
+    let exe = bin_dir.join("buzz-deletion");
+    let output = Command::new(&exe)
+        .args(args)
+        .env("BUZZ_TASK_QUEUE", task_queue)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .with_context(|| format!("run {}", exe.display()))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        bail!(
+            "buzz-deletion {} exited {:?}\n{stdout}\n{}",
+            args.join(" "),
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    serde_json::from_str(&stdout)
+        .with_context(|| format!("buzz-deletion {} printed no JSON: {stdout}", args.join(" ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{TimeZone, Utc};
+
+    #[test]
+    fn stage_times_start_at_the_approval_and_are_deltas() {
+        let at = |s: i64| Utc.timestamp_opt(1_000 + s, 0).single().unwrap_or_default();
+        let stages = stage_durations(
+            [
+                ("inventoried".to_owned(), at(0)),
+                ("approved".to_owned(), at(10)),
+                ("fenced".to_owned(), at(11)),
+                ("drained".to_owned(), at(14)),
+                ("retention_pending".to_owned(), at(20)),
+            ]
+            .into_iter(),
+        );
+        assert_eq!(
+            stages,
+            vec![
+                ("fenced".to_owned(), Duration::from_secs(1)),
+                ("drained".to_owned(), Duration::from_secs(3)),
+                ("retention_pending".to_owned(), Duration::from_secs(6)),
+            ]
+        );
+    }
+}
