@@ -21,14 +21,15 @@ pub struct BenchArgs {
     /// DeleteObjects calls in flight for the floor (a) and the parallel workflow (c).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub delete_parallelism: u32,
-    /// Manifest chunks one `delete_chunks` activity call deletes (workflow tuning).
-    #[arg(long, default_value_t = 20)]
+    /// Manifest chunks one `delete_chunks` activity call deletes (workflow tuning; the CLI's
+    /// default).
+    #[arg(long, default_value_t = 100)]
     pub chunks_per_call: u64,
     /// `delete_chunks` calls per workflow run before continue-as-new (workflow tuning).
     #[arg(long, default_value_t = 40)]
     pub delete_rounds_per_run: u32,
-    /// Versions per manifest chunk (the worker's BUZZ_MANIFEST_CHUNK_ENTRIES).
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    /// Versions per manifest chunk (the worker's BUZZ_MANIFEST_CHUNK_ENTRIES; its default).
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub chunk_entries: u32,
     /// Rows per purge statement, for the floor (the workflow's default `purge_batch_rows`).
     #[arg(long, default_value_t = 5_000)]

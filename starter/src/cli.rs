@@ -139,7 +139,7 @@ pub struct TuningArgs {
     #[arg(long, default_value_t = 8)]
     pub delete_parallelism: u32,
     /// Manifest chunks deleted per activity call.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 100)]
     pub chunks_per_call: u64,
     /// delete_chunks calls per workflow run before continue-as-new.
     #[arg(long, default_value_t = 40)]

@@ -72,7 +72,8 @@ pub struct WorkerConfig {
     pub shutdown_grace: Duration,
     /// Task queue to poll (default `buzz-deletion`; tests isolate themselves with their own).
     pub task_queue: String,
-    /// Versions per manifest chunk (at most 10,000).
+    /// Versions per manifest chunk (`BUZZ_MANIFEST_CHUNK_ENTRIES`, default 1,000 — one
+    /// DeleteObjects call — at most 10,000).
     pub manifest_chunk_entries: usize,
     /// How long one fence attempt waits for live serving-write leases.
     pub fence_wait: Duration,
@@ -137,7 +138,7 @@ impl WorkerConfig {
             task_queue: optional("BUZZ_TASK_QUEUE", workflows::TASK_QUEUE),
             manifest_chunk_entries: usize::try_from(parse_u64(
                 "BUZZ_MANIFEST_CHUNK_ENTRIES",
-                "10000",
+                "1000",
             )?)
             .unwrap_or(10_000)
             .clamp(1, 10_000),
@@ -207,6 +208,7 @@ mod tests {
         let config = WorkerConfig::from_lookup(|k| env.get(k).map(|v| v.to_string()))
             .expect("complete environment");
         assert_eq!(config.deletes_per_second_per_prefix, 3_500);
+        assert_eq!(config.manifest_chunk_entries, 1_000);
         env.insert("BUZZ_DELETE_RATE_PER_PREFIX", "0");
         let config = WorkerConfig::from_lookup(|k| env.get(k).map(|v| v.to_string()))
             .expect("complete environment");

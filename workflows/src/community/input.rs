@@ -81,7 +81,7 @@ impl Default for Tuning {
             retry_max_secs: 600,
             heartbeat_timeout_secs: 30,
             delete_parallelism: 8,
-            chunks_per_call: 20,
+            chunks_per_call: 100,
             delete_rounds_per_run: 40,
             purge_batch_rows: 5000,
         }
