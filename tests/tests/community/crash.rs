@@ -30,17 +30,7 @@ async fn sigkilled_worker_mid_delete_is_finished_by_a_new_worker_without_restamp
             &["--delete-parallelism", "1", "--chunks-per-call", "1000"],
         )
         .await;
-    cli.run(&[
-        "community",
-        "approve",
-        &id,
-        "--approved-by",
-        "bob",
-        "--digest",
-        &digest,
-    ])
-    .await
-    .expect_code(0);
+    cli.approve(&id, "bob", &digest).await.expect_code(0);
 
     // Kill the worker once at least one chunk is stamped and others are still pending.
     let request_id: uuid::Uuid = id.parse().unwrap_or_default();

@@ -30,17 +30,7 @@ async fn target_is_erased_in_all_three_stores_and_neighbours_are_byte_identical(
     let (id, digest) = cli
         .submit(&target_host, "alice", &["--reason", "tenant asked"])
         .await;
-    cli.run(&[
-        "community",
-        "approve",
-        &id,
-        "--approved-by",
-        "bob",
-        "--digest",
-        &digest,
-    ])
-    .await
-    .expect_code(0);
+    cli.approve(&id, "bob", &digest).await.expect_code(0);
     let watched = cli
         .run(&[
             "community",

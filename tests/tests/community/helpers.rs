@@ -314,6 +314,20 @@ impl Cli {
         (id, digest)
     }
 
+    /// `community approve ID --approved-by APPROVER --digest DIGEST`.
+    pub async fn approve(&self, id: &str, approver: &str, digest: &str) -> CliRun {
+        self.run(&[
+            "community",
+            "approve",
+            id,
+            "--approved-by",
+            approver,
+            "--digest",
+            digest,
+        ])
+        .await
+    }
+
     /// Polls `community status` until `done` says so (or panics after `secs`).
     pub async fn wait_status(&self, id: &str, secs: u64, done: impl Fn(&Value) -> bool) -> Value {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);

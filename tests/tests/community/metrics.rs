@@ -71,17 +71,7 @@ async fn metrics_endpoint_counts_exactly_what_a_deletion_removed_beside_the_sdk_
     let before = snapshot(&stack, target.community_id).await;
 
     let (id, digest) = cli.submit(&host, "alice", &[]).await;
-    cli.run(&[
-        "community",
-        "approve",
-        &id,
-        "--approved-by",
-        "bob",
-        "--digest",
-        &digest,
-    ])
-    .await
-    .expect_code(0);
+    cli.approve(&id, "bob", &digest).await.expect_code(0);
     cli.run(&["community", "watch", &id, "--timeout-secs", "240"])
         .await
         .expect_code(0);

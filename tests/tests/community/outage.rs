@@ -60,17 +60,7 @@ async fn redis_outage_mid_deletion_is_retried_and_the_deletion_completes() {
 
     let _restart = RestartOnDrop;
     stop_redis().await;
-    cli.run(&[
-        "community",
-        "approve",
-        &id,
-        "--approved-by",
-        "bob",
-        "--digest",
-        &digest,
-    ])
-    .await
-    .expect_code(0);
+    cli.approve(&id, "bob", &digest).await.expect_code(0);
     // Draining publishes DisconnectCommunity on Redis: with Redis down it fails and Temporal
     // retries it; `status` shows the pending activity and its last failure.
     let status = cli

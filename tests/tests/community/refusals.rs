@@ -160,17 +160,7 @@ async fn approval_refusals_change_nothing_and_abort_before_deletion_serves_the_c
     let lease = acquire_serving_write(&stack.store, target.community_id, "slow_upload")
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    cli.run(&[
-        "community",
-        "approve",
-        &id,
-        "--approved-by",
-        "bob",
-        "--digest",
-        &digest,
-    ])
-    .await
-    .expect_code(0);
+    cli.approve(&id, "bob", &digest).await.expect_code(0);
     let again = cli
         .run(&[
             "community",

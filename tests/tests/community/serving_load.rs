@@ -99,17 +99,7 @@ async fn approve_and_watch(cli: &Cli, id: &str, digest: &str) {
 }
 
 async fn approve(cli: &Cli, id: &str, digest: &str) {
-    cli.run(&[
-        "community",
-        "approve",
-        id,
-        "--approved-by",
-        "bob",
-        "--digest",
-        digest,
-    ])
-    .await
-    .expect_code(0);
+    cli.approve(id, "bob", digest).await.expect_code(0);
 }
 
 async fn watch(cli: &Cli, id: &str) {

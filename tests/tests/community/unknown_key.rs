@@ -110,17 +110,7 @@ async fn unknown_key_shape_blocks_naming_the_key_until_removed_and_unblocked() {
         .as_str()
         .unwrap_or_default()
         .to_owned();
-    cli.run(&[
-        "community",
-        "approve",
-        &id,
-        "--approved-by",
-        "bob",
-        "--digest",
-        &digest,
-    ])
-    .await
-    .expect_code(0);
+    cli.approve(&id, "bob", &digest).await.expect_code(0);
     cli.run(&["community", "watch", &id, "--timeout-secs", "240"])
         .await
         .expect_code(0);
