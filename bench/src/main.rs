@@ -181,6 +181,8 @@ async fn run(mut args: BenchArgs) -> Result<bool> {
         plan: plan::describe(),
         delete_parallelism: args.delete_parallelism,
         chunk_entries: args.chunk_entries,
+        chunks_per_call: args.chunks_per_call,
+        delete_rounds_per_run: args.delete_rounds_per_run,
         purge_batch_rows: args.purge_batch_rows,
         neighbour_versions: neighbour.object_versions + neighbour.delete_markers,
         probe,
