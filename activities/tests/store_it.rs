@@ -496,7 +496,7 @@ async fn tenant_table_without_the_fence_trigger_makes_the_inventory_fail_closed(
 
     let scan = catalog_scan_in(&mut tx, community.id).await;
     match scan {
-        Err(StoreError::CatalogUnfenced { tables }) => {
+        Err(StoreError::CatalogUnfenced { tables, .. }) => {
             assert_eq!(tables, vec![format!("buzz.{table}")]);
         }
         other => panic!("expected CatalogUnfenced, got {other:?}"),
@@ -542,6 +542,7 @@ async fn a_tenant_table_added_later_is_discovered_and_counted() {
             "CREATE TRIGGER buzz_write_fence BEFORE INSERT OR UPDATE ON buzz.{table} \
              FOR EACH ROW EXECUTE FUNCTION buzz.refuse_fenced_write()"
         ),
+        format!("ALTER TABLE buzz.{table} ENABLE ALWAYS TRIGGER buzz_write_fence"),
         format!(
             "INSERT INTO buzz.{table} (community_id) VALUES ('{}'), ('{}')",
             community.id, community.id

@@ -1,10 +1,11 @@
 //! Tenant tables discovered from the catalog, never from a hand-kept list.
 //!
-//! A tenant table is any ordinary or partitioned table (not a partition) in schema `buzz` with a
-//! `community_id` column, so a table added later is inventoried and purged too. It is *fenced*
-//! when it carries an enabled `buzz_write_fence` row trigger firing BEFORE INSERT and UPDATE and
-//! executing `buzz.refuse_fenced_write()`. A tenant table without it fails the scan closed:
-//! deleting while an unfenced writer can still insert would leave rows behind.
+//! A tenant table is any ordinary or partitioned table in schema `buzz` with a `community_id`
+//! column that does not descend from another one (see [`super::tenant_tree`]: its partitions and
+//! inheritance children are part of it), so a table or partition added later is inventoried and
+//! purged too. Every scan checks the two catalog rules of [`super::catalog_rules`] and fails
+//! closed, before anything irreversible: each relation's `buzz_write_fence` must fire on every
+//! write in every session, and no foreign key may let the purge cascade into non-tenant data.
 //! `buzz.communities` itself is keyed by `id`, is not a tenant table, and is deleted last.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -14,11 +15,13 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 use workflows::community::contracts::TableCount;
 
+use super::Store;
+use super::catalog_rules::{
+    foreign_keys, require_fenced, require_no_cascade_out_of_tenant_data, tenant_edges,
+};
 use super::error::{StoreError, StoreResult};
-use super::{Store, count_u64, quote_ident};
-
-/// The serving schema.
-pub const TENANT_SCHEMA: &str = "buzz";
+pub(crate) use super::tenant_tree::TenantTable;
+use super::tenant_tree::{count_table_rows, tenant_tables};
 
 /// The community row's table (keyed by `id`, deleted after every tenant table).
 pub const COMMUNITIES_TABLE: &str = "buzz.communities";
@@ -56,81 +59,25 @@ impl CatalogInventory {
     }
 }
 
-/// One tenant table as found in the catalog.
-#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub(crate) struct TenantTable {
-    pub schema: String,
-    pub name: String,
-    pub fenced: bool,
-}
-
-impl TenantTable {
-    /// `schema.name`, as reported to operators.
-    pub fn qualified(&self) -> String {
-        format!("{}.{}", self.schema, self.name)
-    }
-
-    /// `"schema"."name"`, for SQL.
-    pub fn sql_name(&self) -> String {
-        format!("{}.{}", quote_ident(&self.schema), quote_ident(&self.name))
-    }
-}
-
-/// Tenant tables with whether each is fenced, sorted by name. Trigger type bits (pg_trigger.h):
-/// ROW = 1, BEFORE = 2, INSERT = 4, UPDATE = 16, so a correct fence has all of 23 set.
-pub(crate) async fn tenant_tables(conn: &mut PgConnection) -> StoreResult<Vec<TenantTable>> {
-    let tables = sqlx::query_as::<_, TenantTable>(
-        "SELECT n.nspname::text AS schema, c.relname::text AS name, \
-                EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t \
-                         WHERE t.tgrelid = c.oid AND t.tgname = 'buzz_write_fence' \
-                           AND t.tgfoid = 'buzz.refuse_fenced_write()'::regprocedure \
-                           AND t.tgenabled <> 'D' AND (t.tgtype & 23) = 23) AS fenced \
-         FROM pg_catalog.pg_class c \
-         JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
-         JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attname = 'community_id' \
-                                       AND a.attnum > 0 AND NOT a.attisdropped \
-         WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition \
-         ORDER BY c.relname",
-    )
-    .bind(TENANT_SCHEMA)
-    .fetch_all(conn)
-    .await?;
-    Ok(tables)
-}
-
-/// Tenant tables, failing closed with [`StoreError::CatalogUnfenced`] if any lacks the fence.
-pub(crate) async fn fenced_tenant_tables(conn: &mut PgConnection) -> StoreResult<Vec<TenantTable>> {
+/// Tenant tables that satisfy both catalog rules, failing closed with
+/// [`StoreError::CatalogUnfenced`] or [`StoreError::CatalogCascadingReference`] otherwise.
+pub(crate) async fn checked_tenant_tables(
+    conn: &mut PgConnection,
+) -> StoreResult<(Vec<TenantTable>, Vec<(String, String)>)> {
     let tables = tenant_tables(conn).await?;
-    let unfenced: Vec<String> = tables
-        .iter()
-        .filter(|table| !table.fenced)
-        .map(TenantTable::qualified)
-        .collect();
-    if unfenced.is_empty() {
-        Ok(tables)
-    } else {
-        Err(StoreError::CatalogUnfenced { tables: unfenced })
-    }
+    require_fenced(&tables)?;
+    let keys = foreign_keys(conn).await?;
+    require_no_cascade_out_of_tenant_data(&tables, &keys)?;
+    let edges = tenant_edges(&tables, &keys);
+    Ok((tables, edges))
 }
 
-/// Fenced tenant tables ordered so that a table is purged before any tenant table it references
+/// Checked tenant tables ordered so that a table is purged before any tenant table it references
 /// by foreign key (ties broken by name). Self-references are ignored; a cycle is refused.
 pub(crate) async fn tenant_tables_in_purge_order(
     conn: &mut PgConnection,
 ) -> StoreResult<Vec<TenantTable>> {
-    let tables = fenced_tenant_tables(conn).await?;
-    let edges: Vec<(String, String)> = sqlx::query_as(
-        "SELECT child.relname::text, parent.relname::text \
-         FROM pg_catalog.pg_constraint con \
-         JOIN pg_catalog.pg_class child ON child.oid = con.conrelid \
-         JOIN pg_catalog.pg_class parent ON parent.oid = con.confrelid \
-         JOIN pg_catalog.pg_namespace cn ON cn.oid = child.relnamespace \
-         JOIN pg_catalog.pg_namespace pn ON pn.oid = parent.relnamespace \
-         WHERE con.contype = 'f' AND cn.nspname = $1 AND pn.nspname = $1",
-    )
-    .bind(TENANT_SCHEMA)
-    .fetch_all(conn)
-    .await?;
+    let (tables, edges) = checked_tenant_tables(conn).await?;
     purge_order(tables, &edges)
 }
 
@@ -180,26 +127,20 @@ fn purge_order(
 }
 
 /// Scans the catalog on the given connection (so a test can scan inside a transaction holding an
-/// uncommitted table): tenant tables, fenced tables, the community's row counts. Fails closed
-/// with [`StoreError::CatalogUnfenced`] if any tenant table lacks the fence trigger.
+/// uncommitted table): tenant tables, fenced tables, the community's row counts (every heap of
+/// each table counted once, with `ONLY`). Fails closed with [`StoreError::CatalogUnfenced`] if a
+/// relation's fence would not fire and [`StoreError::CatalogCascadingReference`] if a foreign key
+/// would carry the purge into non-tenant data.
 pub async fn catalog_scan_in(
     conn: &mut PgConnection,
     community_id: Uuid,
 ) -> StoreResult<CatalogInventory> {
-    let tables = fenced_tenant_tables(conn).await?;
+    let (tables, _) = checked_tenant_tables(conn).await?;
     let mut row_counts = Vec::with_capacity(tables.len());
     for table in &tables {
-        let sql = format!(
-            "SELECT count(*) FROM {} WHERE community_id = $1",
-            table.sql_name()
-        );
-        let rows: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-            .bind(community_id)
-            .fetch_one(&mut *conn)
-            .await?;
         row_counts.push(TableCount {
             table: table.qualified(),
-            rows: count_u64(rows),
+            rows: count_table_rows(conn, table, community_id).await?,
         });
     }
     let tenant_tables: Vec<String> = tables.iter().map(TenantTable::qualified).collect();
@@ -224,9 +165,9 @@ mod tests {
 
     fn table(name: &str) -> TenantTable {
         TenantTable {
-            schema: TENANT_SCHEMA.into(),
+            schema: "buzz".into(),
             name: name.into(),
-            fenced: true,
+            relations: Vec::new(),
         }
     }
 

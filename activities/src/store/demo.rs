@@ -8,9 +8,10 @@ use serde::Serialize;
 use uuid::Uuid;
 use workflows::community::contracts::TableCount;
 
-use super::catalog::{COMMUNITIES_TABLE, tenant_tables};
+use super::catalog::COMMUNITIES_TABLE;
 use super::error::{StoreError, StoreResult};
-use super::{Store, count_i64, count_u64, quote_ident};
+use super::tenant_tree::{count_table_rows, tenant_tables};
+use super::{Store, count_i64, count_u64};
 
 /// Longest DNS name.
 const MAX_HOST_LEN: usize = 253;
@@ -159,15 +160,19 @@ impl Store {
         let mut conn = self.pool.acquire().await?;
         let mut snapshots = Vec::new();
         for table in tenant_tables(&mut conn).await? {
-            let sql = format!(
-                "SELECT to_jsonb(t)::text FROM {}.{} t WHERE community_id = $1 ORDER BY 1",
-                quote_ident(&table.schema),
-                quote_ident(&table.name)
-            );
-            let rows: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-                .bind(community_id)
-                .fetch_all(&mut *conn)
-                .await?;
+            let mut rows: Vec<String> = Vec::new();
+            for heap in table.heaps() {
+                let sql = format!(
+                    "SELECT to_jsonb(t)::text FROM ONLY {} t WHERE community_id = $1",
+                    heap.sql_name()
+                );
+                let heap_rows: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+                    .bind(community_id)
+                    .fetch_all(&mut *conn)
+                    .await?;
+                rows.extend(heap_rows);
+            }
+            rows.sort();
             snapshots.push(TableSnapshot {
                 table: table.qualified(),
                 rows,
@@ -186,23 +191,16 @@ impl Store {
         Ok(snapshots)
     }
 
-    /// Rows of the community per table, `buzz.communities` (0 or 1) last.
+    /// Rows of the community per tenant table (every heap of its tree counted once, whether or
+    /// not its fence is sound: counting is how a leftover is found), `buzz.communities` (0 or 1)
+    /// last.
     pub async fn count_community_rows(&self, community_id: Uuid) -> StoreResult<Vec<TableCount>> {
         let mut conn = self.pool.acquire().await?;
         let mut counts = Vec::new();
         for table in tenant_tables(&mut conn).await? {
-            let sql = format!(
-                "SELECT count(*) FROM {}.{} WHERE community_id = $1",
-                quote_ident(&table.schema),
-                quote_ident(&table.name)
-            );
-            let rows: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-                .bind(community_id)
-                .fetch_one(&mut *conn)
-                .await?;
             counts.push(TableCount {
                 table: table.qualified(),
-                rows: count_u64(rows),
+                rows: count_table_rows(&mut conn, &table, community_id).await?,
             });
         }
         let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM buzz.communities WHERE id = $1")

@@ -234,15 +234,33 @@ pub enum StoreError {
         /// The request.
         request_id: Uuid,
     },
-    /// A tenant table lacks the write-fence trigger; deleting it could race live writes.
+    /// A relation of a tenant table has no write-fence trigger that fires for every write in
+    /// every session; deleting could race live writes.
     #[error(
-        "tenant table(s) without the buzz_write_fence trigger: {tables:?}; add the trigger \
-         (BEFORE INSERT OR UPDATE FOR EACH ROW EXECUTE FUNCTION buzz.refuse_fenced_write()) and \
-         unblock"
+        "tenant table(s) without a buzz_write_fence trigger that fires on every write: {}; give \
+         each the trigger BEFORE INSERT OR UPDATE FOR EACH ROW EXECUTE FUNCTION \
+         buzz.refuse_fenced_write(), without WHEN or column list, enabled with ALTER TABLE … \
+         ENABLE ALWAYS TRIGGER buzz_write_fence, and unblock",
+        .problems.join("; ")
     )]
     CatalogUnfenced {
-        /// Schema-qualified tables without the trigger.
+        /// Schema-qualified relations (tables, partitions, inheritance children) whose fence
+        /// would not fire.
         tables: Vec<String>,
+        /// One line per relation: its name and what is wrong with its fence.
+        problems: Vec<String>,
+    },
+    /// A foreign key from a table that is not tenant data would change that table's rows when
+    /// tenant rows are purged.
+    #[error(
+        "foreign key(s) from non-tenant tables into tenant tables would change non-tenant rows \
+         during the purge: {}; drop the constraint (or change its ON DELETE action to NO ACTION \
+         or RESTRICT) and unblock",
+        .references.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    CatalogCascadingReference {
+        /// The refused constraints.
+        references: Vec<CascadingReference>,
     },
     /// The tenant catalog changed since the inventory was frozen.
     #[error("tenant catalog drifted since the inventory: added {added:?}, removed {removed:?}")]
@@ -319,6 +337,29 @@ impl Classified for StoreError {
             StoreError::Database(error) => sqlx_severity(error),
             _ => Severity::Permanent,
         }
+    }
+}
+
+/// A foreign key whose delete action reaches from tenant data into a non-tenant table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CascadingReference {
+    /// The constraint's name.
+    pub constraint: String,
+    /// The referencing (non-tenant) table, `schema.name`.
+    pub referencing: String,
+    /// The referenced tenant relation, `schema.name`.
+    pub referenced: String,
+    /// `CASCADE`, `SET NULL` or `SET DEFAULT`.
+    pub action: String,
+}
+
+impl std::fmt::Display for CascadingReference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "constraint {} on {} references tenant table {} ON DELETE {}",
+            self.constraint, self.referencing, self.referenced, self.action
+        )
     }
 }
 
@@ -430,9 +471,26 @@ mod tests {
         };
         assert_eq!(stale.severity(), Severity::Permanent);
         assert_eq!(
-            StoreError::CatalogUnfenced { tables: vec![] }.severity(),
+            StoreError::CatalogUnfenced {
+                tables: vec![],
+                problems: vec![]
+            }
+            .severity(),
             Severity::Permanent
         );
+        let cascade = StoreError::CatalogCascadingReference {
+            references: vec![CascadingReference {
+                constraint: "notes_event_fk".into(),
+                referencing: "public.notes".into(),
+                referenced: "buzz.events".into(),
+                action: "CASCADE".into(),
+            }],
+        };
+        assert_eq!(cascade.severity(), Severity::Permanent);
+        let message = cascade.to_string();
+        for name in ["notes_event_fk", "public.notes", "buzz.events", "CASCADE"] {
+            assert!(message.contains(name), "{message}");
+        }
         assert_eq!(
             StoreError::Database(sqlx::Error::RowNotFound).severity(),
             Severity::Permanent

@@ -15,6 +15,7 @@ mod advance;
 mod approvals;
 mod audit;
 mod catalog;
+mod catalog_rules;
 mod demo;
 mod error;
 mod fence;
@@ -26,6 +27,7 @@ mod purge;
 mod requests;
 mod stage;
 mod sweeps;
+mod tenant_tree;
 mod token;
 
 use std::time::Duration;
@@ -37,8 +39,8 @@ pub use audit::AuditEvent;
 pub use catalog::{COMMUNITIES_TABLE, CatalogInventory, catalog_scan_in};
 pub use demo::{Community, TableSnapshot};
 pub use error::{
-    APPEND_ONLY_SQLSTATE, FENCED_WRITE_SQLSTATE, StoreError, StoreResult, is_append_only_refusal,
-    is_fenced_write,
+    APPEND_ONLY_SQLSTATE, CascadingReference, FENCED_WRITE_SQLSTATE, StoreError, StoreResult,
+    is_append_only_refusal, is_fenced_write,
 };
 pub use fence::{FenceState, FenceStatus};
 pub use inventory::{FROZEN_INVENTORY_VERSION, FrozenInventory};

@@ -1,7 +1,11 @@
 //! Row purge: the community's rows in every tenant table, then the community row.
 //!
-//! Tables come from the catalog at purge time (a table added after the inventory is purged too;
-//! an unfenced one fails closed). Each batch is its own short transaction that re-checks the
+//! Tables come from the catalog at purge time (a table or partition added after the inventory is
+//! purged too; a relation whose fence would not fire, or a foreign key cascading into non-tenant
+//! data, fails closed before the first delete). Rows are deleted one heap at a time: every
+//! statement names the heap with `ONLY`, filters by `community_id` itself and matches the batch by
+//! `(tableoid, ctid)`, because a ctid is unique only inside one physical table (a sibling partition
+//! or an inheritance child can hold another community's row at the same ctid). Each batch is its own short transaction that re-checks the
 //! execution generation and the fence and commits its count to `deletion.purge_progress`, so no
 //! statement holds locks for long, a zombie attempt stops at its next batch, and a retried attempt
 //! reports what earlier attempts deleted.
@@ -14,6 +18,7 @@ use super::audit::{WORKFLOW_ACTOR, record_advance};
 use super::catalog::{COMMUNITIES_TABLE, TenantTable, tenant_tables_in_purge_order};
 use super::error::{StoreError, StoreResult};
 use super::stage::Stage;
+use super::tenant_tree::{TenantRelation, count_heap_rows, tenant_tables};
 use super::token::{ExecToken, check_fence_held, lock_for_token};
 use super::{Store, count_u64};
 
@@ -63,18 +68,14 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         let row = lock_for_token(&mut tx, token, &[Stage::BindingsRemoved]).await?;
         check_fence_held(&mut tx, &row).await?;
+        // Re-discovered here: a partition attached or a table added during the batches is counted.
         let mut remaining = Vec::new();
-        for table in &tables {
-            let sql = format!(
-                "SELECT count(*) FROM {} WHERE community_id = $1",
-                table.sql_name()
-            );
-            let rows: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-                .bind(token.community_id)
-                .fetch_one(&mut *tx)
-                .await?;
-            if rows > 0 {
-                remaining.push(format!("{}: {rows}", table.qualified()));
+        for table in tenant_tables(&mut tx).await? {
+            for heap in table.heaps() {
+                let rows = count_heap_rows(&mut tx, heap, token.community_id).await?;
+                if rows > 0 {
+                    remaining.push(format!("{}: {rows}", heap.qualified()));
+                }
             }
         }
         if !remaining.is_empty() {
@@ -109,7 +110,7 @@ impl Store {
         Ok(report)
     }
 
-    /// Deletes one table's rows of the community, one short generation-checked batch at a time.
+    /// Deletes one table's rows of the community, heap by heap.
     async fn purge_table(
         &self,
         token: &ExecToken,
@@ -117,12 +118,30 @@ impl Store {
         batch: i64,
         on_progress: &mut impl FnMut(&str, u64),
     ) -> StoreResult<()> {
+        for heap in table.heaps() {
+            self.purge_heap(token, &table.qualified(), heap, batch, on_progress)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Deletes one heap's rows of the community, one short generation-checked batch at a time,
+    /// counting them under the tenant table `qualified`.
+    async fn purge_heap(
+        &self,
+        token: &ExecToken,
+        qualified: &str,
+        heap: &TenantRelation,
+        batch: i64,
+        on_progress: &mut impl FnMut(&str, u64),
+    ) -> StoreResult<()> {
         let sql = format!(
-            "DELETE FROM {name} WHERE ctid = ANY(ARRAY(\
-               SELECT ctid FROM {name} WHERE community_id = $1 LIMIT $2))",
-            name = table.sql_name()
+            "DELETE FROM ONLY {name} WHERE community_id = $1 AND tableoid = $3::int8::oid \
+               AND ctid = ANY(ARRAY(\
+                 SELECT ctid FROM ONLY {name} WHERE community_id = $1 AND tableoid = $3::int8::oid \
+                 LIMIT $2))",
+            name = heap.sql_name()
         );
-        let qualified = table.qualified();
         loop {
             let mut tx = self.pool.begin().await?;
             let row = lock_for_token(&mut tx, token, &[Stage::BindingsRemoved]).await?;
@@ -130,12 +149,13 @@ impl Store {
             let deleted = sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
                 .bind(token.community_id)
                 .bind(batch)
+                .bind(heap.oid)
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
-            let total = add_progress(&mut tx, token.request_id, &qualified, deleted).await?;
+            let total = add_progress(&mut tx, token.request_id, qualified, deleted).await?;
             tx.commit().await?;
-            on_progress(&qualified, total);
+            on_progress(qualified, total);
             if i64::try_from(deleted).unwrap_or(i64::MAX) < batch {
                 return Ok(());
             }
