@@ -3,6 +3,9 @@
 //! to a given stage through the store's own calls.
 #![allow(dead_code)]
 
+pub mod private_db;
+pub mod request_flow;
+
 use activities::store::{
     CatalogInventory, Community, ExecToken, FrozenInventory, Request, Stage, Store,
 };

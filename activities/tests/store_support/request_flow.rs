@@ -1,0 +1,105 @@
+//! A community deletion request driven step by step through the store's own calls, for tests
+//! that change the catalog between steps (a partition attached after submit, a foreign key added
+//! after approval).
+
+use activities::store::{Community, FrozenInventory, Stage, Store, StoreResult};
+use activities::taxonomy::tenant_prefixes;
+use uuid::Uuid;
+use workflows::community::contracts::{ApproveRequest, PurgeReport, RegisterInput};
+
+use super::{APPROVER, Fixture, REQUESTER, empty_prefix, media_manifest};
+
+/// Registers a request for `community` and claims it at `submitted`.
+pub async fn submit(store: &Store, community: &Community) -> Fixture {
+    let request_id = Uuid::new_v4();
+    store
+        .register_community_request(&RegisterInput {
+            request_id,
+            workflow_id: format!("community-deletion-{request_id}"),
+            host: community.host.clone(),
+            requested_by: REQUESTER.into(),
+            reason: Some("catalog shape test".into()),
+        })
+        .await
+        .expect("register request");
+    let token = store
+        .claim(request_id, &[Stage::Submitted])
+        .await
+        .expect("claim");
+    Fixture {
+        store: store.clone(),
+        community: community.clone(),
+        request_id,
+        token,
+    }
+}
+
+impl Fixture {
+    /// Scans the catalog and freezes the inventory (the inventory activity's store calls).
+    pub async fn take_inventory(&mut self) -> StoreResult<FrozenInventory> {
+        let catalog = self.store.catalog_scan(self.community.id).await?;
+        let prefixes = tenant_prefixes(self.community.id)
+            .into_iter()
+            .map(empty_prefix)
+            .collect();
+        let inventory = FrozenInventory::new(
+            self.community.id,
+            self.community.host.clone(),
+            catalog,
+            prefixes,
+            0,
+        );
+        self.store.freeze_inventory(&self.token, &inventory).await?;
+        Ok(inventory)
+    }
+
+    /// Records a second operator's approval of `inventory` and claims at `approved`.
+    pub async fn approve(&mut self, inventory: &FrozenInventory) {
+        self.store
+            .record_approval(
+                self.request_id,
+                &ApproveRequest {
+                    approved_by: APPROVER.into(),
+                    digest: inventory.digest(),
+                    note: None,
+                },
+            )
+            .await
+            .expect("approve");
+        self.claim(&[Stage::Approved]).await;
+    }
+
+    /// The preflight's catalog check.
+    pub async fn preflight(&self) -> StoreResult<()> {
+        self.store.check_catalog_unchanged(&self.token).await
+    }
+
+    /// Quiesces, fences, binds an empty destructive manifest and records the bindings removed:
+    /// claimed at `bindings_removed`, ready to purge.
+    pub async fn fence_and_drain(&mut self) {
+        self.store
+            .begin_quiescing(&self.token)
+            .await
+            .expect("quiesce");
+        self.store.fence(&self.token).await.expect("fence");
+        self.claim(&[Stage::Fenced]).await;
+        let summary = media_manifest(self.community.id, &[], 10);
+        self.store
+            .bind_destructive_manifest(&self.token, &summary)
+            .await
+            .expect("bind empty manifest");
+        self.claim(&[Stage::Drained]).await;
+        self.store
+            .mark_bindings_removed(&self.token, serde_json::json!({ "deleted": 0 }))
+            .await
+            .expect("bindings removed");
+        self.claim(&[Stage::BindingsRemoved]).await;
+    }
+
+    /// The row purge, in batches of `batch_rows`.
+    pub async fn purge(&self, batch_rows: u32) -> StoreResult<PurgeReport> {
+        self.store
+            .purge_postgres(&self.token, batch_rows, |_, _| {})
+            .await
+    }
+}
