@@ -399,7 +399,7 @@ fn purging_one_community_leaves_every_other_row_of_any_catalog_unchanged() {
         .block_on(exec(&db.store, "CREATE SCHEMA prop_ext"))
         .expect("schema");
     let mut runner = TestRunner::new(Config {
-        cases: 16,
+        cases: 24,
         max_shrink_iters: 64,
         failure_persistence: None,
         ..Config::default()

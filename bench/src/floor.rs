@@ -189,7 +189,7 @@ async fn delete_table_rows(
 ) -> Result<u64, sqlx::Error> {
     let name = quoted(qualified);
     let sql = format!(
-        "DELETE FROM {name} WHERE ctid = ANY(ARRAY(\
+        "DELETE FROM {name} WHERE community_id = $1 AND ctid = ANY(ARRAY(\
            SELECT ctid FROM {name} WHERE community_id = $1 LIMIT $2))"
     );
     let mut deleted = 0u64;

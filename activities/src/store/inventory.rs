@@ -222,7 +222,9 @@ impl Store {
     }
 
     /// Refuses ([`StoreError::CatalogDrift`]) if tenant tables were added or removed since the
-    /// inventory was frozen, and ([`StoreError::CatalogUnfenced`]) if any lost its fence.
+    /// inventory was frozen, ([`StoreError::CatalogUnfenced`]) if any relation's fence would not
+    /// fire, and ([`StoreError::CatalogCascadingReference`]) if a foreign key would carry the
+    /// purge into non-tenant data.
     pub async fn check_catalog_unchanged(&self, token: &ExecToken) -> StoreResult<()> {
         self.verify_token(token).await?;
         let frozen = self.load_frozen_inventory(token.request_id).await?;

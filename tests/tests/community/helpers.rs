@@ -261,6 +261,7 @@ impl CliRun {
 #[derive(Clone)]
 pub struct Cli {
     task_queue: String,
+    env: Vec<(String, String)>,
 }
 
 impl Cli {
@@ -268,7 +269,14 @@ impl Cli {
     pub fn new(task_queue: &str) -> Cli {
         Cli {
             task_queue: task_queue.to_owned(),
+            env: Vec::new(),
         }
+    }
+
+    /// The same CLI with extra environment (e.g. a test's own `DATABASE_URL`).
+    pub fn with_env(mut self, name: &str, value: &str) -> Cli {
+        self.env.push((name.to_owned(), value.to_owned()));
+        self
     }
 
     /// Runs `buzz-deletion ARGS…` and captures its output.
@@ -277,6 +285,7 @@ impl Cli {
             .args(args)
             .env("BUZZ_TASK_QUEUE", &self.task_queue)
             .env("RUST_LOG", "warn")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .output()
             .await

@@ -7,6 +7,7 @@
 //! - `happy_path`: a target and two neighbours; the target is gone, the neighbours untouched.
 //! - `crash`: the worker is SIGKILLed mid-deletion; a new worker finishes without re-stamping.
 //! - `unknown_key`: an unknown key shape blocks; remediation + unblock completes.
+//! - `cascading_key`: a cascading foreign key into tenant data blocks; drop + unblock completes.
 //! - `refusals`: approval validation, abort, and every refused operator action.
 //! - `outage`: Redis goes down mid-deletion and comes back; the workflow retries and completes.
 //! - `serving_load`: the fence holds under live serving traffic, slow writes and dead leases.
@@ -14,6 +15,7 @@
 //! - `sweep`: the taxonomy sweep counts and names a stray key; its schedule is created and removed.
 //! - `metrics`: the worker's Prometheus endpoint reports what a deletion removed.
 
+mod cascading_key;
 mod crash;
 mod happy_path;
 mod helpers;
