@@ -27,6 +27,7 @@ mod requests;
 mod stage;
 mod sweeps;
 mod token;
+mod uploads;
 
 use std::time::Duration;
 
@@ -49,6 +50,7 @@ pub use requests::{Checkpoint, Request, RequestFilter, RequestInspection};
 pub use stage::{Stage, UnknownStage};
 pub use sweeps::{TaxonomySweep, TaxonomySweepInput};
 pub use token::ExecToken;
+pub use uploads::UploadAbortRecord;
 
 /// Connections the store opens by default: enough for a worker's parallel activities.
 const DEFAULT_MAX_CONNECTIONS: u32 = 16;
