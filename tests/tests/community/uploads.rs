@@ -381,3 +381,85 @@ async fn a_per_key_access_denial_blocks_naming_the_key_until_the_policy_is_lifte
     assert!(events.iter().any(|e| e == "blocked"), "{events:?}");
     assert!(events.iter().any(|e| e == "unblocked"), "{events:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_of_unknown_key_shape_blocks_the_inventory_naming_it_until_aborted() {
+    let _shared = outage_lock().read().await;
+    let stack = stack().await;
+    let queue = unique_queue("stray-upload");
+    let _worker = WorkerProcess::start(&queue, &[]).await;
+    let cli = Cli::new(&queue);
+    let host = unique_host("stray-upload");
+    let target = seed(&stack, &host, small_plan()).await;
+    // No version lists it, but it sits under the tenant prefix and is no writer's shape.
+    let stray = stack
+        .objects
+        .start_upload(&format!(
+            "thumbs/{}/upload-in-progress.tmp",
+            target.community_id
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    let submitted = cli
+        .run(&[
+            "community",
+            "submit",
+            "--host",
+            &host,
+            "--requested-by",
+            "alice",
+            "--retry-initial-secs",
+            "1",
+        ])
+        .await
+        .expect_code(1);
+    let json = submitted.json();
+    let id = json["request_id"].as_str().unwrap_or_default().to_owned();
+    let reason = json["blocked"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&stray.key),
+        "the block must name the upload's key: {json}"
+    );
+
+    // The operator aborts the stray upload, then unblocks; the inventory is taken again.
+    stack
+        .objects
+        .abort_upload(&stray)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    cli.run(&[
+        "community",
+        "unblock",
+        &id,
+        "--unblocked-by",
+        "carol",
+        "--reason",
+        "aborted the stray upload",
+    ])
+    .await
+    .expect_code(0);
+    let status = cli
+        .wait_status(&id, 60, |s| {
+            s["phase"] == "awaiting_approval" && s["blocked"].is_null()
+        })
+        .await;
+    let digest = status["inventory"]["digest"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let uploads: u64 = status["inventory"]["uploads"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|u| u["uploads"].as_u64().unwrap_or_default())
+        .sum();
+    assert_eq!(uploads, 0, "{}", status["inventory"]);
+    cli.approve(&id, "bob", &digest).await.expect_code(0);
+    cli.run(&["community", "watch", &id, "--timeout-secs", "240"])
+        .await
+        .expect_code(0);
+    let after = snapshot(&stack, target.community_id).await;
+    assert!(after.versions.is_empty() && after.keys.is_empty() && after.row_count() == 0);
+}
