@@ -115,6 +115,46 @@ pub struct VersionPage {
     pub next: Option<(String, String)>,
 }
 
+/// One multipart upload in progress (initiated, never completed nor aborted). It holds no
+/// version yet, so version listings do not show it, but completing it creates one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct MultipartUpload {
+    /// The key the upload will create when completed.
+    pub key: String,
+    /// The upload id the server assigned.
+    pub upload_id: String,
+}
+
+/// One page of a multipart-upload listing, in the server's (key, upload id) order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadPage {
+    /// Uploads in progress on this page.
+    pub uploads: Vec<MultipartUpload>,
+    /// `(key marker, upload id marker)` to pass for the next page; `None` on the last page.
+    pub next: Option<(String, String)>,
+}
+
+/// One uploaded part of a multipart upload, as ListParts reports it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct UploadedPart {
+    /// Its part number (1-based).
+    pub part_number: i32,
+    /// Its ETag (the MD5 of its bytes, for a part uploaded without SSE).
+    pub e_tag: String,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+/// What AbortMultipartUpload found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AbortOutcome {
+    /// The upload existed and is aborted now (its parts are freed).
+    Aborted,
+    /// The server no longer knows the upload id (`NoSuchUpload`): aborted or completed before.
+    AlreadyGone,
+}
+
 /// Exactly one version of one key, as a version-exact delete addresses it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ObjectVersionRef {
@@ -144,6 +184,35 @@ pub struct DeleteFailure {
     pub code: String,
     /// The server's message, for the operator.
     pub message: String,
+}
+
+/// The per-key error codes of a DeleteObjects answer that change what the caller does. Parsed
+/// from the `Errors[].Code` field only, never from the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeleteFailureKind {
+    /// `AccessDenied`: a bucket policy, IAM rule or object lock refuses this one key. Retrying
+    /// cannot help until an operator changes the rule.
+    AccessDenied,
+    /// Any other code (`InternalError`, `SlowDown`, …): worth retrying.
+    Other,
+}
+
+impl DeleteFailureKind {
+    /// The kind of a per-key error `code` as the server spelled it.
+    pub fn from_code(code: &str) -> Self {
+        match code {
+            "AccessDenied" => DeleteFailureKind::AccessDenied,
+            _ => DeleteFailureKind::Other,
+        }
+    }
+}
+
+impl DeleteFailure {
+    /// What this per-key error means for the caller, by its code.
+    pub fn kind(&self) -> DeleteFailureKind {
+        DeleteFailureKind::from_code(&self.code)
+    }
 }
 
 /// What one DeleteObjects call acknowledged, matched against what was requested.
@@ -187,6 +256,24 @@ pub enum S3Operation {
     PutObject,
     /// GetObject.
     GetObject,
+    /// ListMultipartUploads.
+    ListMultipartUploads,
+    /// AbortMultipartUpload.
+    AbortMultipartUpload,
+    /// CreateMultipartUpload.
+    CreateMultipartUpload,
+    /// CompleteMultipartUpload.
+    CompleteMultipartUpload,
+    /// ListParts.
+    ListParts,
+    /// UploadPart.
+    UploadPart,
+    /// PutBucketPolicy.
+    PutBucketPolicy,
+    /// GetBucketPolicy.
+    GetBucketPolicy,
+    /// DeleteBucketPolicy.
+    DeleteBucketPolicy,
 }
 
 impl fmt::Display for S3Operation {
@@ -200,6 +287,15 @@ impl fmt::Display for S3Operation {
             S3Operation::DeleteObject => "DeleteObject",
             S3Operation::PutObject => "PutObject",
             S3Operation::GetObject => "GetObject",
+            S3Operation::ListMultipartUploads => "ListMultipartUploads",
+            S3Operation::AbortMultipartUpload => "AbortMultipartUpload",
+            S3Operation::CreateMultipartUpload => "CreateMultipartUpload",
+            S3Operation::CompleteMultipartUpload => "CompleteMultipartUpload",
+            S3Operation::ListParts => "ListParts",
+            S3Operation::UploadPart => "UploadPart",
+            S3Operation::PutBucketPolicy => "PutBucketPolicy",
+            S3Operation::GetBucketPolicy => "GetBucketPolicy",
+            S3Operation::DeleteBucketPolicy => "DeleteBucketPolicy",
         })
     }
 }
@@ -275,6 +371,14 @@ pub enum ObjectStoreError {
         key: String,
         /// The version id.
         version_id: String,
+    },
+    /// The addressed multipart upload does not exist (aborted or completed). Permanent.
+    #[error("S3 multipart upload {upload_id} of {key} does not exist")]
+    NoSuchUpload {
+        /// The key.
+        key: String,
+        /// The upload id.
+        upload_id: String,
     },
     /// The bucket is not versioned, so version-exact deletion cannot prove anything. Permanent.
     #[error("S3 bucket {bucket} versioning is {status}, but it must be Enabled")]
@@ -352,7 +456,7 @@ pub enum ObjectStoreError {
         missing: MissingMarker,
     },
     /// A truncated listing returned the markers it was given, so paging would never end. Transient.
-    #[error("version listing of {prefix} did not advance past key {key_marker:?}")]
+    #[error("listing of {prefix} did not advance past key {key_marker:?}")]
     ListingStalled {
         /// The listed prefix.
         prefix: String,
@@ -379,6 +483,7 @@ impl Classified for ObjectStoreError {
             | ObjectStoreError::AccessDenied { .. }
             | ObjectStoreError::NoSuchBucket { .. }
             | ObjectStoreError::NoSuchVersion { .. }
+            | ObjectStoreError::NoSuchUpload { .. }
             | ObjectStoreError::VersioningNotEnabled { .. }
             | ObjectStoreError::NoVersionIdReturned { .. }
             | ObjectStoreError::TooManyVersions { .. }
@@ -673,6 +778,313 @@ impl ObjectStore {
         }
     }
 
+    /// One page of the multipart uploads in progress under `prefix`, starting after `marker`.
+    ///
+    /// A truncated page must name both continuation markers, and they must move on; otherwise
+    /// paging could stop early or never end, so either is a transient error.
+    pub async fn list_uploads_page(
+        &self,
+        prefix: &str,
+        marker: Option<(String, String)>,
+        max_uploads: i32,
+    ) -> Result<UploadPage, ObjectStoreError> {
+        let operation = S3Operation::ListMultipartUploads;
+        let (key_marker, upload_id_marker) = marker.unzip();
+        let output = self
+            .client
+            .list_multipart_uploads()
+            .bucket(self.bucket.as_ref())
+            .prefix(prefix)
+            .max_uploads(max_uploads)
+            .set_key_marker(key_marker.clone())
+            .set_upload_id_marker(upload_id_marker.clone())
+            .send()
+            .await
+            .map_err(|error| self.sdk_error(operation, error))?;
+        let uploads = output
+            .uploads()
+            .iter()
+            .map(|upload| {
+                Ok(MultipartUpload {
+                    key: required(operation, upload.key(), "Upload.Key")?,
+                    upload_id: required(operation, upload.upload_id(), "Upload.UploadId")?,
+                })
+            })
+            .collect::<Result<Vec<_>, ObjectStoreError>>()?;
+        let next = if output.is_truncated().unwrap_or(false) {
+            let next = (
+                required(operation, output.next_key_marker(), "NextKeyMarker")?,
+                required(
+                    operation,
+                    output.next_upload_id_marker(),
+                    "NextUploadIdMarker",
+                )?,
+            );
+            if key_marker.as_deref() == Some(next.0.as_str())
+                && upload_id_marker.as_deref() == Some(next.1.as_str())
+            {
+                return Err(ObjectStoreError::ListingStalled {
+                    prefix: prefix.to_owned(),
+                    key_marker: next.0,
+                });
+            }
+            Some(next)
+        } else {
+            None
+        };
+        Ok(UploadPage { uploads, next })
+    }
+
+    /// Every multipart upload in progress under `prefix`, sorted. Holds the whole listing in
+    /// memory: meant for tests and diagnostics, never for a deletion stage.
+    pub async fn snapshot_uploads(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<MultipartUpload>, ObjectStoreError> {
+        let mut all = Vec::new();
+        let mut marker = None;
+        loop {
+            let page = self
+                .list_uploads_page(prefix, marker, SNAPSHOT_PAGE_SIZE)
+                .await?;
+            all.extend(page.uploads);
+            match page.next {
+                Some(next) => marker = Some(next),
+                None => break,
+            }
+        }
+        all.sort();
+        Ok(all)
+    }
+
+    /// The first multipart upload still in progress under `prefix`, or `None` when there is
+    /// none: the upload half of the storage absence proof.
+    pub async fn first_upload(
+        &self,
+        prefix: &str,
+    ) -> Result<Option<MultipartUpload>, ObjectStoreError> {
+        let mut marker = None;
+        loop {
+            let page = self.list_uploads_page(prefix, marker, 1).await?;
+            if let Some(first) = page.uploads.into_iter().next() {
+                return Ok(Some(first));
+            }
+            match page.next {
+                Some(next) => marker = Some(next),
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// Aborts one multipart upload, freeing its parts; completing it afterwards fails. An upload
+    /// id the server no longer knows (`NoSuchUpload`, HTTP 404) is [`AbortOutcome::AlreadyGone`],
+    /// so a replayed abort converges.
+    pub async fn abort_upload(
+        &self,
+        upload: &MultipartUpload,
+    ) -> Result<AbortOutcome, ObjectStoreError> {
+        let result = self
+            .client
+            .abort_multipart_upload()
+            .bucket(self.bucket.as_ref())
+            .key(&upload.key)
+            .upload_id(&upload.upload_id)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(AbortOutcome::Aborted),
+            Err(SdkError::ServiceError(service)) if service.err().is_no_such_upload() => {
+                Ok(AbortOutcome::AlreadyGone)
+            }
+            Err(error) => Err(self.sdk_error(S3Operation::AbortMultipartUpload, error)),
+        }
+    }
+
+    /// Starts a multipart upload on `key` and returns it (for tests and the demo: the serving
+    /// path's large uploads).
+    pub async fn start_upload(&self, key: &str) -> Result<MultipartUpload, ObjectStoreError> {
+        let operation = S3Operation::CreateMultipartUpload;
+        let output = self
+            .client
+            .create_multipart_upload()
+            .bucket(self.bucket.as_ref())
+            .key(key)
+            .send()
+            .await
+            .map_err(|error| self.sdk_error(operation, error))?;
+        Ok(MultipartUpload {
+            key: key.to_owned(),
+            upload_id: required(operation, output.upload_id(), "UploadId")?,
+        })
+    }
+
+    /// Uploads part `part_number` of `upload` and returns its ETag.
+    pub async fn upload_part(
+        &self,
+        upload: &MultipartUpload,
+        part_number: i32,
+        body: Vec<u8>,
+    ) -> Result<String, ObjectStoreError> {
+        let operation = S3Operation::UploadPart;
+        let output = self
+            .client
+            .upload_part()
+            .bucket(self.bucket.as_ref())
+            .key(&upload.key)
+            .upload_id(&upload.upload_id)
+            .part_number(part_number)
+            .body(ByteStream::from(body))
+            .send()
+            .await
+            .map_err(|error| self.sdk_error(operation, error))?;
+        required(operation, output.e_tag(), "ETag")
+    }
+
+    /// Completes `upload` from `parts` (`(part number, ETag)`) and returns the new version id:
+    /// what a serving process finishing a large upload does. Fails once the upload was aborted:
+    /// S3 answers `NoSuchUpload` ([`ObjectStoreError::NoSuchUpload`]); Ceph RGW answers HTTP 500
+    /// `InternalError` ("multipart completion is already in progress", observed locally), which
+    /// maps to a transient [`ObjectStoreError::ServerError`] and never creates a version.
+    pub async fn complete_upload(
+        &self,
+        upload: &MultipartUpload,
+        parts: &[(i32, String)],
+    ) -> Result<String, ObjectStoreError> {
+        let operation = S3Operation::CompleteMultipartUpload;
+        let completed = aws_sdk_s3::types::CompletedMultipartUpload::builder()
+            .set_parts(Some(
+                parts
+                    .iter()
+                    .map(|(number, e_tag)| {
+                        aws_sdk_s3::types::CompletedPart::builder()
+                            .part_number(*number)
+                            .e_tag(e_tag)
+                            .build()
+                    })
+                    .collect(),
+            ))
+            .build();
+        let output = self
+            .client
+            .complete_multipart_upload()
+            .bucket(self.bucket.as_ref())
+            .key(&upload.key)
+            .upload_id(&upload.upload_id)
+            .multipart_upload(completed)
+            .send()
+            .await
+            .map_err(|error| match error {
+                SdkError::ServiceError(ref service) if is_no_such_upload(service.err()) => {
+                    ObjectStoreError::NoSuchUpload {
+                        key: upload.key.clone(),
+                        upload_id: upload.upload_id.clone(),
+                    }
+                }
+                other => self.sdk_error(operation, other),
+            })?;
+        output.version_id().map(str::to_owned).ok_or_else(|| {
+            ObjectStoreError::NoVersionIdReturned {
+                operation,
+                bucket: self.bucket.to_string(),
+                key: upload.key.clone(),
+            }
+        })
+    }
+
+    /// The parts uploaded so far to `upload` (first 1,000; for tests comparing uploads byte for
+    /// byte through their ETags). [`ObjectStoreError::NoSuchUpload`] once it was aborted: S3
+    /// answers `NoSuchUpload`, Ceph RGW `NoSuchKey` (HTTP 404; observed locally).
+    pub async fn list_parts(
+        &self,
+        upload: &MultipartUpload,
+    ) -> Result<Vec<UploadedPart>, ObjectStoreError> {
+        let operation = S3Operation::ListParts;
+        let output = self
+            .client
+            .list_parts()
+            .bucket(self.bucket.as_ref())
+            .key(&upload.key)
+            .upload_id(&upload.upload_id)
+            .send()
+            .await
+            .map_err(|error| match error {
+                SdkError::ServiceError(ref service)
+                    if is_no_such_upload(service.err())
+                        || service.err().code() == Some("NoSuchKey") =>
+                {
+                    ObjectStoreError::NoSuchUpload {
+                        key: upload.key.clone(),
+                        upload_id: upload.upload_id.clone(),
+                    }
+                }
+                other => self.sdk_error(operation, other),
+            })?;
+        let mut parts = output
+            .parts()
+            .iter()
+            .map(|part| {
+                Ok(UploadedPart {
+                    part_number: part.part_number().ok_or(
+                        ObjectStoreError::IncompleteResponse {
+                            operation,
+                            field: "Part.PartNumber",
+                        },
+                    )?,
+                    e_tag: required(operation, part.e_tag(), "Part.ETag")?,
+                    size: part
+                        .size()
+                        .and_then(|size| u64::try_from(size).ok())
+                        .unwrap_or(0),
+                })
+            })
+            .collect::<Result<Vec<_>, ObjectStoreError>>()?;
+        parts.sort();
+        Ok(parts)
+    }
+
+    /// The bucket policy document, or `None` when the bucket has none (for tests that must not
+    /// overwrite someone else's policy).
+    pub async fn bucket_policy(&self) -> Result<Option<String>, ObjectStoreError> {
+        let result = self
+            .client
+            .get_bucket_policy()
+            .bucket(self.bucket.as_ref())
+            .send()
+            .await;
+        match result {
+            Ok(output) => Ok(output.policy().map(str::to_owned)),
+            Err(SdkError::ServiceError(service))
+                if service.err().code() == Some("NoSuchBucketPolicy") =>
+            {
+                Ok(None)
+            }
+            Err(error) => Err(self.sdk_error(S3Operation::GetBucketPolicy, error)),
+        }
+    }
+
+    /// Replaces the bucket policy with `policy` (a JSON document).
+    pub async fn put_bucket_policy(&self, policy: &str) -> Result<(), ObjectStoreError> {
+        self.client
+            .put_bucket_policy()
+            .bucket(self.bucket.as_ref())
+            .policy(policy)
+            .send()
+            .await
+            .map_err(|error| self.sdk_error(S3Operation::PutBucketPolicy, error))?;
+        Ok(())
+    }
+
+    /// Removes the bucket policy.
+    pub async fn delete_bucket_policy(&self) -> Result<(), ObjectStoreError> {
+        self.client
+            .delete_bucket_policy()
+            .bucket(self.bucket.as_ref())
+            .send()
+            .await
+            .map_err(|error| self.sdk_error(S3Operation::DeleteBucketPolicy, error))?;
+        Ok(())
+    }
+
     /// Writes `body` to `key` and returns the new version id.
     pub async fn put_object(&self, key: &str, body: Vec<u8>) -> Result<String, ObjectStoreError> {
         let output = self
@@ -877,6 +1289,12 @@ fn status_class(status: u16) -> StatusClass {
     }
 }
 
+/// Whether a service error carries the S3 code `NoSuchUpload` (ListParts and
+/// CompleteMultipartUpload do not model it as a variant; the code is the protocol's verdict).
+fn is_no_such_upload(error: &impl ProvideErrorMetadata) -> bool {
+    error.code() == Some("NoSuchUpload")
+}
+
 fn invalid_request(
     operation: S3Operation,
     error: &aws_sdk_s3::error::BuildError,
@@ -1059,6 +1477,29 @@ mod tests {
         assert_eq!(outcome.failed, vec![failure]);
         assert!(outcome.unacknowledged.is_empty());
         assert!(!outcome.is_complete());
+    }
+
+    #[test]
+    fn per_key_delete_errors_are_classified_by_code_only() {
+        let failure = |code: &str, message: &str| DeleteFailure {
+            key: "k".into(),
+            version_id: "v".into(),
+            code: code.into(),
+            message: message.into(),
+        };
+        assert_eq!(
+            failure("AccessDenied", "").kind(),
+            DeleteFailureKind::AccessDenied
+        );
+        // The message never decides: a transient code saying "access denied" stays transient.
+        assert_eq!(
+            failure("InternalError", "AccessDenied").kind(),
+            DeleteFailureKind::Other
+        );
+        assert_eq!(failure("SlowDown", "").kind(), DeleteFailureKind::Other);
+        assert_eq!(failure("", "").kind(), DeleteFailureKind::Other);
+        // S3 codes are case-sensitive.
+        assert_eq!(failure("accessdenied", "").kind(), DeleteFailureKind::Other);
     }
 
     #[test]

@@ -265,6 +265,16 @@ impl ManifestEntry {
     }
 }
 
+/// The canonical encoding of one multipart upload in progress, as folded into a prefix's upload
+/// digest: a compact JSON array `["key","upload id","multipart_upload"]`. The third element can
+/// never be a [`VersionKind`] name, so an upload's encoding never equals a version's.
+pub fn encode_upload(key: &str, upload_id: &str) -> String {
+    serde_json::json!([key, upload_id, UPLOAD_ENTRY_KIND]).to_string()
+}
+
+/// The kind element of [`encode_upload`].
+const UPLOAD_ENTRY_KIND: &str = "multipart_upload";
+
 /// Why a manifest entry could not be decoded. Always permanent: a stored manifest that does not
 /// decode cannot be made valid by retrying.
 #[derive(Debug, thiserror::Error)]
@@ -376,6 +386,46 @@ mod tests {
 
     fn hash(seed: u8) -> String {
         hex::encode(Sha256::digest([seed]))
+    }
+
+    #[test]
+    fn upload_encoding_is_unambiguous_and_never_a_version_encoding() {
+        let key = format!("media/{A}/{}", hash(9));
+        let upload = encode_upload(&key, "2~abc");
+        assert_eq!(
+            upload,
+            format!("[\"{key}\",\"2~abc\",\"multipart_upload\"]")
+        );
+        for kind in [VersionKind::Object, VersionKind::DeleteMarker] {
+            assert_ne!(
+                upload,
+                ManifestEntry::new(key.clone(), "2~abc", kind).encode()
+            );
+        }
+        assert!(ManifestEntry::decode(&upload).is_err());
+        assert_ne!(encode_upload("a\",\"b", "c"), encode_upload("a", "b\",\"c"));
+    }
+
+    #[test]
+    fn upload_digest_is_order_independent_and_changes_with_each_upload() {
+        let uploads = [("k1", "u1"), ("k1", "u2"), ("k2", "u1")];
+        let digest_of = |order: &[(&str, &str)]| {
+            let mut digest = KeyStreamDigest::new();
+            for (key, id) in order {
+                digest.fold_encoded(&encode_upload(key, id));
+            }
+            digest.finish()
+        };
+        let forward = digest_of(&uploads);
+        let mut reversed = uploads;
+        reversed.reverse();
+        assert_eq!(forward, digest_of(&reversed));
+        assert_eq!(forward.1, 3);
+        assert_ne!(forward, digest_of(&uploads[..2]));
+        assert_ne!(
+            forward,
+            digest_of(&[("k1", "u1"), ("k1", "u2"), ("k2", "u3")])
+        );
     }
 
     #[test]

@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 
 use activities::failure::{Classified, Severity};
 use activities::objects::{
-    MAX_VERSIONS_PER_DELETE, ObjectStore, ObjectStoreError, ObjectVersion, ObjectVersionRef,
-    S3Config,
+    AbortOutcome, DeleteFailureKind, MAX_VERSIONS_PER_DELETE, MultipartUpload, ObjectStore,
+    ObjectStoreError, ObjectVersion, ObjectVersionRef, S3Config,
 };
 use activities::taxonomy::{PrefixRoot, VersionKind, is_tenant_owned_key, tenant_prefixes};
 use sha2::{Digest, Sha256};
@@ -385,4 +385,213 @@ async fn bucket_listing_pages_return_current_keys_and_skip_delete_marked_ones() 
     assert_eq!(seen.len(), 3, "one live key per root: {seen:?}");
 
     erase_community(&store, community).await;
+}
+
+/// The smallest part S3 accepts as a non-final part, so the upload looks like a real large one.
+const PART_BYTES: usize = 5 * 1024 * 1024;
+
+/// Every upload in progress under `prefix`, paging one upload at a time.
+async fn uploads_one_per_page(store: &ObjectStore, prefix: &str) -> Vec<MultipartUpload> {
+    let mut all = Vec::new();
+    let mut marker = None;
+    loop {
+        let page = store.list_uploads_page(prefix, marker, 1).await.unwrap();
+        assert!(page.uploads.len() <= 1, "max-uploads=1 exceeded: {page:?}");
+        all.extend(page.uploads);
+        match page.next {
+            Some(next) => marker = Some(next),
+            None => break,
+        }
+    }
+    all.sort();
+    all
+}
+
+#[tokio::test]
+async fn multipart_uploads_under_a_prefix_are_listed_and_aborted_with_and_without_parts() {
+    let store = store().await;
+    let community = Uuid::new_v4();
+    let neighbour = Uuid::new_v4();
+    let media = PrefixRoot::Media.prefix(community);
+    let key = tenant_key(community, PrefixRoot::Media, "large");
+    // Two uploads of the same key: one never got a part, one got a 5 MiB part.
+    let bare = store.start_upload(&key).await.unwrap();
+    let with_part = store.start_upload(&key).await.unwrap();
+    let e_tag = store
+        .upload_part(&with_part, 1, vec![7u8; PART_BYTES])
+        .await
+        .unwrap();
+    let thumb = store
+        .start_upload(&tenant_key(community, PrefixRoot::Thumbs, "large"))
+        .await
+        .unwrap();
+    // Not under `media/{c}/`: the neighbour's upload of the same content, and a key whose id
+    // segment merely starts with the community's id.
+    let neighbours_upload = store
+        .start_upload(&tenant_key(neighbour, PrefixRoot::Media, "large"))
+        .await
+        .unwrap();
+    store
+        .upload_part(&neighbours_upload, 1, vec![9u8; PART_BYTES])
+        .await
+        .unwrap();
+    let neighbours_parts = store.list_parts(&neighbours_upload).await.unwrap();
+    let lookalike = store
+        .start_upload(&format!("media/{community}-x/{}", "a".repeat(64)))
+        .await
+        .unwrap();
+
+    let mut expected = vec![bare.clone(), with_part.clone()];
+    expected.sort();
+    assert_eq!(uploads_one_per_page(&store, &media).await, expected);
+    assert_eq!(store.snapshot_uploads(&media).await.unwrap(), expected);
+    assert_eq!(
+        store.first_upload(&media).await.unwrap().as_ref(),
+        expected.first()
+    );
+    // An upload in progress is invisible to the version listing: that is the whole problem.
+    assert!(store.snapshot_prefix(&media).await.unwrap().is_empty());
+    let parts = store.list_parts(&with_part).await.unwrap();
+    assert_eq!(parts.len(), 1);
+    assert_eq!(
+        (parts[0].part_number, parts[0].size),
+        (1, PART_BYTES as u64)
+    );
+    assert_eq!(parts[0].e_tag, e_tag);
+
+    assert_eq!(
+        store.abort_upload(&bare).await.unwrap(),
+        AbortOutcome::Aborted
+    );
+    assert_eq!(
+        store.abort_upload(&with_part).await.unwrap(),
+        AbortOutcome::Aborted
+    );
+    // Aborting again, as a retried activity would, is fine.
+    assert_eq!(
+        store.abort_upload(&with_part).await.unwrap(),
+        AbortOutcome::AlreadyGone
+    );
+    assert_eq!(
+        store.abort_upload(&bare).await.unwrap(),
+        AbortOutcome::AlreadyGone
+    );
+    assert_eq!(store.first_upload(&media).await.unwrap(), None);
+    // A stalled writer can no longer complete the aborted upload into an object (S3 answers
+    // NoSuchUpload; RGW an HTTP 500, see `complete_upload`): no version appears either way.
+    let late = store
+        .complete_upload(&with_part, &[(1, e_tag.clone())])
+        .await;
+    assert!(
+        matches!(
+            &late,
+            Err(ObjectStoreError::NoSuchUpload { .. } | ObjectStoreError::ServerError { .. })
+        ),
+        "{late:?}"
+    );
+    assert!(store.snapshot_prefix(&media).await.unwrap().is_empty());
+    assert!(matches!(
+        store.list_parts(&with_part).await,
+        Err(ObjectStoreError::NoSuchUpload { .. })
+    ));
+
+    // Everything else is still in progress, the neighbour's part byte-identical (its ETag).
+    assert_eq!(
+        store
+            .first_upload(&PrefixRoot::Thumbs.prefix(community))
+            .await
+            .unwrap(),
+        Some(thumb.clone())
+    );
+    assert_eq!(
+        store
+            .snapshot_uploads(&PrefixRoot::Media.prefix(neighbour))
+            .await
+            .unwrap(),
+        vec![neighbours_upload.clone()]
+    );
+    assert_eq!(
+        store.list_parts(&neighbours_upload).await.unwrap(),
+        neighbours_parts
+    );
+    assert_eq!(
+        store
+            .snapshot_uploads(&format!("media/{community}-x/"))
+            .await
+            .unwrap(),
+        vec![lookalike.clone()]
+    );
+
+    for upload in [thumb, neighbours_upload, lookalike] {
+        assert_eq!(
+            store.abort_upload(&upload).await.unwrap(),
+            AbortOutcome::Aborted
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_bucket_policy_denying_one_key_comes_back_as_a_per_key_access_denied() {
+    let store = store().await;
+    let community = Uuid::new_v4();
+    let denied_key = tenant_key(community, PrefixRoot::Media, "protected");
+    let free_key = tenant_key(community, PrefixRoot::Media, "free");
+    let denied = store
+        .put_object(&denied_key, b"keep".to_vec())
+        .await
+        .unwrap();
+    let free = store.put_object(&free_key, b"go".to_vec()).await.unwrap();
+    // The bucket is shared: never overwrite someone else's policy, and deny only our own key.
+    if let Some(existing) = store.bucket_policy().await.unwrap() {
+        panic!(
+            "bucket {} already has a policy; refusing to replace it: {existing}",
+            store.bucket()
+        );
+    }
+    let policy = serde_json::json!({
+        "Version": "2012-10-17",
+        "Statement": [{
+            "Sid": "objects-it-deny-one-key",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": ["s3:DeleteObjectVersion", "s3:DeleteObject"],
+            "Resource": [format!("arn:aws:s3:::{}/{denied_key}", store.bucket())],
+        }],
+    })
+    .to_string();
+    store.put_bucket_policy(&policy).await.unwrap();
+    let outcome = store
+        .delete_versions(&[
+            ObjectVersionRef {
+                key: denied_key.clone(),
+                version_id: denied.clone(),
+            },
+            ObjectVersionRef {
+                key: free_key.clone(),
+                version_id: free.clone(),
+            },
+        ])
+        .await;
+    // Lift the policy before asserting anything, so a failed assertion leaves the bucket clean.
+    store.delete_bucket_policy().await.unwrap();
+    assert_eq!(store.bucket_policy().await.unwrap(), None);
+    let outcome = outcome.unwrap();
+
+    assert_eq!(outcome.deleted, 1, "{outcome:?}");
+    assert!(outcome.unacknowledged.is_empty(), "{outcome:?}");
+    assert_eq!(outcome.failed.len(), 1, "{outcome:?}");
+    let failure = &outcome.failed[0];
+    assert_eq!(failure.key, denied_key);
+    assert_eq!(failure.version_id, denied);
+    assert_eq!(failure.code, "AccessDenied");
+    assert_eq!(failure.kind(), DeleteFailureKind::AccessDenied);
+    let left = snapshot_community(&store, community).await;
+    assert_eq!(
+        listed(&left),
+        Seeded::from([(denied_key.clone(), denied.clone(), VersionKind::Object)])
+    );
+
+    // With the policy gone the same version deletes.
+    erase_community(&store, community).await;
+    assert!(snapshot_community(&store, community).await.is_empty());
 }

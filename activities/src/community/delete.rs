@@ -8,13 +8,23 @@ use temporalio_sdk::activities::ActivityContext;
 use uuid::Uuid;
 use workflows::community::{DeleteChunksInput, DeleteProgress};
 
-use crate::objects::{BulkDeleteOutcome, MAX_VERSIONS_PER_DELETE, ObjectVersionRef};
+use crate::objects::{
+    BulkDeleteOutcome, DeleteFailureKind, MAX_VERSIONS_PER_DELETE, ObjectVersionRef,
+};
 use crate::store::{ChunkAck, ChunkProgress, ExecToken, ManifestChunk, Stage};
 use crate::taxonomy::{ManifestEntry, is_tenant_owned_key};
 
 use super::CommunityActivities;
 use super::failure::{PhaseError, PhaseResult};
 use super::heartbeat::{PhaseProgress, ProgressCell, heartbeating};
+use super::uploads::abort_tenant_uploads;
+
+/// The activity attempt from which a per-key `AccessDenied` in a DeleteObjects answer blocks the
+/// request instead of being retried. Earlier attempts treat it like any partial acknowledgement
+/// (a policy change may still be propagating); from this attempt on it is permanent and names
+/// the key and version. With the default backoff the block comes a few seconds after the first
+/// denial; every `unblock` starts a new count.
+pub const ACCESS_DENIED_BLOCK_ATTEMPT: u32 = 3;
 
 /// One DeleteObjects call: up to 1,000 versions of one chunk (so of one prefix).
 struct DeleteCall {
@@ -61,10 +71,18 @@ pub async fn delete_chunks(
             .load_destructive_manifest(input.request_id)
             .await?;
         acts.store.mark_irreversible(&token).await?;
+        // First thing past the irreversible point: no stalled writer can complete an upload into
+        // a new object version once the versions below are gone.
+        abort_tenant_uploads(acts, &token, &progress).await?;
         let parallelism = usize::try_from(input.parallelism.max(1)).unwrap_or(1);
         let mut current = acts.store.chunk_progress(input.request_id).await?;
         report(&progress, &current);
-        let mut stream = ChunkStream::new(&token, input.max_chunks.max(1), &current);
+        let mut stream = ChunkStream::new(
+            &token,
+            input.max_chunks.max(1),
+            &current,
+            ctx.info().attempt,
+        );
         stream.run(acts, parallelism, &progress).await?;
         current = acts.store.chunk_progress(input.request_id).await?;
         report(&progress, &current);
@@ -152,10 +170,12 @@ struct ChunkStream<'t> {
     /// Chunks stamped (by any attempt) and in the manifest, for the heartbeat.
     stamped: u64,
     total: u64,
+    /// This activity attempt's number (1 for the first), for the `AccessDenied` bound.
+    attempt: u32,
 }
 
 impl<'t> ChunkStream<'t> {
-    fn new(token: &'t ExecToken, max_chunks: u64, progress: &ChunkProgress) -> Self {
+    fn new(token: &'t ExecToken, max_chunks: u64, progress: &ChunkProgress, attempt: u32) -> Self {
         Self {
             token,
             chunks_left: max_chunks,
@@ -164,6 +184,7 @@ impl<'t> ChunkStream<'t> {
             tallies: HashMap::new(),
             stamped: progress.chunks_stamped,
             total: progress.chunks_total,
+            attempt,
         }
     }
 
@@ -240,6 +261,9 @@ impl<'t> ChunkStream<'t> {
         chunk_no: u32,
         outcome: &BulkDeleteOutcome,
     ) -> PhaseResult<()> {
+        if let Some(denied) = access_denied_block(chunk_no, outcome, self.attempt) {
+            return Err(denied);
+        }
         let Some(tally) = self.tallies.get_mut(&chunk_no) else {
             return Ok(());
         };
@@ -301,6 +325,29 @@ async fn issue(
     let outcome = acts.objects.delete_versions(&call.versions).await?;
     acts.store.verify_fence(token).await?;
     Ok((call.chunk_no, outcome))
+}
+
+/// The permanent block for a per-key `AccessDenied` in `outcome`, once `attempt` reached
+/// [`ACCESS_DENIED_BLOCK_ATTEMPT`]; `None` while it should still be retried (or nothing was
+/// denied). Classified by the per-key error code, never by its message.
+fn access_denied_block(
+    chunk_no: u32,
+    outcome: &BulkDeleteOutcome,
+    attempt: u32,
+) -> Option<PhaseError> {
+    if attempt < ACCESS_DENIED_BLOCK_ATTEMPT {
+        return None;
+    }
+    let denied = outcome
+        .failed
+        .iter()
+        .find(|failure| failure.kind() == DeleteFailureKind::AccessDenied)?;
+    Some(PhaseError::VersionDeleteDenied {
+        chunk_no,
+        key: denied.key.clone(),
+        version_id: denied.version_id.clone(),
+        attempts: attempt,
+    })
 }
 
 /// The first failed or unacknowledged version of a DeleteObjects answer, for the error message.
@@ -367,6 +414,59 @@ mod tests {
             error,
             Some(PhaseError::ForeignManifestKey { chunk_no: 3, .. })
         ));
+    }
+
+    fn answer(codes: &[(&str, &str)]) -> BulkDeleteOutcome {
+        BulkDeleteOutcome {
+            requested: codes.len() as u64 + 1,
+            deleted: 1,
+            failed: codes
+                .iter()
+                .map(|(key, code)| crate::objects::DeleteFailure {
+                    key: (*key).into(),
+                    version_id: format!("v-{key}"),
+                    code: (*code).into(),
+                    message: "AccessDenied".into(),
+                })
+                .collect(),
+            unacknowledged: vec![],
+        }
+    }
+
+    #[test]
+    fn access_denied_is_retried_below_the_bound_and_blocks_naming_the_key_from_it() {
+        let outcome = answer(&[("a", "InternalError"), ("b", "AccessDenied")]);
+        for attempt in 1..ACCESS_DENIED_BLOCK_ATTEMPT {
+            assert!(
+                access_denied_block(4, &outcome, attempt).is_none(),
+                "{attempt}"
+            );
+        }
+        for attempt in [ACCESS_DENIED_BLOCK_ATTEMPT, ACCESS_DENIED_BLOCK_ATTEMPT + 5] {
+            let error = access_denied_block(4, &outcome, attempt);
+            assert!(
+                matches!(
+                    &error,
+                    Some(PhaseError::VersionDeleteDenied { chunk_no: 4, key, version_id, attempts })
+                        if key == "b" && version_id == "v-b" && *attempts == attempt
+                ),
+                "{error:?}"
+            );
+            let error = error.unwrap_or(PhaseError::Cancelled);
+            assert_eq!(
+                crate::failure::Classified::severity(&error),
+                crate::failure::Severity::Permanent
+            );
+            assert!(error.to_string().contains("\"b\" version v-b"), "{error}");
+        }
+    }
+
+    #[test]
+    fn other_per_key_errors_never_block_whatever_the_attempt_or_message() {
+        // The message says AccessDenied, the code does not: the code decides.
+        let outcome = answer(&[("a", "InternalError"), ("b", "SlowDown")]);
+        assert!(access_denied_block(0, &outcome, 1_000).is_none());
+        assert!(access_denied_block(0, &answer(&[]), 1_000).is_none());
     }
 
     #[test]

@@ -65,6 +65,24 @@ pub enum PhaseError {
         /// The first failure or unacknowledged version.
         first_failure: String,
     },
+    /// DeleteObjects refused one version with the per-key code `AccessDenied` on attempt after
+    /// attempt (a bucket policy, IAM rule or object lock protects it). Retrying cannot help until
+    /// an operator lifts the rule for that key.
+    #[error(
+        "chunk {chunk_no}: deleting key {key:?} version {version_id} was denied (AccessDenied) \
+         on attempt {attempts}; a bucket policy, IAM rule or object lock protects it: lift it \
+         for this key, then unblock"
+    )]
+    VersionDeleteDenied {
+        /// The chunk.
+        chunk_no: u32,
+        /// The denied key.
+        key: String,
+        /// The denied version.
+        version_id: String,
+        /// The activity attempt that gave up.
+        attempts: u32,
+    },
     /// Serving writes admitted before quiescing are still live; the fence waits for them.
     #[error("waiting on {count} live serving-write lease(s): {operations:?}")]
     ServingWritesLive {
@@ -94,7 +112,8 @@ impl Classified for PhaseError {
             PhaseError::Cache(e) => e.severity(),
             PhaseError::Taxonomy(_)
             | PhaseError::UnknownKeyShape { .. }
-            | PhaseError::ForeignManifestKey { .. } => Severity::Permanent,
+            | PhaseError::ForeignManifestKey { .. }
+            | PhaseError::VersionDeleteDenied { .. } => Severity::Permanent,
             PhaseError::PartialAcknowledgement { .. }
             | PhaseError::ServingWritesLive { .. }
             | PhaseError::StillPresent { .. }

@@ -10,6 +10,7 @@ use super::CommunityActivities;
 use super::failure::PhaseResult;
 use super::heartbeat::{ProgressCell, heartbeating};
 use super::listing::{VersionSink, scan_tenant_prefixes};
+use super::uploads::scan_tenant_uploads;
 
 /// Buffers encoded manifest entries and writes a chunk row per `chunk_entries` (never spanning
 /// prefixes). Holds at most one chunk in memory.
@@ -84,6 +85,9 @@ pub async fn freeze_manifest(
         };
         let prefixes =
             scan_tenant_prefixes(&acts.objects, token.community_id, &progress, &mut writer).await?;
+        // Uploads are aborted as listed after the irreversible point; this listing only makes an
+        // upload of unknown key shape block here, while abort is still possible.
+        scan_tenant_uploads(&acts.objects, token.community_id, &progress).await?;
         let summary = ManifestSummary {
             chunks: u64::from(writer.next_chunk_no),
             versions: prefixes.iter().map(|p| p.versions).sum(),

@@ -12,6 +12,7 @@ use super::CommunityActivities;
 use super::failure::PhaseResult;
 use super::heartbeat::{ProgressCell, heartbeating};
 use super::listing::{DiscardVersions, scan_tenant_prefixes};
+use super::uploads::scan_tenant_uploads;
 
 /// Records the request row; idempotent for the same request id.
 pub async fn register(
@@ -31,7 +32,8 @@ pub async fn register(
     })
 }
 
-/// Takes the inventory (catalog, three prefixes, Redis namespace size) and freezes it with its
+/// Takes the inventory (catalog, three prefixes' versions and uploads in progress, Redis
+/// namespace size) and freezes it with its
 /// digest. A retry after the freeze returns the frozen inventory unchanged.
 pub async fn inventory(
     acts: &CommunityActivities,
@@ -62,9 +64,11 @@ pub async fn inventory(
             &mut DiscardVersions,
         )
         .await?;
+        let uploads = scan_tenant_uploads(&acts.objects, token.community_id, &progress).await?;
         progress.update(|p| p.step = "counting Redis keys".to_owned());
         let redis_keys = acts.cache.count_namespace(token.community_id).await?;
-        let frozen = FrozenInventory::new(token.community_id, host, catalog, prefixes, redis_keys);
+        let frozen = FrozenInventory::new(token.community_id, host, catalog, prefixes, redis_keys)
+            .with_uploads(uploads);
         acts.store.freeze_inventory(&token, &frozen).await?;
         Ok(frozen.summary())
     })

@@ -11,6 +11,7 @@ mod intake;
 mod listing;
 mod pacing;
 mod purge;
+mod uploads;
 mod verify;
 
 use std::future::Future;

@@ -9,14 +9,15 @@ use crate::taxonomy::tenant_prefixes;
 use super::CommunityActivities;
 use super::failure::{PhaseError, PhaseResult};
 use super::heartbeat::{ProgressCell, heartbeating};
+use super::uploads::verify_no_uploads;
 
 /// Redis passes that must each complete empty (SCAN is weakly consistent: one sparse pass could
 /// look empty while a key survives a cursor rollover).
 const REDIS_EMPTY_PASSES: u32 = 2;
 
 /// Proves absence in every store: zero rows of the community in every tenant table and no
-/// community row, each tenant prefix lists no version at all, and two complete SCAN passes of
-/// the namespace find nothing. Anything found is a transient failure naming it (retried, visible
+/// community row, each tenant prefix lists no version and no multipart upload in progress, and
+/// two complete SCAN passes of the namespace find nothing. Anything found is a transient failure naming it (retried, visible
 /// in the UI) — never a silent pass.
 pub async fn verify(
     acts: &CommunityActivities,
@@ -67,6 +68,7 @@ pub async fn verify(
                 });
             }
         }
+        verify_no_uploads(&acts.objects, &prefixes, &progress).await?;
         progress.update(|p| p.step = "two empty Redis SCAN passes".to_owned());
         acts.cache.verify_absent(token.community_id).await?;
         let report = VerificationReport {

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
 use uuid::Uuid;
-use workflows::community::contracts::{InventorySummary, PrefixSummary};
+use workflows::community::contracts::{InventorySummary, PrefixSummary, UploadSummary};
 
 use super::audit::{WORKFLOW_ACTOR, record_advance};
 use super::catalog::CatalogInventory;
@@ -18,8 +18,13 @@ use super::stage::Stage;
 use super::token::{ExecToken, lock_for_token};
 use super::{Store, put_canonical_field};
 
-/// Version of the frozen-inventory encoding (part of the digest).
-pub const FROZEN_INVENTORY_VERSION: u32 = 1;
+/// Version of the frozen-inventory encoding (part of the digest). Version 2 adds the multipart
+/// uploads in progress per tenant prefix; a version-1 inventory (frozen before uploads were
+/// counted, so without them) still encodes and validates as it did.
+pub const FROZEN_INVENTORY_VERSION: u32 = 2;
+
+/// The first encoding version that binds the uploads in progress.
+const UPLOADS_SINCE_VERSION: u32 = 2;
 
 /// Domain separator of the frozen-inventory digest.
 const DIGEST_DOMAIN: &str = "buzz-deletion/frozen-inventory";
@@ -39,6 +44,9 @@ pub struct FrozenInventory {
     pub prefixes: Vec<PrefixSummary>,
     /// Keys in the community's Redis namespace.
     pub redis_keys: u64,
+    /// Multipart uploads in progress per tenant prefix: counts and order-independent digests.
+    #[serde(default)]
+    pub uploads: Vec<UploadSummary>,
 }
 
 impl FrozenInventory {
@@ -57,6 +65,7 @@ impl FrozenInventory {
             catalog,
             prefixes,
             redis_keys,
+            uploads: Vec::new(),
         };
         inventory.catalog.tenant_tables.sort();
         inventory.catalog.fenced_tables.sort();
@@ -66,6 +75,18 @@ impl FrozenInventory {
             .sort_by(|a, b| a.table.cmp(&b.table));
         inventory.prefixes.sort_by(|a, b| a.prefix.cmp(&b.prefix));
         inventory
+    }
+
+    /// The same inventory with the multipart uploads in progress per prefix (sorted by prefix).
+    pub fn with_uploads(mut self, mut uploads: Vec<UploadSummary>) -> Self {
+        uploads.sort_by(|a, b| a.prefix.cmp(&b.prefix));
+        self.uploads = uploads;
+        self
+    }
+
+    /// Uploads in progress across the three prefixes.
+    pub fn total_uploads(&self) -> u64 {
+        self.uploads.iter().map(|u| u.uploads).sum()
     }
 
     /// The canonical encoding the digest is computed over. Lists are encoded sorted regardless
@@ -107,6 +128,18 @@ impl FrozenInventory {
             put(&mut out, &prefix.keys_digest);
         }
         put(&mut out, &self.redis_keys.to_string());
+        // Uploads are bound from version 2 on; any uploads at all are bound whatever the version,
+        // so relabelling an inventory as version 1 cannot drop them from the digest.
+        if self.version >= UPLOADS_SINCE_VERSION || !self.uploads.is_empty() {
+            let mut uploads: Vec<&UploadSummary> = self.uploads.iter().collect();
+            uploads.sort_by(|a, b| a.prefix.cmp(&b.prefix));
+            put(&mut out, &uploads.len().to_string());
+            for upload in uploads {
+                put(&mut out, &upload.prefix);
+                put(&mut out, &upload.uploads.to_string());
+                put(&mut out, &upload.uploads_digest);
+            }
+        }
         out
     }
 
@@ -122,6 +155,7 @@ impl FrozenInventory {
             tables: self.catalog.row_counts.clone(),
             prefixes: self.prefixes.clone(),
             redis_keys: self.redis_keys,
+            uploads: self.uploads.clone(),
         }
     }
 }
@@ -200,6 +234,7 @@ impl Store {
             "rows": inventory.catalog.total_rows(),
             "versions": versions,
             "redis_keys": inventory.redis_keys,
+            "uploads": inventory.total_uploads(),
         });
         record_advance(
             &mut tx,
@@ -264,6 +299,18 @@ mod tests {
             }],
             5,
         )
+        .with_uploads(vec![
+            UploadSummary {
+                prefix: "thumbs/x/".into(),
+                uploads: 1,
+                uploads_digest: "u2".into(),
+            },
+            UploadSummary {
+                prefix: "media/x/".into(),
+                uploads: 2,
+                uploads_digest: "u1".into(),
+            },
+        ])
     }
 
     #[test]
@@ -272,6 +319,7 @@ mod tests {
         let mut shuffled = sorted.clone();
         shuffled.catalog.tenant_tables.reverse();
         shuffled.catalog.row_counts.reverse();
+        shuffled.uploads.reverse();
         assert_eq!(sorted.digest(), shuffled.digest());
     }
 
@@ -290,6 +338,48 @@ mod tests {
         let mut changed = inventory();
         changed.prefixes[0].keys_digest = "ac".into();
         assert_ne!(changed.digest(), base);
+        let mut changed = inventory();
+        changed.uploads[0].uploads += 1;
+        assert_ne!(changed.digest(), base);
+        let mut changed = inventory();
+        changed.uploads[1].uploads_digest = "u3".into();
+        assert_ne!(changed.digest(), base);
+        let mut changed = inventory();
+        changed.uploads.pop();
+        assert_ne!(changed.digest(), base);
+    }
+
+    #[test]
+    fn uploads_cannot_be_dropped_by_relabelling_the_encoding_version() {
+        let base = inventory();
+        let mut relabelled = base.clone();
+        relabelled.version = 1;
+        assert_ne!(relabelled.digest(), base.digest());
+        let mut stripped = relabelled.clone();
+        stripped.uploads.clear();
+        assert_ne!(stripped.digest(), base.digest());
+        assert_ne!(stripped.digest(), relabelled.digest());
+    }
+
+    #[test]
+    fn a_version_1_inventory_without_uploads_keeps_its_digest() {
+        // Frozen before uploads were counted: the JSON has no `uploads` field at all, and the
+        // digest must stay what version 1 computed (no uploads section in the encoding).
+        let mut v1 = inventory();
+        v1.version = 1;
+        v1.uploads.clear();
+        let mut json = serde_json::to_value(&v1).unwrap_or_default();
+        if let Some(object) = json.as_object_mut() {
+            object.remove("uploads");
+        }
+        let back: FrozenInventory = serde_json::from_value(json).unwrap_or_else(|e| panic!("{e}"));
+        assert!(back.uploads.is_empty());
+        assert_eq!(back.digest(), v1.digest());
+        // Version 2 always carries the uploads section, even when no upload is in progress.
+        let mut v2 = v1.clone();
+        v2.version = 2;
+        assert!(v2.canonical_encoding().ends_with(b"1:0,"));
+        assert!(!v1.canonical_encoding().ends_with(b"1:0,"));
     }
 
     #[test]

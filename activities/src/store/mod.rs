@@ -29,6 +29,7 @@ mod stage;
 mod sweeps;
 mod tenant_tree;
 mod token;
+mod uploads;
 
 use std::time::Duration;
 
@@ -51,6 +52,7 @@ pub use requests::{Checkpoint, Request, RequestFilter, RequestInspection};
 pub use stage::{Stage, UnknownStage};
 pub use sweeps::{TaxonomySweep, TaxonomySweepInput};
 pub use token::ExecToken;
+pub use uploads::UploadAbortRecord;
 
 /// Connections the store opens by default: enough for a worker's parallel activities.
 const DEFAULT_MAX_CONNECTIONS: u32 = 16;

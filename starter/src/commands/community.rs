@@ -408,6 +408,18 @@ fn print_inventory(inventory: &workflows::community::InventorySummary) {
         ]);
     }
     println!("{}", prefixes.render());
+    let mut uploads = Table::new(
+        "multipart uploads in progress",
+        &["prefix", "uploads", "digest"],
+    );
+    for u in &inventory.uploads {
+        uploads.row(vec![
+            u.prefix.clone(),
+            u.uploads.to_string(),
+            u.uploads_digest.chars().take(16).collect(),
+        ]);
+    }
+    println!("{}", uploads.render());
     println!("redis keys: {}", inventory.redis_keys);
 }
 

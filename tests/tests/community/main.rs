@@ -13,6 +13,8 @@
 //! - `serving_load`: the fence holds under live serving traffic, slow writes and dead leases.
 //! - `stack_check`: the foundation round trip on the dev server and the time-skipping server.
 //! - `sweep`: the taxonomy sweep counts and names a stray key; its schedule is created and removed.
+//! - `uploads`: unfinished multipart uploads are inventoried, aborted and verified gone (a
+//!   neighbour's stay); a per-key AccessDenied blocks naming the key until lifted.
 //! - `metrics`: the worker's Prometheus endpoint reports what a deletion removed.
 
 mod cascading_key;
@@ -26,4 +28,5 @@ mod serving_load;
 mod stack_check;
 mod sweep;
 mod unknown_key;
+mod uploads;
 mod worker_lifecycle;

@@ -63,6 +63,18 @@ pub struct PrefixSummary {
     pub keys_digest: String,
 }
 
+/// The multipart uploads in progress under one tenant prefix (initiated, never completed: no
+/// version lists them, yet completing one creates an object).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UploadSummary {
+    /// The prefix, e.g. `media/{community}/`.
+    pub prefix: String,
+    /// Uploads in progress, with or without uploaded parts.
+    pub uploads: u64,
+    /// Order-independent digest over (key, upload id) of every upload.
+    pub uploads_digest: String,
+}
+
 /// The frozen inventory as the operator approves it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InventorySummary {
@@ -74,6 +86,10 @@ pub struct InventorySummary {
     pub prefixes: Vec<PrefixSummary>,
     /// Keys in the community's Redis namespace when the inventory was taken.
     pub redis_keys: u64,
+    /// Multipart uploads in progress under the three tenant prefixes (empty in inventories
+    /// frozen before uploads were counted).
+    #[serde(default)]
+    pub uploads: Vec<UploadSummary>,
 }
 
 /// An approval as the operator submits it (update `approve` and signal `approve`).

@@ -228,6 +228,7 @@ impl FakeStores {
                 keys_digest: "k".into(),
             }],
             redis_keys: 7,
+            uploads: vec![],
         })
     }
 
