@@ -9,7 +9,7 @@ use uuid::Uuid;
 use workflows::community::{DeleteChunksInput, DeleteProgress};
 
 use crate::objects::{BulkDeleteOutcome, MAX_VERSIONS_PER_DELETE, ObjectVersionRef};
-use crate::store::{ChunkAck, ChunkProgress, ExecToken, ManifestChunk, Stage};
+use crate::store::{ChunkAck, ChunkProgress, ChunkSet, ExecToken, ManifestChunk, Stage};
 use crate::taxonomy::{ManifestEntry, is_tenant_owned_key};
 
 use super::CommunityActivities;
@@ -64,7 +64,8 @@ pub async fn delete_chunks(
         let parallelism = usize::try_from(input.parallelism.max(1)).unwrap_or(1);
         let mut current = acts.store.chunk_progress(input.request_id).await?;
         report(&progress, &current);
-        let mut stream = ChunkStream::new(&token, input.max_chunks.max(1), &current);
+        let mut stream =
+            ChunkStream::new(&token, ChunkSet::Frozen, input.max_chunks.max(1), &current);
         stream.run(acts, parallelism, &progress).await?;
         current = acts.store.chunk_progress(input.request_id).await?;
         report(&progress, &current);
@@ -138,9 +139,11 @@ fn plan_calls(community: Uuid, chunks: &[ManifestChunk]) -> PhaseResult<Vec<Dele
 /// A chunk is read only when a call slot is free and every call of the chunks read before has
 /// been issued, so the pool never drains at a chunk boundary (nor idles on chunks smaller than
 /// the parallelism) while memory holds at most the calls in flight plus one read chunk — the
-/// same whatever the manifest's size.
-struct ChunkStream<'t> {
+/// same whatever the manifest's size. Streams either the frozen or the late chunks.
+pub(super) struct ChunkStream<'t> {
     token: &'t ExecToken,
+    /// Which chunks: the frozen manifest or the late chunks.
+    set: ChunkSet,
     /// Chunks this attempt may still read.
     chunks_left: u64,
     /// The highest chunk number read so far.
@@ -155,9 +158,15 @@ struct ChunkStream<'t> {
 }
 
 impl<'t> ChunkStream<'t> {
-    fn new(token: &'t ExecToken, max_chunks: u64, progress: &ChunkProgress) -> Self {
+    pub(super) fn new(
+        token: &'t ExecToken,
+        set: ChunkSet,
+        max_chunks: u64,
+        progress: &ChunkProgress,
+    ) -> Self {
         Self {
             token,
+            set,
             chunks_left: max_chunks,
             last_read: None,
             queued: VecDeque::new(),
@@ -169,7 +178,7 @@ impl<'t> ChunkStream<'t> {
 
     /// Deletes up to `chunks_left` chunks with at most `parallelism` calls in flight, stamping
     /// each chunk once every one of its versions was acknowledged. Stops at the first failure.
-    async fn run(
+    pub(super) async fn run(
         &mut self,
         acts: &CommunityActivities,
         parallelism: usize,
@@ -209,7 +218,7 @@ impl<'t> ChunkStream<'t> {
         while self.queued.is_empty() && self.chunks_left > 0 {
             let Some(chunk) = acts
                 .store
-                .pending_chunks_after(self.token, self.last_read, 1)
+                .pending_chunks_of(self.token, self.set, self.last_read, 1)
                 .await?
                 .pop()
             else {
@@ -274,8 +283,9 @@ impl<'t> ChunkStream<'t> {
         deleted: u64,
     ) -> PhaseResult<()> {
         acts.store
-            .stamp_chunk(
+            .stamp_chunk_of(
                 self.token,
+                self.set,
                 chunk_no,
                 ChunkAck {
                     deleted,

@@ -7,6 +7,8 @@
 //! - `happy_path`: a target and two neighbours; the target is gone, the neighbours untouched.
 //! - `crash`: the worker is SIGKILLed mid-deletion; a new worker finishes without re-stamping.
 //! - `unknown_key`: an unknown key shape blocks; remediation + unblock completes.
+//! - `late_versions`: a stalled writer's late put is waited for and frozen; a version planted
+//!   after the freeze blocks verification, and unblock deletes it as a late manifest chunk.
 //! - `refusals`: approval validation, abort, and every refused operator action.
 //! - `outage`: Redis goes down mid-deletion and comes back; the workflow retries and completes.
 //! - `serving_load`: the fence holds under live serving traffic, slow writes and dead leases.
@@ -17,6 +19,7 @@
 mod crash;
 mod happy_path;
 mod helpers;
+mod late_versions;
 mod metrics;
 mod outage;
 mod refusals;
