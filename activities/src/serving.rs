@@ -14,6 +14,17 @@
 //! process whose exclusion proof vanished stops its network I/O instead of racing the deletion.
 //! A guard dropped without `finish` releases its lease from a spawned task; if even that cannot
 //! run, the lease simply expires after one TTL.
+//!
+//! **The protected-operation bound.** No protected operation runs longer than
+//! [`MAX_PROTECTED_OPERATION`]: `protect` takes its deadline *before* it verifies the lease, and
+//! checks it (and the heartbeat's verdict) before every single poll of the operation, so a
+//! process that was paused mid-write (a stopped container, a long GC pause, a slow PutObject)
+//! never drives the write on once it resumes past the deadline — it gets
+//! [`ServingError::OperationTooLong`] instead. Because the lease was valid when the deadline was
+//! taken, the last moment this library lets a serving write touch the network is before
+//! `expires_at + MAX_PROTECTED_OPERATION` of the lease's last renewal. The deletion's drain
+//! waits exactly that long for every lease left unreleased at fence time (see
+//! `docs/operations.md`, "Stalled serving-write leases").
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -26,6 +37,12 @@ use uuid::Uuid;
 
 use crate::failure::{Classified, Severity};
 use crate::store::{ServingWriteLease, Store, StoreError};
+
+/// The longest one protected operation may run, from just before its lease is verified to its
+/// last poll. `protect` enforces it; [`ServingWriteGuard::protect_within`] may only shorten it.
+/// The deletion's drain waits this long past the expiry of every lease left unreleased at fence
+/// time before it lets the manifest be frozen, so changing it changes that wait too.
+pub const MAX_PROTECTED_OPERATION: Duration = Duration::from_secs(30);
 
 /// Lease timing and identity of one serving process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,6 +94,18 @@ pub enum ServingError {
         lease_id: Uuid,
         /// Why.
         reason: String,
+    },
+    /// The protected operation did not finish within its bound and was abandoned (never polled
+    /// again); the write may or may not have landed.
+    #[error(
+        "serving write under lease {lease_id} abandoned: it did not finish within {limit:?} \
+         (the protected-operation bound)"
+    )]
+    OperationTooLong {
+        /// The lease.
+        lease_id: Uuid,
+        /// The bound it exceeded.
+        limit: Duration,
     },
     /// The store failed otherwise.
     #[error(transparent)]
@@ -299,16 +328,49 @@ impl ServingWriteGuard {
     }
 
     /// Runs `operation` under the lease: verifies before, drops (cancels) the future as soon as
-    /// the heartbeat loses the lease, and verifies again after it completes.
+    /// the heartbeat loses the lease or [`MAX_PROTECTED_OPERATION`] has passed since just before
+    /// that verification, and verifies again after it completes.
     pub async fn protect<F: Future>(&self, operation: F) -> Result<F::Output, ServingError> {
+        self.protect_within(MAX_PROTECTED_OPERATION, operation)
+            .await
+    }
+
+    /// As [`ServingWriteGuard::protect`] with a tighter bound (`limit` is capped at
+    /// [`MAX_PROTECTED_OPERATION`]). The deadline and the lease are checked before every poll of
+    /// `operation`, so a process resuming from a pause past either never polls it again.
+    pub async fn protect_within<F: Future>(
+        &self,
+        limit: Duration,
+        operation: F,
+    ) -> Result<F::Output, ServingError> {
+        let limit = limit.min(MAX_PROTECTED_OPERATION);
+        // Taken before the lease is verified: the lease was valid after this instant.
+        let deadline = Instant::now() + limit;
         self.verify().await?;
+        let bounded = Bounded {
+            operation: std::pin::pin!(operation),
+            deadline,
+            lost: &self.lost,
+        };
         let output = tokio::select! {
             biased;
             _ = self.lost.cancelled() => return Err(self.lost_error()),
-            output = operation => output,
+            _ = tokio::time::sleep_until(deadline) => return Err(self.too_long(limit)),
+            output = bounded => match output {
+                Polled::Done(output) => output,
+                Polled::Lost => return Err(self.lost_error()),
+                Polled::TooLong => return Err(self.too_long(limit)),
+            },
         };
         self.verify().await?;
         Ok(output)
+    }
+
+    fn too_long(&self, limit: Duration) -> ServingError {
+        ServingError::OperationTooLong {
+            lease_id: self.lease.id,
+            limit,
+        }
     }
 
     /// Stops the heartbeat and releases the lease. Fails with [`ServingError::LeaseLost`] if the
@@ -335,6 +397,39 @@ impl ServingWriteGuard {
                 reason: "already released or expired when the write finished".to_owned(),
             })
         }
+    }
+}
+
+/// What one poll of a bounded operation found.
+enum Polled<T> {
+    Done(T),
+    Lost,
+    TooLong,
+}
+
+/// Polls the operation only while the deadline is ahead and the lease is not lost: timers and
+/// I/O readiness wake in no particular order after a pause, so the checks sit in front of every
+/// poll rather than racing it.
+struct Bounded<'a, F> {
+    operation: std::pin::Pin<&'a mut F>,
+    deadline: Instant,
+    lost: &'a CancellationToken,
+}
+
+impl<F: Future> Future for Bounded<'_, F> {
+    type Output = Polled<F::Output>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        if self.lost.is_cancelled() {
+            return std::task::Poll::Ready(Polled::Lost);
+        }
+        if Instant::now() >= self.deadline {
+            return std::task::Poll::Ready(Polled::TooLong);
+        }
+        self.operation.as_mut().poll(cx).map(Polled::Done)
     }
 }
 

@@ -29,3 +29,8 @@ macro_rules! activity_contract {
 pub const PERMANENT_FAILURE_TYPE: &str = "BuzzPermanentFailure";
 /// The `ApplicationFailure` type name for a write refused because its generation is stale.
 pub const STALE_GENERATION_FAILURE_TYPE: &str = "BuzzStaleGeneration";
+/// The `ApplicationFailure` type name of a verification that found an object version under a
+/// tenant prefix that is in no manifest chunk (it appeared after the freeze). Permanent: the
+/// workflow blocks, and after the operator's unblock runs `community.delete_late_versions` before
+/// verifying again.
+pub const LATE_OBJECT_VERSION_FAILURE_TYPE: &str = "BuzzLateObjectVersion";

@@ -268,6 +268,53 @@ async fn permanent_failure_blocks_until_unblock_then_retries_the_phase() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_object_version_blocks_verification_and_its_unblock_deletes_it_before_verifying_again()
+{
+    let fakes = small_manifest();
+    let late = "media/x/late@v-late (object)";
+    fakes.ledger().late_versions = vec![late.to_string()];
+    run_deletion(fakes, Tuning::default(), |deletion| async move {
+        deletion.await_approval().await;
+        deletion.approve(APPROVER, FROZEN_DIGEST).await.unwrap();
+        let blocked = deletion.wait_for("blocked", |s| s.blocked.is_some()).await;
+        let info = blocked.blocked.clone().unwrap();
+        assert_eq!(info.phase, Phase::Verifying);
+        assert!(info.reason.contains(late), "{}", info.reason);
+        assert_eq!(
+            deletion.fakes.attempts("community.verify"),
+            1,
+            "not retried: it blocks"
+        );
+        assert_eq!(
+            deletion.fakes.attempts("community.delete_late_versions"),
+            0,
+            "nothing before the unblock"
+        );
+        assert!(!deletion.fakes.ledger().completed);
+
+        let retried = deletion
+            .unblock("bob", "the stalled writer is gone")
+            .await
+            .unwrap();
+        assert_eq!(retried, Phase::Verifying);
+        deletion.unlock_time_skipping().await;
+        let done = deletion.result().await.unwrap();
+        assert_eq!(done.phase, Phase::RetentionPending);
+        assert_eq!(done.blocked, None);
+        assert_eq!(done.progress.late_versions_deleted, 1);
+        assert_eq!(deletion.fakes.attempts("community.delete_late_versions"), 1);
+        assert_eq!(
+            deletion.fakes.attempts("community.verify"),
+            2,
+            "verified again after the late deletion"
+        );
+        assert!(deletion.fakes.ledger().completed);
+        deletion.replay_every_run().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transient_failures_retry_with_backoff_and_complete() {
     let fakes = small_manifest();
     fakes.misbehave(

@@ -11,7 +11,7 @@ use workflows::community::{DeleteChunksInput, DeleteProgress};
 use crate::objects::{
     BulkDeleteOutcome, DeleteFailureKind, MAX_VERSIONS_PER_DELETE, ObjectVersionRef,
 };
-use crate::store::{ChunkAck, ChunkProgress, ExecToken, ManifestChunk, Stage};
+use crate::store::{ChunkAck, ChunkProgress, ChunkSet, ExecToken, ManifestChunk, Stage};
 use crate::taxonomy::{ManifestEntry, is_tenant_owned_key};
 
 use super::CommunityActivities;
@@ -79,6 +79,7 @@ pub async fn delete_chunks(
         report(&progress, &current);
         let mut stream = ChunkStream::new(
             &token,
+            ChunkSet::Frozen,
             input.max_chunks.max(1),
             &current,
             ctx.info().attempt,
@@ -156,9 +157,11 @@ fn plan_calls(community: Uuid, chunks: &[ManifestChunk]) -> PhaseResult<Vec<Dele
 /// A chunk is read only when a call slot is free and every call of the chunks read before has
 /// been issued, so the pool never drains at a chunk boundary (nor idles on chunks smaller than
 /// the parallelism) while memory holds at most the calls in flight plus one read chunk — the
-/// same whatever the manifest's size.
-struct ChunkStream<'t> {
+/// same whatever the manifest's size. Streams either the frozen or the late chunks.
+pub(super) struct ChunkStream<'t> {
     token: &'t ExecToken,
+    /// Which chunks: the frozen manifest or the late chunks.
+    set: ChunkSet,
     /// Chunks this attempt may still read.
     chunks_left: u64,
     /// The highest chunk number read so far.
@@ -175,9 +178,16 @@ struct ChunkStream<'t> {
 }
 
 impl<'t> ChunkStream<'t> {
-    fn new(token: &'t ExecToken, max_chunks: u64, progress: &ChunkProgress, attempt: u32) -> Self {
+    pub(super) fn new(
+        token: &'t ExecToken,
+        set: ChunkSet,
+        max_chunks: u64,
+        progress: &ChunkProgress,
+        attempt: u32,
+    ) -> Self {
         Self {
             token,
+            set,
             chunks_left: max_chunks,
             last_read: None,
             queued: VecDeque::new(),
@@ -190,7 +200,7 @@ impl<'t> ChunkStream<'t> {
 
     /// Deletes up to `chunks_left` chunks with at most `parallelism` calls in flight, stamping
     /// each chunk once every one of its versions was acknowledged. Stops at the first failure.
-    async fn run(
+    pub(super) async fn run(
         &mut self,
         acts: &CommunityActivities,
         parallelism: usize,
@@ -230,7 +240,7 @@ impl<'t> ChunkStream<'t> {
         while self.queued.is_empty() && self.chunks_left > 0 {
             let Some(chunk) = acts
                 .store
-                .pending_chunks_after(self.token, self.last_read, 1)
+                .pending_chunks_of(self.token, self.set, self.last_read, 1)
                 .await?
                 .pop()
             else {
@@ -298,8 +308,9 @@ impl<'t> ChunkStream<'t> {
         deleted: u64,
     ) -> PhaseResult<()> {
         acts.store
-            .stamp_chunk(
+            .stamp_chunk_of(
                 self.token,
+                self.set,
                 chunk_no,
                 ChunkAck {
                     deleted,

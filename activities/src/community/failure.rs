@@ -2,7 +2,9 @@
 
 use temporalio_common::error::ApplicationFailure;
 use temporalio_sdk::activities::ActivityError;
-use workflows::contract::{PERMANENT_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE};
+use workflows::contract::{
+    LATE_OBJECT_VERSION_FAILURE_TYPE, PERMANENT_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE,
+};
 
 use crate::cache::CacheError;
 use crate::failure::{Classified, Severity};
@@ -99,6 +101,26 @@ pub enum PhaseError {
         /// What was found.
         detail: String,
     },
+    /// Verification found an object version under a tenant prefix that no manifest chunk lists:
+    /// it appeared after the manifest was frozen (a serving writer outlived its lease, or wrote
+    /// without one). Retrying cannot make it go away, so the request blocks; the unblock deletes
+    /// it as a late manifest chunk (`community.delete_late_versions`).
+    #[error(
+        "late object version: {key}@{version_id} ({kind}) under {prefix} appeared after the \
+         manifest was frozen and is in no manifest chunk; find the writer that outlived (or \
+         skipped) its serving-write lease, then unblock: the unblock deletes every such version \
+         as a late manifest chunk and verifies again"
+    )]
+    LateObjectVersion {
+        /// The tenant prefix listed.
+        prefix: String,
+        /// The object key.
+        key: String,
+        /// The version id.
+        version_id: String,
+        /// `object` or `delete_marker`.
+        kind: String,
+    },
     /// Temporal asked the activity to stop (the workflow moved on or timed it out).
     #[error("activity cancelled")]
     Cancelled,
@@ -113,7 +135,8 @@ impl Classified for PhaseError {
             PhaseError::Taxonomy(_)
             | PhaseError::UnknownKeyShape { .. }
             | PhaseError::ForeignManifestKey { .. }
-            | PhaseError::VersionDeleteDenied { .. } => Severity::Permanent,
+            | PhaseError::VersionDeleteDenied { .. }
+            | PhaseError::LateObjectVersion { .. } => Severity::Permanent,
             PhaseError::PartialAcknowledgement { .. }
             | PhaseError::ServingWritesLive { .. }
             | PhaseError::StillPresent { .. }
@@ -137,7 +160,12 @@ pub fn into_activity_error(error: PhaseError) -> ActivityError {
             return ActivityError::cancelled();
         }
         let message = error.to_string();
-        let failure = if error.is_stale_generation() {
+        let failure = if matches!(error, PhaseError::LateObjectVersion { .. }) {
+            ApplicationFailure::builder(message)
+                .type_name(LATE_OBJECT_VERSION_FAILURE_TYPE.to_owned())
+                .non_retryable(true)
+                .build()
+        } else if error.is_stale_generation() {
             ApplicationFailure::builder(message)
                 .type_name(STALE_GENERATION_FAILURE_TYPE.to_owned())
                 .non_retryable(true)

@@ -4,6 +4,7 @@ use temporalio_sdk::activities::ActivityContext;
 use workflows::community::{ManifestSummary, RequestRef};
 
 use crate::objects::ObjectVersion;
+use crate::serving::MAX_PROTECTED_OPERATION;
 use crate::store::{ExecToken, MANIFEST_CHUNK_MAX_ENTRIES, Stage, Store};
 
 use super::CommunityActivities;
@@ -72,6 +73,10 @@ pub async fn freeze_manifest(
     heartbeating(ctx, &progress, async {
         acts.store.load_frozen_inventory(input.request_id).await?;
         acts.store.verify_fence(&token).await?;
+        // The drain waited for stalled leases; refuse (transiently) to list before it did.
+        acts.store
+            .require_no_stalled_serving_writes(token.community_id, MAX_PROTECTED_OPERATION)
+            .await?;
         acts.store.clear_unbound_manifest_chunks(&token).await?;
         let mut writer = ChunkWriter {
             store: &acts.store,

@@ -8,6 +8,7 @@ mod fencing;
 mod freeze;
 mod heartbeat;
 mod intake;
+mod late;
 mod listing;
 mod pacing;
 mod purge;
@@ -22,8 +23,9 @@ use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use workflows::community::{
     AbortInput, AbortOutcome, ApprovalInput, ApprovalRecord, CacheReport, DeleteChunksInput,
-    DeleteProgress, DrainOutcome, EventInput, FenceOutcome, InventorySummary, ManifestSummary,
-    PurgeInput, PurgeReport, RegisterInput, RegisteredRequest, RequestRef, VerificationReport,
+    DeleteProgress, DrainOutcome, EventInput, FenceOutcome, InventorySummary, LateVersionsReport,
+    ManifestSummary, PurgeInput, PurgeReport, RegisterInput, RegisteredRequest, RequestRef,
+    VerificationReport,
 };
 
 use crate::cache::Cache;
@@ -232,6 +234,17 @@ impl CommunityActivities {
         self.timed(&ctx, verify::verify(&self, &ctx, input)).await
     }
 
+    /// Deletes object versions that appeared after the freeze, as late manifest chunks.
+    #[activity(definition = workflows::community::DeleteLateVersions)]
+    pub async fn delete_late_versions(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: RequestRef,
+    ) -> Result<LateVersionsReport, ActivityError> {
+        self.timed(&ctx, late::delete_late_versions(&self, &ctx, input))
+            .await
+    }
+
     /// Marks the request retention-pending.
     #[activity(definition = workflows::community::Complete)]
     pub async fn complete(
@@ -282,6 +295,10 @@ mod tests {
             (Impl::purge_postgres.name(), contract::PurgePostgres.name()),
             (Impl::purge_cache.name(), contract::PurgeCache.name()),
             (Impl::verify.name(), contract::Verify.name()),
+            (
+                Impl::delete_late_versions.name(),
+                contract::DeleteLateVersions.name(),
+            ),
             (Impl::complete.name(), contract::Complete.name()),
             (Impl::abort.name(), contract::Abort.name()),
         ];

@@ -10,6 +10,7 @@ use super::CommunityActivities;
 use super::failure::{PhaseError, PhaseResult};
 use super::heartbeat::{ProgressCell, heartbeating};
 use super::uploads::verify_no_uploads;
+use super::late;
 
 /// Redis passes that must each complete empty (SCAN is weakly consistent: one sparse pass could
 /// look empty while a key survives a cursor rollover).
@@ -57,15 +58,7 @@ pub async fn verify(
         for prefix in &prefixes {
             progress.update(|p| p.step = format!("listing {prefix}"));
             if let Some(version) = acts.objects.prefix_is_empty(prefix).await? {
-                return Err(PhaseError::StillPresent {
-                    what: "an object version",
-                    detail: format!(
-                        "{}@{} ({})",
-                        version.key,
-                        version.version_id,
-                        version.kind.as_str()
-                    ),
-                });
+                return Err(late::surviving_version(acts, &token, prefix, &version).await);
             }
         }
         verify_no_uploads(&acts.objects, &prefixes, &progress).await?;

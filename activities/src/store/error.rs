@@ -134,6 +134,21 @@ pub enum StoreError {
         /// Their operations, deduplicated.
         operations: Vec<String>,
     },
+    /// Leases left unreleased when the community was fenced may still cover a writer that is
+    /// running (a paused process, a slow PutObject): the manifest is not frozen before every one
+    /// of them is past its expiry plus the protected-operation bound.
+    #[error(
+        "community {community_id}: waiting on {count} stalled serving-write lease(s) until {until} \
+         (expiry plus the protected-operation bound)"
+    )]
+    StalledServingWrites {
+        /// The community.
+        community_id: Uuid,
+        /// Leases unreleased at fence time and still inside their bound.
+        count: u64,
+        /// When the last of them leaves its bound (database clock).
+        until: chrono::DateTime<chrono::Utc>,
+    },
     /// A new serving write was refused: the community is being quiesced for deletion.
     #[error("community {community_id} is quiescing for deletion: new serving writes are refused")]
     CommunityQuiescing {
@@ -331,9 +346,9 @@ pub enum StoreError {
 impl Classified for StoreError {
     fn severity(&self) -> Severity {
         match self {
-            StoreError::Connect { .. } | StoreError::ServingWritesLive { .. } => {
-                Severity::Transient
-            }
+            StoreError::Connect { .. }
+            | StoreError::ServingWritesLive { .. }
+            | StoreError::StalledServingWrites { .. } => Severity::Transient,
             StoreError::Database(error) => sqlx_severity(error),
             _ => Severity::Permanent,
         }

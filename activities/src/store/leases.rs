@@ -7,7 +7,12 @@
 //!   once the lease was released, expired, or the community is fenced;
 //! - a lease counts as live only while unreleased and unexpired, so a crashed serving process
 //!   holds the fence back for at most one TTL;
-//! - release matches on id *and* owner: nobody releases a lease that is not theirs.
+//! - release matches on id *and* owner: nobody releases a lease that is not theirs;
+//! - a lease still unreleased when the community was fenced is *stalled*: its writer may still be
+//!   running, so the manifest is frozen only once the database clock is past its `expires_at`
+//!   plus the protected-operation bound ([`crate::serving::MAX_PROTECTED_OPERATION`]); a release
+//!   after the fence proves nothing (the write may have landed just before it) and does not end
+//!   the wait. Reaping never removes a row still inside that bound.
 //!
 //! Time is the database's `clock_timestamp()`, never a client clock.
 
@@ -91,6 +96,46 @@ pub(crate) async fn live_serving_writes_in(
     Ok(LiveServingWrites {
         count: count_u64(count),
         operations,
+    })
+}
+
+/// Leases of a fenced community left unreleased at fence time whose writers may still be running.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StalledServingWrites {
+    /// Leases unreleased at fence time and not yet past `expires_at + bound`.
+    pub count: u64,
+    /// Their operations, deduplicated and sorted.
+    pub operations: Vec<String>,
+    /// When the last of them leaves its bound (database clock); `None` when `count` is 0.
+    pub until: Option<DateTime<Utc>>,
+    /// The database clock when this was read.
+    pub now: DateTime<Utc>,
+}
+
+/// Stalled serving writes of the community, read inside the caller's transaction: leases whose
+/// `released_at` is empty or later than the fence's last change, and whose `expires_at + bound`
+/// is still ahead of `clock_timestamp()`. The fence's `updated_at` is the start of the fencing
+/// transaction, so a lease released while it ran counts as unreleased: the error is on the safe
+/// side.
+pub(crate) async fn stalled_serving_writes_in(
+    conn: &mut PgConnection,
+    community_id: Uuid,
+    bound: Duration,
+) -> StoreResult<StalledServingWrites> {
+    let (count, operations, until, now): (i64, Vec<String>, Option<DateTime<Utc>>, DateTime<Utc>) =
+        sqlx::query_as(
+            "SELECT count(l.id),                     coalesce(array_agg(DISTINCT l.operation ORDER BY l.operation)                              FILTER (WHERE l.id IS NOT NULL), '{}'),                     max(l.expires_at) + make_interval(secs => $2), clock_timestamp()              FROM deletion.community_fences f              LEFT JOIN deletion.serving_write_leases l                ON l.community_id = f.community_id               AND (l.released_at IS NULL OR l.released_at > f.updated_at)               AND l.expires_at + make_interval(secs => $2) > clock_timestamp()              WHERE f.community_id = $1",
+        )
+        .bind(community_id)
+        .bind(bound.as_secs_f64())
+        .fetch_optional(conn)
+        .await?
+        .unwrap_or((0, Vec::new(), None, Utc::now()));
+    Ok(StalledServingWrites {
+        count: count_u64(count),
+        operations,
+        until,
+        now,
     })
 }
 
@@ -274,14 +319,48 @@ impl Store {
         live_serving_writes_in(&mut conn, community_id).await
     }
 
+    /// Stalled serving writes of the community (see [`StalledServingWrites`]): what the drain
+    /// waits for before the manifest may be frozen. `bound` is the protected-operation bound
+    /// ([`crate::serving::MAX_PROTECTED_OPERATION`] in production).
+    pub async fn stalled_serving_writes(
+        &self,
+        community_id: Uuid,
+        bound: Duration,
+    ) -> StoreResult<StalledServingWrites> {
+        let mut conn = self.pool.acquire().await?;
+        stalled_serving_writes_in(&mut conn, community_id, bound).await
+    }
+
+    /// Refuses with [`StoreError::StalledServingWrites`] (transient) while a lease left
+    /// unreleased at fence time is inside `expires_at + bound`; the gate in front of freezing the
+    /// manifest.
+    pub async fn require_no_stalled_serving_writes(
+        &self,
+        community_id: Uuid,
+        bound: Duration,
+    ) -> StoreResult<StalledServingWrites> {
+        let stalled = self.stalled_serving_writes(community_id, bound).await?;
+        match stalled.until {
+            Some(until) if stalled.count > 0 => Err(StoreError::StalledServingWrites {
+                community_id,
+                count: stalled.count,
+                until,
+            }),
+            _ => Ok(stalled),
+        }
+    }
+
     /// Deletes lease rows released or expired more than `retain` ago (they prove nothing any
-    /// more); returns how many. Keeps the lease table small under serving churn.
+    /// more); returns how many. Keeps the lease table small under serving churn. A row still
+    /// inside its protected-operation bound is kept whatever `retain` says: the drain reads it.
     pub async fn reap_serving_write_leases(&self, retain: Duration) -> StoreResult<u64> {
         let deleted = sqlx::query(
             "DELETE FROM deletion.serving_write_leases \
-             WHERE coalesce(released_at, expires_at) < clock_timestamp() - make_interval(secs => $1)",
+             WHERE coalesce(released_at, expires_at) < clock_timestamp() - make_interval(secs => $1) \
+               AND expires_at < clock_timestamp() - make_interval(secs => $2)",
         )
         .bind(retain.as_secs_f64())
+        .bind(crate::serving::MAX_PROTECTED_OPERATION.as_secs_f64())
         .execute(&self.pool)
         .await?
         .rows_affected();

@@ -38,6 +38,27 @@ pub struct ManifestChunk {
     pub entries: Vec<String>,
 }
 
+/// Which chunks of a request: the frozen manifest (bound with `fenced → drained`, deleted in
+/// `drained`), or the late chunks appended after verification found versions that appeared
+/// under a tenant prefix after the freeze (deleted in `cache_purged`, see `store::late`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ChunkSet {
+    /// The bound destructive manifest.
+    Frozen,
+    /// Chunks appended after the freeze, on an operator's unblock.
+    Late,
+}
+
+impl ChunkSet {
+    /// The stages in which chunks of this set are read and stamped.
+    pub(crate) fn stages(self) -> &'static [Stage] {
+        match self {
+            ChunkSet::Frozen => &[Stage::Drained],
+            ChunkSet::Late => &[Stage::CachePurged, Stage::LogicallyVerified],
+        }
+    }
+}
+
 /// What the object store acknowledged for one chunk's delete calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChunkAck {
@@ -100,11 +121,50 @@ fn require_tenant_prefixes(
     }
 }
 
-fn chunk_no_i32(chunk_no: u32) -> StoreResult<i32> {
+pub(crate) fn chunk_no_i32(chunk_no: u32) -> StoreResult<i32> {
     i32::try_from(chunk_no).map_err(|_| StoreError::InvalidInput {
         field: "chunk_no",
         reason: format!("{chunk_no} is out of range"),
     })
+}
+
+/// Refuses a chunk unless it has 1..=10,000 entries, `prefix` is one of the community's tenant
+/// prefixes, and every entry decodes to a key of the community's exact writer shape under it.
+pub(crate) fn check_chunk_entries(
+    token: &ExecToken,
+    label: &str,
+    prefix: &str,
+    entries: &[String],
+) -> StoreResult<()> {
+    let mismatch = |reason: String| StoreError::ManifestMismatch {
+        request_id: token.request_id,
+        reason,
+    };
+    if entries.is_empty() || entries.len() > MANIFEST_CHUNK_MAX_ENTRIES {
+        return Err(mismatch(format!(
+            "{label} has {} entries (1..={MANIFEST_CHUNK_MAX_ENTRIES} allowed)",
+            entries.len()
+        )));
+    }
+    if !tenant_prefixes(token.community_id)
+        .iter()
+        .any(|p| p == prefix)
+    {
+        return Err(mismatch(format!(
+            "{prefix:?} is not one of the community's tenant prefixes"
+        )));
+    }
+    for encoded in entries {
+        let entry = ManifestEntry::decode(encoded)
+            .map_err(|error| mismatch(format!("{label}: {error}")))?;
+        if !entry.key.starts_with(prefix) || !is_tenant_owned_key(token.community_id, &entry.key) {
+            return Err(mismatch(format!(
+                "{label}: key {:?} is not the community's under {prefix}",
+                entry.key
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Reads the bound manifest, re-validating its digest and prefix ownership.
@@ -171,36 +231,7 @@ impl Store {
         prefix: &str,
         entries: &[String],
     ) -> StoreResult<()> {
-        let mismatch = |reason: String| StoreError::ManifestMismatch {
-            request_id: token.request_id,
-            reason,
-        };
-        if entries.is_empty() || entries.len() > MANIFEST_CHUNK_MAX_ENTRIES {
-            return Err(mismatch(format!(
-                "chunk {chunk_no} has {} entries (1..={MANIFEST_CHUNK_MAX_ENTRIES} allowed)",
-                entries.len()
-            )));
-        }
-        if !tenant_prefixes(token.community_id)
-            .iter()
-            .any(|p| p == prefix)
-        {
-            return Err(mismatch(format!(
-                "{prefix:?} is not one of the community's tenant prefixes"
-            )));
-        }
-        for encoded in entries {
-            let entry = ManifestEntry::decode(encoded)
-                .map_err(|error| mismatch(format!("chunk {chunk_no}: {error}")))?;
-            if !entry.key.starts_with(prefix)
-                || !is_tenant_owned_key(token.community_id, &entry.key)
-            {
-                return Err(mismatch(format!(
-                    "chunk {chunk_no}: key {:?} is not the community's under {prefix}",
-                    entry.key
-                )));
-            }
-        }
+        check_chunk_entries(token, &format!("chunk {chunk_no}"), prefix, entries)?;
         let entry_count = i32::try_from(entries.len()).unwrap_or(i32::MAX);
         let mut tx = self.pool.begin().await?;
         let row = lock_for_token(&mut tx, token, &[Stage::Fenced]).await?;
@@ -402,18 +433,33 @@ impl Store {
         after: Option<u32>,
         limit: u32,
     ) -> StoreResult<Vec<ManifestChunk>> {
+        self.pending_chunks_of(token, ChunkSet::Frozen, after, limit)
+            .await
+    }
+
+    /// As [`Store::pending_chunks_after`], over the frozen or the late chunks (each set only at
+    /// the stages it is deleted in).
+    pub async fn pending_chunks_of(
+        &self,
+        token: &ExecToken,
+        set: ChunkSet,
+        after: Option<u32>,
+        limit: u32,
+    ) -> StoreResult<Vec<ManifestChunk>> {
         let mut conn = self.pool.acquire().await?;
         let row = read_request(&mut conn, token.request_id).await?;
         check_generation(&row, token)?;
-        row.require_stage(&[Stage::Drained])?;
+        row.require_stage(set.stages())?;
         let rows: Vec<(i32, String, sqlx::types::Json<Vec<String>>)> = sqlx::query_as(
             "SELECT chunk_no, prefix, entries FROM deletion.manifest_chunks \
              WHERE request_id = $1 AND deleted_at IS NULL AND chunk_no > $3 \
+               AND (late_at IS NOT NULL) = $4 \
              ORDER BY chunk_no LIMIT $2",
         )
         .bind(token.request_id)
         .bind(i64::from(limit.max(1)))
         .bind(after.map_or(-1, i64::from))
+        .bind(set == ChunkSet::Late)
         .fetch_all(&mut *conn)
         .await?;
         Ok(rows
@@ -436,8 +482,20 @@ impl Store {
         chunk_no: u32,
         ack: ChunkAck,
     ) -> StoreResult<bool> {
+        self.stamp_chunk_of(token, ChunkSet::Frozen, chunk_no, ack)
+            .await
+    }
+
+    /// As [`Store::stamp_chunk`], for a chunk of `set` (refused for a chunk of the other set).
+    pub async fn stamp_chunk_of(
+        &self,
+        token: &ExecToken,
+        set: ChunkSet,
+        chunk_no: u32,
+        ack: ChunkAck,
+    ) -> StoreResult<bool> {
         let mut tx = self.pool.begin().await?;
-        let row = lock_for_token(&mut tx, token, &[Stage::Drained]).await?;
+        let row = lock_for_token(&mut tx, token, set.stages()).await?;
         check_fence_held(&mut tx, &row).await?;
         if row.irreversible_at.is_none() {
             return Err(StoreError::IrreversibleNotMarked {
@@ -446,10 +504,11 @@ impl Store {
         }
         let chunk: Option<(i32, bool, String)> = sqlx::query_as(
             "SELECT entry_count, deleted_at IS NOT NULL, prefix FROM deletion.manifest_chunks \
-             WHERE request_id = $1 AND chunk_no = $2 FOR UPDATE",
+             WHERE request_id = $1 AND chunk_no = $2 AND (late_at IS NOT NULL) = $3 FOR UPDATE",
         )
         .bind(token.request_id)
         .bind(chunk_no_i32(chunk_no)?)
+        .bind(set == ChunkSet::Late)
         .fetch_optional(&mut *tx)
         .await?;
         let Some((entry_count, stamped, prefix)) = chunk else {
@@ -488,6 +547,7 @@ impl Store {
             "deleted": ack.deleted,
             "already_missing": ack.already_missing,
             "exec_generation": token.exec_generation,
+            "late": set == ChunkSet::Late,
         });
         insert_audit(
             &mut tx,

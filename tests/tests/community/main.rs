@@ -8,6 +8,8 @@
 //! - `crash`: the worker is SIGKILLed mid-deletion; a new worker finishes without re-stamping.
 //! - `unknown_key`: an unknown key shape blocks; remediation + unblock completes.
 //! - `cascading_key`: a cascading foreign key into tenant data blocks; drop + unblock completes.
+//! - `late_versions`: a stalled writer's late put is waited for and frozen; a version planted
+//!   after the freeze blocks verification, and unblock deletes it as a late manifest chunk.
 //! - `refusals`: approval validation, abort, and every refused operator action.
 //! - `outage`: Redis goes down mid-deletion and comes back; the workflow retries and completes.
 //! - `serving_load`: the fence holds under live serving traffic, slow writes and dead leases.
@@ -21,6 +23,7 @@ mod cascading_key;
 mod crash;
 mod happy_path;
 mod helpers;
+mod late_versions;
 mod metrics;
 mod outage;
 mod refusals;

@@ -302,6 +302,15 @@ pub struct VerificationReport {
     pub redis_empty_passes: u32,
 }
 
+/// Result of `community.delete_late_versions`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LateVersionsReport {
+    /// Late chunks of the request (this and earlier calls), all stamped.
+    pub late_chunks: u64,
+    /// Versions in them, all acknowledged deleted.
+    pub late_versions_deleted: u64,
+}
+
 activity_contract!(
     /// Records the request row (at most one open per community; unknown host refused).
     Register = "community.register": RegisterInput => RegisteredRequest
@@ -351,6 +360,11 @@ activity_contract!(
     Verify = "community.verify": RequestRef => VerificationReport
 );
 activity_contract!(
+    /// After an unblock of a late-version block: re-lists the tenant prefixes, appends every
+    /// version in no chunk as late manifest chunks and deletes and stamps them.
+    DeleteLateVersions = "community.delete_late_versions": RequestRef => LateVersionsReport
+);
+activity_contract!(
     /// Marks the request retention-pending (terminal).
     Complete = "community.complete": RequestRef => ()
 );
@@ -360,7 +374,7 @@ activity_contract!(
 );
 
 /// Every community activity name, for the test that checks the worker registers them all.
-pub const ACTIVITY_NAMES: [&str; 14] = [
+pub const ACTIVITY_NAMES: [&str; 15] = [
     "community.register",
     "community.inventory",
     "community.record_approval",
@@ -373,6 +387,7 @@ pub const ACTIVITY_NAMES: [&str; 14] = [
     "community.purge_postgres",
     "community.purge_cache",
     "community.verify",
+    "community.delete_late_versions",
     "community.complete",
     "community.abort",
 ];

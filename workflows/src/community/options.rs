@@ -6,11 +6,13 @@ use temporalio_common::{ActivityDefinition, RetryPolicy};
 use temporalio_sdk::{ActivityOptions, WorkflowCancellationToken};
 
 use super::contracts::{
-    Abort, Complete, DeleteChunks, Drain, Fence, FreezeManifest, Inventory, Preflight, PurgeCache,
-    PurgePostgres, RecordApproval, RecordEvent, Register, Verify,
+    Abort, Complete, DeleteChunks, DeleteLateVersions, Drain, Fence, FreezeManifest, Inventory,
+    Preflight, PurgeCache, PurgePostgres, RecordApproval, RecordEvent, Register, Verify,
 };
 use super::input::Tuning;
-use crate::contract::{PERMANENT_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE};
+use crate::contract::{
+    LATE_OBJECT_VERSION_FAILURE_TYPE, PERMANENT_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE,
+};
 
 /// Start-to-close limit of a bookkeeping activity (one or two statements).
 const SHORT_RUN: Duration = Duration::from_secs(10 * 60);
@@ -43,6 +45,7 @@ macro_rules! paced {
 
 paced!(Short: Register, RecordApproval, RecordEvent, Preflight, Complete, Abort);
 paced!(Heartbeating: Inventory, Fence, Drain, FreezeManifest, DeleteChunks, PurgePostgres, PurgeCache, Verify);
+paced!(Heartbeating: DeleteLateVersions);
 
 /// Options of one activity call: transient failures retried forever with exponential backoff
 /// (from `retry_initial_secs`, doubling, capped at `retry_max_secs`); permanent and
@@ -60,7 +63,11 @@ pub fn activity_options(
             tuning.retry_max_secs.max(tuning.retry_initial_secs).max(1),
         ))
         .maximum_attempts(0)
-        .non_retryable_error_types([PERMANENT_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE])
+        .non_retryable_error_types([
+            PERMANENT_FAILURE_TYPE,
+            STALE_GENERATION_FAILURE_TYPE,
+            LATE_OBJECT_VERSION_FAILURE_TYPE,
+        ])
         .build();
     match pace {
         Pace::Short => ActivityOptions::with_start_to_close_timeout(SHORT_RUN)

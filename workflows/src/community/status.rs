@@ -71,6 +71,10 @@ pub struct Progress {
     pub rows_purged: u64,
     /// Redis keys unlinked.
     pub keys_purged: u64,
+    /// Versions that appeared after the freeze, deleted as late manifest chunks after an
+    /// unblock (0 unless that happened).
+    #[serde(default)]
+    pub late_versions_deleted: u64,
 }
 
 impl Progress {

@@ -16,11 +16,11 @@ use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use uuid::Uuid;
 use workflows::community::{
     AbortInput, AbortOutcome, ApprovalInput, ApprovalRecord, CacheReport, DeleteChunksInput,
-    DeleteProgress, DrainOutcome, EventInput, FenceOutcome, InventorySummary, ManifestSummary,
-    PrefixSummary, PurgeInput, PurgeReport, RegisterInput, RegisteredRequest, RequestEvent,
-    RequestRef, TableCount, VerificationReport,
+    DeleteProgress, DrainOutcome, EventInput, FenceOutcome, InventorySummary, LateVersionsReport,
+    ManifestSummary, PrefixSummary, PurgeInput, PurgeReport, RegisterInput, RegisteredRequest,
+    RequestEvent, RequestRef, TableCount, VerificationReport,
 };
-use workflows::contract::PERMANENT_FAILURE_TYPE;
+use workflows::contract::{LATE_OBJECT_VERSION_FAILURE_TYPE, PERMANENT_FAILURE_TYPE};
 
 /// The digest the fake inventory freezes.
 pub const FROZEN_DIGEST: &str =
@@ -71,6 +71,11 @@ pub struct Ledger {
     pub chunk_stamps: BTreeMap<u64, u32>,
     /// `complete` ran.
     pub completed: bool,
+    /// Object versions that appeared after the freeze and are still there: `verify` fails on
+    /// them with the late-object-version failure until `delete_late_versions` removes them.
+    pub late_versions: Vec<String>,
+    /// Late versions `delete_late_versions` deleted (all calls).
+    pub late_versions_deleted: u64,
 }
 
 impl Ledger {
@@ -376,11 +381,37 @@ impl FakeStores {
         _input: RequestRef,
     ) -> Result<VerificationReport, ActivityError> {
         self.begin(&ctx, "community.verify").await?;
+        if let Some(late) = self.ledger().late_versions.first().cloned() {
+            return Err(ActivityError::application(
+                ApplicationFailure::builder(format!(
+                    "late object version: {late} appeared after the manifest was frozen"
+                ))
+                .type_name(LATE_OBJECT_VERSION_FAILURE_TYPE.to_string())
+                .non_retryable(true)
+                .build(),
+            ));
+        }
         let _ledger = self.succeeded("community.verify");
         Ok(VerificationReport {
             tables_checked: 6,
             prefixes_checked: 3,
             redis_empty_passes: 2,
+        })
+    }
+
+    #[activity(definition = workflows::community::DeleteLateVersions)]
+    pub async fn delete_late_versions(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        _input: RequestRef,
+    ) -> Result<LateVersionsReport, ActivityError> {
+        self.begin(&ctx, "community.delete_late_versions").await?;
+        let mut ledger = self.succeeded("community.delete_late_versions");
+        let deleted = std::mem::take(&mut ledger.late_versions);
+        ledger.late_versions_deleted += deleted.len() as u64;
+        Ok(LateVersionsReport {
+            late_chunks: u64::from(ledger.late_versions_deleted > 0),
+            late_versions_deleted: ledger.late_versions_deleted,
         })
     }
 
