@@ -512,6 +512,69 @@ async fn inheritance_tree_is_counted_once_and_purge_touches_only_the_target() {
     db.drop_database().await;
 }
 
+#[tokio::test]
+async fn a_child_of_two_tenant_tables_is_counted_and_purged_once() {
+    let db = private_db("multi").await;
+    let store = &db.store;
+    let (target, neighbour) = two_communities(store).await;
+    for table in ["buzz.ia", "buzz.ib"] {
+        exec(
+            store,
+            &format!(
+                "CREATE TABLE {table} (community_id uuid NOT NULL, seq int NOT NULL, \
+                 body text NOT NULL)"
+            ),
+        )
+        .await;
+    }
+    exec(
+        store,
+        "CREATE TABLE buzz.iab () INHERITS (buzz.ia, buzz.ib)",
+    )
+    .await;
+    for table in ["buzz.ia", "buzz.ib", "buzz.iab"] {
+        for sql in fence(table) {
+            exec(store, &sql).await;
+        }
+    }
+    insert(store, "buzz.ia", target.id, 1).await;
+    insert(store, "buzz.ib", neighbour.id, 2).await;
+    insert(store, "buzz.ib", target.id, 3).await;
+    insert(store, "buzz.iab", neighbour.id, 4).await;
+    insert(store, "buzz.iab", target.id, 5).await;
+    let ib_before = rows_of_others(store, "buzz.ib", target.id).await;
+    let late_store = store.clone();
+    let target_id = target.id;
+    ShapeRun {
+        store,
+        root: "buzz.ia",
+        target: &target,
+        neighbour: &neighbour,
+        // Its own row and the shared child's; `buzz.ib` counts only its own.
+        target_rows: 2,
+        shares_ctids: true,
+    }
+    .purge_and_check(async move || {
+        let scan = late_store.catalog_scan(target_id).await.expect("scan");
+        let ib = scan.row_counts.iter().find(|c| c.table == "buzz.ib");
+        assert_eq!(ib.map(|c| c.rows), Some(1), "{scan:?}");
+        let inherited: u64 = scan
+            .row_counts
+            .iter()
+            .filter(|c| c.table == "buzz.ia" || c.table == "buzz.ib")
+            .map(|c| c.rows)
+            .sum();
+        assert_eq!(
+            inherited, 3,
+            "three target rows, each counted once: {scan:?}"
+        );
+    })
+    .await;
+    assert_eq!(rows_of(store, "buzz.ib", target.id).await, 0);
+    assert_eq!(rows_of_others(store, "buzz.ib", target.id).await, ib_before);
+    db.drop_database().await;
+}
+
 /// Runs `ddl` in a transaction, scans, rolls back: the scan must fail closed naming exactly
 /// `table`, with `what` in the reason.
 async fn assert_unfenced(store: &Store, ddl: &[String], table: &str, what: &str) {
