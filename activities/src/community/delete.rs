@@ -22,8 +22,10 @@ use super::uploads::abort_tenant_uploads;
 /// The activity attempt from which a per-key `AccessDenied` in a DeleteObjects answer blocks the
 /// request instead of being retried. Earlier attempts treat it like any partial acknowledgement
 /// (a policy change may still be propagating); from this attempt on it is permanent and names
-/// the key and version. With the default backoff the block comes a few seconds after the first
-/// denial; every `unblock` starts a new count.
+/// the key and version. The count is Temporal's attempt number of this `delete_chunks` call, so
+/// any earlier transient failure of the same call counts too; with the default backoff (30 s,
+/// doubling) the block comes about 90 s after the first failure. An `unblock` schedules a new
+/// call, whose count starts again at 1.
 pub const ACCESS_DENIED_BLOCK_ATTEMPT: u32 = 3;
 
 /// One DeleteObjects call: up to 1,000 versions of one chunk (so of one prefix).
