@@ -17,6 +17,7 @@ mod audit;
 mod catalog;
 mod demo;
 mod error;
+mod evidence;
 mod fence;
 mod inventory;
 mod leases;

@@ -10,7 +10,7 @@ use super::contracts::{
     PurgePostgres, RecordApproval, RecordEvent, Register, Verify,
 };
 use super::input::Tuning;
-use crate::contract::{PERMANENT_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE};
+use crate::contract::{ABORT_REFUSED_FAILURE_TYPE, PERMANENT_FAILURE_TYPE};
 
 /// Start-to-close limit of a bookkeeping activity (one or two statements).
 const SHORT_RUN: Duration = Duration::from_secs(10 * 60);
@@ -45,8 +45,9 @@ paced!(Short: Register, RecordApproval, RecordEvent, Preflight, Complete, Abort)
 paced!(Heartbeating: Inventory, Fence, Drain, FreezeManifest, DeleteChunks, PurgePostgres, PurgeCache, Verify);
 
 /// Options of one activity call: transient failures retried forever with exponential backoff
-/// (from `retry_initial_secs`, doubling, capped at `retry_max_secs`); permanent and
-/// stale-generation failures not retried, so the workflow sees them and blocks. `cancellation`
+/// (from `retry_initial_secs`, doubling, capped at `retry_max_secs`); permanent failures and
+/// abort refusals not retried, so the workflow sees them. A stale generation is retried like a
+/// transient failure: the retry re-claims the request (see `contract`). `cancellation`
 /// detaches the call from workflow cancellation: the workflow decides what a cancellation means.
 pub fn activity_options(
     pace: Pace,
@@ -60,7 +61,7 @@ pub fn activity_options(
             tuning.retry_max_secs.max(tuning.retry_initial_secs).max(1),
         ))
         .maximum_attempts(0)
-        .non_retryable_error_types([PERMANENT_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE])
+        .non_retryable_error_types([PERMANENT_FAILURE_TYPE, ABORT_REFUSED_FAILURE_TYPE])
         .build();
     match pace {
         Pace::Short => ActivityOptions::with_start_to_close_timeout(SHORT_RUN)
