@@ -7,6 +7,7 @@
 //! - `happy_path`: a target and two neighbours; the target is gone, the neighbours untouched.
 //! - `crash`: the worker is SIGKILLed mid-deletion; a new worker finishes without re-stamping.
 //! - `unknown_key`: an unknown key shape blocks; remediation + unblock completes.
+//! - `evidence`: a tampered request row blocks naming the mismatch; abort decided by the marker.
 //! - `refusals`: approval validation, abort, and every refused operator action.
 //! - `outage`: Redis goes down mid-deletion and comes back; the workflow retries and completes.
 //! - `serving_load`: the fence holds under live serving traffic, slow writes and dead leases.
@@ -15,6 +16,7 @@
 //! - `metrics`: the worker's Prometheus endpoint reports what a deletion removed.
 
 mod crash;
+mod evidence;
 mod happy_path;
 mod helpers;
 mod metrics;
