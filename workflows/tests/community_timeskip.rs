@@ -707,3 +707,29 @@ async fn a_stale_generation_failure_never_blocks_the_request() {
     })
     .await;
 }
+
+/// A workflow cancellation while blocked in object deletion before the marker: the database
+/// decides it is still an abort, the fence is lifted, and the run ends Canceled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workflow_cancellation_of_a_block_before_the_marker_aborts_and_ends_canceled() {
+    let fakes = small_manifest();
+    fakes.ledger().failures_before_marker = 1;
+    run_deletion(fakes, Tuning::default(), |deletion| async move {
+        deletion.await_approval().await;
+        deletion.approve(APPROVER, FROZEN_DIGEST).await.unwrap();
+        let blocked = deletion.wait_for("blocked", |s| s.blocked.is_some()).await;
+        assert_eq!(blocked.phase, Phase::DeletingObjects);
+        deletion.cancel().await;
+        let ended = deletion.result().await;
+        assert!(
+            matches!(ended, Err(WorkflowGetResultError::Cancelled { .. })),
+            "{ended:?}"
+        );
+        let ledger = deletion.fakes.ledger();
+        assert_eq!(ledger.aborts.len(), 1);
+        assert_eq!(ledger.aborts[0].abort.actor, CANCEL_ACTOR);
+        assert!(!ledger.fenced && !ledger.quiescing);
+        assert!(ledger.chunk_stamps.is_empty());
+    })
+    .await;
+}
