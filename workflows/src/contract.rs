@@ -27,10 +27,18 @@ macro_rules! activity_contract {
 /// failures are also marked non-retryable; the workflow reads the non-retryable flag, and this
 /// name lets a person filter them in the Web UI.
 pub const PERMANENT_FAILURE_TYPE: &str = "BuzzPermanentFailure";
-/// The `ApplicationFailure` type name for a write refused because its generation is stale.
+/// The `ApplicationFailure` type name for a write refused because its generation is stale. The
+/// community activities send it retryable: a stale generation means another attempt claimed the
+/// request after this one, and only the current claimant's failures may block a request (the
+/// retry re-claims; a timed-out zombie's failure is discarded by Temporal). The community
+/// workflow never blocks on it either.
 pub const STALE_GENERATION_FAILURE_TYPE: &str = "BuzzStaleGeneration";
 /// The `ApplicationFailure` type name of a verification that found an object version under a
 /// tenant prefix that is in no manifest chunk (it appeared after the freeze). Permanent: the
 /// workflow blocks, and after the operator's unblock runs `community.delete_late_versions` before
 /// verifying again.
 pub const LATE_OBJECT_VERSION_FAILURE_TYPE: &str = "BuzzLateObjectVersion";
+/// The `ApplicationFailure` type name of `community.abort` refusing because the database recorded
+/// the irreversible point (`irreversible_at`) before the abort; the refusal is already in the
+/// audit trail. Non-retryable.
+pub const ABORT_REFUSED_FAILURE_TYPE: &str = "BuzzAbortRefused";

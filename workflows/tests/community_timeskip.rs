@@ -622,3 +622,161 @@ async fn histories_with_refusals_blocks_cancellation_and_continue_as_new_replay_
     })
     .await;
 }
+
+/// Blocked while deleting objects, but before the database's irreversible marker (the claim was
+/// refused): the abort is accepted, the abort activity lifts the fence, and the request ends
+/// aborted; nothing was deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abort_of_a_block_in_object_deletion_before_the_marker_ends_aborted_and_lifts_the_fence() {
+    let fakes = small_manifest();
+    fakes.ledger().failures_before_marker = 1;
+    run_deletion(fakes, Tuning::default(), |deletion| async move {
+        deletion.await_approval().await;
+        deletion.approve(APPROVER, FROZEN_DIGEST).await.unwrap();
+        let blocked = deletion.wait_for("blocked", |s| s.blocked.is_some()).await;
+        assert_eq!(blocked.phase, Phase::DeletingObjects);
+        assert!(!deletion.fakes.ledger().irreversible);
+
+        let outcome = deletion
+            .abort("carol", "wrong tenant after all")
+            .await
+            .unwrap();
+        assert_eq!(outcome, Phase::Aborted);
+        let done = deletion.result().await.unwrap();
+        assert_eq!(done.phase, Phase::Aborted);
+        assert_eq!(done.abort.map(|a| a.actor), Some("carol".to_string()));
+        let ledger = deletion.fakes.ledger();
+        assert!(
+            !ledger.fenced && !ledger.quiescing,
+            "the community is served again"
+        );
+        assert_eq!(ledger.aborts.len(), 1, "the abort ran once");
+        assert!(ledger.chunk_stamps.is_empty(), "nothing was deleted");
+        assert!(!ledger.irreversible);
+    })
+    .await;
+}
+
+/// Blocked while deleting objects after the marker: the abort is accepted tentatively, the abort
+/// activity refuses (and records the refusal), the request stays blocked, and after unblock the
+/// deletion completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abort_of_a_block_after_the_marker_is_refused_by_the_database_and_the_block_stays() {
+    let fakes = small_manifest();
+    fakes.misbehave(
+        "community.delete_chunks",
+        Misbehaviour {
+            permanent: 1,
+            message: "partial acknowledgement left unrepaired".into(),
+            ..Misbehaviour::default()
+        },
+    );
+    run_deletion(fakes, Tuning::default(), |deletion| async move {
+        deletion.await_approval().await;
+        deletion.approve(APPROVER, FROZEN_DIGEST).await.unwrap();
+        deletion.wait_for("blocked", |s| s.blocked.is_some()).await;
+        assert!(deletion.fakes.ledger().irreversible);
+
+        let refused = deletion.abort("carol", "too late").await.unwrap_err();
+        assert!(
+            refused.contains("the database recorded it before this abort")
+                && refused.contains("abort refused"),
+            "{refused}"
+        );
+        deletion
+            .wait_for_event(
+                "AbortRefused (by the database)",
+                |e| matches!(e, RequestEvent::AbortRefused { actor, .. } if actor == "carol"),
+            )
+            .await;
+        let still = deletion.status().await;
+        assert!(still.blocked.is_some(), "blocked stays blocked");
+        assert_eq!(still.abort, None);
+        assert_eq!(still.phase, Phase::DeletingObjects);
+        // Known now: a second abort is refused without asking the database again.
+        let again = deletion.abort("dave", "still too late").await.unwrap_err();
+        assert!(again.contains("irreversible point"), "{again}");
+        assert_eq!(deletion.fakes.attempts("community.abort"), 1);
+
+        deletion.unblock("bob", "repaired").await.unwrap();
+        deletion.unlock_time_skipping().await;
+        let done = deletion.result().await.unwrap();
+        assert_eq!(done.phase, Phase::RetentionPending);
+        let ledger = deletion.fakes.ledger();
+        assert!(ledger.aborts.is_empty());
+        assert!(ledger.completed);
+    })
+    .await;
+}
+
+/// A late zombie claims after the live attempt, so the live attempt's next write is refused with
+/// a stale generation. Whether the activity sends it retryable (as it does now) or non-retryable
+/// (as an older worker did), the request never blocks: the phase runs again and completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_generation_failure_never_blocks_the_request() {
+    let fakes = small_manifest();
+    let stale = "request x: execution generation 4 is stale (current is 5)";
+    fakes.misbehave(
+        "community.fence",
+        Misbehaviour {
+            stale: 2,
+            stale_non_retryable: true,
+            message: stale.into(),
+            ..Misbehaviour::default()
+        },
+    );
+    fakes.misbehave(
+        "community.delete_chunks",
+        Misbehaviour {
+            stale: 1,
+            message: stale.into(),
+            ..Misbehaviour::default()
+        },
+    );
+    run_deletion(fakes, Tuning::default(), |deletion| async move {
+        deletion.await_approval().await;
+        deletion.approve(APPROVER, FROZEN_DIGEST).await.unwrap();
+        deletion.unlock_time_skipping().await;
+        let done = deletion.result().await.unwrap();
+        assert_eq!(done.phase, Phase::RetentionPending);
+        assert_eq!(done.blocked, None);
+        assert_eq!(deletion.fakes.attempts("community.fence"), 3);
+        assert_eq!(deletion.fakes.attempts("community.delete_chunks"), 2);
+        assert!(
+            !deletion
+                .fakes
+                .events()
+                .iter()
+                .any(|e| matches!(e, RequestEvent::Blocked { .. })),
+            "a stale generation never blocks: {:?}",
+            deletion.fakes.events()
+        );
+    })
+    .await;
+}
+
+/// A workflow cancellation while blocked in object deletion before the marker: the database
+/// decides it is still an abort, the fence is lifted, and the run ends Canceled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workflow_cancellation_of_a_block_before_the_marker_aborts_and_ends_canceled() {
+    let fakes = small_manifest();
+    fakes.ledger().failures_before_marker = 1;
+    run_deletion(fakes, Tuning::default(), |deletion| async move {
+        deletion.await_approval().await;
+        deletion.approve(APPROVER, FROZEN_DIGEST).await.unwrap();
+        let blocked = deletion.wait_for("blocked", |s| s.blocked.is_some()).await;
+        assert_eq!(blocked.phase, Phase::DeletingObjects);
+        deletion.cancel().await;
+        let ended = deletion.result().await;
+        assert!(
+            matches!(ended, Err(WorkflowGetResultError::Cancelled { .. })),
+            "{ended:?}"
+        );
+        let ledger = deletion.fakes.ledger();
+        assert_eq!(ledger.aborts.len(), 1);
+        assert_eq!(ledger.aborts[0].abort.actor, CANCEL_ACTOR);
+        assert!(!ledger.fenced && !ledger.quiescing);
+        assert!(ledger.chunk_stamps.is_empty());
+    })
+    .await;
+}

@@ -3,7 +3,8 @@
 use temporalio_common::error::ApplicationFailure;
 use temporalio_sdk::activities::ActivityError;
 use workflows::contract::{
-    LATE_OBJECT_VERSION_FAILURE_TYPE, PERMANENT_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE,
+    ABORT_REFUSED_FAILURE_TYPE, LATE_OBJECT_VERSION_FAILURE_TYPE, PERMANENT_FAILURE_TYPE,
+    STALE_GENERATION_FAILURE_TYPE,
 };
 
 use crate::cache::CacheError;
@@ -150,39 +151,56 @@ impl PhaseError {
     fn is_stale_generation(&self) -> bool {
         matches!(self, PhaseError::Store(StoreError::StaleGeneration { .. }))
     }
+
+    /// Whether this is an abort refused because the irreversible point was recorded first.
+    fn is_abort_refusal(&self) -> bool {
+        matches!(
+            self,
+            PhaseError::Store(StoreError::IrreversibleStarted { .. })
+        )
+    }
 }
 
 /// Permanent failures become non-retryable application failures the workflow blocks on;
 /// transient ones stay retryable so Temporal backs off and tries again.
+///
+/// A stale generation is retryable on purpose: it means another attempt claimed the request
+/// after this one. If this attempt is the one Temporal is waiting for (a zombie claimed after
+/// it), the retry re-claims and goes on; if this attempt is itself the zombie, Temporal already
+/// timed it out and discards its failure. Either way a stale generation never blocks the request.
+/// An abort refused by the irreversible marker gets its own non-retryable type so the workflow
+/// can tell it from a failure to abort.
 pub fn into_activity_error(error: PhaseError) -> ActivityError {
-    {
-        if matches!(error, PhaseError::Cancelled) {
-            return ActivityError::cancelled();
-        }
-        let message = error.to_string();
-        let failure = if matches!(error, PhaseError::LateObjectVersion { .. }) {
-            ApplicationFailure::builder(message)
-                .type_name(LATE_OBJECT_VERSION_FAILURE_TYPE.to_owned())
-                .non_retryable(true)
-                .build()
-        } else if error.is_stale_generation() {
-            ApplicationFailure::builder(message)
-                .type_name(STALE_GENERATION_FAILURE_TYPE.to_owned())
-                .non_retryable(true)
-                .build()
-        } else {
-            match error.severity() {
-                Severity::Permanent => ApplicationFailure::builder(message)
-                    .type_name(PERMANENT_FAILURE_TYPE.to_owned())
-                    .non_retryable(true)
-                    .build(),
-                Severity::Transient => ApplicationFailure::builder(message)
-                    .type_name("BuzzTransientFailure".to_owned())
-                    .build(),
-            }
-        };
-        ActivityError::application(failure)
+    if matches!(error, PhaseError::Cancelled) {
+        return ActivityError::cancelled();
     }
+    let message = error.to_string();
+    let failure = if matches!(error, PhaseError::LateObjectVersion { .. }) {
+        ApplicationFailure::builder(message)
+            .type_name(LATE_OBJECT_VERSION_FAILURE_TYPE.to_owned())
+            .non_retryable(true)
+            .build()
+    } else if error.is_stale_generation() {
+        ApplicationFailure::builder(message)
+            .type_name(STALE_GENERATION_FAILURE_TYPE.to_owned())
+            .build()
+    } else if error.is_abort_refusal() {
+        ApplicationFailure::builder(message)
+            .type_name(ABORT_REFUSED_FAILURE_TYPE.to_owned())
+            .non_retryable(true)
+            .build()
+    } else {
+        match error.severity() {
+            Severity::Permanent => ApplicationFailure::builder(message)
+                .type_name(PERMANENT_FAILURE_TYPE.to_owned())
+                .non_retryable(true)
+                .build(),
+            Severity::Transient => ApplicationFailure::builder(message)
+                .type_name("BuzzTransientFailure".to_owned())
+                .build(),
+        }
+    };
+    ActivityError::application(failure)
 }
 
 /// Result of one phase.
@@ -207,5 +225,49 @@ mod tests {
         };
         assert_eq!(partial.severity(), Severity::Transient);
         assert!(partial.to_string().contains("1 of 2 versions acknowledged"));
+    }
+
+    /// The type name and retryability Temporal sees for `error`.
+    fn as_sent(error: PhaseError) -> Option<(String, bool)> {
+        match into_activity_error(error) {
+            ActivityError::Application(failure) => Some((
+                failure.type_name().unwrap_or_default().to_owned(),
+                failure.is_non_retryable(),
+            )),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_stale_generation_is_sent_retryable_so_a_late_zombie_cannot_block_the_live_attempt() {
+        let stale = PhaseError::Store(StoreError::StaleGeneration {
+            request_id: uuid::Uuid::nil(),
+            expected: 4,
+            actual: 5,
+        });
+        assert_eq!(
+            as_sent(stale),
+            Some((STALE_GENERATION_FAILURE_TYPE.to_owned(), false))
+        );
+    }
+
+    #[test]
+    fn evidence_mismatch_is_permanent_and_an_abort_refusal_has_its_own_type() {
+        let tampered = PhaseError::Store(StoreError::EvidenceMismatch {
+            request_id: uuid::Uuid::nil(),
+            differences: vec!["x".into()],
+        });
+        assert_eq!(
+            as_sent(tampered),
+            Some((PERMANENT_FAILURE_TYPE.to_owned(), true))
+        );
+        let refused = PhaseError::Store(StoreError::IrreversibleStarted {
+            request_id: uuid::Uuid::nil(),
+            stage: "drained".into(),
+        });
+        assert_eq!(
+            as_sent(refused),
+            Some((ABORT_REFUSED_FAILURE_TYPE.to_owned(), true))
+        );
     }
 }

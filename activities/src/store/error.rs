@@ -210,6 +210,23 @@ pub enum StoreError {
         /// The digest found or offered.
         actual: String,
     },
+    /// The approval, the frozen inventory and the request row do not name the same thing: the
+    /// request row (or the approval) was changed after approval. Never a reason to act on what
+    /// the row now names.
+    #[error(
+        "request {request_id}: the deletion evidence does not match the request: {}. Approved \
+         evidence never changes, so this means the records were tampered with or a bug rewrote \
+         them; nothing was deleted on their word. Find who changed them (`buzz-deletion \
+         community inspect {request_id}` shows the approved digest and the audit trail), restore \
+         the request row, then unblock; or abort",
+        differences.join("; ")
+    )]
+    EvidenceMismatch {
+        /// The request.
+        request_id: Uuid,
+        /// Each disagreement, naming both sides.
+        differences: Vec<String>,
+    },
     /// The requester tried to approve their own request (two-person rule).
     #[error("request {request_id}: {approver} requested this deletion and cannot also approve it")]
     SelfApproval {
@@ -346,9 +363,12 @@ pub enum StoreError {
 impl Classified for StoreError {
     fn severity(&self) -> Severity {
         match self {
+            // A stale generation means a newer attempt claimed the request: retrying re-claims
+            // it, so only a live claimant's own failures can ever block the request.
             StoreError::Connect { .. }
             | StoreError::ServingWritesLive { .. }
-            | StoreError::StalledServingWrites { .. } => Severity::Transient,
+            | StoreError::StalledServingWrites { .. }
+            | StoreError::StaleGeneration { .. } => Severity::Transient,
             StoreError::Database(error) => sqlx_severity(error),
             _ => Severity::Permanent,
         }
@@ -468,7 +488,7 @@ mod tests {
     }
 
     #[test]
-    fn only_live_serving_writes_and_connectivity_are_transient_among_store_errors() {
+    fn only_live_serving_writes_connectivity_and_stale_generations_are_transient() {
         let live = StoreError::ServingWritesLive {
             community_id: Uuid::nil(),
             count: 1,
@@ -484,7 +504,18 @@ mod tests {
             expected: 1,
             actual: 2,
         };
-        assert_eq!(stale.severity(), Severity::Permanent);
+        assert_eq!(stale.severity(), Severity::Transient);
+        let tampered = StoreError::EvidenceMismatch {
+            request_id: Uuid::nil(),
+            differences: vec!["the request row names community b".into()],
+        };
+        assert_eq!(tampered.severity(), Severity::Permanent);
+        let message = tampered.to_string();
+        assert!(
+            message.contains("the request row names community b"),
+            "{message}"
+        );
+        assert!(message.contains("tampered with or a bug"), "{message}");
         assert_eq!(
             StoreError::CatalogUnfenced {
                 tables: vec![],

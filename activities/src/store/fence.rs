@@ -260,9 +260,13 @@ impl Store {
 
     /// Ends the request `aborted` and lifts its quiescing or fence so the community is served
     /// again (bumping the fence generation, and the execution generation so any attempt still
-    /// running is stale). Returns the fence generation. Refused with
-    /// [`StoreError::IrreversibleStarted`] once irreversible deletion began. Idempotent on an
-    /// already aborted request.
+    /// running is stale). Returns the fence generation. Idempotent on an already aborted request.
+    ///
+    /// The irreversible marker decides, under the request row lock, not the workflow's phase:
+    /// once `irreversible_at` is set the abort is refused with
+    /// [`StoreError::IrreversibleStarted`], and the refusal is committed to the audit trail
+    /// (`abort_refused`) before the error is returned. The fence lifted is the one this request
+    /// holds, whatever community the request row names now.
     pub async fn unfence_for_abort(
         &self,
         request_id: Uuid,
@@ -275,11 +279,36 @@ impl Store {
         let community_id = row.community()?;
         let stage = row.community_stage()?;
         if row.irreversible_at.is_some() || stage.is_past_irreversible_point() {
-            return Err(StoreError::IrreversibleStarted {
+            let refusal = StoreError::IrreversibleStarted {
                 request_id,
                 stage: stage.to_string(),
+            };
+            let detail = serde_json::json!({
+                "reason": refusal.to_string(),
+                "abort_reason": abort.reason,
+                "stage": stage,
+                "irreversible_at": row.irreversible_at,
             });
+            insert_audit(
+                &mut tx,
+                Some(request_id),
+                abort.actor.trim(),
+                "abort_refused",
+                &detail,
+            )
+            .await?;
+            tx.commit().await?;
+            return Err(refusal);
         }
+        // The fence this request holds, even if the row's community was changed since.
+        let held: Option<Uuid> = sqlx::query_scalar(
+            "SELECT community_id FROM deletion.community_fences \
+             WHERE request_id = $1 AND state <> 'serving'",
+        )
+        .bind(request_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let community_id = held.unwrap_or(community_id);
         let fence = lock_fence_row(&mut tx, community_id).await?;
         if stage == Stage::Aborted {
             return Ok(fence.generation);

@@ -18,6 +18,7 @@ mod catalog;
 mod catalog_rules;
 mod demo;
 mod error;
+mod evidence;
 mod fence;
 mod inventory;
 mod late;

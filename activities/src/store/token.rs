@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use super::Store;
 use super::error::{StoreError, StoreResult};
+use super::evidence::{evidence_required, require_bound_evidence, require_token_community};
 use super::fence::FenceState;
 use super::stage::{Stage, stage_list};
 
@@ -36,6 +37,7 @@ pub(crate) struct LockedRequest {
     pub id: Uuid,
     pub kind: String,
     pub community_id: Option<Uuid>,
+    pub host: Option<String>,
     pub stage: String,
     pub exec_generation: i64,
     pub fence_generation: Option<i64>,
@@ -85,7 +87,7 @@ impl LockedRequest {
     }
 }
 
-const LOCKED_REQUEST_COLUMNS: &str = "id, kind, community_id, stage, exec_generation, \
+const LOCKED_REQUEST_COLUMNS: &str = "id, kind, community_id, host, stage, exec_generation, \
      fence_generation, irreversible_at, blocked_stage, blocked_reason, requested_by, \
      inventory_digest";
 
@@ -136,8 +138,9 @@ pub(crate) fn check_generation(row: &LockedRequest, token: &ExecToken) -> StoreR
     }
 }
 
-/// Locks the request and checks the token's generation and the expected stage: the prelude of
-/// every generation-checked write.
+/// Locks the request and checks the token's generation, the expected stage and, from approval
+/// on, that the token's community is the row's and the evidence is bound to the request (see
+/// `evidence`): the prelude of every generation-checked write.
 pub(crate) async fn lock_for_token(
     conn: &mut PgConnection,
     token: &ExecToken,
@@ -145,7 +148,11 @@ pub(crate) async fn lock_for_token(
 ) -> StoreResult<LockedRequest> {
     let row = lock_request(conn, token.request_id).await?;
     check_generation(&row, token)?;
-    row.require_stage(expected)?;
+    let stage = row.require_stage(expected)?;
+    if evidence_required(stage) {
+        require_token_community(&row, token)?;
+        require_bound_evidence(conn, &row).await?;
+    }
     Ok(row)
 }
 
@@ -178,8 +185,10 @@ pub(crate) async fn check_fence_held(
 
 impl Store {
     /// Claims the request for one activity attempt: under the row lock, checks the stage is one of
-    /// `allowed` and the request is not blocked, bumps `exec_generation` and returns the token
-    /// every later write must present. Any older token is stale from this moment.
+    /// `allowed`, the request is not blocked and, from approval on, that the approval and the
+    /// frozen inventory are bound to the request row ([`StoreError::EvidenceMismatch`]
+    /// otherwise); bumps `exec_generation` and returns the token every later write must present.
+    /// Any older token is stale from this moment. A refused claim changes nothing.
     pub async fn claim(&self, request_id: Uuid, allowed: &[Stage]) -> StoreResult<ExecToken> {
         let mut tx = self.pool.begin().await?;
         let row = lock_request(&mut tx, request_id).await?;
@@ -191,6 +200,9 @@ impl Store {
                 phase: row.blocked_stage.clone().unwrap_or_default(),
                 reason: reason.clone(),
             });
+        }
+        if evidence_required(stage) {
+            require_bound_evidence(&mut tx, &row).await?;
         }
         let exec_generation: i64 = sqlx::query_scalar(
             "UPDATE deletion.requests SET exec_generation = exec_generation + 1, updated_at = now() \
@@ -225,12 +237,17 @@ impl Store {
         row.require_stage(&[stage]).map(|_| ())
     }
 
-    /// Checks the token is current and the community is `fenced` at the fence generation this
-    /// request recorded (an abort's unfence, or any later fence change, makes this fail).
+    /// Checks the token is current, the evidence still bound to the request (from approval on)
+    /// and the community `fenced` at the fence generation this request recorded (an abort's
+    /// unfence, or any later fence change, makes this fail). Brackets every irreversible call.
     pub async fn verify_fence(&self, token: &ExecToken) -> StoreResult<()> {
         let mut conn = self.pool.acquire().await?;
         let row = read_request(&mut conn, token.request_id).await?;
         check_generation(&row, token)?;
+        if evidence_required(row.community_stage()?) {
+            require_token_community(&row, token)?;
+            require_bound_evidence(&mut conn, &row).await?;
+        }
         check_fence_held(&mut conn, &row).await
     }
 }

@@ -10,6 +10,7 @@
 //! - `cascading_key`: a cascading foreign key into tenant data blocks; drop + unblock completes.
 //! - `late_versions`: a stalled writer's late put is waited for and frozen; a version planted
 //!   after the freeze blocks verification, and unblock deletes it as a late manifest chunk.
+//! - `evidence`: a tampered request row blocks naming the mismatch; abort decided by the marker.
 //! - `refusals`: approval validation, abort, and every refused operator action.
 //! - `outage`: Redis goes down mid-deletion and comes back; the workflow retries and completes.
 //! - `serving_load`: the fence holds under live serving traffic, slow writes and dead leases.
@@ -21,6 +22,7 @@
 
 mod cascading_key;
 mod crash;
+mod evidence;
 mod happy_path;
 mod helpers;
 mod late_versions;

@@ -11,7 +11,7 @@ use super::contracts::{
 };
 use super::input::Tuning;
 use crate::contract::{
-    LATE_OBJECT_VERSION_FAILURE_TYPE, PERMANENT_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE,
+    ABORT_REFUSED_FAILURE_TYPE, LATE_OBJECT_VERSION_FAILURE_TYPE, PERMANENT_FAILURE_TYPE,
 };
 
 /// Start-to-close limit of a bookkeeping activity (one or two statements).
@@ -48,8 +48,9 @@ paced!(Heartbeating: Inventory, Fence, Drain, FreezeManifest, DeleteChunks, Purg
 paced!(Heartbeating: DeleteLateVersions);
 
 /// Options of one activity call: transient failures retried forever with exponential backoff
-/// (from `retry_initial_secs`, doubling, capped at `retry_max_secs`); permanent and
-/// stale-generation failures not retried, so the workflow sees them and blocks. `cancellation`
+/// (from `retry_initial_secs`, doubling, capped at `retry_max_secs`); permanent failures and
+/// abort refusals not retried, so the workflow sees them. A stale generation is retried like a
+/// transient failure: the retry re-claims the request (see `contract`). `cancellation`
 /// detaches the call from workflow cancellation: the workflow decides what a cancellation means.
 pub fn activity_options(
     pace: Pace,
@@ -65,7 +66,7 @@ pub fn activity_options(
         .maximum_attempts(0)
         .non_retryable_error_types([
             PERMANENT_FAILURE_TYPE,
-            STALE_GENERATION_FAILURE_TYPE,
+            ABORT_REFUSED_FAILURE_TYPE,
             LATE_OBJECT_VERSION_FAILURE_TYPE,
         ])
         .build();

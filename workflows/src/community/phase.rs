@@ -49,10 +49,17 @@ impl Phase {
         }
     }
 
-    /// Whether an abort (or a workflow cancellation) may still end the request: only before the
-    /// first object version is deleted.
+    /// Whether an abort (or a workflow cancellation) certainly still ends the request: before
+    /// object deletion starts, nothing irreversible can have happened.
     pub fn abort_allowed(self) -> bool {
         self < Phase::DeletingObjects
+    }
+
+    /// Whether only the database can tell if an abort is still possible: while deleting objects
+    /// the irreversible marker (`irreversible_at`, set under the request lock right before the
+    /// first delete) decides, and the workflow accepts an abort tentatively.
+    pub fn abort_undecided(self) -> bool {
+        self == Phase::DeletingObjects
     }
 
     /// Whether the workflow has ended in this phase.
@@ -78,6 +85,9 @@ mod tests {
         assert!(!Phase::DeletingObjects.abort_allowed());
         assert!(!Phase::Verifying.abort_allowed());
         assert!(!Phase::RetentionPending.abort_allowed());
+        assert!(Phase::DeletingObjects.abort_undecided());
+        assert!(!Phase::Draining.abort_undecided());
+        assert!(!Phase::PurgingRows.abort_undecided());
     }
 
     #[test]

@@ -78,13 +78,22 @@ pub enum AbortRefusal {
         /// Who aborted first.
         actor: String,
     },
-    /// Object versions are being deleted: there is nothing to go back to.
+    /// Object versions were deleted: there is nothing to go back to.
     #[error(
-        "deletion passed the irreversible point (phase {phase}: object versions are being deleted); abort refused, the deletion runs to completion"
+        "deletion passed the irreversible point (phase {phase}: object versions were deleted); abort refused, the deletion runs to completion"
     )]
     PastIrreversiblePoint {
         /// The current phase.
         phase: Phase,
+    },
+    /// The database recorded the irreversible point before this abort reached it (the refusal is
+    /// in the audit trail).
+    #[error(
+        "deletion passed the irreversible point: the database recorded it before this abort; abort refused, the deletion runs to completion ({reason})"
+    )]
+    RefusedByDatabase {
+        /// The store's refusal.
+        reason: String,
     },
 }
 
@@ -221,9 +230,11 @@ pub fn check_abort(gate: &AbortGate<'_>, request: &AbortRequest) -> Result<(), A
     Ok(())
 }
 
-/// Refuses an abort once the first object version may have been deleted.
-pub fn check_reversible(phase: Phase) -> Result<(), AbortRefusal> {
-    if phase.abort_allowed() {
+/// Refuses an abort the workflow knows comes too late: after object deletion, or during it once
+/// the database refused an abort because its irreversible marker was set. During object deletion
+/// otherwise the abort passes tentatively and the abort activity decides under the request lock.
+pub fn check_reversible(phase: Phase, irreversible_seen: bool) -> Result<(), AbortRefusal> {
+    if phase.abort_allowed() || (phase.abort_undecided() && !irreversible_seen) {
         Ok(())
     } else {
         Err(AbortRefusal::PastIrreversiblePoint { phase })
@@ -395,9 +406,16 @@ mod tests {
     }
 
     #[test]
-    fn abort_is_refused_from_object_deletion_on_with_the_documented_message() {
-        assert_eq!(check_reversible(Phase::Draining), Ok(()));
-        let refusal = check_reversible(Phase::DeletingObjects).unwrap_err();
+    fn abort_is_tentative_while_deleting_objects_and_refused_once_the_marker_is_known() {
+        assert_eq!(check_reversible(Phase::Draining, false), Ok(()));
+        assert_eq!(check_reversible(Phase::DeletingObjects, false), Ok(()));
+        assert_eq!(
+            check_reversible(Phase::DeletingObjects, true),
+            Err(AbortRefusal::PastIrreversiblePoint {
+                phase: Phase::DeletingObjects
+            })
+        );
+        let refusal = check_reversible(Phase::PurgingRows, false).unwrap_err();
         assert!(
             refusal
                 .to_string()

@@ -12,6 +12,10 @@
 //! `temporal-cancel` and the run ends `Canceled` once the fence is lifted; after it the
 //! cancellation is refused, recorded in the audit trail, and the deletion runs to completion
 //! (the run ends `Completed`).
+//!
+//! The irreversible point is the database's `irreversible_at` marker, not a phase: while deleting
+//! objects the workflow cannot know whether the marker is set, so it accepts an abort
+//! tentatively and the abort activity decides under the request lock (see `decide_abort`).
 
 use std::error::Error;
 use std::future::pending;
@@ -44,7 +48,9 @@ use super::rules::{
     check_reversible, check_unblock,
 };
 use super::status::{BlockedInfo, DeletionStatus, Progress, rfc3339};
-use crate::contract::PERMANENT_FAILURE_TYPE;
+use crate::contract::{
+    ABORT_REFUSED_FAILURE_TYPE, PERMANENT_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE,
+};
 use crate::search;
 
 mod late;
@@ -74,14 +80,28 @@ pub struct CommunityDeletion {
     fence_generation: Option<u64>,
     verification: Option<VerificationReport>,
     run_number: u32,
-    /// The accepted abort. Only ever set before the irreversible point.
+    /// The accepted abort: before object deletion, or tentatively during it.
     abort: Option<AbortRequest>,
+    /// The abort activity ended the request aborted while the phase could not tell (during
+    /// object deletion): the run stops and ends aborted.
+    abort_confirmed: bool,
+    /// The database refused an abort because its irreversible marker was set: later aborts in
+    /// this run are refused at once.
+    irreversible_seen: bool,
     /// The abort activity runs: nothing interrupts it any more.
     aborting: bool,
     /// The accepted abort came from a workflow cancellation: the run ends `Canceled`.
     cancelled: bool,
     /// This run has acted on the workflow's cancellation (it does so once).
     cancellation_seen: bool,
+}
+
+/// What a workflow cancellation calls for, once it is seen.
+enum CancellationAnswer {
+    /// Record this refusal in the audit trail.
+    Refuse(RequestEvent),
+    /// Let the abort activity decide (object deletion is under way).
+    Decide(AbortRequest),
 }
 
 /// Why the phase table stopped before its last row.
@@ -111,6 +131,8 @@ impl CommunityDeletion {
             verification: None,
             run_number: 0,
             abort: None,
+            abort_confirmed: false,
+            irreversible_seen: false,
             aborting: false,
             cancelled: false,
             cancellation_seen: false,
@@ -342,6 +364,14 @@ impl CommunityDeletion {
                     ctx.state_mut(|s| output.record(s));
                     return Ok(());
                 }
+                // Only the current claimant's failures may block: a stale generation means
+                // another attempt claimed the request after this one, so the phase simply runs
+                // again and re-claims (the activities send it retryable; this covers any that
+                // still reaches the workflow).
+                Err(failure) if failure_type(&failure) == Some(STALE_GENERATION_FAILURE_TYPE) => {
+                    let reason = failure_reason(&failure);
+                    ctx.state_mut(|s| s.last_error = Some(reason));
+                }
                 Err(failure) => Self::block(ctx, phase, failure_reason(&failure)).await?,
             }
         }
@@ -439,8 +469,8 @@ impl CommunityDeletion {
                     return Err(Stop::Abort(abort));
                 }
                 reason = cancellation.as_mut() => {
-                    if let Some(event) = Self::on_cancellation(ctx, reason) {
-                        refusal = Self::record_event(ctx, event).boxed_local().fuse();
+                    if let Some(answer) = Self::on_cancellation(ctx, reason) {
+                        refusal = Self::answer_cancellation(ctx, answer).boxed_local().fuse();
                     }
                 }
             }
@@ -462,11 +492,12 @@ impl CommunityDeletion {
     }
 
     /// Decides what the workflow's cancellation means now: before the irreversible point an
-    /// abort by `temporal-cancel`; after it a refusal, returned to be recorded.
+    /// abort by `temporal-cancel`; after it a refusal, returned to be recorded; while deleting
+    /// objects an abort the database must decide, returned to be decided.
     fn on_cancellation(
         ctx: &WorkflowContext<Self>,
         reason: Option<String>,
-    ) -> Option<RequestEvent> {
+    ) -> Option<CancellationAnswer> {
         let reason = reason
             .filter(|r| !r.trim().is_empty())
             .unwrap_or_else(|| "workflow cancellation requested".to_string());
@@ -476,19 +507,22 @@ impl CommunityDeletion {
                 // An abort is already under way; the cancellation adds nothing.
                 return None;
             }
-            match check_reversible(s.phase) {
+            match check_reversible(s.phase, s.irreversible_seen) {
                 Ok(()) => {
-                    s.abort = Some(AbortRequest {
+                    let abort = AbortRequest {
                         actor: CANCEL_ACTOR.to_string(),
                         reason,
-                    });
+                    };
+                    s.abort = Some(abort.clone());
                     s.cancelled = true;
-                    None
+                    s.phase
+                        .abort_undecided()
+                        .then_some(CancellationAnswer::Decide(abort))
                 }
-                Err(refusal) => Some(RequestEvent::AbortRefused {
+                Err(refusal) => Some(CancellationAnswer::Refuse(RequestEvent::AbortRefused {
                     actor: CANCEL_ACTOR.to_string(),
                     reason: format!("{refusal} (workflow cancellation: {reason})"),
-                }),
+                })),
             }
         })
     }
@@ -499,9 +533,20 @@ impl CommunityDeletion {
         let token = ctx.cancellation_token();
         if token.is_cancelled()
             && !ctx.state(|s| s.cancellation_seen)
-            && let Some(event) = Self::on_cancellation(ctx, token.reason())
+            && let Some(answer) = Self::on_cancellation(ctx, token.reason())
         {
-            Self::record_event(ctx, event).await;
+            Self::answer_cancellation(ctx, answer).await;
+        }
+    }
+
+    /// Records a cancellation's refusal, or lets the database decide it.
+    async fn answer_cancellation(ctx: &WorkflowContext<Self>, answer: CancellationAnswer) {
+        match answer {
+            CancellationAnswer::Refuse(event) => Self::record_event(ctx, event).await,
+            CancellationAnswer::Decide(abort) => {
+                // The outcome is in the state (and the audit trail); a cancellation has no caller.
+                let _outcome = Self::decide_abort(ctx, abort, true).await;
+            }
         }
     }
 
@@ -516,6 +561,10 @@ impl CommunityDeletion {
     async fn continue_as_new(ctx: &WorkflowContext<Self>) -> Result<(), Stop> {
         Self::answer_late_cancellation(ctx).await;
         Self::handlers_finished(ctx).await;
+        // An abort the database confirmed while the last round ran ends this run instead.
+        if let Some(abort) = ctx.state(Self::pending_abort) {
+            return Err(Stop::Abort(abort));
+        }
         let next = ctx.state(|s| {
             s.carried().map(|carried| CommunityDeletionInput {
                 carried: Some(carried),
@@ -560,11 +609,14 @@ impl CommunityDeletion {
             (s.phase, s.input.request_id)
         });
         let input = AbortInput { request_id, abort };
-        match Self::stage(ctx, phase, Abort, input).await {
-            Ok(()) => {}
-            Err(Stop::End(termination)) => return Err(termination),
-            // `aborting` is set, so no abort can interrupt the abort itself.
-            Err(Stop::Abort(_)) => {}
+        // An abort the database already confirmed (see `decide_abort`) is not run again.
+        if !ctx.state(|s| s.abort_confirmed) {
+            match Self::stage(ctx, phase, Abort, input).await {
+                Ok(()) => {}
+                Err(Stop::End(termination)) => return Err(termination),
+                // `aborting` is set, so no abort can interrupt the abort itself.
+                Err(Stop::Abort(_)) => {}
+            }
         }
         Self::enter(ctx, Phase::Aborted);
         Self::handlers_finished(ctx).await;
@@ -632,19 +684,25 @@ impl CommunityDeletion {
     ) -> Result<Phase, MessageError> {
         let accepted = ctx.state_mut(|s| {
             check_abort(&s.abort_gate(), &request)?;
-            check_reversible(s.phase)?;
+            check_reversible(s.phase, s.irreversible_seen)?;
             s.abort = Some(request.clone());
-            Ok::<_, AbortRefusal>(())
+            Ok::<_, AbortRefusal>(s.phase.abort_undecided())
         });
-        if let Err(refusal) = accepted {
-            if from_signal || matches!(refusal, AbortRefusal::PastIrreversiblePoint { .. }) {
-                let event = RequestEvent::AbortRefused {
-                    actor: request.actor,
-                    reason: refusal.to_string(),
-                };
-                Self::record_event(ctx, event).await;
+        let undecided = match accepted {
+            Ok(undecided) => undecided,
+            Err(refusal) => {
+                if from_signal || matches!(refusal, AbortRefusal::PastIrreversiblePoint { .. }) {
+                    let event = RequestEvent::AbortRefused {
+                        actor: request.actor,
+                        reason: refusal.to_string(),
+                    };
+                    Self::record_event(ctx, event).await;
+                }
+                return Err(refusal.into());
             }
-            return Err(refusal.into());
+        };
+        if undecided {
+            return Self::decide_abort(ctx, request, from_signal).await;
         }
         let settled = ctx.wait_condition_with_options(
             |s| s.phase == Phase::Aborted || (s.aborting && s.blocked.is_some()),
@@ -656,6 +714,56 @@ impl CommunityDeletion {
                 reason: blocked.reason.clone(),
             }),
             _ => Ok(s.phase),
+        })
+    }
+
+    /// Lets the abort activity decide an abort accepted while deleting objects, under the request
+    /// lock: before the irreversible marker it lifts the fence and ends the request aborted (the
+    /// run then stops and ends aborted); after it, it refuses and records the refusal in the audit
+    /// trail, and the run goes on as if no abort came (a blocked phase stays blocked). Returns
+    /// without waiting for the run, so it never holds up a continue-as-new.
+    async fn decide_abort(
+        ctx: &WorkflowContext<Self>,
+        abort: AbortRequest,
+        from_signal: bool,
+    ) -> Result<Phase, MessageError> {
+        let request_id = ctx.state(|s| s.input.request_id);
+        let actor = abort.actor.clone();
+        let input = AbortInput { request_id, abort };
+        let options = Self::options(ctx, Abort::PACE, WorkflowCancellationToken::new());
+        let failure = match ctx.execute_activity(Abort, input, options).await {
+            Ok(outcome) => {
+                ctx.state_mut(|s| {
+                    s.abort_confirmed = true;
+                    s.fence_generation = Some(outcome.fence_generation);
+                });
+                return Ok(Phase::Aborted);
+            }
+            Err(failure) => failure,
+        };
+        let reason = failure_reason(&failure);
+        let refused = failure_type(&failure) == Some(ABORT_REFUSED_FAILURE_TYPE);
+        ctx.state_mut(|s| {
+            s.abort = None;
+            s.cancelled = false;
+            s.irreversible_seen |= refused;
+            if !refused {
+                s.last_error = Some(format!("abort not decided: {reason}"));
+            }
+        });
+        if refused {
+            return Err(AbortRefusal::RefusedByDatabase { reason }.into());
+        }
+        if from_signal {
+            let event = RequestEvent::AbortRefused {
+                actor,
+                reason: format!("abort could not be decided, nothing changed: {reason}"),
+            };
+            Self::record_event(ctx, event).await;
+        }
+        Err(MessageError::NotRecorded {
+            what: "abort",
+            reason,
         })
     }
 
@@ -785,10 +893,10 @@ impl CommunityDeletion {
         ctx.workflow_time().map(rfc3339).unwrap_or_default()
     }
 
-    /// The accepted abort, while it may still stop the run: before the irreversible point and
-    /// before the abort activity started.
+    /// The accepted abort, while it stops the run: before object deletion (or once the database
+    /// confirmed it during object deletion) and before the abort activity of `abort` started.
     fn pending_abort(&self) -> Option<AbortRequest> {
-        if self.phase.abort_allowed() && !self.aborting {
+        if (self.phase.abort_allowed() || self.abort_confirmed) && !self.aborting {
             self.abort.clone()
         } else {
             None
@@ -851,6 +959,14 @@ fn detached() -> WaitConditionOptions {
     WaitConditionOptions::builder()
         .cancellation_token(WorkflowCancellationToken::new())
         .build()
+}
+
+/// The `ApplicationFailure` type name the activity sent, if any.
+fn failure_type(failure: &ActivityExecutionError) -> Option<&str> {
+    match failure.cause() {
+        Some(IncomingError::Application(app)) => app.type_name(),
+        _ => None,
+    }
 }
 
 /// The failure as an operator should read it: the activity's own message when it sent one.

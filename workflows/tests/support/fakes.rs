@@ -20,7 +20,10 @@ use workflows::community::{
     ManifestSummary, PrefixSummary, PurgeInput, PurgeReport, RegisterInput, RegisteredRequest,
     RequestEvent, RequestRef, TableCount, VerificationReport,
 };
-use workflows::contract::{LATE_OBJECT_VERSION_FAILURE_TYPE, PERMANENT_FAILURE_TYPE};
+use workflows::contract::{
+    ABORT_REFUSED_FAILURE_TYPE, LATE_OBJECT_VERSION_FAILURE_TYPE, PERMANENT_FAILURE_TYPE,
+    STALE_GENERATION_FAILURE_TYPE,
+};
 
 /// The digest the fake inventory freezes.
 pub const FROZEN_DIGEST: &str =
@@ -29,12 +32,16 @@ pub const FROZEN_DIGEST: &str =
 pub const VERSIONS_PER_CHUNK: u64 = 10;
 
 /// How an activity misbehaves: after `succeed_first` successful calls, the next `transient`
-/// attempts fail retryably, then the next `permanent` attempts fail permanently.
+/// attempts fail retryably, then the next `permanent` attempts fail permanently, then the next
+/// `stale` attempts fail with the stale-generation type (non-retryable if `stale_non_retryable`,
+/// as an older worker sent it), as an attempt does when a late zombie claimed after it.
 #[derive(Debug, Clone, Default)]
 pub struct Misbehaviour {
     pub succeed_first: u32,
     pub transient: u32,
     pub permanent: u32,
+    pub stale: u32,
+    pub stale_non_retryable: bool,
     pub message: String,
 }
 
@@ -76,6 +83,12 @@ pub struct Ledger {
     pub late_versions: Vec<String>,
     /// Late versions `delete_late_versions` deleted (all calls).
     pub late_versions_deleted: u64,
+    /// The irreversible marker: `delete_chunks` sets it before deleting anything; `abort`
+    /// refuses once it is set, as the store does.
+    pub irreversible: bool,
+    /// `delete_chunks` attempts that fail permanently before setting the marker (as a claim
+    /// refused for mismatched evidence does).
+    pub failures_before_marker: u32,
 }
 
 impl Ledger {
@@ -183,6 +196,15 @@ impl FakeStores {
                 ApplicationFailure::builder(plan.message.clone())
                     .type_name(PERMANENT_FAILURE_TYPE.to_string())
                     .non_retryable(true)
+                    .build(),
+            ));
+        }
+        if plan.stale > 0 {
+            plan.stale -= 1;
+            return Err(ActivityError::application(
+                ApplicationFailure::builder(plan.message.clone())
+                    .type_name(STALE_GENERATION_FAILURE_TYPE.to_string())
+                    .non_retryable(plan.stale_non_retryable)
                     .build(),
             ));
         }
@@ -328,6 +350,23 @@ impl FakeStores {
         ctx: ActivityContext,
         input: DeleteChunksInput,
     ) -> Result<DeleteProgress, ActivityError> {
+        {
+            let mut ledger = self.ledger();
+            if ledger.failures_before_marker > 0 {
+                ledger.failures_before_marker -= 1;
+                *ledger
+                    .attempts
+                    .entry("community.delete_chunks")
+                    .or_default() += 1;
+                return Err(ActivityError::application(
+                    ApplicationFailure::builder("evidence does not match the request (fake)")
+                        .type_name(PERMANENT_FAILURE_TYPE.to_string())
+                        .non_retryable(true)
+                        .build(),
+                ));
+            }
+            ledger.irreversible = true;
+        }
         self.begin(&ctx, "community.delete_chunks").await?;
         let mut ledger = self.succeeded("community.delete_chunks");
         let pending: Vec<u64> = (0..ledger.chunks)
@@ -433,6 +472,24 @@ impl FakeStores {
         input: AbortInput,
     ) -> Result<AbortOutcome, ActivityError> {
         self.begin(&ctx, "community.abort").await?;
+        {
+            let mut ledger = self.ledger();
+            if ledger.irreversible {
+                let reason = "request passed the irreversible point (stage drained); it can no \
+                              longer be aborted and runs to completion";
+                // The store commits the refusal to the audit trail before refusing.
+                ledger.events.push(RequestEvent::AbortRefused {
+                    actor: input.abort.actor.clone(),
+                    reason: reason.to_string(),
+                });
+                return Err(ActivityError::application(
+                    ApplicationFailure::builder(reason)
+                        .type_name(ABORT_REFUSED_FAILURE_TYPE.to_string())
+                        .non_retryable(true)
+                        .build(),
+                ));
+            }
+        }
         let mut ledger = self.succeeded("community.abort");
         ledger.quiescing = false;
         ledger.fenced = false;
