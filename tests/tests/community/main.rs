@@ -13,11 +13,17 @@
 //! - `stack_check`: the foundation round trip on the dev server and the time-skipping server.
 //! - `sweep`: the taxonomy sweep counts and names a stray key; its schedule is created and removed.
 //! - `metrics`: the worker's Prometheus endpoint reports what a deletion removed.
+//! - `malformed_signals`: malformed Web UI signals at every point are refused on record and
+//!   never fail a workflow task (community and user workflows).
+//! - `no_worker`: without a worker every command answers within its bound; held updates apply
+//!   once a worker returns.
 
 mod crash;
 mod happy_path;
 mod helpers;
+mod malformed_signals;
 mod metrics;
+mod no_worker;
 mod outage;
 mod refusals;
 mod serving_load;
