@@ -10,8 +10,10 @@ mod support;
 
 use support::fakes::{FROZEN_DIGEST, FakeStores, Misbehaviour, community_of};
 use support::{HOST, REQUESTER, json_payload, payload, run_deletion};
+use temporalio_client::WorkflowHistory;
 use temporalio_client::errors::WorkflowGetResultError;
-use workflows::community::{CANCEL_ACTOR, Phase, RequestEvent, Tuning};
+use temporalio_sdk::workflow_replayer::{WorkflowReplayer, WorkflowReplayerOptions};
+use workflows::community::{CANCEL_ACTOR, CommunityDeletion, Phase, RequestEvent, Tuning};
 
 const APPROVER: &str = "bob";
 
@@ -669,4 +671,25 @@ async fn histories_with_refusals_blocks_cancellation_and_continue_as_new_replay_
         deletion.replay_every_run().await;
     })
     .await;
+}
+
+/// A history recorded on the dev server by a worker built before the signal handlers took raw
+/// payloads (their argument was the typed request): a refused `approve` (stale digest), `abort`
+/// (empty actor) and `unblock` (not blocked) signal, then the approving signal, through to
+/// completion. Today's code must replay it command for command.
+#[tokio::test]
+async fn a_history_recorded_before_signals_took_raw_payloads_still_replays() {
+    let recorded = include_bytes!("histories/signals_before_raw_decoding.json");
+    let history = WorkflowHistory::from_json(recorded).expect("the recorded history parses");
+    let replayer = WorkflowReplayer::new(
+        WorkflowReplayerOptions::new()
+            .register_workflow::<CommunityDeletion>()
+            .expect("register CommunityDeletion for replay")
+            .build(),
+    )
+    .expect("replayer");
+    replayer
+        .replay_workflow(history)
+        .await
+        .expect("the recorded history replays deterministically");
 }
