@@ -494,6 +494,40 @@ async fn malformed_signals_at_every_point_are_refused_on_record_and_never_wedge_
 
     // 2. Awaiting approval: even the frozen digest beside a typo'd field approves nothing.
     let untouched = snapshot(&stack, community).await;
+    // Updates whose input does not decode are refused by the decoder before the validator.
+    for (name, input) in [
+        ("approve", r#"{"garbage": 1}"#.to_owned()),
+        (
+            "approve",
+            format!(r#"[{{"approved_by": "mallory", "digest": "{digest}"}}]"#),
+        ),
+        ("abort", "null".to_owned()),
+        ("unblock", r#"{"actor": 7, "reason": "x"}"#.to_owned()),
+    ] {
+        let run = temporal_cli(&[
+            "workflow",
+            "update",
+            "execute",
+            "-w",
+            &signals.workflow_id,
+            "--name",
+            name,
+            "--input",
+            &input,
+        ])
+        .await;
+        assert_ne!(
+            run.code, 0,
+            "update {name} {input} must be refused: {}",
+            run.stdout
+        );
+    }
+    let after_updates = durable(&stack, id).await;
+    assert_eq!(
+        (after_updates.stage.as_str(), after_updates.approved_by),
+        ("inventoried", None),
+        "malformed updates changed nothing"
+    );
     every_malformed_signal(&stack, &cli, &signals, id, &digest, "awaiting approval").await;
     assert_eq!(snapshot(&stack, community).await, untouched);
     let approve = format!(r#"{{"approved_by": "bob", "digest": "{digest}"}}"#);
