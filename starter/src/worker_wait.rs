@@ -276,3 +276,42 @@ pub enum SendError {
     /// No worker answered within the bound ([`CliError::NoWorker`]).
     NoWorker(CliError),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_explanation_names_the_queue_and_how_to_start_a_worker() {
+        let waits = WorkerWait {
+            task_queue: "ops-queue".to_owned(),
+            wait: Duration::from_secs(15),
+        };
+        for pollers in [
+            Pollers::Live {
+                identity: "buzz-deletion-worker@42".to_owned(),
+                last_poll_secs_ago: 9,
+            },
+            Pollers::Gone {
+                last_poll_secs_ago: 312,
+            },
+            Pollers::None,
+            Pollers::Unknown {
+                error: "unavailable".to_owned(),
+            },
+        ] {
+            let text = waits.explain(&pollers);
+            for needle in [
+                "within 15 s",
+                "task queue ops-queue",
+                "BUZZ_TASK_QUEUE=ops-queue buzz-deletion-worker",
+                "--worker-wait SECS",
+            ] {
+                assert!(
+                    text.contains(needle),
+                    "{pollers:?}: {needle:?} missing in {text}"
+                );
+            }
+        }
+    }
+}
