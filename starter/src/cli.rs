@@ -14,6 +14,11 @@ pub struct Cli {
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Json, global = true)]
     pub output: OutputFormat,
+    /// Seconds a command that needs a worker (submit, approve, abort, unblock, status, watch,
+    /// the `user` commands) waits for one to answer before saying that none does.
+    #[arg(long, global = true, value_name = "SECS",
+          default_value_t = crate::worker_wait::DEFAULT_WORKER_WAIT_SECS)]
+    pub worker_wait: u64,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

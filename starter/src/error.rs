@@ -21,6 +21,10 @@ pub enum CliError {
         /// What to do.
         hint: &'static str,
     },
+    /// No worker answered within `--worker-wait`; the message says whether anything was sent,
+    /// which task queue has no worker and how to start one. Exit 1.
+    #[error("{0}")]
+    NoWorker(String),
     /// Anything else; the cause chain is printed. Exit 1.
     #[error(transparent)]
     Other(#[from] anyhow::Error),
@@ -31,7 +35,10 @@ impl CliError {
     pub fn exit_code(&self) -> i32 {
         match self {
             CliError::Usage(_) => 2,
-            CliError::Refused(_) | CliError::Unavailable { .. } | CliError::Other(_) => 1,
+            CliError::Refused(_)
+            | CliError::Unavailable { .. }
+            | CliError::NoWorker(_)
+            | CliError::Other(_) => 1,
         }
     }
 }

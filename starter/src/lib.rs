@@ -9,6 +9,7 @@ pub mod error;
 pub mod host;
 pub mod output;
 pub mod user_cmd;
+pub mod worker_wait;
 
 use cli::{Cli, Command};
 use error::CliResult;
@@ -26,10 +27,14 @@ pub async fn run(cli: Cli) -> i32 {
 
 async fn dispatch(cli: Cli) -> CliResult {
     let format = cli.output;
+    let waits = worker_wait::WorkerWait {
+        task_queue: connect::task_queue(),
+        wait: std::time::Duration::from_secs(cli.worker_wait.max(1)),
+    };
     match cli.command {
         Command::Migrate => commands::migrate::run(format).await,
         Command::StackCheck { sleep_secs } => commands::stack_check::run(format, sleep_secs).await,
-        Command::Community(command) => commands::community::run(format, command).await,
+        Command::Community(command) => commands::community::run(format, &waits, command).await,
         Command::Demo(command) => commands::demo::run(format, command).await,
         Command::Sweep(command) => commands::sweep::run(format, command).await,
         Command::User(command) => {
@@ -37,6 +42,7 @@ async fn dispatch(cli: Cli) -> CliResult {
             let env = user_cmd::UserCliEnv {
                 client: connect::temporal(&connect::TemporalTarget::from_env()).await?,
                 task_queue: connect::task_queue(),
+                waits,
                 store: activities::user::UserStore::new(store.pool().clone()),
                 output: format,
             };

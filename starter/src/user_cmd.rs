@@ -4,16 +4,12 @@
 //! `registration` update, `approve` update, `run` update) followed by a read of what Postgres
 //! saved; `status` and a rerun of a finished request only read Postgres.
 
-use std::time::Duration;
-
 use anyhow::Context;
 use clap::{Subcommand, ValueEnum};
 use serde::Serialize;
 use serde_json::json;
 use temporalio_client::errors::WorkflowUpdateError;
-use temporalio_client::{
-    Client, WorkflowExecuteUpdateOptions, WorkflowIdConflictPolicy, WorkflowStartOptions,
-};
+use temporalio_client::{Client, RpcOptions, WorkflowIdConflictPolicy, WorkflowStartOptions};
 use temporalio_common::search_attributes::SearchAttributes;
 use uuid::Uuid;
 
@@ -26,9 +22,7 @@ use workflows::user::{
 };
 
 use crate::output::{OutputFormat, Table, key_values, print_json};
-
-/// How long `submit` and `approve` wait for a worker to answer.
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(120);
+use crate::worker_wait::{SendError, WorkerWait};
 
 /// `user …` subcommands.
 #[derive(Debug, Subcommand)]
@@ -121,6 +115,8 @@ pub struct UserCliEnv {
     pub client: Client,
     /// Task queue the workers poll (`BUZZ_TASK_QUEUE`, default `buzz-deletion`).
     pub task_queue: String,
+    /// How long the commands that need a worker wait for one (`--worker-wait`).
+    pub waits: WorkerWait,
     /// The user-deletion store over the deletion database.
     pub store: UserStore,
     /// JSON (default) or table.
@@ -183,6 +179,14 @@ async fn submit(
     if requested_by.trim().is_empty() {
         return Ok(fail(2, "--requested-by must name the requesting operator"));
     }
+    // Nothing is started while no worker polls: the request would wait unregistered.
+    if let Err(no_worker) = env
+        .waits
+        .require_worker(&env.client, "user deletion request")
+        .await
+    {
+        return Ok(fail(1, &no_worker.to_string()));
+    }
     let id = Uuid::new_v4();
     let input = UserDeletionInput {
         request_id: id,
@@ -201,16 +205,23 @@ async fn submit(
         .start_workflow(UserDeletion::run, input, options)
         .await
         .context("starting the UserDeletion workflow")?;
-    let registered = tokio::time::timeout(
-        ANSWER_TIMEOUT,
-        handle.execute_update(
+    let sent = env
+        .waits
+        .send_update(
+            &env.client,
+            &handle,
+            "registration",
             UserDeletion::registration,
             (),
-            WorkflowExecuteUpdateOptions::default(),
-        ),
-    )
-    .await
-    .map_err(|_| no_worker_answered("registration", &env.task_queue))?;
+        )
+        .await;
+    let registered = match sent {
+        Ok(sent) => sent.get_result(RpcOptions::default()).await,
+        Err(SendError::Update(e)) => Err(e),
+        Err(SendError::NoWorker(e)) => {
+            return Ok(fail(1, &format!("user deletion {id} was started, but {e}")));
+        }
+    };
     let registration: Registration = match registered {
         Ok(registration) => registration,
         Err(e) => {
@@ -245,16 +256,21 @@ async fn approve(env: &UserCliEnv, id: Uuid, approval: UserApproveRequest) -> an
     let handle = env
         .client
         .get_workflow_handle::<UserDeletion>(workflow_id(id));
-    let answered = tokio::time::timeout(
-        ANSWER_TIMEOUT,
-        handle.execute_update(
+    let sent = env
+        .waits
+        .send_update(
+            &env.client,
+            &handle,
+            "approval",
             UserDeletion::approve,
             approval,
-            WorkflowExecuteUpdateOptions::default(),
-        ),
-    )
-    .await
-    .map_err(|_| no_worker_answered("approval", &env.task_queue))?;
+        )
+        .await;
+    let answered = match sent {
+        Ok(sent) => sent.get_result(RpcOptions::default()).await,
+        Err(SendError::Update(e)) => Err(e),
+        Err(SendError::NoWorker(e)) => return Ok(fail(1, &e.to_string())),
+    };
     let record: UserApprovalRecord = match answered {
         Ok(record) => record,
         Err(e) => {
@@ -289,14 +305,22 @@ async fn run_stages(env: &UserCliEnv, id: Uuid, options: RunOptions) -> anyhow::
         let handle = env
             .client
             .get_workflow_handle::<UserDeletion>(workflow_id(id));
-        match handle
-            .execute_update(
+        let sent = env
+            .waits
+            .send_update(
+                &env.client,
+                &handle,
+                "run",
                 UserDeletion::request_run,
                 options,
-                WorkflowExecuteUpdateOptions::default(),
             )
-            .await
-        {
+            .await;
+        let answered = match sent {
+            Ok(sent) => sent.get_result(RpcOptions::default()).await,
+            Err(SendError::Update(e)) => Err(e),
+            Err(SendError::NoWorker(e)) => return Ok(fail(1, &e.to_string())),
+        };
+        match answered {
             Ok(report) => report,
             Err(e) => return Ok(fail(1, &format!("run refused: {}", update_message(&e)))),
         }
@@ -556,13 +580,6 @@ fn update_message(error: &WorkflowUpdateError) -> String {
         WorkflowUpdateError::NotFound(_) => "the request's workflow is not running".into(),
         other => other.to_string(),
     }
-}
-
-fn no_worker_answered(what: &str, task_queue: &str) -> anyhow::Error {
-    anyhow::anyhow!(
-        "no answer to the {what} within {}s: is a buzz-deletion-worker polling task queue {task_queue}?",
-        ANSWER_TIMEOUT.as_secs(),
-    )
 }
 
 /// Prints `message` as an error and returns `code`.

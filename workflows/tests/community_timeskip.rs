@@ -9,9 +9,11 @@
 mod support;
 
 use support::fakes::{FROZEN_DIGEST, FakeStores, Misbehaviour, community_of};
-use support::{HOST, REQUESTER, run_deletion};
+use support::{HOST, REQUESTER, json_payload, payload, run_deletion};
+use temporalio_client::WorkflowHistory;
 use temporalio_client::errors::WorkflowGetResultError;
-use workflows::community::{CANCEL_ACTOR, Phase, RequestEvent, Tuning};
+use temporalio_sdk::workflow_replayer::{WorkflowReplayer, WorkflowReplayerOptions};
+use workflows::community::{CANCEL_ACTOR, CommunityDeletion, Phase, RequestEvent, Tuning};
 
 const APPROVER: &str = "bob";
 
@@ -120,6 +122,101 @@ async fn invalid_approval_signal_is_recorded_and_changes_nothing() {
         assert_eq!(done.phase, Phase::RetentionPending);
         assert_eq!(done.approval.map(|a| a.approved_by), Some(APPROVER.to_string()));
         assert_eq!(deletion.fakes.ledger().approvals.len(), 1);
+    })
+    .await;
+}
+
+/// What the Web UI lets an operator send instead of the documented JSON: a wrong object, a
+/// known field with a typo beside it, no input, several inputs, `null`, an array, bytes that
+/// are not JSON at all.
+fn malformed_inputs() -> Vec<Vec<temporalio_common::protos::temporal::api::common::v1::Payload>> {
+    vec![
+        vec![json_payload(r#"{"garbage": 1}"#)],
+        vec![json_payload(&format!(
+            r#"{{"approved_by": "bob", "digest": "{FROZEN_DIGEST}", "actor": "bob", "reason": "x", "typo": 1}}"#
+        ))],
+        vec![],
+        vec![json_payload("{}"), json_payload("{}")],
+        vec![payload("binary/null", b"")],
+        vec![json_payload(r#"["bob", "x"]"#)],
+        vec![payload("binary/plain", b"approve it please")],
+        vec![json_payload("{not json")],
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_signals_are_recorded_refusals_and_never_wedge_the_workflow() {
+    let fakes = small_manifest();
+    fakes.misbehave(
+        "community.preflight",
+        Misbehaviour {
+            permanent: 1,
+            message: "version-list permission missing".into(),
+            ..Misbehaviour::default()
+        },
+    );
+    run_deletion(fakes, Tuning::default(), |deletion| async move {
+        let is_refusal = |e: &RequestEvent| {
+            matches!(e, RequestEvent::ApprovalRejected { reason, .. }
+                | RequestEvent::AbortRefused { reason, .. }
+                | RequestEvent::UnblockRejected { reason, .. } if reason.starts_with("malformed "))
+        };
+        let refusals = |deletion: &support::Deletion| {
+            deletion.fakes.events().iter().filter(|e| is_refusal(e)).count()
+        };
+        let per_point = 3 * malformed_inputs().len();
+        deletion.await_approval().await;
+        for name in ["approve", "abort", "unblock"] {
+            for input in malformed_inputs() {
+                deletion.signal_raw(name, input).await;
+            }
+        }
+        deletion
+            .wait_for("every malformed signal refused while awaiting approval", |_| {
+                refusals(&deletion) == per_point
+            })
+            .await;
+        let waiting = deletion.status().await;
+        assert_eq!(waiting.phase, Phase::AwaitingApproval);
+        assert_eq!((waiting.approval, waiting.abort), (None, None));
+        assert_eq!(deletion.fakes.attempts("community.record_approval"), 0);
+
+        deletion.signal_approve(APPROVER, FROZEN_DIGEST).await;
+        let blocked = deletion.wait_for("blocked", |s| s.blocked.is_some()).await;
+        for name in ["approve", "abort", "unblock"] {
+            for input in malformed_inputs() {
+                deletion.signal_raw(name, input).await;
+            }
+        }
+        deletion
+            .wait_for("every malformed signal refused while blocked", |_| {
+                refusals(&deletion) == 2 * per_point
+            })
+            .await;
+        let still = deletion.status().await;
+        assert_eq!(still.blocked, blocked.blocked, "nothing unblocked it");
+        assert_eq!(still.abort, None, "nothing aborted it");
+        let garbage = deletion.fakes.events().into_iter().find(|e| {
+            matches!(e, RequestEvent::ApprovalRejected { reason, .. } if reason.contains("\"garbage\""))
+        });
+        assert!(
+            matches!(&garbage, Some(RequestEvent::ApprovalRejected { actor, reason })
+                if actor == "unknown" && reason.contains(r#"{"approved_by": "<operator>""#)),
+            "{garbage:?}"
+        );
+
+        deletion
+            .signal_raw(
+                "unblock",
+                vec![json_payload(r#"{"actor": "carol", "reason": "granted the permission"}"#)],
+            )
+            .await;
+        deletion.wait_for("unblocked", |s| s.blocked.is_none()).await;
+        deletion.unlock_time_skipping().await;
+        let done = deletion.result().await.unwrap();
+        assert_eq!(done.phase, Phase::RetentionPending);
+        assert_eq!(deletion.fakes.ledger().approvals.len(), 1);
+        deletion.replay_every_run().await;
     })
     .await;
 }
@@ -779,4 +876,24 @@ async fn workflow_cancellation_of_a_block_before_the_marker_aborts_and_ends_canc
         assert!(ledger.chunk_stamps.is_empty());
     })
     .await;
+
+/// A history recorded on the dev server by a worker built before the signal handlers took raw
+/// payloads (their argument was the typed request): a refused `approve` (stale digest), `abort`
+/// (empty actor) and `unblock` (not blocked) signal, then the approving signal, through to
+/// completion. Today's code must replay it command for command.
+#[tokio::test]
+async fn a_history_recorded_before_signals_took_raw_payloads_still_replays() {
+    let recorded = include_bytes!("histories/signals_before_raw_decoding.json");
+    let history = WorkflowHistory::from_json(recorded).expect("the recorded history parses");
+    let replayer = WorkflowReplayer::new(
+        WorkflowReplayerOptions::new()
+            .register_workflow::<CommunityDeletion>()
+            .expect("register CommunityDeletion for replay")
+            .build(),
+    )
+    .expect("replayer");
+    replayer
+        .replay_workflow(history)
+        .await
+        .expect("the recorded history replays deterministically");
 }

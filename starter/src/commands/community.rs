@@ -8,11 +8,12 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use temporalio_client::{
-    Client, WorkflowExecuteUpdateOptions, WorkflowHandle, WorkflowQueryOptions,
-    WorkflowStartOptions, errors::WorkflowQueryError, errors::WorkflowUpdateError,
+    Client, RpcOptions, WorkflowHandle, WorkflowQueryOptions, WorkflowStartOptions,
+    errors::WorkflowQueryError, errors::WorkflowUpdateError,
 };
-use temporalio_common::MemoValues;
+use temporalio_common::data_converters::TemporalDeserializable;
 use temporalio_common::search_attributes::SearchAttributes;
+use temporalio_common::{HasWorkflowDefinition, MemoValues, UpdateDefinition};
 use uuid::Uuid;
 use workflows::community::input::{CommunityDeletionInput, workflow_id};
 use workflows::community::status::DeletionStatus;
@@ -28,9 +29,10 @@ use crate::connect::{self, TemporalTarget};
 use crate::error::{CliError, CliResult};
 use crate::host;
 use crate::output::{OutputFormat, Table, key_values, print_json};
+use crate::worker_wait::{Pollers, SendError, WorkerWait};
 
 /// Runs one `community` subcommand.
-pub async fn run(format: OutputFormat, command: CommunityCommand) -> CliResult {
+pub async fn run(format: OutputFormat, waits: &WorkerWait, command: CommunityCommand) -> CliResult {
     match command {
         CommunityCommand::Submit {
             host,
@@ -38,7 +40,7 @@ pub async fn run(format: OutputFormat, command: CommunityCommand) -> CliResult {
             reason,
             wait_secs,
             tuning,
-        } => submit(format, host, requested_by, reason, wait_secs, tuning).await,
+        } => submit(format, waits, host, requested_by, reason, wait_secs, tuning).await,
         CommunityCommand::Approve {
             id,
             approved_by,
@@ -51,14 +53,15 @@ pub async fn run(format: OutputFormat, command: CommunityCommand) -> CliResult {
                 note,
             };
             let handle = existing_workflow(id).await?;
-            let record = handle
-                .execute_update(
-                    CommunityDeletion::approve_update,
-                    request,
-                    WorkflowExecuteUpdateOptions::default(),
-                )
-                .await
-                .map_err(|e| refused("approval", id, e))?;
+            let record = execute(
+                waits,
+                &handle,
+                "approval",
+                id,
+                CommunityDeletion::approve_update,
+                request,
+            )
+            .await?;
             print_value(format, "approval recorded", &record)?;
             Ok(0)
         }
@@ -72,14 +75,15 @@ pub async fn run(format: OutputFormat, command: CommunityCommand) -> CliResult {
                 reason: required("--reason", reason)?,
             };
             let handle = existing_workflow(id).await?;
-            let outcome = handle
-                .execute_update(
-                    CommunityDeletion::abort_update,
-                    request,
-                    WorkflowExecuteUpdateOptions::default(),
-                )
-                .await
-                .map_err(|e| refused("abort", id, e))?;
+            let outcome = execute(
+                waits,
+                &handle,
+                "abort",
+                id,
+                CommunityDeletion::abort_update,
+                request,
+            )
+            .await?;
             print_value(format, "abort", &outcome)?;
             Ok(0)
         }
@@ -93,20 +97,23 @@ pub async fn run(format: OutputFormat, command: CommunityCommand) -> CliResult {
                 reason: required("--reason", reason)?,
             };
             let handle = existing_workflow(id).await?;
-            let outcome = handle
-                .execute_update(
-                    CommunityDeletion::unblock_update,
-                    request,
-                    WorkflowExecuteUpdateOptions::default(),
-                )
-                .await
-                .map_err(|e| refused("unblock", id, e))?;
+            let outcome = execute(
+                waits,
+                &handle,
+                "unblock",
+                id,
+                CommunityDeletion::unblock_update,
+                request,
+            )
+            .await?;
             print_value(format, "unblock", &outcome)?;
             Ok(0)
         }
         CommunityCommand::Status { id } => {
             let handle = existing_workflow(id).await?;
-            let status = query_status(&handle, id).await?;
+            let Some(status) = query_status(waits, &handle, id).await? else {
+                return unanswered(format, waits, &handle, id).await;
+            };
             let pending = pending_activity(&handle).await;
             print_status(format, &status, pending.as_ref())?;
             Ok(status_exit_code(&status))
@@ -115,7 +122,7 @@ pub async fn run(format: OutputFormat, command: CommunityCommand) -> CliResult {
             id,
             interval_ms,
             timeout_secs,
-        } => watch(id, interval_ms, timeout_secs).await,
+        } => watch(format, waits, id, interval_ms, timeout_secs).await,
         CommunityCommand::List(args) => list(format, args).await,
         CommunityCommand::Inspect { id } => inspect(format, id).await,
     }
@@ -140,6 +147,7 @@ fn status_exit_code(status: &DeletionStatus) -> i32 {
 
 async fn submit(
     format: OutputFormat,
+    waits: &WorkerWait,
     host_flag: Option<String>,
     requested_by: String,
     reason: Option<String>,
@@ -172,6 +180,8 @@ async fn submit(
         )));
     }
     let client = connect::temporal(&TemporalTarget::from_env()).await?;
+    // Nothing is started while no worker polls: the request would wait unregistered.
+    waits.require_worker(&client, "deletion request").await?;
     let request_id = Uuid::new_v4();
     let mut input =
         CommunityDeletionInput::new(request_id, host.clone(), requested_by.clone(), reason);
@@ -205,7 +215,7 @@ async fn submit(
             ))
         })?;
     let handle = client.get_workflow_handle::<CommunityDeletion>(workflow_id.clone());
-    let status = wait_for_inventory(&handle, &store, request_id, wait_secs).await?;
+    let status = wait_for_inventory(waits, &handle, &store, request_id, wait_secs).await?;
     let digest = status.inventory.as_ref().map(|i| i.digest.clone());
     let summary = serde_json::json!({
         "request_id": request_id,
@@ -248,29 +258,26 @@ async fn submit(
 
 /// Polls the workflow until the inventory is frozen (or the request blocks, or ends).
 async fn wait_for_inventory(
+    waits: &WorkerWait,
     handle: &WorkflowHandle<Client, CommunityDeletion>,
     store: &Store,
     request_id: Uuid,
     wait_secs: u64,
 ) -> Result<DeletionStatus, CliError> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(wait_secs.max(1));
+    let started = tokio::time::Instant::now();
+    let deadline = started + Duration::from_secs(wait_secs.max(1));
+    let mut answered = false;
     loop {
-        match handle
-            .query(
-                CommunityDeletion::status,
-                (),
-                WorkflowQueryOptions::default(),
-            )
-            .await
-        {
-            Ok(status)
+        match bounded_query(waits, handle).await {
+            Ok(Some(status))
                 if status.inventory.is_some()
                     || status.blocked.is_some()
                     || status.phase.is_terminal() =>
             {
                 return Ok(status);
             }
-            Ok(_) => {}
+            Ok(Some(_)) => answered = true,
+            Ok(None) => {}
             Err(WorkflowQueryError::NotFound(_)) => {}
             Err(e) => return Err(CliError::Other(anyhow::anyhow!("status query failed: {e}"))),
         }
@@ -285,6 +292,15 @@ async fn wait_for_inventory(
                 description.status(),
                 row.map(|r| format!("stage {}", r.stage))
                     .unwrap_or_else(|| "none (registration was refused)".to_owned())
+            )));
+        }
+        if !answered && started.elapsed() >= waits.wait {
+            let pollers = waits.pollers(handle.client()).await;
+            return Err(CliError::NoWorker(format!(
+                "deletion request {request_id} was started (workflow {}) but {}; it registers \
+                 and freezes its inventory once a worker polls",
+                handle.info().workflow_id,
+                waits.explain(&pollers)
             )));
         }
         if tokio::time::Instant::now() >= deadline {
@@ -319,24 +335,237 @@ async fn existing_workflow(
     Ok(client.get_workflow_handle::<CommunityDeletion>(request.workflow_id))
 }
 
+/// The `status` query, bounded by the worker wait: `None` when no worker answered in time.
 async fn query_status(
+    waits: &WorkerWait,
     handle: &WorkflowHandle<Client, CommunityDeletion>,
     id: Uuid,
-) -> Result<DeletionStatus, CliError> {
-    handle
-        .query(
-            CommunityDeletion::status,
-            (),
-            WorkflowQueryOptions::default(),
-        )
+) -> Result<Option<DeletionStatus>, CliError> {
+    bounded_query(waits, handle).await.map_err(|e| match e {
+        WorkflowQueryError::NotFound(_) => CliError::Refused(format!(
+            "request {id} has no workflow in Temporal any more (retention passed?): \
+             its evidence is in Postgres, see `buzz-deletion community inspect {id}`"
+        )),
+        other => CliError::Other(anyhow::anyhow!("status query failed: {other}")),
+    })
+}
+
+/// Asks the workflow's `status` query, giving up after the worker wait (`Ok(None)`): a query
+/// needs a worker, and without one Temporal would hold it until its own deadline.
+async fn bounded_query(
+    waits: &WorkerWait,
+    handle: &WorkflowHandle<Client, CommunityDeletion>,
+) -> Result<Option<DeletionStatus>, WorkflowQueryError> {
+    let options = WorkflowQueryOptions::builder()
+        .rpc_options(waits.rpc_options())
+        .build();
+    let query = handle.query(CommunityDeletion::status, (), options);
+    match tokio::time::timeout(waits.wait, query).await {
+        Ok(Ok(status)) => Ok(Some(status)),
+        Ok(Err(WorkflowQueryError::Rpc(status)))
+            if status.code() == temporalio_client::tonic::Code::DeadlineExceeded =>
+        {
+            Ok(None)
+        }
+        Ok(Err(error)) => Err(error),
+        Err(_elapsed) => Ok(None),
+    }
+}
+
+/// Sends an update bounded by the worker wait, then waits for the workflow's answer.
+async fn execute<U>(
+    waits: &WorkerWait,
+    handle: &WorkflowHandle<Client, CommunityDeletion>,
+    what: &str,
+    id: Uuid,
+    update: U,
+    input: U::Input,
+) -> Result<U::Output, CliError>
+where
+    U: UpdateDefinition<Workflow = <CommunityDeletion as HasWorkflowDefinition>::Run>,
+    U::Input: Send,
+    U::Output: TemporalDeserializable + 'static,
+{
+    let sent = waits
+        .send_update(handle.client(), handle, what, update, input)
         .await
         .map_err(|e| match e {
-            WorkflowQueryError::NotFound(_) => CliError::Refused(format!(
-                "request {id} has no workflow in Temporal any more (retention passed?): \
-                 its evidence is in Postgres, see `buzz-deletion community inspect {id}`"
-            )),
-            other => CliError::Other(anyhow::anyhow!("status query failed: {other}")),
+            SendError::Update(e) => refused(what, id, e),
+            SendError::NoWorker(e) => e,
+        })?;
+    sent.get_result(RpcOptions::default())
+        .await
+        .map_err(|e| refused(what, id, e))
+}
+
+/// What `status` shows when no worker answers: the request as Postgres records it and the
+/// execution as Temporal records it (DescribeWorkflowExecution needs no worker), marked as
+/// such. Prints it, then fails with the no-worker message (exit 1).
+async fn unanswered(
+    format: OutputFormat,
+    waits: &WorkerWait,
+    handle: &WorkflowHandle<Client, CommunityDeletion>,
+    id: Uuid,
+) -> CliResult {
+    let pollers = waits.pollers(handle.client()).await;
+    let message = format!(
+        "the status query of request {id} got no answer: {}. Shown instead: what Postgres and \
+         Temporal's own records know (not the workflow's live state)",
+        waits.explain(&pollers)
+    );
+    let recorded = RecordedStatus::read(handle, id, pollers).await?;
+    match format {
+        OutputFormat::Json => print_json(&recorded)?,
+        OutputFormat::Table => print!("{}", recorded.render()),
+    }
+    Err(CliError::NoWorker(message))
+}
+
+/// A deletion as recorded outside the workflow: the `status` fallback without a worker.
+#[derive(Debug, serde::Serialize)]
+struct RecordedStatus {
+    /// Always `false`: the workflow itself did not answer.
+    answered_by_workflow: bool,
+    /// Where this view comes from.
+    source: &'static str,
+    /// Who polls the task queue.
+    worker: Pollers,
+    /// The task queue.
+    task_queue: String,
+    /// The request row, approval and chunk progress in Postgres.
+    postgres: Option<PostgresRecord>,
+    /// The execution as Temporal records it.
+    temporal: Option<TemporalRecord>,
+}
+
+/// The request as Postgres records it.
+#[derive(Debug, serde::Serialize)]
+struct PostgresRecord {
+    stage: String,
+    blocked_stage: Option<String>,
+    blocked_reason: Option<String>,
+    blocked_at: Option<String>,
+    last_error: Option<String>,
+    irreversible_at: Option<String>,
+    approved_by: Option<String>,
+    approved_at: Option<String>,
+    chunks_stamped: u64,
+    chunks_total: u64,
+    updated_at: String,
+}
+
+/// The execution as Temporal records it (DescribeWorkflowExecution).
+#[derive(Debug, serde::Serialize)]
+struct TemporalRecord {
+    execution_status: String,
+    /// `BuzzDeletionStage` as last published by the workflow.
+    stage: Option<String>,
+    /// `BuzzBlocked` as last published by the workflow.
+    blocked: Option<bool>,
+    history_length: usize,
+    pending_activity: Option<PendingActivityView>,
+}
+
+impl RecordedStatus {
+    async fn read(
+        handle: &WorkflowHandle<Client, CommunityDeletion>,
+        id: Uuid,
+        worker: Pollers,
+    ) -> Result<Self, CliError> {
+        let store = connect::store().await?;
+        let postgres = match store.inspect(id).await {
+            Ok(i) => Some(PostgresRecord {
+                stage: i.request.stage,
+                blocked_stage: i.request.blocked_stage,
+                blocked_reason: i.request.blocked_reason,
+                blocked_at: i.request.blocked_at.map(|t| t.to_rfc3339()),
+                last_error: i.request.last_error,
+                irreversible_at: i.request.irreversible_at.map(|t| t.to_rfc3339()),
+                approved_by: i.approval.as_ref().map(|a| a.approved_by.clone()),
+                approved_at: i.approval.as_ref().map(|a| a.approved_at.to_string()),
+                chunks_stamped: i.chunks.chunks_stamped,
+                chunks_total: i.chunks.chunks_total,
+                updated_at: i.request.updated_at.to_rfc3339(),
+            }),
+            Err(StoreError::NotFound { .. }) => None,
+            Err(e) => return Err(store_failure(e)),
+        };
+        let description = handle.describe(Default::default()).await.ok();
+        let task_queue = description
+            .as_ref()
+            .map(|d| d.task_queue().to_owned())
+            .unwrap_or_default();
+        let temporal = description.map(|d| {
+            let attributes = d.search_attributes();
+            TemporalRecord {
+                execution_status: format!("{:?}", d.status()),
+                stage: attributes.get(&search::STAGE),
+                blocked: attributes.get(&search::BLOCKED),
+                history_length: d.history_length(),
+                pending_activity: pending_view(&d),
+            }
+        });
+        Ok(RecordedStatus {
+            answered_by_workflow: false,
+            source: "no worker answered; Postgres and Temporal's own records, not the workflow's \
+                     live state",
+            worker,
+            task_queue,
+            postgres,
+            temporal,
         })
+    }
+
+    fn render(&self) -> String {
+        let mut pairs: Vec<(&str, String)> = vec![
+            ("source", self.source.to_owned()),
+            ("task queue", self.task_queue.clone()),
+            (
+                "worker",
+                serde_json::to_string(&self.worker).unwrap_or_default(),
+            ),
+        ];
+        if let Some(p) = &self.postgres {
+            pairs.push(("postgres stage", p.stage.clone()));
+            pairs.push((
+                "postgres blocked",
+                p.blocked_reason.clone().unwrap_or_else(|| "no".to_owned()),
+            ));
+            pairs.push((
+                "postgres approval",
+                p.approved_by.clone().unwrap_or_default(),
+            ));
+            pairs.push((
+                "postgres chunks",
+                format!("{} of {} stamped", p.chunks_stamped, p.chunks_total),
+            ));
+        }
+        if let Some(t) = &self.temporal {
+            pairs.push(("temporal execution", t.execution_status.clone()));
+            pairs.push(("temporal stage", t.stage.clone().unwrap_or_default()));
+            pairs.push((
+                "temporal blocked",
+                t.blocked.map(|b| b.to_string()).unwrap_or_default(),
+            ));
+            pairs.push((
+                "pending activity",
+                t.pending_activity
+                    .as_ref()
+                    .map(|a| {
+                        format!(
+                            "{} attempt {}, last heartbeat {}",
+                            a.activity,
+                            a.attempt,
+                            a.last_heartbeat_at
+                                .clone()
+                                .unwrap_or_else(|| "none".to_owned())
+                        )
+                    })
+                    .unwrap_or_default(),
+            ));
+        }
+        key_values("deletion status (recorded, no worker answered)", &pairs)
+    }
 }
 
 /// Maps an update's failure to what the operator sees: the workflow's own reason.
@@ -436,23 +665,37 @@ pub struct PendingActivityView {
     pub last_failure: Option<String>,
     /// Latest heartbeat details (progress), decoded from JSON.
     pub heartbeat: Option<serde_json::Value>,
+    /// When the latest heartbeat arrived (RFC 3339).
+    pub last_heartbeat_at: Option<String>,
 }
 
 async fn pending_activity(
     handle: &WorkflowHandle<Client, CommunityDeletion>,
 ) -> Option<PendingActivityView> {
     let description = handle.describe(Default::default()).await.ok()?;
+    pending_view(&description)
+}
+
+/// The first pending activity of a described execution.
+fn pending_view(
+    description: &temporalio_client::WorkflowExecutionDescription,
+) -> Option<PendingActivityView> {
     let pending = description.raw().pending_activities.first()?.clone();
     let heartbeat = pending
         .heartbeat_details
         .as_ref()
         .and_then(|p| p.payloads.first())
         .and_then(|p| serde_json::from_slice(&p.data).ok());
+    let last_heartbeat_at = pending.last_heartbeat_time.and_then(|t| {
+        chrono::DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).unwrap_or(0))
+            .map(|t| t.to_rfc3339())
+    });
     Some(PendingActivityView {
         activity: pending.activity_type.map(|t| t.name).unwrap_or_default(),
         attempt: pending.attempt,
         last_failure: pending.last_failure.map(|f| f.message),
         heartbeat,
+        last_heartbeat_at,
     })
 }
 
@@ -578,13 +821,24 @@ fn bar(done: u64, total: u64, width: usize) -> String {
     format!("[{}{}]", "#".repeat(filled), "-".repeat(width - filled))
 }
 
-async fn watch(id: Uuid, interval_ms: u64, timeout_secs: u64) -> CliResult {
+async fn watch(
+    format: OutputFormat,
+    waits: &WorkerWait,
+    id: Uuid,
+    interval_ms: u64,
+    timeout_secs: u64,
+) -> CliResult {
     let handle = existing_workflow(id).await?;
     let interactive = std::io::stdout().is_terminal();
     let started = tokio::time::Instant::now();
     let mut last_line = String::new();
     loop {
-        let status = query_status(&handle, id).await?;
+        let Some(status) = query_status(waits, &handle, id).await? else {
+            if interactive {
+                println!();
+            }
+            return unanswered(format, waits, &handle, id).await;
+        };
         let pending = pending_activity(&handle).await;
         let line = progress_line(&status, pending.as_ref());
         if interactive {

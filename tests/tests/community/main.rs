@@ -19,6 +19,10 @@
 //! - `uploads`: unfinished multipart uploads are inventoried, aborted and verified gone (a
 //!   neighbour's stay); a per-key AccessDenied blocks naming the key until lifted.
 //! - `metrics`: the worker's Prometheus endpoint reports what a deletion removed.
+//! - `malformed_signals`: malformed Web UI signals at every point are refused on record and
+//!   never fail a workflow task (community and user workflows).
+//! - `no_worker`: without a worker every command answers within its bound; held updates apply
+//!   once a worker returns.
 
 mod cascading_key;
 mod crash;
@@ -26,7 +30,9 @@ mod evidence;
 mod happy_path;
 mod helpers;
 mod late_versions;
+mod malformed_signals;
 mod metrics;
+mod no_worker;
 mod outage;
 mod refusals;
 mod serving_load;

@@ -1,6 +1,7 @@
 //! Whole-community deletion: the activity contracts, the phase model and the workflow.
 
 pub mod contracts;
+pub mod decode;
 pub mod input;
 pub mod options;
 pub mod phase;

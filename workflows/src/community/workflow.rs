@@ -22,7 +22,7 @@ use std::future::pending;
 use std::pin::pin;
 
 use futures::future::{Fuse, FusedFuture, FutureExt, LocalBoxFuture};
-use temporalio_common::data_converters::TemporalDeserializable;
+use temporalio_common::data_converters::{RawValue, TemporalDeserializable};
 use temporalio_common::error::IncomingError;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::workflows::select;
@@ -40,6 +40,7 @@ use super::contracts::{
     Preflight, PurgeCache, PurgeInput, PurgePostgres, PurgeReport, RecordApproval, RecordEvent,
     Register, RegisterInput, RequestEvent, RequestRef, UnblockRequest, VerificationReport,
 };
+use super::decode::{Undecodable, decode};
 use super::input::{CarriedState, CommunityDeletionInput};
 use super::options::{Pace, Paced, activity_options};
 use super::phase::Phase;
@@ -221,10 +222,18 @@ impl CommunityDeletion {
             .map_err(Into::into)
     }
 
-    /// The Web UI's approval: a valid one acts as the update; an invalid one is recorded as a
-    /// rejected attempt and changes nothing.
+    /// The Web UI's approval: a valid one acts as the update; an invalid or malformed one (any
+    /// payload is taken and decoded here, see `decode`) is recorded as a rejected attempt and
+    /// changes nothing.
     #[signal(name = "approve")]
-    pub async fn approve_signal(ctx: &mut WorkflowContext<Self>, request: ApproveRequest) {
+    pub async fn approve_signal(ctx: &mut WorkflowContext<Self>, input: RawValue) {
+        let request = match decode::<ApproveRequest>(&input) {
+            Ok(request) => request,
+            Err(Undecodable { actor, reason }) => {
+                let event = RequestEvent::ApprovalRejected { actor, reason };
+                return Self::record_event(ctx, event).await;
+            }
+        };
         let actor = request.approved_by.clone();
         if let Err(MessageError::Approval(refusal)) = Self::accept_approval(ctx, request).await {
             let event = RequestEvent::ApprovalRejected {
@@ -257,9 +266,17 @@ impl CommunityDeletion {
             .map_err(Into::into)
     }
 
-    /// The Web UI's abort: as the update; every refusal is recorded.
+    /// The Web UI's abort: as the update; every refusal, a malformed payload included, is
+    /// recorded.
     #[signal(name = "abort")]
-    pub async fn abort_signal(ctx: &mut WorkflowContext<Self>, request: AbortRequest) {
+    pub async fn abort_signal(ctx: &mut WorkflowContext<Self>, input: RawValue) {
+        let request = match decode::<AbortRequest>(&input) {
+            Ok(request) => request,
+            Err(Undecodable { actor, reason }) => {
+                let event = RequestEvent::AbortRefused { actor, reason };
+                return Self::record_event(ctx, event).await;
+            }
+        };
         // The outcome is in the audit trail and the status query; a signal has no caller.
         let _outcome = Self::request_abort(ctx, request, true).await;
     }
@@ -288,9 +305,17 @@ impl CommunityDeletion {
         Self::release(ctx, request).await.map_err(Into::into)
     }
 
-    /// The Web UI's unblock: as the update; an invalid one is recorded as rejected.
+    /// The Web UI's unblock: as the update; an invalid or malformed one is recorded as
+    /// rejected.
     #[signal(name = "unblock")]
-    pub async fn unblock_signal(ctx: &mut WorkflowContext<Self>, request: UnblockRequest) {
+    pub async fn unblock_signal(ctx: &mut WorkflowContext<Self>, input: RawValue) {
+        let request = match decode::<UnblockRequest>(&input) {
+            Ok(request) => request,
+            Err(Undecodable { actor, reason }) => {
+                let event = RequestEvent::UnblockRejected { actor, reason };
+                return Self::record_event(ctx, event).await;
+            }
+        };
         let actor = request.actor.clone();
         if let Err(MessageError::Unblock(refusal)) = Self::release(ctx, request).await {
             let event = RequestEvent::UnblockRejected {

@@ -15,6 +15,8 @@ use temporalio_client::{
     WorkflowExecutionInfo, WorkflowGetResultOptions, WorkflowHandle, WorkflowQueryOptions,
     WorkflowSignalOptions, WorkflowStartOptions,
 };
+use temporalio_common::data_converters::RawValue;
+use temporalio_common::protos::temporal::api::common::v1::Payload;
 use temporalio_common::protos::temporal::api::enums::v1::IndexedValueType;
 use temporalio_common::protos::temporal::api::history::v1::history_event::Attributes;
 use temporalio_common::protos::temporal::api::operatorservice::v1::AddSearchAttributesRequest;
@@ -213,11 +215,11 @@ impl Deletion {
         self.handle()
             .signal(
                 CommunityDeletion::approve_signal,
-                ApproveRequest {
+                json_input(&ApproveRequest {
                     approved_by: by.into(),
                     digest: digest.into(),
                     note: None,
-                },
+                }),
                 WorkflowSignalOptions::default(),
             )
             .await
@@ -242,14 +244,27 @@ impl Deletion {
         self.handle()
             .signal(
                 CommunityDeletion::abort_signal,
-                AbortRequest {
+                json_input(&AbortRequest {
                     actor: actor.into(),
                     reason: reason.into(),
-                },
+                }),
                 WorkflowSignalOptions::default(),
             )
             .await
             .expect("send abort signal");
+    }
+
+    /// Sends signal `name` with exactly these payloads, as the Web UI or `temporal workflow
+    /// signal` would.
+    pub async fn signal_raw(&self, name: &str, payloads: Vec<Payload>) {
+        self.handle()
+            .signal(
+                temporalio_client::UntypedSignal::new(name),
+                RawValue::new(payloads),
+                WorkflowSignalOptions::default(),
+            )
+            .await
+            .expect("send raw signal");
     }
 
     pub async fn unblock(&self, actor: &str, reason: &str) -> Result<Phase, String> {
@@ -463,4 +478,24 @@ async fn register_search_attributes(client: &Client) {
         }))
         .await
         .expect("register the Buzz search attributes on the test server");
+}
+
+/// A `json/plain` payload holding `text` byte for byte.
+pub fn json_payload(text: &str) -> Payload {
+    payload("json/plain", text.as_bytes())
+}
+
+/// A payload with the given encoding and data.
+pub fn payload(encoding: &str, data: &[u8]) -> Payload {
+    Payload {
+        metadata: [("encoding".to_owned(), encoding.as_bytes().to_vec())].into(),
+        data: data.to_vec(),
+        external_payloads: vec![],
+    }
+}
+
+/// The JSON an operator types for `message`, as one signal input.
+fn json_input(message: &impl serde::Serialize) -> RawValue {
+    let text = serde_json::to_string(message).expect("message encodes");
+    RawValue::new(vec![json_payload(&text)])
 }
