@@ -22,6 +22,7 @@ mod inventory;
 mod leases;
 mod manifest;
 mod migrate;
+mod privilege;
 mod purge;
 mod requests;
 mod stage;
@@ -45,6 +46,10 @@ pub use inventory::{FROZEN_INVENTORY_VERSION, FrozenInventory};
 pub use leases::{LiveServingWrites, ServingWriteLease};
 pub use manifest::{ChunkAck, ChunkProgress, MANIFEST_CHUNK_MAX_ENTRIES, ManifestChunk};
 pub use migrate::{MIGRATIONS_TABLE, MIGRATOR};
+pub use privilege::{
+    ALLOW_PRIVILEGED_ROLE_ENV, ALLOW_PRIVILEGED_ROLE_VALUE, PrivilegedRole, SERVING_GROUP,
+    WORKER_GROUP, privileged_role_allowed,
+};
 pub use requests::{Checkpoint, Request, RequestFilter, RequestInspection};
 pub use stage::{Stage, UnknownStage};
 pub use sweeps::{TaxonomySweep, TaxonomySweepInput};
