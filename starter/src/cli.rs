@@ -14,6 +14,11 @@ pub struct Cli {
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Json, global = true)]
     pub output: OutputFormat,
+    /// Run even if the database role is a superuser or owns the schemas. Only for a throwaway
+    /// local stack (same as BUZZ_ALLOW_PRIVILEGED_DB_ROLE=throwaway-local-stack); `migrate`
+    /// always connects as the owner and needs no flag.
+    #[arg(long, global = true)]
+    pub allow_privileged_db_role: bool,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

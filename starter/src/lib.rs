@@ -26,6 +26,9 @@ pub async fn run(cli: Cli) -> i32 {
 
 async fn dispatch(cli: Cli) -> CliResult {
     let format = cli.output;
+    if cli.allow_privileged_db_role {
+        connect::allow_privileged_db_role();
+    }
     match cli.command {
         Command::Migrate => commands::migrate::run(format).await,
         Command::StackCheck { sleep_secs } => commands::stack_check::run(format, sleep_secs).await,
