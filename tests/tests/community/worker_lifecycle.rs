@@ -117,7 +117,7 @@ async fn sigterm_drains_the_worker_and_it_exits_cleanly() {
 async fn worker_runs_until_sigterm(overrides: &[(&str, &str)]) -> (bool, String) {
     let mut command = Command::new(bin("buzz-deletion-worker"));
     command
-        .env("BUZZ_TASK_QUEUE", unique_queue("privileged"))
+        .env("BUZZ_TASK_QUEUE", unique_queue("role-flag"))
         .env("BUZZ_METRICS_PORT", "0")
         .env("BUZZ_SHUTDOWN_GRACE_SECS", "5")
         .stdin(Stdio::null())
@@ -187,7 +187,7 @@ async fn worker_and_cli_refuse_the_schema_owner_unless_told_the_stack_is_throwaw
     // On the worker role it starts without any flag.
     let (clean, stderr) = worker_runs_until_sigterm(&[]).await;
     assert!(clean, "{stderr}");
-    assert!(!stderr.contains("privileged"), "{stderr}");
+    assert!(!stderr.contains("privileged database role"), "{stderr}");
 
     // The CLI: ordinary commands refuse the owner too, `--allow-privileged-db-role` lets them run.
     let cli = |args: &'static [&'static str], url: String| async move {
