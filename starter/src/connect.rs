@@ -159,9 +159,10 @@ async fn refuse_privileged_role(
         .await
         .map_err(|e| CliError::Other(anyhow::anyhow!("could not read the connected role: {e}")))?;
     match privileged {
-        Some(role) if !privileged_role_allowed() => {
-            Err(CliError::Refused(role.refusal(variable, group)))
-        }
+        Some(role) if !privileged_role_allowed() => Err(CliError::Refused(format!(
+            "{} (For the CLI, --allow-privileged-db-role does the same.)",
+            role.refusal(variable, group)
+        ))),
         _ => Ok(()),
     }
 }

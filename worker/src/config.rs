@@ -223,6 +223,21 @@ mod tests {
     }
 
     #[test]
+    fn only_the_spelled_out_flag_allows_a_privileged_database_role() {
+        let mut env = full_env();
+        for (value, allowed) in [
+            ("throwaway-local-stack", true),
+            ("true", false),
+            ("1", false),
+        ] {
+            env.insert("BUZZ_ALLOW_PRIVILEGED_DB_ROLE", value);
+            let config = WorkerConfig::from_lookup(|k| env.get(k).map(|v| v.to_string()))
+                .expect("complete environment");
+            assert_eq!(config.allow_privileged_db_role, allowed, "{value}");
+        }
+    }
+
+    #[test]
     fn malformed_metrics_port_is_refused_with_its_value() {
         let mut env = full_env();
         env.insert("BUZZ_METRICS_PORT", "70000");

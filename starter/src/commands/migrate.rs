@@ -8,10 +8,13 @@ use crate::output::{OutputFormat, print_json};
 /// DATABASE_URL), then confirms the schema is current.
 pub async fn run(format: OutputFormat) -> CliResult {
     let store = connect::owner_store().await?;
-    store
-        .migrate()
-        .await
-        .map_err(|e| CliError::Other(anyhow::anyhow!("migration failed: {e}")))?;
+    store.migrate().await.map_err(|e| {
+        CliError::Other(anyhow::anyhow!(
+            "migration failed: {e}\nhint: migrations run as the schema owner: set \
+                 {} to the owner's connection string",
+            connect::OWNER_URL_ENV
+        ))
+    })?;
     store
         .check_schema_current()
         .await
