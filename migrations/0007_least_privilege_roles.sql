@@ -274,10 +274,18 @@ BEGIN
 END
 $$;
 
--- Functions are executable by PUBLIC by default; in `deletion` only the two groups may call
--- them (trigger functions need no EXECUTE when they fire).
+-- Functions are executable by PUBLIC by default; in `deletion` only the worker may call them,
+-- and the serving role only the lease functions (trigger functions need no EXECUTE when they
+-- fire). The same holds for functions later migrations add: the owner's new functions are no
+-- longer executable by PUBLIC; in `deletion` the worker gets them, in `buzz` both groups do (as
+-- PUBLIC did before). A later SECURITY DEFINER function for the serving side must be granted to
+-- buzz_deletion_serving explicitly.
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA deletion FROM PUBLIC;
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA deletion TO buzz_deletion_worker;
+ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
+ALTER DEFAULT PRIVILEGES IN SCHEMA deletion GRANT EXECUTE ON FUNCTIONS TO buzz_deletion_worker;
+ALTER DEFAULT PRIVILEGES IN SCHEMA buzz
+    GRANT EXECUTE ON FUNCTIONS TO buzz_deletion_worker, buzz_deletion_serving;
 GRANT EXECUTE ON FUNCTION
     deletion.acquire_serving_write_lease(uuid, text, text, double precision),
     deletion.check_serving_write_lease(uuid, uuid, text, double precision),

@@ -414,7 +414,7 @@ async fn only_the_owner_counts_as_privileged() {
 }
 
 #[tokio::test]
-async fn tenant_tables_added_later_get_the_same_grants_by_default() {
+async fn tables_and_functions_added_later_get_the_same_grants_by_default() {
     let owner = store().await;
     // Uncommitted: no concurrent test's catalog scan ever sees this table.
     let mut tx = owner.pool().begin().await.expect("begin");
@@ -422,6 +422,21 @@ async fn tenant_tables_added_later_get_the_same_grants_by_default() {
         .execute(&mut *tx)
         .await
         .expect("create table");
+    sqlx::query(
+        "CREATE FUNCTION deletion.roles_probe() RETURNS integer \
+         LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog AS 'SELECT 1'",
+    )
+    .execute(&mut *tx)
+    .await
+    .expect("create function");
+    let callers: (bool, bool, bool) = sqlx::query_as(
+        "SELECT has_function_privilege('buzz_deletion_worker', 'deletion.roles_probe()', 'EXECUTE'), \
+                has_function_privilege('buzz_deletion_serving', 'deletion.roles_probe()', 'EXECUTE'), \
+                has_function_privilege('public', 'deletion.roles_probe()', 'EXECUTE')",
+    )
+    .fetch_one(&mut *tx)
+    .await
+    .expect("function privileges");
     let grants: Vec<(String, String, bool)> = sqlx::query_as(
         "SELECT r.role, p.privilege, has_table_privilege(r.role, 'buzz.roles_probe', p.privilege) \
          FROM unnest(ARRAY['buzz_deletion_worker', 'buzz_deletion_serving']) AS r(role), \
@@ -443,6 +458,13 @@ async fn tenant_tables_added_later_get_the_same_grants_by_default() {
     assert_eq!(
         granted("buzz_deletion_serving"),
         ["DELETE", "INSERT", "SELECT", "UPDATE"]
+    );
+    // A SECURITY DEFINER function added to `deletion` later is the worker's, not the serving
+    // side's, until a migration grants it explicitly.
+    assert_eq!(
+        callers,
+        (true, false, false),
+        "(worker, serving, public) may execute"
     );
 }
 
