@@ -31,9 +31,10 @@ impl Drop for DropFlag {
 #[tokio::test]
 async fn a_finished_write_releases_its_lease() {
     let store = store().await;
+    let serving = serving_store().await;
     let community = community(&store).await;
     let guard = acquire_serving_write_with(
-        &store,
+        &serving,
         community.id,
         "s3_put",
         &config("relay-a", 5_000, 1_000),
@@ -64,13 +65,14 @@ async fn a_finished_write_releases_its_lease() {
 #[tokio::test]
 async fn acquisition_is_refused_once_quiescing_and_once_fenced() {
     let store = store().await;
+    let serving = serving_store().await;
     let fixture = approved(&store, 0).await;
     let cfg = config("relay-a", 5_000, 1_000);
     store
         .begin_quiescing(&fixture.token)
         .await
         .expect("quiesce");
-    let refused = acquire_serving_write_with(&store, fixture.community.id, "s3_put", &cfg).await;
+    let refused = acquire_serving_write_with(&serving, fixture.community.id, "s3_put", &cfg).await;
     match refused {
         Err(error) => {
             assert!(error.is_refused_because_fenced(), "{error}");
@@ -80,7 +82,7 @@ async fn acquisition_is_refused_once_quiescing_and_once_fenced() {
     }
     store.fence(&fixture.token).await.expect("fence");
     let refused =
-        acquire_serving_write_with(&store, fixture.community.id, "redis_write", &cfg).await;
+        acquire_serving_write_with(&serving, fixture.community.id, "redis_write", &cfg).await;
     match refused {
         Err(error) => {
             assert!(error.is_refused_because_fenced(), "{error}");
@@ -93,11 +95,16 @@ async fn acquisition_is_refused_once_quiescing_and_once_fenced() {
 #[tokio::test]
 async fn the_heartbeat_keeps_a_long_write_alive_past_its_ttl() {
     let store = store().await;
+    let serving = serving_store().await;
     let community = community(&store).await;
-    let guard =
-        acquire_serving_write_with(&store, community.id, "push", &config("relay-a", 1_500, 200))
-            .await
-            .expect("acquire");
+    let guard = acquire_serving_write_with(
+        &serving,
+        community.id,
+        "push",
+        &config("relay-a", 1_500, 200),
+    )
+    .await
+    .expect("acquire");
     guard
         .protect(tokio::time::sleep(Duration::from_millis(3_500)))
         .await
@@ -109,9 +116,10 @@ async fn the_heartbeat_keeps_a_long_write_alive_past_its_ttl() {
 #[tokio::test]
 async fn protect_cancels_the_write_when_the_heartbeat_is_lost() {
     let store = store().await;
+    let serving = serving_store().await;
     let community = community(&store).await;
     let guard = acquire_serving_write_with(
-        &store,
+        &serving,
         community.id,
         "s3_put",
         &config("relay-a", 5_000, 100),
@@ -159,9 +167,10 @@ async fn protect_cancels_the_write_when_the_heartbeat_is_lost() {
 #[tokio::test]
 async fn a_dropped_guard_releases_its_lease() {
     let store = store().await;
+    let serving = serving_store().await;
     let community = community(&store).await;
     let guard = acquire_serving_write_with(
-        &store,
+        &serving,
         community.id,
         "redis_write",
         &config("relay-a", 30_000, 5_000),
@@ -187,9 +196,10 @@ async fn a_dropped_guard_releases_its_lease() {
 #[tokio::test]
 async fn an_admitted_write_finishes_during_quiescing_and_then_the_fence_closes() {
     let store = store().await;
+    let serving = serving_store().await;
     let fixture = approved(&store, 0).await;
     let guard = acquire_serving_write_with(
-        &store,
+        &serving,
         fixture.community.id,
         "s3_put",
         &config("relay-a", 1_500, 200),

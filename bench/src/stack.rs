@@ -30,7 +30,9 @@ pub fn env(name: &str) -> Result<String> {
 impl Stack {
     /// Connects to all three stores and checks the schema is current and the bucket versioned.
     pub async fn connect() -> Result<Stack> {
-        let database_url = env("DATABASE_URL")?;
+        // The harness seeds tenant data, deletes rows directly (the floor) and reads the proof:
+        // it connects as the schema owner (the workers it starts use DATABASE_URL).
+        let database_url = env("BUZZ_OWNER_DATABASE_URL").or_else(|_| env("DATABASE_URL"))?;
         let store = Store::connect(&database_url)
             .await
             .with_context(|| format!("PostgreSQL is not reachable; {HOW_TO_START}"))?;

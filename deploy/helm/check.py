@@ -18,7 +18,10 @@ import yaml
 from helm_python import Chart, HelmError, lint
 
 CHART_DIR = Path(__file__).resolve().parent / "buzz-deletion"
-SECRET = {"secret": {"existingSecret": "buzz-connections"}}
+SECRET = {
+    "secret": {"existingSecret": "buzz-connections"},
+    "database": {"ownerSecret": {"name": "buzz-owner"}},
+}
 HEARTBEAT_TIMEOUT_SECS = 30  # the CLI's --heartbeat-timeout-secs default
 
 
@@ -63,8 +66,12 @@ def render(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
         for doc in yaml.load_all(text, Loader=UniqueKeyLoader):
             if doc is None:
                 continue
-            assert doc["kind"] not in objects, f"two {doc['kind']} objects"
-            objects[doc["kind"]] = doc
+            key = doc["kind"]
+            if key == "Secret" and key in objects:
+                # The owner's URL has a Secret of its own (secret.create): keyed by name.
+                key = f"Secret/{doc['metadata']['name']}"
+            assert key not in objects, f"two {key} objects"
+            objects[key] = doc
     return objects
 
 
@@ -175,6 +182,28 @@ def migration_job_can_be_disabled() -> None:
     assert "Job" not in render(merge(SECRET, {"migrations": {"enabled": False}}))
 
 
+def only_the_migration_job_connects_as_the_schema_owner() -> None:
+    objects = render(merge(SECRET, {"database": {"ownerSecret": {"key": "owner-url"}}}))
+    job = objects["Job"]["spec"]["template"]["spec"]["containers"][0]
+    owner = [e for e in job["env"] if e["name"] == "BUZZ_OWNER_DATABASE_URL"]
+    assert owner == [
+        {
+            "name": "BUZZ_OWNER_DATABASE_URL",
+            "valueFrom": {"secretKeyRef": {"name": "buzz-owner", "key": "owner-url"}},
+        }
+    ], job["env"]
+    worker = worker_container(objects)
+    assert "BUZZ_OWNER_DATABASE_URL" not in env_of(worker), worker["env"]
+    assert worker["envFrom"] == [{"secretRef": {"name": "buzz-connections"}}], worker["envFrom"]
+
+
+def migrations_without_an_owner_secret_are_refused() -> None:
+    values = {"secret": {"existingSecret": "buzz-connections"}}
+    message = render_error(values)
+    assert "database.ownerSecret.name" in message, message
+    assert "Job" not in render(merge(values, {"migrations": {"enabled": False}}))
+
+
 def service_monitor_scrapes_the_metrics_service_when_enabled() -> None:
     objects = render(merge(SECRET, {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}))
     monitor = objects["ServiceMonitor"]
@@ -189,7 +218,8 @@ def created_secret_is_a_hook_that_precedes_the_migration_job() -> None:
         "secret": {
             "create": True,
             "values": {
-                "DATABASE_URL": "postgres://u:p@db/buzz",
+                "DATABASE_URL": "postgres://worker:p@db/buzz",
+                "BUZZ_OWNER_DATABASE_URL": "postgres://owner:p@db/buzz",
                 "REDIS_URL": "redis://redis",
                 "BUZZ_S3_ENDPOINT": "https://s3",
                 "BUZZ_S3_BUCKET": "b",
@@ -200,10 +230,18 @@ def created_secret_is_a_hook_that_precedes_the_migration_job() -> None:
     }
     objects = render(values)
     secret, job = objects["Secret"], objects["Job"]
-    assert secret["stringData"]["DATABASE_URL"] == "postgres://u:p@db/buzz"
+    assert secret["stringData"]["DATABASE_URL"] == "postgres://worker:p@db/buzz"
+    # The owner's URL never reaches the workers' Secret: it gets one of its own, for the Job.
+    assert "BUZZ_OWNER_DATABASE_URL" not in secret["stringData"], secret["stringData"]
+    owner = objects["Secret/buzz-buzz-deletion-owner"]
+    assert owner["stringData"] == {"BUZZ_OWNER_DATABASE_URL": "postgres://owner:p@db/buzz"}
+    job_env = job["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "BUZZ_OWNER_DATABASE_URL",
+            "valueFrom": {"secretKeyRef": {"name": "buzz-buzz-deletion-owner",
+                                           "key": "BUZZ_OWNER_DATABASE_URL"}}} in job_env, job_env
     assert "pre-install" in secret["metadata"]["annotations"]["helm.sh/hook"]
     weight = lambda o: int(o["metadata"]["annotations"]["helm.sh/hook-weight"])  # noqa: E731
-    assert weight(secret) < weight(job)
+    assert weight(secret) < weight(job) and weight(owner) < weight(job)
     assert worker_container(objects)["envFrom"][0]["secretRef"]["name"] == secret["metadata"]["name"]
 
 
@@ -225,6 +263,8 @@ CHECKS: list[Callable[[], None]] = [
     pdb_and_service_select_exactly_the_worker_pods,
     migration_job_runs_migrate_before_install_and_upgrade,
     migration_job_can_be_disabled,
+    only_the_migration_job_connects_as_the_schema_owner,
+    migrations_without_an_owner_secret_are_refused,
     service_monitor_scrapes_the_metrics_service_when_enabled,
     created_secret_is_a_hook_that_precedes_the_migration_job,
     created_secret_missing_a_key_is_refused,

@@ -19,6 +19,11 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "SECS",
           default_value_t = crate::worker_wait::DEFAULT_WORKER_WAIT_SECS)]
     pub worker_wait: u64,
+    /// Run even if the database role is a superuser or owns the schemas. Only for a throwaway
+    /// local stack (same as BUZZ_ALLOW_PRIVILEGED_DB_ROLE=throwaway-local-stack); `migrate`
+    /// always connects as the owner and needs no flag.
+    #[arg(long, global = true)]
+    pub allow_privileged_db_role: bool,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

@@ -1,5 +1,6 @@
 //! Connections to Temporal and Postgres, with errors that say which service and how to fix it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use temporalio_client::{Client, ClientOptions, ConnectionOptions};
@@ -9,7 +10,8 @@ use crate::error::CliError;
 const TEMPORAL_HINT: &str = "start the local stack with `bash deploy/local/up && source .state/env`, \
      or set TEMPORAL_ADDRESS (host:port) and TEMPORAL_NAMESPACE";
 const POSTGRES_HINT: &str = "start the local stack with `bash deploy/local/up && source .state/env`, \
-     or set DATABASE_URL; run `buzz-deletion migrate` on a new database";
+     or set DATABASE_URL (the worker role; BUZZ_OWNER_DATABASE_URL for `migrate`, \
+     BUZZ_SERVING_DATABASE_URL for `demo`); run `buzz-deletion migrate` on a new database";
 
 /// Where Temporal is, read from the environment.
 #[derive(Debug, Clone)]
@@ -81,27 +83,109 @@ pub fn task_queue() -> String {
         .unwrap_or_else(|| workflows::TASK_QUEUE.to_owned())
 }
 
-/// Reads DATABASE_URL.
+/// Reads DATABASE_URL: the worker role, for every command but `migrate` and `demo`.
 pub fn database_url() -> Result<String, CliError> {
-    std::env::var("DATABASE_URL")
-        .ok()
-        .map(|v| v.trim().to_owned())
-        .filter(|v| !v.is_empty())
+    env_url("DATABASE_URL")
         .ok_or_else(|| CliError::Usage(format!("DATABASE_URL is not set: {POSTGRES_HINT}")))
 }
 
-/// Connects the deletion store and checks the schema is current.
+/// The schema owner's URL for `migrate`: BUZZ_OWNER_DATABASE_URL, else DATABASE_URL.
+pub fn owner_database_url() -> Result<(&'static str, String), CliError> {
+    url_or_database_url(OWNER_URL_ENV)
+}
+
+/// The serving role's URL for `demo seed` / `demo serve` (they write tenant data as the relay
+/// does): BUZZ_SERVING_DATABASE_URL, else DATABASE_URL.
+pub fn serving_database_url() -> Result<(&'static str, String), CliError> {
+    url_or_database_url(SERVING_URL_ENV)
+}
+
+/// Variable holding the schema owner's connection string.
+pub const OWNER_URL_ENV: &str = "BUZZ_OWNER_DATABASE_URL";
+/// Variable holding the serving role's connection string.
+pub const SERVING_URL_ENV: &str = "BUZZ_SERVING_DATABASE_URL";
+
+fn env_url(name: &str) -> Option<String> {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
+/// `(variable, url)`: `name` if set, else DATABASE_URL.
+fn url_or_database_url(name: &'static str) -> Result<(&'static str, String), CliError> {
+    match env_url(name) {
+        Some(url) => Ok((name, url)),
+        None => database_url().map(|url| ("DATABASE_URL", url)),
+    }
+}
+
+/// Set once by `--allow-privileged-db-role` (see [`allow_privileged_db_role`]).
+static ALLOW_PRIVILEGED_DB_ROLE: AtomicBool = AtomicBool::new(false);
+
+/// Lets this process run as a superuser or the schema owner (throwaway local stacks only).
+pub fn allow_privileged_db_role() {
+    ALLOW_PRIVILEGED_DB_ROLE.store(true, Ordering::Relaxed);
+}
+
+fn privileged_role_allowed() -> bool {
+    ALLOW_PRIVILEGED_DB_ROLE.load(Ordering::Relaxed)
+        || activities::store::privileged_role_allowed(
+            std::env::var(activities::store::ALLOW_PRIVILEGED_ROLE_ENV)
+                .ok()
+                .as_deref(),
+        )
+}
+
+async fn connect_url(url: &str) -> Result<activities::store::Store, CliError> {
+    activities::store::Store::connect(url)
+        .await
+        .map_err(|e| CliError::Unavailable {
+            service: "PostgreSQL",
+            address: redact_password(url),
+            detail: e.to_string(),
+            hint: POSTGRES_HINT,
+        })
+}
+
+/// Refuses (exit 1) a superuser or schema-owner connection unless explicitly allowed.
+async fn refuse_privileged_role(
+    store: &activities::store::Store,
+    variable: &str,
+    group: &str,
+) -> Result<(), CliError> {
+    let privileged = store
+        .privileged_role()
+        .await
+        .map_err(|e| CliError::Other(anyhow::anyhow!("could not read the connected role: {e}")))?;
+    match privileged {
+        Some(role) if !privileged_role_allowed() => Err(CliError::Refused(format!(
+            "{} (For the CLI, --allow-privileged-db-role does the same.)",
+            role.refusal(variable, group)
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Connects the deletion store as the worker role (DATABASE_URL), refusing a privileged role.
 pub async fn store() -> Result<activities::store::Store, CliError> {
     let url = database_url()?;
-    let store =
-        activities::store::Store::connect(&url)
-            .await
-            .map_err(|e| CliError::Unavailable {
-                service: "PostgreSQL",
-                address: redact_password(&url),
-                detail: e.to_string(),
-                hint: POSTGRES_HINT,
-            })?;
+    let store = connect_url(&url).await?;
+    refuse_privileged_role(&store, "DATABASE_URL", activities::store::WORKER_GROUP).await?;
+    Ok(store)
+}
+
+/// Connects as the schema owner, for `migrate` only.
+pub async fn owner_store() -> Result<activities::store::Store, CliError> {
+    let (_, url) = owner_database_url()?;
+    connect_url(&url).await
+}
+
+/// Connects as the serving role, for `demo seed` / `demo serve`, refusing a privileged role.
+pub async fn serving_store() -> Result<activities::store::Store, CliError> {
+    let (variable, url) = serving_database_url()?;
+    let store = connect_url(&url).await?;
+    refuse_privileged_role(&store, variable, activities::store::SERVING_GROUP).await?;
     Ok(store)
 }
 

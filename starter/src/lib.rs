@@ -27,6 +27,9 @@ pub async fn run(cli: Cli) -> i32 {
 
 async fn dispatch(cli: Cli) -> CliResult {
     let format = cli.output;
+    if cli.allow_privileged_db_role {
+        connect::allow_privileged_db_role();
+    }
     let waits = worker_wait::WorkerWait {
         task_queue: connect::task_queue(),
         wait: std::time::Duration::from_secs(cli.worker_wait.max(1)),

@@ -80,6 +80,9 @@ pub struct WorkerConfig {
     /// Versions deleted per second per tenant prefix, at most (`BUZZ_DELETE_RATE_PER_PREFIX`,
     /// default 3,500 as real S3 allows; 0 = unlimited).
     pub deletes_per_second_per_prefix: u32,
+    /// Run even when `DATABASE_URL` is a superuser or the schema owner
+    /// (`BUZZ_ALLOW_PRIVILEGED_DB_ROLE=throwaway-local-stack`; throwaway local stacks only).
+    pub allow_privileged_db_role: bool,
 }
 
 impl WorkerConfig {
@@ -148,6 +151,9 @@ impl WorkerConfig {
                 "3500",
             )?)
             .unwrap_or(u32::MAX),
+            allow_privileged_db_role: activities::store::privileged_role_allowed(
+                lookup(activities::store::ALLOW_PRIVILEGED_ROLE_ENV).as_deref(),
+            ),
         })
     }
 }
@@ -196,6 +202,7 @@ mod tests {
         assert_eq!(config.temporal.namespace, "default");
         assert_eq!(config.s3.region, "us-east-1");
         assert_eq!(config.metrics_port, 9464);
+        assert!(!config.allow_privileged_db_role);
         assert_eq!(
             config.temporal.url().map(|u| u.to_string()).ok().as_deref(),
             Some("http://127.0.0.1:7233/")
@@ -213,6 +220,21 @@ mod tests {
         let config = WorkerConfig::from_lookup(|k| env.get(k).map(|v| v.to_string()))
             .expect("complete environment");
         assert_eq!(config.deletes_per_second_per_prefix, 0);
+    }
+
+    #[test]
+    fn only_the_spelled_out_flag_allows_a_privileged_database_role() {
+        let mut env = full_env();
+        for (value, allowed) in [
+            ("throwaway-local-stack", true),
+            ("true", false),
+            ("1", false),
+        ] {
+            env.insert("BUZZ_ALLOW_PRIVILEGED_DB_ROLE", value);
+            let config = WorkerConfig::from_lookup(|k| env.get(k).map(|v| v.to_string()))
+                .expect("complete environment");
+            assert_eq!(config.allow_privileged_db_role, allowed, "{value}");
+        }
     }
 
     #[test]

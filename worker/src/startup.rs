@@ -42,6 +42,10 @@ pub enum StartupError {
         "{0}\nhint: run `buzz-deletion migrate` against this database, then start the worker again"
     )]
     Schema(activities::store::StoreError),
+    /// `DATABASE_URL` connects as a superuser or the schema owner (see
+    /// `activities::store::PrivilegedRole`).
+    #[error("{0}")]
+    PrivilegedRole(String),
     /// The Temporal worker could not be built.
     #[error("could not build the Temporal worker: {0}")]
     Worker(String),
@@ -98,6 +102,7 @@ pub async fn connect(config: &WorkerConfig) -> Result<Dependencies, StartupError
         .check_schema_current()
         .await
         .map_err(StartupError::Schema)?;
+    refuse_privileged_role(&store, config).await?;
     let objects =
         ObjectStore::connect(&config.s3)
             .await
@@ -128,6 +133,34 @@ pub async fn connect(config: &WorkerConfig) -> Result<Dependencies, StartupError
         cache,
         client,
     })
+}
+
+/// Refuses a superuser or schema-owner `DATABASE_URL` unless the throwaway-stack flag is set
+/// (then only warns): the worker needs the worker role's grants and nothing more.
+async fn refuse_privileged_role(store: &Store, config: &WorkerConfig) -> Result<(), StartupError> {
+    let privileged = store
+        .privileged_role()
+        .await
+        .map_err(|e| StartupError::Unreachable {
+            service: "PostgreSQL",
+            address: activities::store::redact_password(&config.database_url),
+            detail: format!("could not read the connected role: {e}"),
+        })?;
+    match privileged {
+        None => Ok(()),
+        Some(role) if config.allow_privileged_db_role => {
+            tracing::warn!(
+                role = role.role(),
+                "running as a privileged database role because {}={} (throwaway local stack)",
+                activities::store::ALLOW_PRIVILEGED_ROLE_ENV,
+                activities::store::ALLOW_PRIVILEGED_ROLE_VALUE
+            );
+            Ok(())
+        }
+        Some(role) => Err(StartupError::PrivilegedRole(
+            role.refusal("DATABASE_URL", activities::store::WORKER_GROUP),
+        )),
+    }
 }
 
 /// Builds a worker on `task_queue` with every workflow and activity registered.

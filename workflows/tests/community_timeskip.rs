@@ -876,6 +876,7 @@ async fn workflow_cancellation_of_a_block_before_the_marker_aborts_and_ends_canc
         assert!(ledger.chunk_stamps.is_empty());
     })
     .await;
+}
 
 /// A history recorded on the dev server by a worker built before the signal handlers took raw
 /// payloads (their argument was the typed request): a refused `approve` (stale digest), `abort`

@@ -15,6 +15,10 @@
 //!   the wait. Reaping never removes a row still inside that bound.
 //!
 //! Time is the database's `clock_timestamp()`, never a client clock.
+//!
+//! Every write goes through a SECURITY DEFINER function of migration 0007 (owned by the schema
+//! owner): the serving role holds no privilege on `deletion.serving_write_leases` itself, so a
+//! relay can only acquire, renew, verify, release and reap leases by these rules.
 
 use std::time::Duration;
 
@@ -25,7 +29,6 @@ use uuid::Uuid;
 
 use super::audit::require_named;
 use super::error::{StoreError, StoreResult};
-use super::fence::{FenceState, ensure_fence_row};
 use super::{Store, count_u64};
 
 /// A lease on one external serving write.
@@ -64,23 +67,8 @@ fn ttl_seconds(ttl: Duration) -> StoreResult<f64> {
     Ok(ttl.as_secs_f64())
 }
 
-/// Locks the community's fence row `FOR SHARE` (held until commit, so `fence` waits for this
-/// transaction) and returns its state; `None` if the community has no fence row.
-async fn share_fence_row(
-    conn: &mut PgConnection,
-    community_id: Uuid,
-) -> StoreResult<Option<(FenceState, i64)>> {
-    let row: Option<(String, i64)> = sqlx::query_as(
-        "SELECT state, generation FROM deletion.community_fences WHERE community_id = $1 FOR SHARE",
-    )
-    .bind(community_id)
-    .fetch_optional(conn)
-    .await?;
-    row.map(|(state, generation)| Ok((FenceState::parse(&state)?, generation)))
-        .transpose()
-}
-
-/// Live serving writes of the community, read inside the caller's transaction.
+/// Live serving writes of the community, read inside the caller's transaction (the worker's
+/// fence reads the lease table directly; it holds SELECT on it).
 pub(crate) async fn live_serving_writes_in(
     conn: &mut PgConnection,
     community_id: Uuid,
@@ -139,51 +127,51 @@ pub(crate) async fn stalled_serving_writes_in(
     })
 }
 
-#[derive(sqlx::FromRow)]
-struct LeaseRow {
-    owner: String,
-    released: bool,
-    expired: bool,
-}
-
-/// Checks the lease is still the caller's, unreleased and unexpired, and the community is not
-/// fenced (inside the caller's transaction, with the fence row shared).
-async fn check_lease(
-    conn: &mut PgConnection,
+/// Maps the outcome of `deletion.check_serving_write_lease` to the library's result.
+fn lease_outcome(
     lease: &ServingWriteLease,
-    lock: bool,
-) -> StoreResult<()> {
-    let fence = share_fence_row(conn, lease.community_id).await?;
-    if matches!(fence, Some((FenceState::Fenced, _))) {
-        return Err(StoreError::CommunityFenced {
-            community_id: lease.community_id,
-        });
-    }
-    let sql = if lock {
-        "SELECT owner, released_at IS NOT NULL AS released, \
-                expires_at <= clock_timestamp() AS expired \
-         FROM deletion.serving_write_leases WHERE id = $1 AND community_id = $2 FOR UPDATE"
-    } else {
-        "SELECT owner, released_at IS NOT NULL AS released, \
-                expires_at <= clock_timestamp() AS expired \
-         FROM deletion.serving_write_leases WHERE id = $1 AND community_id = $2"
-    };
-    let row = sqlx::query_as::<_, LeaseRow>(sql)
-        .bind(lease.id)
-        .bind(lease.community_id)
-        .fetch_optional(conn)
-        .await?;
+    outcome: &str,
+    expires_at: Option<DateTime<Utc>>,
+) -> StoreResult<DateTime<Utc>> {
     let lost = |reason: &str| StoreError::LeaseLost {
         lease_id: lease.id,
         reason: reason.to_owned(),
     };
-    match row {
-        None => Err(lost("no such lease for this community")),
-        Some(row) if row.owner != lease.owner => Err(lost("held by another owner")),
-        Some(row) if row.released => Err(lost("already released")),
-        Some(row) if row.expired => Err(lost("expired before it was renewed")),
-        Some(_) => Ok(()),
+    match (outcome, expires_at) {
+        ("valid", Some(expires_at)) => Ok(expires_at),
+        ("fenced", _) => Err(StoreError::CommunityFenced {
+            community_id: lease.community_id,
+        }),
+        ("missing", _) => Err(lost("no such lease for this community")),
+        ("not_owner", _) => Err(lost("held by another owner")),
+        ("released", _) => Err(lost("already released")),
+        ("expired", _) => Err(lost("expired before it was renewed")),
+        (other, _) => Err(StoreError::Corrupt {
+            what: "serving-write lease check",
+            reason: format!("outcome {other:?} for lease {}", lease.id),
+        }),
     }
+}
+
+/// Checks the lease is still the caller's, unreleased and unexpired, and the community is not
+/// fenced; with `renew`, also extends it by that many seconds. One call of the SECURITY DEFINER
+/// function `deletion.check_serving_write_lease` (the serving role has no other access to the
+/// lease table), which holds the fence row `FOR SHARE` while it checks.
+async fn check_lease(
+    store: &Store,
+    lease: &ServingWriteLease,
+    renew: Option<f64>,
+) -> StoreResult<DateTime<Utc>> {
+    let (outcome, expires_at): (String, Option<DateTime<Utc>>) = sqlx::query_as(
+        "SELECT outcome, expires_at FROM deletion.check_serving_write_lease($1, $2, $3, $4)",
+    )
+    .bind(lease.id)
+    .bind(lease.community_id)
+    .bind(&lease.owner)
+    .bind(renew)
+    .fetch_one(&store.pool)
+    .await?;
+    lease_outcome(lease, &outcome, expires_at)
 }
 
 impl Store {
@@ -201,54 +189,41 @@ impl Store {
         require_named("operation", operation)?;
         require_named("owner", owner)?;
         let ttl = ttl_seconds(ttl)?;
-        let mut tx = self.pool.begin().await?;
-        let mut fence = share_fence_row(&mut tx, community_id).await?;
-        if fence.is_none() {
-            let exists: bool =
-                sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM buzz.communities WHERE id = $1)")
-                    .bind(community_id)
-                    .fetch_one(&mut *tx)
-                    .await?;
-            if !exists {
-                return Err(StoreError::NotFound {
-                    what: "community",
-                    id: community_id.to_string(),
-                });
-            }
-            ensure_fence_row(&mut tx, community_id).await?;
-            fence = share_fence_row(&mut tx, community_id).await?;
-        }
-        let fence_generation = match fence {
-            Some((FenceState::Serving, generation)) => generation,
-            Some((FenceState::Quiescing, _)) => {
-                return Err(StoreError::CommunityQuiescing { community_id });
-            }
-            Some((FenceState::Fenced, _)) => {
-                return Err(StoreError::CommunityFenced { community_id });
-            }
-            None => {
-                return Err(StoreError::NotFound {
-                    what: "community fence",
-                    id: community_id.to_string(),
-                });
-            }
-        };
-        let id = Uuid::new_v4();
-        let expires_at: DateTime<Utc> = sqlx::query_scalar(
-            "INSERT INTO deletion.serving_write_leases \
-             (id, community_id, operation, owner, fence_generation, expires_at) \
-             VALUES ($1, $2, $3, $4, $5, clock_timestamp() + make_interval(secs => $6)) \
-             RETURNING expires_at",
+        let (outcome, id, fence_generation, expires_at): (
+            String,
+            Option<Uuid>,
+            Option<i64>,
+            Option<DateTime<Utc>>,
+        ) = sqlx::query_as(
+            "SELECT outcome, lease_id, fence_generation, expires_at \
+             FROM deletion.acquire_serving_write_lease($1, $2, $3, $4)",
         )
-        .bind(id)
         .bind(community_id)
         .bind(operation)
         .bind(owner)
-        .bind(fence_generation)
         .bind(ttl)
-        .fetch_one(&mut *tx)
+        .fetch_one(&self.pool)
         .await?;
-        tx.commit().await?;
+        let (id, fence_generation, expires_at) =
+            match (outcome.as_str(), id, fence_generation, expires_at) {
+                ("acquired", Some(id), Some(generation), Some(expires_at)) => {
+                    (id, generation, expires_at)
+                }
+                ("quiescing", ..) => return Err(StoreError::CommunityQuiescing { community_id }),
+                ("fenced", ..) => return Err(StoreError::CommunityFenced { community_id }),
+                ("unknown_community", ..) => {
+                    return Err(StoreError::NotFound {
+                        what: "community",
+                        id: community_id.to_string(),
+                    });
+                }
+                (other, ..) => {
+                    return Err(StoreError::Corrupt {
+                        what: "serving-write lease acquisition",
+                        reason: format!("outcome {other:?} for community {community_id}"),
+                    });
+                }
+            };
         Ok(ServingWriteLease {
             id,
             community_id,
@@ -268,29 +243,13 @@ impl Store {
         ttl: Duration,
     ) -> StoreResult<DateTime<Utc>> {
         let ttl = ttl_seconds(ttl)?;
-        let mut tx = self.pool.begin().await?;
-        check_lease(&mut tx, lease, true).await?;
-        let expires_at: DateTime<Utc> = sqlx::query_scalar(
-            "UPDATE deletion.serving_write_leases \
-             SET expires_at = clock_timestamp() + make_interval(secs => $2), \
-                 renewed_at = clock_timestamp() \
-             WHERE id = $1 RETURNING expires_at",
-        )
-        .bind(lease.id)
-        .bind(ttl)
-        .fetch_one(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(expires_at)
+        check_lease(self, lease, Some(ttl)).await
     }
 
     /// Checks the lease is still valid (see [`Store::renew_serving_write_lease`]) without
     /// extending it; the serving path calls it right before and after its external write.
     pub async fn verify_serving_write_lease(&self, lease: &ServingWriteLease) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
-        check_lease(&mut tx, lease, false).await?;
-        tx.commit().await?;
-        Ok(())
+        check_lease(self, lease, None).await.map(|_| ())
     }
 
     /// Releases the lease. Returns `true` only if it was this owner's lease and still live;
@@ -300,23 +259,28 @@ impl Store {
         &self,
         lease: &ServingWriteLease,
     ) -> StoreResult<bool> {
-        let was_live: Option<bool> = sqlx::query_scalar(
-            "UPDATE deletion.serving_write_leases SET released_at = clock_timestamp() \
-             WHERE id = $1 AND owner = $2 AND community_id = $3 AND released_at IS NULL \
-             RETURNING expires_at > clock_timestamp()",
-        )
-        .bind(lease.id)
-        .bind(&lease.owner)
-        .bind(lease.community_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(was_live.unwrap_or(false))
+        let was_live: bool =
+            sqlx::query_scalar("SELECT deletion.release_serving_write_lease($1, $2, $3)")
+                .bind(lease.id)
+                .bind(lease.community_id)
+                .bind(&lease.owner)
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(was_live)
     }
 
     /// Unreleased, unexpired leases of the community and their operations.
+    /// Callable by the worker and the serving role alike (SECURITY DEFINER function).
     pub async fn live_serving_writes(&self, community_id: Uuid) -> StoreResult<LiveServingWrites> {
-        let mut conn = self.pool.acquire().await?;
-        live_serving_writes_in(&mut conn, community_id).await
+        let (count, operations): (i64, Vec<String>) =
+            sqlx::query_as("SELECT live_count, operations FROM deletion.live_serving_writes($1)")
+                .bind(community_id)
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(LiveServingWrites {
+            count: count_u64(count),
+            operations,
+        })
     }
 
     /// Stalled serving writes of the community (see [`StalledServingWrites`]): what the drain
@@ -354,16 +318,10 @@ impl Store {
     /// more); returns how many. Keeps the lease table small under serving churn. A row still
     /// inside its protected-operation bound is kept whatever `retain` says: the drain reads it.
     pub async fn reap_serving_write_leases(&self, retain: Duration) -> StoreResult<u64> {
-        let deleted = sqlx::query(
-            "DELETE FROM deletion.serving_write_leases \
-             WHERE coalesce(released_at, expires_at) < clock_timestamp() - make_interval(secs => $1) \
-               AND expires_at < clock_timestamp() - make_interval(secs => $2)",
-        )
-        .bind(retain.as_secs_f64())
-        .bind(crate::serving::MAX_PROTECTED_OPERATION.as_secs_f64())
-        .execute(&self.pool)
-        .await?
-        .rows_affected();
-        Ok(deleted)
+        let deleted: i64 = sqlx::query_scalar("SELECT deletion.reap_serving_write_leases($1)")
+            .bind(retain.as_secs_f64())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(count_u64(deleted))
     }
 }

@@ -25,6 +25,7 @@ mod late;
 mod leases;
 mod manifest;
 mod migrate;
+mod privilege;
 mod purge;
 mod requests;
 mod stage;
@@ -51,6 +52,10 @@ pub use late::LateChunk;
 pub use leases::{LiveServingWrites, ServingWriteLease, StalledServingWrites};
 pub use manifest::{ChunkAck, ChunkProgress, ChunkSet, MANIFEST_CHUNK_MAX_ENTRIES, ManifestChunk};
 pub use migrate::{MIGRATIONS_TABLE, MIGRATOR};
+pub use privilege::{
+    ALLOW_PRIVILEGED_ROLE_ENV, ALLOW_PRIVILEGED_ROLE_VALUE, PrivilegedRole, SERVING_GROUP,
+    WORKER_GROUP, privileged_role_allowed,
+};
 pub use requests::{Checkpoint, Request, RequestFilter, RequestInspection};
 pub use stage::{Stage, UnknownStage};
 pub use sweeps::{TaxonomySweep, TaxonomySweepInput};

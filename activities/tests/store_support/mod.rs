@@ -23,20 +23,48 @@ static MIGRATED: OnceCell<()> = OnceCell::const_new();
 pub const REQUESTER: &str = "operator-a";
 pub const APPROVER: &str = "operator-b";
 
-fn database_url() -> String {
-    match std::env::var("DATABASE_URL") {
+/// The connection string in `name` (DATABASE_URL = the worker role, BUZZ_OWNER_DATABASE_URL =
+/// the schema owner, BUZZ_SERVING_DATABASE_URL = the serving role).
+pub fn database_url(name: &str) -> String {
+    match std::env::var(name) {
         Ok(url) if !url.trim().is_empty() => url,
         _ => panic!(
-            "DATABASE_URL is not set: run `bash deploy/local/up && source .state/env` (PostgreSQL \
+            "{name} is not set: run `bash deploy/local/up && source .state/env` (PostgreSQL \
              on 127.0.0.1:55432) before `cargo test`"
         ),
     }
 }
 
-/// A store on the local PostgreSQL with the schema migrated. Panics, naming the server and how to
-/// start it, when PostgreSQL is unreachable.
+async fn connect(name: &str) -> Store {
+    let url = database_url(name);
+    match Store::connect_with_pool_size(&url, 4).await {
+        Ok(store) => store,
+        Err(error) => panic!(
+            "PostgreSQL not reachable at {}: run `bash deploy/local/up && source .state/env` \
+             ({error})",
+            activities::store::redact_password(&url)
+        ),
+    }
+}
+
+/// A store as the worker role (DATABASE_URL), on a migrated schema.
+pub async fn worker_store() -> Store {
+    store().await;
+    connect("DATABASE_URL").await
+}
+
+/// A store as the serving role (BUZZ_SERVING_DATABASE_URL), on a migrated schema: what a relay's
+/// serving path connects as.
+pub async fn serving_store() -> Store {
+    store().await;
+    connect("BUZZ_SERVING_DATABASE_URL").await
+}
+
+/// A store on the local PostgreSQL as the schema owner (BUZZ_OWNER_DATABASE_URL), with the
+/// schema migrated: fixtures, inspection and deliberate tampering. Panics, naming the server and
+/// how to start it, when PostgreSQL is unreachable.
 pub async fn store() -> Store {
-    let url = database_url();
+    let url = database_url("BUZZ_OWNER_DATABASE_URL");
     let store = match Store::connect_with_pool_size(&url, 4).await {
         Ok(store) => store,
         Err(error) => panic!(

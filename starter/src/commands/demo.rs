@@ -76,7 +76,7 @@ pub async fn connect_data_stores() -> Result<(ObjectStore, Cache), CliError> {
 
 async fn seed(format: OutputFormat, args: SeedArgs) -> CliResult {
     let host = host::resolve(Some(&args.host), None)?;
-    let store = connect::store().await?;
+    let store = connect::serving_store().await?;
     let (objects, cache) = connect_data_stores().await?;
     let plan = SeedPlan {
         objects: args.objects,

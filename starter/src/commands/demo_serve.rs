@@ -22,7 +22,7 @@ pub async fn serve(format: OutputFormat, args: ServeArgs) -> CliResult {
         .iter()
         .map(|h| host::resolve(Some(h), None))
         .collect::<Result<Vec<_>, _>>()?;
-    let store = connect::store().await?;
+    let store = connect::serving_store().await?;
     let (objects, cache) = connect_data_stores().await?;
     let mut plan = SimulationPlan::new(
         hosts,

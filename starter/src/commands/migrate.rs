@@ -4,13 +4,17 @@ use crate::connect;
 use crate::error::{CliError, CliResult};
 use crate::output::{OutputFormat, print_json};
 
-/// Applies every pending migration, then confirms the schema is current.
+/// Applies every pending migration as the schema owner (BUZZ_OWNER_DATABASE_URL, else
+/// DATABASE_URL), then confirms the schema is current.
 pub async fn run(format: OutputFormat) -> CliResult {
-    let store = connect::store().await?;
-    store
-        .migrate()
-        .await
-        .map_err(|e| CliError::Other(anyhow::anyhow!("migration failed: {e}")))?;
+    let store = connect::owner_store().await?;
+    store.migrate().await.map_err(|e| {
+        CliError::Other(anyhow::anyhow!(
+            "migration failed: {e}\nhint: migrations run as the schema owner: set \
+                 {} to the owner's connection string",
+            connect::OWNER_URL_ENV
+        ))
+    })?;
     store
         .check_schema_current()
         .await

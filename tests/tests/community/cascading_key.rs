@@ -13,12 +13,32 @@ use uuid::Uuid;
 
 use crate::helpers::*;
 
-/// Creates and migrates a database of the test's own next to the shared one; returns its URL.
-async fn private_database(tag: &str) -> (String, String) {
-    let shared =
-        std::env::var("DATABASE_URL").unwrap_or_else(|_| panic!("DATABASE_URL is not set"));
-    let slash = shared.rfind('/').unwrap_or(shared.len());
-    let shared_name = shared
+/// A database of the test's own next to the shared one, reachable as each of the three roles.
+struct PrivateDatabase {
+    name: String,
+    /// The schema owner: creates, migrates and tampers.
+    owner: String,
+    /// The worker role: what the worker and the CLI run as.
+    worker: String,
+    /// The serving role: what seeds tenant data, as the relay would.
+    serving: String,
+}
+
+/// `url` with its database name replaced by `name`.
+fn on_database(url: &str, name: &str) -> String {
+    let slash = url.rfind('/').unwrap_or(url.len());
+    format!("{}/{name}", &url[..slash])
+}
+
+fn env_url(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set"))
+}
+
+/// Creates a database of the test's own (as the owner, who may create databases).
+async fn private_database(tag: &str) -> PrivateDatabase {
+    let owner = env_url("BUZZ_OWNER_DATABASE_URL");
+    let slash = owner.rfind('/').unwrap_or(owner.len());
+    let shared_name = owner
         .get(slash + 1..)
         .unwrap_or_default()
         .split('?')
@@ -29,7 +49,7 @@ async fn private_database(tag: &str) -> (String, String) {
         "{shared_name}_{tag}_{}",
         &Uuid::new_v4().simple().to_string()[..10]
     );
-    let mut admin = sqlx::PgConnection::connect(&shared)
+    let mut admin = sqlx::PgConnection::connect(&owner)
         .await
         .unwrap_or_else(|e| panic!("PostgreSQL not reachable: {e}"));
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
@@ -37,12 +57,17 @@ async fn private_database(tag: &str) -> (String, String) {
         .await
         .unwrap_or_else(|e| panic!("create database {name}: {e}"));
     let _ = admin.close().await;
-    (format!("{}/{name}", &shared[..slash]), name)
+    PrivateDatabase {
+        owner: on_database(&owner, &name),
+        worker: on_database(&env_url("DATABASE_URL"), &name),
+        serving: on_database(&env_url("BUZZ_SERVING_DATABASE_URL"), &name),
+        name,
+    }
 }
 
 async fn drop_database(name: &str) {
-    let shared = std::env::var("DATABASE_URL").unwrap_or_default();
-    let mut admin = sqlx::PgConnection::connect(&shared)
+    let owner = env_url("BUZZ_OWNER_DATABASE_URL");
+    let mut admin = sqlx::PgConnection::connect(&owner)
         .await
         .unwrap_or_else(|e| panic!("PostgreSQL not reachable: {e}"));
     sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -71,22 +96,27 @@ async fn notes(store: &Store) -> Vec<String> {
 async fn cascading_key_into_tenant_data_blocks_until_dropped_then_the_deletion_completes() {
     let _shared = outage_lock().read().await;
     let shared = stack().await;
-    let (url, name) = private_database("cascade").await;
-    let store = Store::connect(&url)
+    let db = private_database("cascade").await;
+    let name = db.name.clone();
+    let store = Store::connect(&db.owner)
         .await
         .unwrap_or_else(|e| panic!("connect {name}: {e}"));
     store
         .migrate()
         .await
         .unwrap_or_else(|e| panic!("migrate {name}: {e}"));
+    let serving = Store::connect(&db.serving)
+        .await
+        .unwrap_or_else(|e| panic!("connect {name} as the serving role: {e}"));
     let stack = Stack {
         store,
+        serving,
         objects: shared.objects,
         cache: shared.cache,
     };
     let queue = unique_queue("cascade");
-    let _worker = WorkerProcess::start(&queue, &[("DATABASE_URL", url.as_str())]).await;
-    let cli = Cli::new(&queue).with_env("DATABASE_URL", &url);
+    let _worker = WorkerProcess::start(&queue, &[("DATABASE_URL", db.worker.as_str())]).await;
+    let cli = Cli::new(&queue).with_env("DATABASE_URL", &db.worker);
 
     let host = unique_host("cascade");
     let target = seed(&stack, &host, small_plan()).await;

@@ -56,9 +56,16 @@ pub fn bin(name: &str) -> PathBuf {
 }
 
 /// Connections to the three data stores of the local stack.
+///
+/// Postgres is reached as two roles: `store` is the schema owner (BUZZ_OWNER_DATABASE_URL:
+/// migrations, snapshots, inspection and deliberate tampering), `serving` the serving role
+/// (BUZZ_SERVING_DATABASE_URL: tenant writes and leases, as the relay makes them). Workers and the
+/// CLI run as the worker role (DATABASE_URL), which they inherit from this process.
 pub struct Stack {
-    /// Postgres.
+    /// Postgres as the schema owner.
     pub store: Store,
+    /// Postgres as the serving role.
+    pub serving: Store,
     /// S3 bucket.
     pub objects: ObjectStore,
     /// Redis.
@@ -68,11 +75,17 @@ pub struct Stack {
 /// Connects to the local stack, migrating the database; panics naming the unreachable server.
 pub async fn stack() -> Stack {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let database_url = env("DATABASE_URL");
-    let store = Store::connect(&database_url)
+    // Workers and CLI runs inherit DATABASE_URL: it must be the worker role.
+    env("DATABASE_URL");
+    let store = Store::connect(&env("BUZZ_OWNER_DATABASE_URL"))
         .await
-        .unwrap_or_else(|e| panic!("PostgreSQL not reachable: {e}\n{HOW_TO_START}"));
+        .unwrap_or_else(|e| panic!("PostgreSQL not reachable as the owner: {e}\n{HOW_TO_START}"));
     migrate_once(&store).await;
+    let serving = Store::connect(&env("BUZZ_SERVING_DATABASE_URL"))
+        .await
+        .unwrap_or_else(|e| {
+            panic!("PostgreSQL not reachable as the serving role: {e}\n{HOW_TO_START}")
+        });
     let s3 = S3Config {
         endpoint: env("BUZZ_S3_ENDPOINT"),
         bucket: env("BUZZ_S3_BUCKET"),
@@ -98,6 +111,7 @@ pub async fn stack() -> Stack {
         .unwrap_or_else(|e| panic!("Redis not reachable at {redis_url}: {e}\n{HOW_TO_START}"));
     Stack {
         store,
+        serving,
         objects,
         cache,
     }
@@ -132,9 +146,9 @@ pub fn small_plan() -> SeedPlan {
     }
 }
 
-/// Seeds a community through the serving API.
+/// Seeds a community through the serving API, as the serving role.
 pub async fn seed(stack: &Stack, host: &str, plan: SeedPlan) -> SeedReport {
-    seed_community(&stack.store, &stack.objects, &stack.cache, host, plan)
+    seed_community(&stack.serving, &stack.objects, &stack.cache, host, plan)
         .await
         .unwrap_or_else(|e| panic!("seeding {host}: {e}"))
 }

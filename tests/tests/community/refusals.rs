@@ -157,7 +157,7 @@ async fn approval_refusals_change_nothing_and_abort_before_deletion_serves_the_c
     assert!(run.stderr.contains("not blocked"), "{}", run.stderr);
 
     // A serving write in flight holds the fence back, so the abort lands before deletion.
-    let lease = acquire_serving_write(&stack.store, target.community_id, "slow_upload")
+    let lease = acquire_serving_write(&stack.serving, target.community_id, "slow_upload")
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     cli.approve(&id, "bob", &digest).await.expect_code(0);
@@ -192,12 +192,12 @@ async fn approval_refusals_change_nothing_and_abort_before_deletion_serves_the_c
     lease.finish().await.unwrap_or_else(|e| panic!("{e}"));
 
     // Served again: a new serving write is admitted and rows can be written.
-    let guard = acquire_serving_write(&stack.store, target.community_id, "after_abort")
+    let guard = acquire_serving_write(&stack.serving, target.community_id, "after_abort")
         .await
         .unwrap_or_else(|e| panic!("after an abort serving writes must be admitted: {e}"));
     guard.finish().await.unwrap_or_else(|e| panic!("{e}"));
     stack
-        .store
+        .serving
         .seed_rows(target.community_id, 1)
         .await
         .unwrap_or_else(|e| panic!("after an abort row writes must succeed: {e}"));

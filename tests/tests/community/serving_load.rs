@@ -429,7 +429,7 @@ async fn a_slow_write_admitted_before_quiescing_holds_the_fence_and_its_object_i
         renew_every: Duration::from_millis(500),
         owner: "slow-relay".to_owned(),
     };
-    let guard = acquire_serving_write_with(&stack.store, community, "slow_s3_put", &lease)
+    let guard = acquire_serving_write_with(&stack.serving, community, "slow_s3_put", &lease)
         .await
         .unwrap_or_else(|e| panic!("admission before quiescing: {e}"));
     let lease_id = guard.lease().id;
@@ -510,7 +510,7 @@ async fn a_lease_abandoned_by_a_crashed_serving_process_holds_the_fence_only_unt
 
     // A serving process admitted a write and died: nobody renews or releases this lease.
     let abandoned = stack
-        .store
+        .serving
         .acquire_serving_write_lease(
             community,
             "s3_put",
@@ -556,7 +556,7 @@ async fn a_serving_process_cut_off_from_its_database_abandons_its_write_before_t
     let (id, digest) = cli.submit(&host, "alice", &[]).await;
 
     // The serving process has its own connection pool: closing it cuts only that process off.
-    let database_url = std::env::var("DATABASE_URL").unwrap_or_default();
+    let database_url = std::env::var("BUZZ_SERVING_DATABASE_URL").unwrap_or_default();
     let serving_store = Store::connect(&database_url)
         .await
         .unwrap_or_else(|e| panic!("PostgreSQL: {e}"));

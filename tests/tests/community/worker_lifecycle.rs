@@ -111,3 +111,122 @@ async fn sigterm_drains_the_worker_and_it_exits_cleanly() {
     );
     assert!(stderr.contains("drained"), "{stderr}");
 }
+
+/// Starts the worker with `overrides`, lets it poll for three seconds, SIGTERMs it; returns
+/// whether it exited 0 and its stderr.
+async fn worker_runs_until_sigterm(overrides: &[(&str, &str)]) -> (bool, String) {
+    let mut command = Command::new(bin("buzz-deletion-worker"));
+    command
+        .env("BUZZ_TASK_QUEUE", unique_queue("role-flag"))
+        .env("BUZZ_METRICS_PORT", "0")
+        .env("BUZZ_SHUTDOWN_GRACE_SECS", "5")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, v) in overrides {
+        command.env(k, v);
+    }
+    let mut child = command.spawn().unwrap_or_else(|e| panic!("{e}"));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let pid = child.id().unwrap_or_default().to_string();
+    let _ = Command::new("kill").args(["-TERM", &pid]).status().await;
+    tokio::time::timeout(Duration::from_secs(30), async {
+        let status = child.wait().await;
+        let mut stderr = String::new();
+        if let Some(mut pipe) = child.stderr.take() {
+            use tokio::io::AsyncReadExt;
+            let _ = pipe.read_to_string(&mut stderr).await;
+        }
+        (status.map(|s| s.success()).unwrap_or(false), stderr)
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the worker did not stop within 30 s of SIGTERM"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_and_cli_refuse_the_schema_owner_unless_told_the_stack_is_throwaway() {
+    let _shared = outage_lock().read().await;
+    let _stack = stack().await;
+    let owner_url = std::env::var("BUZZ_OWNER_DATABASE_URL")
+        .unwrap_or_else(|_| panic!("BUZZ_OWNER_DATABASE_URL is not set: source .state/env"));
+    let owner = [("DATABASE_URL", owner_url.as_str())];
+
+    // The worker: refused, with the reason and both ways out named.
+    let (code, stderr) = worker_exit(&owner, &["BUZZ_ALLOW_PRIVILEGED_DB_ROLE"]).await;
+    assert_eq!(code, 1, "{stderr}");
+    for part in [
+        "refusing to run as a privileged database role",
+        "owns schema buzz",
+        "disable the triggers",
+        "member of buzz_deletion_worker",
+        "BUZZ_OWNER_DATABASE_URL",
+        "BUZZ_ALLOW_PRIVILEGED_DB_ROLE=throwaway-local-stack",
+    ] {
+        assert!(stderr.contains(part), "{part:?} missing from: {stderr}");
+    }
+    // Something that merely looks like consent is not the flag.
+    let (code, stderr) = worker_exit(
+        &[
+            ("DATABASE_URL", owner_url.as_str()),
+            ("BUZZ_ALLOW_PRIVILEGED_DB_ROLE", "true"),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("refusing to run"), "{stderr}");
+    // With the flag it runs (and says so), then drains on SIGTERM.
+    let (clean, stderr) = worker_runs_until_sigterm(&[
+        ("DATABASE_URL", owner_url.as_str()),
+        ("BUZZ_ALLOW_PRIVILEGED_DB_ROLE", "throwaway-local-stack"),
+    ])
+    .await;
+    assert!(clean, "the flagged worker must run and drain: {stderr}");
+    assert!(stderr.contains("privileged database role"), "{stderr}");
+    assert!(stderr.contains("drained"), "{stderr}");
+    // On the worker role it starts without any flag.
+    let (clean, stderr) = worker_runs_until_sigterm(&[]).await;
+    assert!(clean, "{stderr}");
+    assert!(!stderr.contains("privileged database role"), "{stderr}");
+
+    // The CLI: ordinary commands refuse the owner too, `--allow-privileged-db-role` lets them run.
+    let cli = |args: &'static [&'static str], url: String| async move {
+        let output = Command::new(bin("buzz-deletion"))
+            .args(args)
+            .env("DATABASE_URL", url)
+            .env_remove("BUZZ_ALLOW_PRIVILEGED_DB_ROLE")
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .unwrap_or_else(|e| panic!("could not run buzz-deletion: {e}"));
+        (
+            output.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let (code, stderr) = cli(&["community", "list", "--limit", "1"], owner_url.clone()).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("refusing to run as a privileged database role")
+            && stderr.contains("BUZZ_ALLOW_PRIVILEGED_DB_ROLE=throwaway-local-stack"),
+        "{stderr}"
+    );
+    let (code, stderr) = cli(
+        &[
+            "--allow-privileged-db-role",
+            "community",
+            "list",
+            "--limit",
+            "1",
+        ],
+        owner_url.clone(),
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let worker_url = std::env::var("DATABASE_URL").unwrap_or_default();
+    let (code, stderr) = cli(&["community", "list", "--limit", "1"], worker_url.clone()).await;
+    assert_eq!(code, 0, "{stderr}");
+    // `migrate` is the one command that needs the owner: it takes BUZZ_OWNER_DATABASE_URL.
+    let (code, stderr) = cli(&["migrate"], worker_url).await;
+    assert_eq!(code, 0, "{stderr}");
+}

@@ -23,8 +23,10 @@ const STACK_HINT: &str = "run `bash deploy/local/up && source .state/env`";
 
 /// Postgres, a Temporal test server and a client; workers are spawned per test.
 pub struct Stack {
-    /// The user-deletion store over the local stack's Postgres.
+    /// The user-deletion store over the local stack's Postgres, as the schema owner (migration,
+    /// snapshots).
     pub store: UserStore,
+    /// The worker role's URL (DATABASE_URL): workers and the CLI connect with it.
     database_url: String,
     server: EphemeralServer,
     client: Client,
@@ -183,22 +185,29 @@ impl Stack {
     }
 }
 
+/// The worker role's connection string (DATABASE_URL).
 fn database_url() -> String {
-    std::env::var("DATABASE_URL").unwrap_or_else(|_| {
-        panic!("DATABASE_URL is not set: the user-deletion tests need PostgreSQL; {STACK_HINT}")
-    })
+    required_url("DATABASE_URL")
 }
 
-/// The user-deletion store over the local stack's Postgres, migrated. Panics, naming the
-/// server and how to start it, when Postgres is unreachable.
+fn required_url(name: &str) -> String {
+    match std::env::var(name) {
+        Ok(url) if !url.trim().is_empty() => url,
+        _ => panic!("{name} is not set: the user-deletion tests need PostgreSQL; {STACK_HINT}"),
+    }
+}
+
+/// The user-deletion store over the local stack's Postgres as the schema owner
+/// (BUZZ_OWNER_DATABASE_URL), migrated. Panics, naming the server and how to start it, when
+/// Postgres is unreachable.
 pub async fn migrated_store() -> UserStore {
     let pool: PgPool = PgPoolOptions::new()
         .max_connections(4)
         .acquire_timeout(Duration::from_secs(5))
-        .connect(&database_url())
+        .connect(&required_url("BUZZ_OWNER_DATABASE_URL"))
         .await
         .unwrap_or_else(|e| {
-            panic!("PostgreSQL is not reachable at DATABASE_URL ({e}); {STACK_HINT}")
+            panic!("PostgreSQL is not reachable at BUZZ_OWNER_DATABASE_URL ({e}); {STACK_HINT}")
         });
     activities::store::MIGRATOR
         .run(&pool)

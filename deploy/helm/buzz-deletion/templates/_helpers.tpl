@@ -58,6 +58,28 @@ app.kubernetes.io/component: worker
 {{- end -}}
 
 {{/*
+The Secret (name, key) holding the schema owner's URL for the migration Job; rendering fails
+without one while migrations are enabled.
+*/}}
+{{- define "buzz-deletion.ownerSecretName" -}}
+{{- if .Values.database.ownerSecret.name -}}
+{{- .Values.database.ownerSecret.name -}}
+{{- else if and .Values.secret.create (not .Values.secret.existingSecret) .Values.secret.values.BUZZ_OWNER_DATABASE_URL -}}
+{{- printf "%s-owner" (include "buzz-deletion.fullname" .) -}}
+{{- else -}}
+{{- fail "set database.ownerSecret.name to the Secret with the schema owner's URL (key database.ownerSecret.key): only `buzz-deletion migrate` connects as the owner, the workers' DATABASE_URL is the worker role (or disable migrations.enabled and migrate another way)" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "buzz-deletion.ownerSecretKey" -}}
+{{- if .Values.database.ownerSecret.name -}}
+{{- .Values.database.ownerSecret.key | default "BUZZ_OWNER_DATABASE_URL" -}}
+{{- else -}}
+BUZZ_OWNER_DATABASE_URL
+{{- end -}}
+{{- end -}}
+
+{{/*
 Environment shared by the worker and the migration Job: the connection Secret and
 the Temporal settings. Grace-period invariants are checked here so that no
 manifest renders with a worker that could be killed mid-activity.
