@@ -9,8 +9,8 @@ use crate::taxonomy::tenant_prefixes;
 use super::CommunityActivities;
 use super::failure::{PhaseError, PhaseResult};
 use super::heartbeat::{ProgressCell, heartbeating};
-use super::uploads::verify_no_uploads;
 use super::late;
+use super::uploads::verify_no_uploads;
 
 /// Redis passes that must each complete empty (SCAN is weakly consistent: one sparse pass could
 /// look empty while a key survives a cursor rollover).

@@ -10,12 +10,12 @@ use activities::store::Store;
 use sqlx::Connection;
 use uuid::Uuid;
 
-/// The shared test database's URL.
+/// The shared test database's URL as the schema owner (who may create databases).
 fn shared_url() -> String {
-    match std::env::var("DATABASE_URL") {
+    match std::env::var("BUZZ_OWNER_DATABASE_URL") {
         Ok(url) if !url.trim().is_empty() => url,
         _ => panic!(
-            "DATABASE_URL is not set: run `bash deploy/local/up && source .state/env` (PostgreSQL \
+            "BUZZ_OWNER_DATABASE_URL is not set: run `bash deploy/local/up && source .state/env` (PostgreSQL \
              on 127.0.0.1:55432) before `cargo test`"
         ),
     }
