@@ -70,12 +70,23 @@ async fn drop_database(name: &str) {
     let mut admin = sqlx::PgConnection::connect(&owner)
         .await
         .unwrap_or_else(|e| panic!("PostgreSQL not reachable: {e}"));
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
-    )))
-    .execute(&mut admin)
-    .await
-    .unwrap_or_else(|e| panic!("drop database {name}: {e}"));
+    let sql = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
+    // A killed worker's backends end a moment after its sockets close; until then the drop is
+    // refused (they belong to the worker role).
+    let mut attempts = 0;
+    loop {
+        match sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+            .execute(&mut admin)
+            .await
+        {
+            Ok(_) => return,
+            Err(_) if attempts < 40 => {
+                attempts += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            }
+            Err(e) => panic!("drop database {name}: {e}"),
+        }
+    }
 }
 
 async fn exec(store: &Store, sql: &str) {
@@ -115,7 +126,7 @@ async fn cascading_key_into_tenant_data_blocks_until_dropped_then_the_deletion_c
         cache: shared.cache,
     };
     let queue = unique_queue("cascade");
-    let _worker = WorkerProcess::start(&queue, &[("DATABASE_URL", db.worker.as_str())]).await;
+    let worker = WorkerProcess::start(&queue, &[("DATABASE_URL", db.worker.as_str())]).await;
     let cli = Cli::new(&queue).with_env("DATABASE_URL", &db.worker);
 
     let host = unique_host("cascade");
@@ -209,6 +220,10 @@ async fn cascading_key_into_tenant_data_blocks_until_dropped_then_the_deletion_c
         notes_before,
         "the non-tenant table keeps every row, byte for byte"
     );
+    // The worker's connections (worker role) must be gone before the owner drops the database:
+    // `WITH (FORCE)` may only terminate the owner's own backends.
+    worker.crash().await;
+    stack.serving.pool().close().await;
     stack.store.pool().close().await;
     drop_database(&name).await;
 }
