@@ -193,20 +193,10 @@ async fn cascading_key_into_tenant_data_blocks_until_dropped_then_the_deletion_c
         "ALTER TABLE public.channel_notes DROP CONSTRAINT channel_notes_channel_fk",
     )
     .await;
-    cli.run(&[
-        "community",
-        "unblock",
-        &id,
-        "--unblocked-by",
-        "carol",
-        "--reason",
-        "dropped channel_notes_channel_fk",
-    ])
-    .await
-    .expect_code(0);
-    cli.run(&["community", "watch", &id, "--timeout-secs", "240"])
+    cli.unblock(&id, "carol", "dropped channel_notes_channel_fk")
         .await
         .expect_code(0);
+    cli.watch_to_end(&id).await;
 
     let after = snapshot(&stack, target.community_id).await;
     assert_eq!(after.row_count(), 0, "{:?}", after.rows);

@@ -130,20 +130,10 @@ async fn a_request_repointed_at_a_neighbour_blocks_the_fence_naming_the_mismatch
 
     // Remediation: the row is restored from the approved evidence, then unblocked.
     point_request(&stack, &id, target.community_id, &host).await;
-    cli.run(&[
-        "community",
-        "unblock",
-        &id,
-        "--unblocked-by",
-        "carol",
-        "--reason",
-        "restored the request row",
-    ])
-    .await
-    .expect_code(0);
-    cli.run(&["community", "watch", &id, "--timeout-secs", "240"])
+    cli.unblock(&id, "carol", "restored the request row")
         .await
         .expect_code(0);
+    cli.watch_to_end(&id).await;
     let gone = snapshot(&stack, target.community_id).await;
     assert!(gone.versions.is_empty() && gone.keys.is_empty() && gone.row_count() == 0);
     assert_eq!(
@@ -356,20 +346,10 @@ async fn after_the_marker_an_abort_is_refused_audited_and_the_deletion_completes
     assert!(still["abort"].is_null(), "{still}");
 
     point_request(&stack, &id, target.community_id, &host).await;
-    cli.run(&[
-        "community",
-        "unblock",
-        &id,
-        "--unblocked-by",
-        "dave",
-        "--reason",
-        "restored the request row",
-    ])
-    .await
-    .expect_code(0);
-    cli.run(&["community", "watch", &id, "--timeout-secs", "240"])
+    cli.unblock(&id, "dave", "restored the request row")
         .await
         .expect_code(0);
+    cli.watch_to_end(&id).await;
     let gone = snapshot(&stack, target.community_id).await;
     assert!(gone.versions.is_empty() && gone.keys.is_empty() && gone.row_count() == 0);
     assert_eq!(

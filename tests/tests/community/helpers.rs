@@ -337,6 +337,27 @@ impl Cli {
         (id, digest)
     }
 
+    /// `community unblock ID --unblocked-by ACTOR --reason REASON`.
+    pub async fn unblock(&self, id: &str, actor: &str, reason: &str) -> CliRun {
+        self.run(&[
+            "community",
+            "unblock",
+            id,
+            "--unblocked-by",
+            actor,
+            "--reason",
+            reason,
+        ])
+        .await
+    }
+
+    /// `community watch ID` until the deletion ends (up to 240 s), which must be a completion.
+    pub async fn watch_to_end(&self, id: &str) {
+        self.run(&["community", "watch", id, "--timeout-secs", "240"])
+            .await
+            .expect_code(0);
+    }
+
     /// `community approve ID --approved-by APPROVER --digest DIGEST`.
     pub async fn approve(&self, id: &str, approver: &str, digest: &str) -> CliRun {
         self.run(&[

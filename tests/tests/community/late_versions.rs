@@ -148,9 +148,7 @@ async fn a_put_landing_after_its_lease_expired_and_after_the_fence_is_frozen_and
         vec![version.clone()]
     );
 
-    cli.run(&["community", "watch", &id, "--timeout-secs", "240"])
-        .await
-        .expect_code(0);
+    cli.watch_to_end(&id).await;
     assert_eq!(stage_of(&stack, request).await, "retention_pending");
     assert!(
         versions_of(&stack, community, &key).await.is_empty(),
@@ -267,20 +265,10 @@ async fn a_version_planted_after_the_freeze_blocks_verification_and_unblock_dele
     );
     assert_eq!(stage_of(&stack, request).await, "cache_purged");
 
-    cli.run(&[
-        "community",
-        "unblock",
-        &id,
-        "--unblocked-by",
-        "carol",
-        "--reason",
-        "stopped the rogue writer",
-    ])
-    .await
-    .expect_code(0);
-    cli.run(&["community", "watch", &id, "--timeout-secs", "240"])
+    cli.unblock(&id, "carol", "stopped the rogue writer")
         .await
         .expect_code(0);
+    cli.watch_to_end(&id).await;
 
     assert_eq!(stage_of(&stack, request).await, "retention_pending");
     assert!(

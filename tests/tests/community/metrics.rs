@@ -72,9 +72,7 @@ async fn metrics_endpoint_counts_exactly_what_a_deletion_removed_beside_the_sdk_
 
     let (id, digest) = cli.submit(&host, "alice", &[]).await;
     cli.approve(&id, "bob", &digest).await.expect_code(0);
-    cli.run(&["community", "watch", &id, "--timeout-secs", "240"])
-        .await
-        .expect_code(0);
+    cli.watch_to_end(&id).await;
 
     let inspection = stack
         .store

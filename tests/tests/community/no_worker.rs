@@ -270,9 +270,7 @@ async fn without_a_worker_every_command_answers_in_bounded_time_and_held_updates
 
     // A worker comes back: each held update is applied once.
     let _worker = WorkerProcess::start(&queue, &[]).await;
-    cli.run(&["community", "watch", &id, "--timeout-secs", "240"])
-        .await
-        .expect_code(0);
+    cli.watch_to_end(&id).await;
     let audit = stack
         .store
         .audit_events(request_id)

@@ -74,9 +74,7 @@ async fn redis_outage_mid_deletion_is_retried_and_the_deletion_completes() {
     );
     restart_stack().await;
 
-    cli.run(&["community", "watch", &id, "--timeout-secs", "240"])
-        .await
-        .expect_code(0);
+    cli.watch_to_end(&id).await;
     // Fresh connections: the test's own Redis connection died with the server.
     let stack = crate::helpers::stack().await;
     let after = snapshot(&stack, target.community_id).await;

@@ -90,17 +90,9 @@ async fn unknown_key_shape_blocks_naming_the_key_until_removed_and_unblocked() {
         .delete_versions(&versions)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    cli.run(&[
-        "community",
-        "unblock",
-        &id,
-        "--unblocked-by",
-        "carol",
-        "--reason",
-        "removed stray upload",
-    ])
-    .await
-    .expect_code(0);
+    cli.unblock(&id, "carol", "removed stray upload")
+        .await
+        .expect_code(0);
     let status = cli
         .wait_status(&id, 60, |s| {
             s["phase"] == "awaiting_approval" && s["blocked"].is_null()
@@ -111,9 +103,7 @@ async fn unknown_key_shape_blocks_naming_the_key_until_removed_and_unblocked() {
         .unwrap_or_default()
         .to_owned();
     cli.approve(&id, "bob", &digest).await.expect_code(0);
-    cli.run(&["community", "watch", &id, "--timeout-secs", "240"])
-        .await
-        .expect_code(0);
+    cli.watch_to_end(&id).await;
     let after = snapshot(&stack, target.community_id).await;
     assert!(after.versions.is_empty() && after.keys.is_empty() && after.row_count() == 0);
     let audit = cli

@@ -348,20 +348,10 @@ async fn a_per_key_access_denial_blocks_naming_the_key_until_the_policy_is_lifte
         "the denied key's versions survive the denial"
     );
 
-    cli.run(&[
-        "community",
-        "unblock",
-        &id,
-        "--unblocked-by",
-        "carol",
-        "--reason",
-        "lifted the bucket policy on the key",
-    ])
-    .await
-    .expect_code(0);
-    cli.run(&["community", "watch", &id, "--timeout-secs", "240"])
+    cli.unblock(&id, "carol", "lifted the bucket policy on the key")
         .await
         .expect_code(0);
+    cli.watch_to_end(&id).await;
     let after = snapshot(&stack, target.community_id).await;
     assert!(
         after.versions.is_empty(),
@@ -428,17 +418,9 @@ async fn an_upload_of_unknown_key_shape_blocks_the_inventory_naming_it_until_abo
         .abort_upload(&stray)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    cli.run(&[
-        "community",
-        "unblock",
-        &id,
-        "--unblocked-by",
-        "carol",
-        "--reason",
-        "aborted the stray upload",
-    ])
-    .await
-    .expect_code(0);
+    cli.unblock(&id, "carol", "aborted the stray upload")
+        .await
+        .expect_code(0);
     let status = cli
         .wait_status(&id, 60, |s| {
             s["phase"] == "awaiting_approval" && s["blocked"].is_null()
@@ -457,9 +439,7 @@ async fn an_upload_of_unknown_key_shape_blocks_the_inventory_naming_it_until_abo
         .sum();
     assert_eq!(uploads, 0, "{}", status["inventory"]);
     cli.approve(&id, "bob", &digest).await.expect_code(0);
-    cli.run(&["community", "watch", &id, "--timeout-secs", "240"])
-        .await
-        .expect_code(0);
+    cli.watch_to_end(&id).await;
     let after = snapshot(&stack, target.community_id).await;
     assert!(after.versions.is_empty() && after.keys.is_empty() && after.row_count() == 0);
 }
