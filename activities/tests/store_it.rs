@@ -1113,3 +1113,180 @@ async fn taxonomy_sweeps_are_recorded_and_listed_newest_first() {
     let latest = store.latest_sweeps(1000).await.expect("latest");
     assert!(latest.iter().any(|sweep| sweep.id == recorded.id));
 }
+
+#[tokio::test]
+async fn late_chunks_are_appended_after_the_frozen_ones_only_after_the_purges_and_stamped_apart() {
+    use activities::store::ChunkSet;
+    use activities::taxonomy::{ManifestEntry, VersionKind};
+
+    let store = store().await;
+    let mut fixture = drained(&store, 0, 2, 2).await;
+    let community = fixture.community.id;
+    let [media, _, _] = tenant_prefixes(community);
+    let late_key = format!("media/{}/{:064x}", community.hyphenated(), 0xfeed_u32);
+    let late = ManifestEntry::new(late_key.clone(), "v-late", VersionKind::Object);
+    let frozen = ManifestEntry::decode(&media_entries(community, 2)[0]).expect("decode");
+
+    // Not while the frozen manifest is being deleted.
+    let early = store
+        .append_late_chunk(&fixture.token, &media, &[late.encode()])
+        .await;
+    assert!(
+        matches!(early, Err(StoreError::WrongStage { .. })),
+        "{early:?}"
+    );
+
+    store
+        .mark_irreversible(&fixture.token)
+        .await
+        .expect("irreversible");
+    let ack = ChunkAck {
+        deleted: 2,
+        already_missing: 0,
+    };
+    assert!(
+        store
+            .stamp_chunk(&fixture.token, 0, ack)
+            .await
+            .expect("stamp")
+    );
+    store
+        .mark_bindings_removed(&fixture.token, serde_json::json!({}))
+        .await
+        .expect("bindings removed");
+    let token = fixture.claim(&[Stage::BindingsRemoved]).await;
+    store
+        .purge_postgres(&token, 100, |_, _| {})
+        .await
+        .expect("purge");
+    let token = fixture.claim(&[Stage::PostgresPurged]).await;
+    store
+        .advance(
+            &token,
+            Stage::PostgresPurged,
+            Stage::CachePurged,
+            serde_json::json!({}),
+        )
+        .await
+        .expect("cache purged");
+    let token = fixture.claim(&[Stage::CachePurged]).await;
+    let manifest_before = store
+        .load_destructive_manifest(fixture.request_id)
+        .await
+        .expect("manifest");
+
+    // What the manifest holds, and what it does not.
+    assert!(
+        store
+            .manifest_lists_version(fixture.request_id, &media, &frozen)
+            .await
+            .expect("q")
+    );
+    assert!(
+        !store
+            .manifest_lists_version(fixture.request_id, &media, &late)
+            .await
+            .expect("q")
+    );
+    // A neighbour's key is refused, and so is a key of the wrong shape.
+    let neighbour = format!("media/{}/{:064x}", Uuid::new_v4().hyphenated(), 1);
+    for foreign in [
+        ManifestEntry::new(neighbour, "v", VersionKind::Object).encode(),
+        ManifestEntry::new(
+            format!("media/{community}/notes.txt"),
+            "v",
+            VersionKind::Object,
+        )
+        .encode(),
+    ] {
+        let refused = store.append_late_chunk(&token, &media, &[foreign]).await;
+        assert!(
+            matches!(refused, Err(StoreError::ManifestMismatch { .. })),
+            "{refused:?}"
+        );
+    }
+
+    let chunk = store
+        .append_late_chunk(&token, &media, &[late.encode()])
+        .await
+        .expect("append late chunk");
+    assert_eq!(chunk.chunk_no, 1, "numbered after every frozen chunk");
+    assert_eq!(chunk.versions, 1);
+    assert!(
+        store
+            .manifest_lists_version(fixture.request_id, &media, &late)
+            .await
+            .expect("q")
+    );
+    // Frozen chunks are not readable in this stage; the late one is.
+    let frozen_read = store
+        .pending_chunks_of(&token, ChunkSet::Frozen, None, 10)
+        .await;
+    assert!(
+        matches!(frozen_read, Err(StoreError::WrongStage { .. })),
+        "{frozen_read:?}"
+    );
+    let pending = store
+        .pending_chunks_of(&token, ChunkSet::Late, None, 10)
+        .await
+        .expect("pending late");
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].entries, vec![late.encode()]);
+    // A late chunk is stamped only as a late chunk, and only once.
+    let one = ChunkAck {
+        deleted: 1,
+        already_missing: 0,
+    };
+    let wrong_set = store.stamp_chunk_of(&token, ChunkSet::Frozen, 1, one).await;
+    assert!(wrong_set.is_err(), "{wrong_set:?}");
+    assert!(
+        store
+            .stamp_chunk_of(&token, ChunkSet::Late, 1, one)
+            .await
+            .expect("stamp late")
+    );
+    assert!(
+        !store
+            .stamp_chunk_of(&token, ChunkSet::Late, 1, one)
+            .await
+            .expect("restamp")
+    );
+    assert_eq!(
+        store
+            .late_chunk_progress(fixture.request_id)
+            .await
+            .expect("p"),
+        (1, 1, 1)
+    );
+    assert!(
+        store
+            .pending_chunks_of(&token, ChunkSet::Late, None, 10)
+            .await
+            .expect("pending")
+            .is_empty()
+    );
+
+    // The bound manifest (summary and digest) is what it was; the trail names the late chunk.
+    assert_eq!(
+        store
+            .load_destructive_manifest(fixture.request_id)
+            .await
+            .expect("manifest"),
+        manifest_before
+    );
+    let events = store.audit_events(fixture.request_id).await.expect("audit");
+    let appended = events
+        .iter()
+        .find(|e| e.event == "late_chunk_appended")
+        .expect("late_chunk_appended");
+    assert_eq!(appended.detail["chunk_no"], 1);
+    assert_eq!(appended.detail["digest"], chunk.digest.as_str());
+    assert_eq!(appended.detail["entries"][0], late.encode().as_str());
+    let stamps: Vec<_> = events
+        .iter()
+        .filter(|e| e.event == "chunk_stamped")
+        .collect();
+    assert_eq!(stamps.len(), 2);
+    assert_eq!(stamps[1].detail["late"], true);
+    assert_eq!(stamps[0].detail["late"], false);
+}
