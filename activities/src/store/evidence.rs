@@ -56,15 +56,8 @@ pub(crate) async fn require_bound_evidence(
         )),
         Some(_) => {}
     }
-    // `frozen_inventory_in` already refused a document that does not hash to `request_digest`;
-    // checked again here so the three-way binding is stated in one place.
-    let frozen_digest = inventory.digest();
-    if frozen_digest != request_digest {
-        differences.push(format!(
-            "the frozen inventory hashes to {frozen_digest} but the request row's inventory \
-             digest is {request_digest}"
-        ));
-    }
+    // The third side of the binding, inventory ↔ request digest, is `frozen_inventory_in`'s own
+    // check: it refuses a document that does not hash to the request's digest.
     if differences.is_empty() {
         Ok(())
     } else {

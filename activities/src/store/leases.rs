@@ -67,20 +67,18 @@ fn ttl_seconds(ttl: Duration) -> StoreResult<f64> {
     Ok(ttl.as_secs_f64())
 }
 
-/// Live serving writes of the community, read inside the caller's transaction (the worker's
-/// fence reads the lease table directly; it holds SELECT on it).
+/// Live serving writes of the community, read inside the caller's transaction through
+/// `deletion.live_serving_writes` (migration 0007), the one definition of a live lease that the
+/// worker's fence and the serving side share.
 pub(crate) async fn live_serving_writes_in(
     conn: &mut PgConnection,
     community_id: Uuid,
 ) -> StoreResult<LiveServingWrites> {
-    let (count, operations): (i64, Vec<String>) = sqlx::query_as(
-        "SELECT count(*), coalesce(array_agg(DISTINCT operation ORDER BY operation), '{}') \
-         FROM deletion.serving_write_leases \
-         WHERE community_id = $1 AND released_at IS NULL AND expires_at > clock_timestamp()",
-    )
-    .bind(community_id)
-    .fetch_one(conn)
-    .await?;
+    let (count, operations): (i64, Vec<String>) =
+        sqlx::query_as("SELECT live_count, operations FROM deletion.live_serving_writes($1)")
+            .bind(community_id)
+            .fetch_one(conn)
+            .await?;
     Ok(LiveServingWrites {
         count: count_u64(count),
         operations,
@@ -272,15 +270,8 @@ impl Store {
     /// Unreleased, unexpired leases of the community and their operations.
     /// Callable by the worker and the serving role alike (SECURITY DEFINER function).
     pub async fn live_serving_writes(&self, community_id: Uuid) -> StoreResult<LiveServingWrites> {
-        let (count, operations): (i64, Vec<String>) =
-            sqlx::query_as("SELECT live_count, operations FROM deletion.live_serving_writes($1)")
-                .bind(community_id)
-                .fetch_one(&self.pool)
-                .await?;
-        Ok(LiveServingWrites {
-            count: count_u64(count),
-            operations,
-        })
+        let mut conn = self.pool.acquire().await?;
+        live_serving_writes_in(&mut conn, community_id).await
     }
 
     /// Stalled serving writes of the community (see [`StalledServingWrites`]): what the drain
