@@ -9,6 +9,7 @@ pub mod error;
 pub mod host;
 pub mod output;
 pub mod user_cmd;
+pub mod user_list;
 pub mod worker_wait;
 
 use cli::{Cli, Command};

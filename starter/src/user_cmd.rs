@@ -39,6 +39,10 @@ pub enum UserCommand {
         /// Why.
         #[arg(long)]
         reason: Option<String>,
+        /// Freeze a demo inventory of N communities (B, C, then generated ones; 1 to 1000)
+        /// instead of B and C, to exercise the bounds. The digest covers every community.
+        #[arg(long)]
+        demo_communities: Option<u32>,
     },
     /// Approve the frozen inventory digest (a second operator; two-person rule). Creates no
     /// stage rows.
@@ -81,6 +85,8 @@ pub enum UserCommand {
         /// Request id.
         id: Uuid,
     },
+    /// User-deletion requests from Postgres, newest first, filtered by state.
+    List(crate::cli::ListArgs),
 }
 
 /// A stage name on the command line.
@@ -130,7 +136,8 @@ pub async fn run(cmd: UserCommand, env: &UserCliEnv) -> anyhow::Result<i32> {
             target,
             requested_by,
             reason,
-        } => submit(env, target, requested_by, reason).await,
+            demo_communities,
+        } => submit(env, target, requested_by, reason, demo_communities).await,
         UserCommand::Approve {
             id,
             approved_by,
@@ -164,6 +171,7 @@ pub async fn run(cmd: UserCommand, env: &UserCliEnv) -> anyhow::Result<i32> {
             run_stages(env, id, options).await
         }
         UserCommand::Status { id } => status(env, id).await,
+        UserCommand::List(args) => crate::user_list::list(env, args).await,
     }
 }
 
@@ -172,9 +180,15 @@ async fn submit(
     target: String,
     requested_by: String,
     reason: Option<String>,
+    demo_communities: Option<u32>,
 ) -> anyhow::Result<i32> {
     if let Err(refusal) = validate_demo_target(&target) {
         return Ok(fail(2, &refusal.to_string()));
+    }
+    if let Some(size) = demo_communities
+        && let Err(refusal) = UserInventory::demo_sized(&target, size)
+    {
+        return Ok(fail(2, &format!("--demo-communities {size}: {refusal}")));
     }
     if requested_by.trim().is_empty() {
         return Ok(fail(2, "--requested-by must name the requesting operator"));
@@ -193,6 +207,7 @@ async fn submit(
         target,
         requested_by,
         reason,
+        demo_communities,
     };
     let options = WorkflowStartOptions::new(env.task_queue.clone(), workflow_id(id))
         .id_conflict_policy(WorkflowIdConflictPolicy::Fail)
@@ -551,6 +566,19 @@ fn describe_outcome(outcome: &RunOutcome) -> String {
         } => match community_id {
             Some(c) => format!("paused; current stage {stage} in {c} (pending)"),
             None => format!("paused; current stage {stage} (pending)"),
+        },
+        RunOutcome::HandlerBudgetReached {
+            limit,
+            stage,
+            community_id,
+            ..
+        } => match community_id {
+            Some(c) => format!(
+                "paused after {limit} handlers, the budget of one run; current stage {stage} in {c} (pending); run again to continue"
+            ),
+            None => format!(
+                "paused after {limit} handlers, the budget of one run; current stage {stage} (pending); run again to continue"
+            ),
         },
         RunOutcome::Completed => "completed".into(),
         RunOutcome::AlreadyCompleted => "already completed; nothing changed".into(),

@@ -42,3 +42,7 @@ pub const LATE_OBJECT_VERSION_FAILURE_TYPE: &str = "BuzzLateObjectVersion";
 /// the irreversible point (`irreversible_at`) before the abort; the refusal is already in the
 /// audit trail. Non-retryable.
 pub const ABORT_REFUSED_FAILURE_TYPE: &str = "BuzzAbortRefused";
+/// The `ApplicationFailure` type name of `user.execute_stage` refusing to start a handler because
+/// the database's clock is still before the request's saved retry deadline. Non-retryable: the
+/// workflow answers the run `retry_not_due` with the saved deadline instead of waiting.
+pub const RETRY_NOT_DUE_FAILURE_TYPE: &str = "BuzzRetryNotDue";

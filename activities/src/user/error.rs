@@ -1,6 +1,8 @@
 //! Every way a user-deletion store call can fail, each classified once as permanent or transient.
 
 use uuid::Uuid;
+use workflows::user::StoredInventoryError;
+use workflows::user::policy::MAX_STAGES;
 
 use crate::failure::{Classified, Severity};
 
@@ -78,12 +80,49 @@ pub enum UserStoreError {
     /// A saved row cannot be read back into its typed form.
     #[error("unreadable saved row: {0}")]
     CorruptRow(String),
+    /// The stored inventory is not the approved one, of a version this build does not know, or
+    /// too large: nothing may run from it.
+    #[error("request {request_id}: {source}")]
+    StoredInventory {
+        /// The request.
+        request_id: Uuid,
+        /// What is wrong with the stored inventory.
+        source: StoredInventoryError,
+    },
+    /// The stage history has more rows than reconstruction may read; the read stopped there.
+    #[error(
+        "request {request_id} has more than {MAX_STAGES} stage rows (the limit reconstruction reads); refusing to read its history"
+    )]
+    TooManyStages {
+        /// The request.
+        request_id: Uuid,
+    },
+    /// The database's clock is before the request's saved retry deadline: the handler may not
+    /// start yet, whatever the caller's clock says.
+    #[error(
+        "request {request_id}: the store refused to start stage row {stage_id} before its retry deadline {next_attempt_at} (database time {database_now}); the retry deadline has not passed"
+    )]
+    RetryNotDue {
+        /// The request.
+        request_id: Uuid,
+        /// The row whose handler was to start.
+        stage_id: Uuid,
+        /// The saved deadline (RFC 3339).
+        next_attempt_at: String,
+        /// The database's `now()` when it refused (RFC 3339).
+        database_now: String,
+    },
 }
 
 impl UserStoreError {
     /// Whether the error is a refused write of a stale attempt.
     pub fn is_stale_generation(&self) -> bool {
         matches!(self, UserStoreError::StaleGeneration { .. })
+    }
+
+    /// Whether the error is the store's refusal of a handler start before the retry deadline.
+    pub fn is_retry_not_due(&self) -> bool {
+        matches!(self, UserStoreError::RetryNotDue { .. })
     }
 }
 
@@ -107,7 +146,10 @@ impl Classified for UserStoreError {
             | UserStoreError::NotCurrent { .. }
             | UserStoreError::StaleGeneration { .. }
             | UserStoreError::TransitionConflict { .. }
-            | UserStoreError::CorruptRow(_) => Severity::Permanent,
+            | UserStoreError::CorruptRow(_)
+            | UserStoreError::StoredInventory { .. }
+            | UserStoreError::TooManyStages { .. }
+            | UserStoreError::RetryNotDue { .. } => Severity::Permanent,
         }
     }
 }

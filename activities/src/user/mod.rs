@@ -12,15 +12,17 @@ use sqlx::PgPool;
 use temporalio_macros::activities;
 use temporalio_sdk::ApplicationFailure;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
-use workflows::contract::{PERMANENT_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE};
+use workflows::contract::{
+    PERMANENT_FAILURE_TYPE, RETRY_NOT_DUE_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE,
+};
 use workflows::user::{
-    BlockedInput, CommitTransitionInput, CommittedTransition, ExecuteStageInput, ProgressSnapshot,
-    RegisterUserInput, RegisteredUserRequest, StageKind, StageOutcome, UserApprovalInput,
-    UserApprovalRecord, UserRequestRef,
+    ApprovedInventory, BlockedInput, CommitTransitionInput, CommittedTransition, ExecuteStageInput,
+    ProgressSnapshot, RegisterUserInput, RegisteredUserRequest, StageKind, StageOutcome,
+    UserApprovalInput, UserApprovalRecord, UserRequestRef,
 };
 
 pub use error::UserStoreError;
-pub use store::{StageRowView, StageStart, UserRequestView, UserStore};
+pub use store::{StageRowView, StageStart, UserRequestSummary, UserRequestView, UserStore};
 
 use crate::failure::{Classified, Severity};
 use handlers::{HandlerError, run_dummy_handler};
@@ -155,6 +157,19 @@ impl UserActivities {
         }
     }
 
+    /// Reads the stored inventory back and verifies it against the approval.
+    #[activity(definition = workflows::user::LoadApprovedInventory)]
+    pub async fn load_approved_inventory(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: UserRequestRef,
+    ) -> Result<ApprovedInventory, ActivityError> {
+        self.store
+            .load_approved_inventory(input.request_id)
+            .await
+            .map_err(activity_error)
+    }
+
     /// Saves why a run was blocked.
     #[activity(definition = workflows::user::RecordBlocked)]
     pub async fn record_blocked(
@@ -178,6 +193,8 @@ fn activity_error(error: UserStoreError) -> ActivityError {
         Severity::Permanent => {
             let type_name = if error.is_stale_generation() {
                 STALE_GENERATION_FAILURE_TYPE
+            } else if error.is_retry_not_due() {
+                RETRY_NOT_DUE_FAILURE_TYPE
             } else {
                 PERMANENT_FAILURE_TYPE
             };
@@ -204,6 +221,7 @@ mod tests {
             user_activities::CommitTransition.name().to_string(),
             user_activities::ExecuteStage.name().to_string(),
             user_activities::RecordBlocked.name().to_string(),
+            user_activities::LoadApprovedInventory.name().to_string(),
         ];
         assert_eq!(
             implemented,

@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::approved::ApprovedInventory;
 use super::inventory::UserInventory;
 use super::policy::Transition;
 use super::stage::{StageKind, StageStatus};
@@ -266,12 +267,19 @@ activity_contract!(
     RecordBlocked = "user.record_blocked": BlockedInput => ()
 );
 
+activity_contract!(
+    /// Reads the stored inventory and the approval, and verifies the inventory's version and its
+    /// recomputed digest against the approval (read-only).
+    LoadApprovedInventory = "user.load_approved_inventory": UserRequestRef => ApprovedInventory
+);
+
 /// Every user activity name, for the test that checks the worker registers them all.
-pub const ACTIVITY_NAMES: [&str; 6] = [
+pub const ACTIVITY_NAMES: [&str; 7] = [
     "user.register",
     "user.record_approval",
     "user.load_progress",
     "user.commit_transition",
     "user.execute_stage",
     "user.record_blocked",
+    "user.load_approved_inventory",
 ];

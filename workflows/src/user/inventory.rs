@@ -16,6 +16,8 @@ pub const MAX_TARGET_LEN: usize = 200;
 pub const MAX_INVENTORY_COMMUNITIES: usize = 1_000;
 /// Version of the inventory encoding and of the stage rules that read it.
 pub const INVENTORY_VERSION: u32 = 1;
+/// Communities of a demo inventory when the submitter asks for no other size: B, then C.
+pub const DEFAULT_DEMO_COMMUNITIES: u32 = 2;
 
 /// Community B of the demo inventory: the user participates in it.
 pub const DEMO_PARTICIPANT_COMMUNITY: Uuid = Uuid::from_u128(0xb);
@@ -75,6 +77,11 @@ pub enum TargetError {
     /// Whitespace or control characters, or longer than [`MAX_TARGET_LEN`].
     #[error("target {0:?} must be at most 200 characters without whitespace or control characters")]
     Malformed(String),
+    /// A demo inventory of no community, or of more than [`MAX_INVENTORY_COMMUNITIES`].
+    #[error(
+        "a demo inventory of {0} communities cannot be frozen: it must list 1 to {MAX_INVENTORY_COMMUNITIES} communities"
+    )]
+    CommunityCount(u32),
 }
 
 /// Checks that `target` is an acceptable `demo:` target.
@@ -95,20 +102,22 @@ pub fn validate_demo_target(target: &str) -> Result<(), TargetError> {
 impl UserInventory {
     /// The artificial inventory of a demo target: B (participant), then C (former participant).
     pub fn demo(target: &str) -> Result<Self, TargetError> {
+        Self::demo_sized(target, DEFAULT_DEMO_COMMUNITIES)
+    }
+
+    /// An artificial inventory of `communities` communities (`user submit --demo-communities N`):
+    /// B, then C, then further generated communities (see [`demo_community`]). Two communities is
+    /// exactly [`UserInventory::demo`]. The digest covers every community, so the size approved is
+    /// the size run.
+    pub fn demo_sized(target: &str, communities: u32) -> Result<Self, TargetError> {
         validate_demo_target(target)?;
+        if communities == 0 || communities as usize > MAX_INVENTORY_COMMUNITIES {
+            return Err(TargetError::CommunityCount(communities));
+        }
         Ok(UserInventory {
             version: INVENTORY_VERSION,
             target: target.to_string(),
-            communities: vec![
-                InventoryCommunity {
-                    community_id: DEMO_PARTICIPANT_COMMUNITY,
-                    role: CommunityRole::Participant,
-                },
-                InventoryCommunity {
-                    community_id: DEMO_FORMER_PARTICIPANT_COMMUNITY,
-                    role: CommunityRole::FormerParticipant,
-                },
-            ],
+            communities: (0..communities).map(demo_community).collect(),
         })
     }
 
@@ -135,6 +144,30 @@ impl UserInventory {
         self.communities
             .iter()
             .find(|c| c.community_id == community_id)
+    }
+}
+
+/// Community `index` of a demo inventory: B (participant), C (former participant), then
+/// `00000000-0000-0000-0000-0001000000NN`, participant at even and former participant at odd
+/// indexes.
+pub fn demo_community(index: u32) -> InventoryCommunity {
+    match index {
+        0 => InventoryCommunity {
+            community_id: DEMO_PARTICIPANT_COMMUNITY,
+            role: CommunityRole::Participant,
+        },
+        1 => InventoryCommunity {
+            community_id: DEMO_FORMER_PARTICIPANT_COMMUNITY,
+            role: CommunityRole::FormerParticipant,
+        },
+        n => InventoryCommunity {
+            community_id: Uuid::from_u128(0x1_0000_0000 + u128::from(n)),
+            role: if n % 2 == 0 {
+                CommunityRole::Participant
+            } else {
+                CommunityRole::FormerParticipant
+            },
+        },
     }
 }
 
@@ -192,5 +225,26 @@ mod tests {
         let mut reordered = a.clone();
         reordered.communities.reverse();
         assert_ne!(a.digest(), reordered.digest());
+    }
+
+    #[test]
+    fn sized_demo_inventories_extend_b_and_c_and_stop_at_the_limit() {
+        let two = UserInventory::demo_sized("demo:alice", 2).unwrap();
+        assert_eq!(two, UserInventory::demo("demo:alice").unwrap());
+        let big = UserInventory::demo_sized("demo:alice", 1_000).unwrap();
+        assert_eq!(big.communities.len(), 1_000);
+        assert_eq!(big.communities[..2], two.communities[..]);
+        let distinct: std::collections::BTreeSet<Uuid> =
+            big.communities.iter().map(|c| c.community_id).collect();
+        assert_eq!(distinct.len(), 1_000, "every community is listed once");
+        assert_ne!(big.digest(), two.digest(), "the digest covers the size");
+        assert_eq!(
+            UserInventory::demo_sized("demo:alice", 1_001),
+            Err(TargetError::CommunityCount(1_001))
+        );
+        assert_eq!(
+            UserInventory::demo_sized("demo:alice", 0),
+            Err(TargetError::CommunityCount(0))
+        );
     }
 }

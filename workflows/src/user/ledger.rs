@@ -146,9 +146,15 @@ impl RunLedger {
     /// Records the end of run `run` and moves to the phase its outcome implies.
     pub fn finish_run(&mut self, run: u64, handlers_run: u32, outcome: RunOutcome) {
         match &outcome {
-            RunOutcome::Paused { .. } => {
+            RunOutcome::Paused { .. } | RunOutcome::HandlerBudgetReached { .. } => {
                 self.phase = UserPhase::Paused;
                 self.retry = None;
+            }
+            // The store refused an early start: the saved deadline (perhaps later than the one
+            // this workflow knew) gates the next run.
+            RunOutcome::RetryNotDue { retry } => {
+                self.phase = UserPhase::RetryWait;
+                self.retry = Some(retry.clone());
             }
             RunOutcome::Completed | RunOutcome::AlreadyCompleted => {
                 self.phase = UserPhase::Completed;
@@ -160,9 +166,7 @@ impl RunLedger {
             }
             // The saved retry state (if any) still gates the next run.
             RunOutcome::Blocked { .. } => self.phase = UserPhase::Blocked,
-            RunOutcome::RetryNotDue { .. }
-            | RunOutcome::RunInProgress
-            | RunOutcome::NotApproved => {}
+            RunOutcome::RunInProgress | RunOutcome::NotApproved => {}
         }
         self.pending_run = None;
         self.runs_finished = run;
@@ -336,5 +340,68 @@ mod tests {
             })
         ));
         assert_eq!(ledger, before);
+    }
+
+    #[test]
+    fn an_early_start_refused_by_the_store_gates_runs_on_the_saved_deadline() {
+        let mut ledger = RunLedger {
+            phase: UserPhase::RetryWait,
+            retry: Some(RetryState {
+                retry_count: 1,
+                next_attempt_at: "2030-01-01T00:00:30Z".into(),
+                next_attempt_at_unix_ms: 30_000,
+            }),
+            ..RunLedger::default()
+        };
+        // The workflow clock says the deadline it knows has passed...
+        let Admission::Queued(run) = ledger.admit_run(RunOptions::default(), 31_000) else {
+            panic!("the workflow clock admits the run");
+        };
+        // ...but the database's deadline is later, and the store refused the start.
+        let later = RetryState {
+            retry_count: 1,
+            next_attempt_at: "2030-01-01T01:00:30Z".into(),
+            next_attempt_at_unix_ms: 3_630_000,
+        };
+        let outcome = RunOutcome::RetryNotDue {
+            retry: later.clone(),
+        };
+        assert!(outcome.needs_attention());
+        ledger.finish_run(run, 0, outcome);
+        assert_eq!(ledger.phase, UserPhase::RetryWait);
+        assert_eq!(ledger.retry, Some(later.clone()));
+        assert_eq!(
+            ledger.admit_run(RunOptions::default(), 31_000),
+            Admission::Answer(RunReport {
+                run: 0,
+                handlers_run: 0,
+                outcome: RunOutcome::RetryNotDue { retry: later }
+            }),
+            "the next run is refused by the saved deadline, not left running"
+        );
+    }
+
+    #[test]
+    fn a_run_that_reached_its_handler_budget_pauses_and_the_next_run_is_admitted() {
+        let mut ledger = RunLedger {
+            phase: UserPhase::Approved,
+            ..RunLedger::default()
+        };
+        let Admission::Queued(run) = ledger.admit_run(RunOptions::default(), 0) else {
+            panic!("first run must be admitted");
+        };
+        let outcome = RunOutcome::HandlerBudgetReached {
+            limit: 100,
+            stage_id: Uuid::nil(),
+            stage: "purge_db".into(),
+            community_id: None,
+        };
+        assert!(!outcome.needs_attention(), "a budget pause exits 0");
+        ledger.finish_run(run, 100, outcome);
+        assert_eq!(ledger.phase, UserPhase::Paused);
+        assert_eq!(
+            ledger.admit_run(RunOptions::default(), 0),
+            Admission::Queued(2)
+        );
     }
 }

@@ -24,6 +24,10 @@ pub struct UserDeletionInput {
     /// Free-text reason.
     #[serde(default)]
     pub reason: Option<String>,
+    /// Size of the demo inventory to freeze (`user submit --demo-communities N`); none means
+    /// B and C. Recorded as the inventory's community list, so the approved digest covers it.
+    #[serde(default)]
+    pub demo_communities: Option<u32>,
 }
 
 /// Where a user deletion stands, as the workflow sees it.
@@ -113,6 +117,18 @@ pub enum RunOutcome {
         /// Its community.
         community_id: Option<Uuid>,
     },
+    /// The run executed its budget of handlers (`MAX_HANDLERS_PER_RUN`) and paused so that it
+    /// returns to its operator; the next run continues from the current row.
+    HandlerBudgetReached {
+        /// Handlers one run may execute.
+        limit: u32,
+        /// The current row, not started.
+        stage_id: Uuid,
+        /// Its stage.
+        stage: String,
+        /// Its community.
+        community_id: Option<Uuid>,
+    },
     /// The last transition committed: the request is completed.
     Completed,
     /// The request was already completed; nothing was changed.
@@ -130,7 +146,8 @@ pub enum RunOutcome {
         /// The saved retry state.
         retry: RetryState,
     },
-    /// Refused: the saved retry deadline has not passed. Nothing was changed.
+    /// Refused: the saved retry deadline has not passed (by the workflow's clock at admission, or
+    /// by the database's clock when the store refused the handler's start). Nothing was changed.
     RetryNotDue {
         /// The saved retry state.
         retry: RetryState,
@@ -151,7 +168,10 @@ impl RunOutcome {
     pub fn needs_attention(&self) -> bool {
         !matches!(
             self,
-            RunOutcome::Paused { .. } | RunOutcome::Completed | RunOutcome::AlreadyCompleted
+            RunOutcome::Paused { .. }
+                | RunOutcome::HandlerBudgetReached { .. }
+                | RunOutcome::Completed
+                | RunOutcome::AlreadyCompleted
         )
     }
 }

@@ -4,7 +4,9 @@
 //! Handlers are dummies that change no tenant data and only `demo:` targets are accepted; the
 //! orchestration, the durable stage history and every recovery path are real.
 
+pub mod approved;
 pub mod contracts;
+pub mod early_start;
 pub mod inventory;
 pub mod ledger;
 pub mod messages;
@@ -12,6 +14,7 @@ pub mod policy;
 pub mod stage;
 pub mod workflow;
 
+pub use approved::{ApprovedInventory, StoredInventoryError};
 pub use contracts::*;
 pub use inventory::{UserInventory, validate_demo_target};
 pub use messages::*;

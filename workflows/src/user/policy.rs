@@ -328,6 +328,20 @@ pub enum ReconstructionError {
         /// Its position (0 = initial).
         position: usize,
     },
+    /// A row's saved inputs are not what the approved inventory gives for its stage.
+    #[error(
+        "stage row {stage_id} ({stage}): its saved inputs {saved} are not what the approved inventory gives ({expected}); refusing to run inputs nobody approved"
+    )]
+    InputsDiffer {
+        /// The row.
+        stage_id: Uuid,
+        /// Its stage.
+        stage: StageKind,
+        /// As saved.
+        saved: serde_json::Value,
+        /// As the approved inventory gives them.
+        expected: serde_json::Value,
+    },
     /// The `gate_user` row names a community.
     #[error("stage row {stage_id}: gate_user must not name a community")]
     GateNamesCommunity {
@@ -510,7 +524,7 @@ fn order_by_predecessor(records: &[StageRecord]) -> Result<Vec<StageRecord>, Rec
 }
 
 /// `gate_user` only first and without a community; community stages only later, naming an
-/// inventory community.
+/// inventory community; every row's inputs exactly what the approved inventory gives its stage.
 fn check_placement(
     inventory: &UserInventory,
     record: &StageRecord,
@@ -524,11 +538,29 @@ fn check_placement(
             position,
         });
     }
-    if stage.is_per_community() {
-        inventory_community(inventory, record, stage)?;
+    let expected = if stage.is_per_community() {
+        let community_id = inventory_community(inventory, record, stage)?;
+        successor_stage(
+            inventory,
+            &NextStage {
+                stage,
+                community_id,
+            },
+        )
+        .inputs
     } else if record.community_id.is_some() {
         return Err(ReconstructionError::GateNamesCommunity {
             stage_id: record.id,
+        });
+    } else {
+        initial_stage(inventory).inputs
+    };
+    if record.inputs != expected {
+        return Err(ReconstructionError::InputsDiffer {
+            stage_id: record.id,
+            stage,
+            saved: record.inputs.clone(),
+            expected,
         });
     }
     Ok(())
@@ -844,6 +876,35 @@ mod tests {
             Err(ReconstructionError::Policy(
                 PolicyError::CommunityNotInInventory { .. }
             ))
+        ));
+    }
+
+    #[test]
+    fn inputs_that_differ_from_the_approved_inventory_fail_reconstruction_naming_the_row() {
+        let rows = run_to_end(&|_| true)[2].clone();
+        assert!(reconstruct(&inventory(), &rows).is_ok());
+
+        let mut other_role = rows.clone();
+        other_role[2].inputs["role"] = json!("former_participant");
+        let refusal = reconstruct(&inventory(), &other_role).unwrap_err();
+        assert!(
+            matches!(refusal, ReconstructionError::InputsDiffer { stage_id, .. } if stage_id == rows[2].id),
+            "{refusal}"
+        );
+        assert!(refusal.to_string().contains(&rows[2].id.to_string()));
+
+        let mut other_target = rows.clone();
+        other_target[0].inputs["target"] = json!("demo:mallory");
+        assert!(matches!(
+            reconstruct(&inventory(), &other_target),
+            Err(ReconstructionError::InputsDiffer { .. })
+        ));
+
+        // The same rows read against another approved inventory (another target) are refused.
+        let bob = UserInventory::demo("demo:bob").unwrap();
+        assert!(matches!(
+            reconstruct(&bob, &rows),
+            Err(ReconstructionError::InputsDiffer { .. })
         ));
     }
 }

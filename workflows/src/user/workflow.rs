@@ -20,11 +20,12 @@ use uuid::Uuid;
 
 use super::contracts::{
     BlockedInput, CommitTransition, CommitTransitionInput, CommittedTransition, ExecuteStage,
-    ExecuteStageInput, LoadProgress, RecordBlocked, RecordUserApproval, RegisterUser,
-    RegisterUserInput, StageOutcome, StageRecord, TransitionCommand, UserApprovalInput,
-    UserApprovalRecord, UserApproveRequest, UserRequestRef,
+    ExecuteStageInput, LoadApprovedInventory, LoadProgress, RecordBlocked, RecordUserApproval,
+    RegisterUser, RegisterUserInput, StageOutcome, StageRecord, TransitionCommand,
+    UserApprovalInput, UserApprovalRecord, UserApproveRequest, UserRequestRef,
 };
-use super::inventory::{TargetError, UserInventory};
+use super::early_start::store_refused_early_start;
+use super::inventory::{DEFAULT_DEMO_COMMUNITIES, TargetError, UserInventory};
 use super::ledger::{Admission, RunLedger};
 use super::messages::{
     Registration, RunOptions, RunOutcome, RunReport, UserDeletionInput, UserDeletionOutcome,
@@ -32,7 +33,9 @@ use super::messages::{
 };
 use super::policy::{Position, decide, initial_stage, reconstruct, successor_stage};
 use super::stage::StageStatus;
-use crate::contract::{PERMANENT_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE};
+use crate::contract::{
+    PERMANENT_FAILURE_TYPE, RETRY_NOT_DUE_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE,
+};
 use crate::search;
 
 /// How long after a handler failure its row may be retried.
@@ -63,7 +66,10 @@ impl UserDeletion {
     fn new(_ctx: &WorkflowContextView, input: UserDeletionInput) -> Self {
         UserDeletion {
             request_id: input.request_id,
-            inventory: UserInventory::demo(&input.target),
+            inventory: UserInventory::demo_sized(
+                &input.target,
+                input.demo_communities.unwrap_or(DEFAULT_DEMO_COMMUNITIES),
+            ),
             requested_by: input.requested_by,
             reason: input.reason,
             target: input.target,
@@ -105,7 +111,7 @@ impl UserDeletion {
             let Some((run, options)) = ctx.state(|s| s.ledger.pending_run.clone()) else {
                 continue;
             };
-            let (outcome, handlers_run) = drive_run(ctx, request_id, &inventory, &options).await;
+            let (outcome, handlers_run) = drive_run(ctx, request_id, &options).await;
             if let RunOutcome::Blocked { reason } = &outcome {
                 let blocked = BlockedInput {
                     request_id,
@@ -256,12 +262,32 @@ impl UserDeletion {
 }
 
 /// Executes stages until the run must pause; returns how it ended and how many handlers ran.
+/// Every run first reads the approved inventory back from Postgres (verified against the
+/// approval's digest and this build's known versions); the workflow never trusts its own copy.
 async fn drive_run(
     ctx: &mut WorkflowContext<UserDeletion>,
     request_id: Uuid,
-    inventory: &UserInventory,
     options: &RunOptions,
 ) -> (RunOutcome, u32) {
+    let approved = match ctx
+        .execute_activity(
+            LoadApprovedInventory,
+            UserRequestRef { request_id },
+            store_options(),
+        )
+        .await
+    {
+        Ok(approved) => approved,
+        Err(e) => {
+            return (
+                RunOutcome::Blocked {
+                    reason: describe(&e),
+                },
+                0,
+            );
+        }
+    };
+    let inventory = &approved.inventory;
     let mut handlers_run = 0;
     loop {
         match advance_one(ctx, request_id, inventory, options, handlers_run).await {
@@ -332,11 +358,25 @@ async fn advance_one(
     } else {
         if handlers_run >= MAX_HANDLERS_PER_RUN {
             return Ok(Step::Stop {
-                outcome: paused_at(&current),
+                outcome: RunOutcome::HandlerBudgetReached {
+                    limit: MAX_HANDLERS_PER_RUN,
+                    stage_id: current.id,
+                    stage: current.stage.clone(),
+                    community_id: current.community_id,
+                },
                 handler_ran: false,
             });
         }
-        match execute(ctx, request_id, &current, options).await? {
+        let executed = execute(ctx, request_id, &current, options).await;
+        if let Err(e) = &executed
+            && let Some(outcome) = store_refused_early_start(e, snapshot.retry.as_ref())
+        {
+            return Ok(Step::Stop {
+                outcome,
+                handler_ran: false,
+            });
+        }
+        match executed.map_err(|e| describe(&e))? {
             StageOutcome::Completed {
                 result,
                 handler_ran,
@@ -411,7 +451,7 @@ async fn execute(
     request_id: Uuid,
     row: &StageRecord,
     options: &RunOptions,
-) -> Result<StageOutcome, String> {
+) -> Result<StageOutcome, ActivityExecutionError> {
     let delay = Duration::from_millis(options.directives.stage_delay_ms);
     let input = ExecuteStageInput {
         request_id,
@@ -427,7 +467,6 @@ async fn execute(
             .build();
     ctx.execute_activity(ExecuteStage, input, handler_options)
         .await
-        .map_err(|e| describe(&e))
 }
 
 /// Store calls are short; transient failures are retried without limit (visible in the Web UI as
@@ -446,6 +485,7 @@ fn retry_policy() -> RetryPolicy {
         .non_retryable_error_types([
             PERMANENT_FAILURE_TYPE.to_string(),
             STALE_GENERATION_FAILURE_TYPE.to_string(),
+            RETRY_NOT_DUE_FAILURE_TYPE.to_string(),
         ])
         .build()
 }

@@ -7,6 +7,8 @@
 //! transition is a compare-and-set from the row the workflow expects to be current; and every
 //! write is idempotent under retry (a repeated call finds its earlier effect and returns it).
 
+mod approved;
+mod listing;
 mod requests;
 mod stages;
 mod views;
@@ -15,6 +17,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use sqlx::PgPool;
 use uuid::Uuid;
 
+pub use listing::{MAX_LIST_ROWS, UserRequestSummary};
 pub use stages::StageStart;
 pub use views::{StageRowView, UserRequestView};
 

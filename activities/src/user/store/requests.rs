@@ -23,11 +23,14 @@ impl UserStore {
             request_id: input.request_id,
             reason,
         };
-        let expected = UserInventory::demo(&input.target).map_err(|e| refused(e.to_string()))?;
+        let size = u32::try_from(input.inventory.communities.len()).unwrap_or(u32::MAX);
+        let expected =
+            UserInventory::demo_sized(&input.target, size).map_err(|e| refused(e.to_string()))?;
         if input.inventory != expected {
-            return Err(refused(
-                "it is not the demo inventory (B participant, then C former participant)".into(),
-            ));
+            return Err(refused(format!(
+                "it is not the demo inventory of {size} communities (B participant, C former \
+                 participant, then the generated ones)"
+            )));
         }
         if input.inventory_digest != expected.digest() {
             return Err(refused(format!(
@@ -186,11 +189,13 @@ impl UserStore {
         })
     }
 
-    /// Saves why a run stopped on a broken invariant as the request's last error.
+    /// Saves why a run stopped on a broken invariant as the request's last error and blocked
+    /// reason (`user list --state blocked`); the next successful transition clears both.
     pub async fn record_blocked(&self, request_id: Uuid, reason: &str) -> UserStoreResult<()> {
         let mut tx = self.pool.begin().await?;
         let updated = sqlx::query(
-            "UPDATE deletion.requests SET last_error = $2, updated_at = now() \
+            "UPDATE deletion.requests SET last_error = $2, blocked_reason = $2, \
+                 blocked_stage = stage, blocked_at = now(), updated_at = now() \
              WHERE id = $1 AND kind = 'user'",
         )
         .bind(request_id)

@@ -102,6 +102,32 @@ async fn successor_of(tx: &mut Tx<'_>, stage_id: Uuid) -> UserStoreResult<Option
     .await?)
 }
 
+/// Refuses a handler start while the database's clock is before the request's saved retry
+/// deadline. The deadline was stamped with the database's clock (`now()` at the failure), so the
+/// same clock decides; the caller's (workflow) clock is never trusted for it. Runs under the
+/// request row lock.
+async fn refuse_before_deadline(
+    tx: &mut Tx<'_>,
+    request_id: Uuid,
+    stage_id: Uuid,
+) -> UserStoreResult<()> {
+    let (deadline, now): (Option<DateTime<Utc>>, DateTime<Utc>) = sqlx::query_as(
+        "SELECT next_attempt_at, now() FROM deletion.requests WHERE id = $1 AND kind = 'user'",
+    )
+    .bind(request_id)
+    .fetch_one(&mut **tx)
+    .await?;
+    match deadline {
+        Some(deadline) if now < deadline => Err(UserStoreError::RetryNotDue {
+            request_id,
+            stage_id,
+            next_attempt_at: rfc3339(deadline),
+            database_now: rfc3339(now),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// Refuses a write of an attempt whose generation is no longer the request's.
 fn check_generation(request_id: Uuid, held: i64, current: i64) -> UserStoreResult<()> {
     if held == current {
@@ -253,7 +279,8 @@ impl UserStore {
     /// Starts a handler attempt on the current row `stage_id`: bumps the request's execution
     /// generation, marks the row running (attempt + 1, latest start now, first start kept) and
     /// returns the generation every later write of this attempt must carry. A row whose result is
-    /// already saved is not started again.
+    /// already saved is not started again. A start while the database's clock is before the saved
+    /// retry deadline is refused ([`UserStoreError::RetryNotDue`]).
     pub async fn start_stage(
         &self,
         request_id: Uuid,
@@ -282,6 +309,7 @@ impl UserStore {
             })?;
             return Ok(StageStart::AlreadyCompleted { result });
         }
+        refuse_before_deadline(&mut tx, request_id, stage_id).await?;
         let generation = generation + 1;
         sqlx::query(
             "UPDATE deletion.requests SET exec_generation = $2, stage = 'running', updated_at = now() \
@@ -432,12 +460,14 @@ async fn current_row(tx: &mut Tx<'_>, request_id: Uuid) -> UserStoreResult<Optio
 }
 
 /// Moves the request to `stage` after a committed transition: bumps the execution generation
-/// and clears the retry state (a successful transition ends any retry episode).
+/// and clears the retry state and any blocked reason (a successful transition ends any retry
+/// episode, and shows the block was resolved).
 async fn bump_generation(tx: &mut Tx<'_>, request_id: Uuid, stage: &str) -> UserStoreResult<()> {
     sqlx::query(
         "UPDATE deletion.requests \
          SET stage = $2, exec_generation = exec_generation + 1, retry_count = 0, \
              next_attempt_at = NULL, last_error = NULL, updated_at = now(), \
+             blocked_stage = NULL, blocked_reason = NULL, blocked_at = NULL, \
              completed_at = CASE WHEN $2 = 'completed' THEN now() ELSE completed_at END \
          WHERE id = $1",
     )

@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
+use workflows::user::policy::MAX_STAGES;
 use workflows::user::{ProgressSnapshot, RetryState, StageRecord, UserApprovalRecord};
 
 use super::{UserStore, UserStoreResult, rfc3339};
@@ -159,16 +160,24 @@ impl UserStore {
     }
 
     /// Every stage row of request `id`, in insertion order. Insertion order is for display only;
-    /// progress is read by following `previous_stage_id`.
+    /// progress is read by following `previous_stage_id`. The read is bounded: it fetches at
+    /// most [`MAX_STAGES`] + 1 rows and refuses ([`UserStoreError::TooManyStages`]) when the
+    /// history is longer than reconstruction may read.
     pub async fn stage_rows(&self, id: Uuid) -> UserStoreResult<Vec<StageRowView>> {
-        Ok(sqlx::query_as::<_, StageRowView>(concat!(
+        let rows = sqlx::query_as::<_, StageRowView>(concat!(
             "SELECT ",
             stage_columns!(),
-            " FROM deletion.user_stage_history WHERE request_id = $1 ORDER BY created_at, id"
+            " FROM deletion.user_stage_history WHERE request_id = $1 ORDER BY created_at, id \
+              LIMIT $2"
         ))
         .bind(id)
+        .bind(MAX_STAGES as i64 + 1)
         .fetch_all(&self.pool)
-        .await?)
+        .await?;
+        if rows.len() > MAX_STAGES {
+            return Err(UserStoreError::TooManyStages { request_id: id });
+        }
+        Ok(rows)
     }
 
     /// The request's lifecycle, retry state and stage history, as the workflow's policy reads it.
