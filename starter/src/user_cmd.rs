@@ -13,7 +13,7 @@ use temporalio_client::{Client, RpcOptions, WorkflowIdConflictPolicy, WorkflowSt
 use temporalio_common::search_attributes::SearchAttributes;
 use uuid::Uuid;
 
-use activities::user::{StageRowView, UserRequestView, UserStore};
+use activities::user::{StageRowView, UserRequestView, UserStore, UserStoreError};
 use workflows::user::policy::{Position, reconstruct};
 use workflows::user::{
     HandlerDirectives, Registration, RunOptions, RunOutcome, RunReport, StageKind,
@@ -407,18 +407,26 @@ impl RequestSnapshot {
     async fn read(store: &UserStore, id: Uuid) -> anyhow::Result<Self> {
         let request = store.request_view(id).await?;
         let approval = store.approval(id).await?;
-        let mut stages = store.stage_rows(id).await?;
+        // A history longer than the read bound is shown as unreadable, not as an empty request.
+        let (mut stages, too_long) = match store.stage_rows(id).await {
+            Ok(stages) => (stages, None),
+            Err(refusal @ UserStoreError::TooManyStages { .. }) => {
+                (Vec::new(), Some(refusal.to_string()))
+            }
+            Err(other) => return Err(other.into()),
+        };
         let inventory: Option<UserInventory> = request
             .as_ref()
             .and_then(|r| r.inventory.clone())
             .map(serde_json::from_value)
             .transpose()
             .context("the saved inventory is unreadable")?;
-        let progress = match inventory {
-            None => ProgressView::Unreadable {
+        let progress = match (inventory, too_long) {
+            (_, Some(error)) => ProgressView::Unreadable { error },
+            (None, None) => ProgressView::Unreadable {
                 error: "the request has no saved inventory".into(),
             },
-            Some(inventory) => progress_of(&inventory, &mut stages),
+            (Some(inventory), None) => progress_of(&inventory, &mut stages),
         };
         Ok(RequestSnapshot {
             request,

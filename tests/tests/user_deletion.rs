@@ -4,7 +4,11 @@
 //! Modules:
 //! - `support`: the stack (Postgres, test server, worker threads, the CLI binary) and snapshots.
 //! - `store`: the store's exclusion-proof guarantees, without Temporal.
+//! - `inventory_bounds`: the approved inventory as the source, the resource bounds, the store's
+//!   refusal of an early start, `user list`.
 
+#[path = "user_deletion/inventory_bounds.rs"]
+mod inventory_bounds;
 #[path = "user_deletion/store.rs"]
 mod store;
 #[path = "user_deletion/support.rs"]
@@ -447,6 +451,9 @@ async fn a_failed_handler_keeps_its_row_current_refuses_early_runs_and_resumes_a
         );
 
         stack.skip_time(Duration::from_secs(31)).await;
+        // The store enforces the deadline with the database's clock, which the test server's
+        // time skipping does not move: wait until Postgres says the deadline has passed.
+        wait_for_database_deadline(stack, id).await;
         run(stack, id, &["--executor-id", "worker-b"])
             .await
             .expect_exit(0);
@@ -570,4 +577,22 @@ async fn wait_for(stack: &Stack, id: Uuid, ready: impl Fn(&Snapshot) -> bool) ->
 async fn try_snapshot(stack: &Stack, id: Uuid) -> Option<Snapshot> {
     stack.store.request_view(id).await.ok().flatten()?;
     Some(stack.snapshot(id).await)
+}
+
+/// Waits (in real time) until the database's clock has passed request `id`'s saved retry
+/// deadline.
+async fn wait_for_database_deadline(stack: &Stack, id: Uuid) {
+    loop {
+        let due: bool = sqlx::query_scalar(
+            "SELECT coalesce(next_attempt_at <= now(), true) FROM deletion.requests WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_one(stack.store.pool())
+        .await
+        .expect("reading the saved retry deadline");
+        if due {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
