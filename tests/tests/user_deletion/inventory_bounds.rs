@@ -12,7 +12,7 @@ use workflows::user::UserPhase;
 use workflows::user::inventory::DEMO_PARTICIPANT_COMMUNITY as B;
 
 use super::support::{ApprovedRequest, CliRun, Stack, approve, submit_and_approve};
-use super::{run, target, with_one_worker};
+use super::{run, target, with_one_worker, with_stack};
 
 /// `user submit --target T --requested-by operator-a [extra…]`.
 async fn submit(stack: &Stack, target: &str, extra: &[&str]) -> CliRun {
@@ -191,7 +191,10 @@ async fn submit_freezes_at_most_a_thousand_communities_and_a_thousand_run() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_over_fifty_one_communities_pauses_after_exactly_one_hundred_handlers() {
-    with_one_worker(async |stack| {
+    with_stack(async |stack| {
+        // A caching worker: without a cache every one of the ~600 workflow tasks of these runs
+        // replays the whole history (minutes in a debug build, not what a deployed worker does).
+        let worker = stack.spawn_worker_with_cache("worker-a", 10);
         // 1 gate + 2 handlers in each of 51 communities = 103 handlers.
         let (id, _) = submit_sized_and_approve(stack, "budget", 51).await;
         let first = run(stack, id, &[]).await;
@@ -238,6 +241,7 @@ async fn a_run_over_fifty_one_communities_pauses_after_exactly_one_hundred_handl
                 .all(|r| r.status == "completed" && r.attempt == 1)
         );
         assert_eq!(finished.request.stage, "completed");
+        worker.shutdown();
     })
     .await;
 }

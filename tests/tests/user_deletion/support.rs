@@ -96,6 +96,13 @@ impl Stack {
 
     /// Starts a worker (workflow + user activities) on its own thread and runtime.
     pub fn spawn_worker(&self, name: &str) -> WorkerThread {
+        self.spawn_worker_with_cache(name, 0)
+    }
+
+    /// Starts a worker that caches up to `cached_workflows` workflows (0: none, every task replays
+    /// the whole history). Only for a test with a single worker that never dies: the Java test
+    /// server does not hand a dead worker's sticky tasks to another one.
+    pub fn spawn_worker_with_cache(&self, name: &str, cached_workflows: usize) -> WorkerThread {
         let (stop_tx, stop_rx) = oneshot::channel();
         let address = self.server.target.clone();
         let database_url = self.database_url.clone();
@@ -108,7 +115,14 @@ impl Stack {
                     .enable_all()
                     .build()
                     .expect("worker tokio runtime");
-                match runtime.block_on(run_worker(worker_name, address, database_url, stop_rx)) {
+                let worker = run_worker(
+                    worker_name,
+                    address,
+                    database_url,
+                    cached_workflows,
+                    stop_rx,
+                );
+                match runtime.block_on(worker) {
                     // Drops every task (handlers mid-sleep included) without completing anything:
                     // to the server the worker just vanished.
                     Stop::Kill => runtime.shutdown_background(),
@@ -259,6 +273,7 @@ async fn run_worker(
     name: String,
     address: String,
     database_url: String,
+    cached_workflows: usize,
     stop: oneshot::Receiver<Stop>,
 ) -> Stop {
     let pool = PgPoolOptions::new()
@@ -270,10 +285,10 @@ async fn run_worker(
     let runtime = Runtime::from_current_tokio(Default::default()).expect("temporal runtime");
     let options = WorkerOptions::new(workflows::TASK_QUEUE)
         .client_identity_override(name)
-        // No workflow cache, hence no sticky queue: the Java test server never hands a dead
-        // worker's sticky tasks to another worker. Every task then replays the whole history,
-        // which also proves the workflow deterministic.
-        .max_cached_workflows(0)
+        // By default no workflow cache, hence no sticky queue: the Java test server never hands a
+        // dead worker's sticky tasks to another worker. Every task then replays the whole
+        // history, which also proves the workflow deterministic.
+        .max_cached_workflows(cached_workflows)
         .register_workflow::<UserDeletion>()
         .expect("registering UserDeletion")
         .register_activities(UserActivities::new(pool))
