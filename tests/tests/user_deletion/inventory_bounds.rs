@@ -456,3 +456,45 @@ async fn user_list_filters_by_state_like_community_list() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stage_row_whose_inputs_are_not_the_approved_inventorys_blocks_naming_the_row() {
+    with_one_worker(async |stack| {
+        let ApprovedRequest { id } = submit_and_approve(stack, &target("inputs")).await;
+        run(stack, id, &["--next-step"]).await.expect_exit(0);
+        // The pending B purge_db row is given a role the approved inventory does not give B.
+        owner_execute(
+            stack,
+            "UPDATE deletion.user_stage_history \
+             SET inputs = jsonb_set(inputs, '{role}', '\"former_participant\"') \
+             WHERE request_id = $1 AND is_current",
+            id,
+        )
+        .await;
+        let before = stack.snapshot(id).await;
+        let tampered = before.rows[1].clone();
+        assert_eq!(
+            (tampered.stage.as_str(), tampered.community_id),
+            ("purge_db", Some(B))
+        );
+
+        let blocked = run(stack, id, &[]).await;
+        blocked.expect_exit(1);
+        assert!(
+            blocked.stderr.contains(&tampered.id.to_string())
+                && blocked
+                    .stderr
+                    .contains("are not what the approved inventory gives"),
+            "the refusal names the row: {}",
+            blocked.stderr
+        );
+        let after = stack.snapshot(id).await;
+        assert_eq!(after.rows, before.rows, "the row's handler did not run");
+        assert_eq!(
+            after.request.exec_generation,
+            before.request.exec_generation
+        );
+        assert_eq!(stack.workflow_status(id).await.phase, UserPhase::Blocked);
+    })
+    .await;
+}
