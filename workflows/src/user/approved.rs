@@ -182,4 +182,22 @@ mod tests {
         );
         assert!(verify_stored_inventory(&stored(&inventory), Some(&digest), &digest).is_ok());
     }
+
+    #[test]
+    fn fields_the_digest_does_not_cover_are_refused() {
+        let inventory = UserInventory::demo("demo:alice").unwrap();
+        let digest = inventory.digest();
+        let mut extra = stored(&inventory);
+        extra["communities"][1]["skip"] = json!(true);
+        assert!(matches!(
+            verify_stored_inventory(&extra, Some(&digest), &digest),
+            Err(StoredInventoryError::Unreadable(_))
+        ));
+        let mut extra = stored(&inventory);
+        extra["note"] = json!("approved by someone else");
+        assert!(matches!(
+            verify_stored_inventory(&extra, Some(&digest), &digest),
+            Err(StoredInventoryError::Unreadable(_))
+        ));
+    }
 }

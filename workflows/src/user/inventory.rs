@@ -46,6 +46,7 @@ impl CommunityRole {
 
 /// One community of the inventory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct InventoryCommunity {
     /// The community (lowercase hyphenated UUID when printed).
     pub community_id: Uuid,
@@ -54,8 +55,10 @@ pub struct InventoryCommunity {
 }
 
 /// The inventory frozen at submission; approval names its digest, and the stage policy visits
-/// its communities in this order.
+/// its communities in this order. Unknown fields are refused when it is read back: the digest
+/// covers only the fields above, so a field it does not cover must not be silently accepted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct UserInventory {
     /// Encoding and rule version (see [`INVENTORY_VERSION`]).
     pub version: u32,
