@@ -355,4 +355,17 @@ async fn user_list_filters_by_state_newest_first() {
         blocked_row.blocked_reason.as_deref(),
         Some("stage history is unreadable")
     );
+
+    // `community list` lists community requests only, also when a user request is blocked.
+    let community_listed = worker_store()
+        .await
+        .list_requests(RequestFilter::All, 1_000)
+        .await
+        .unwrap();
+    assert!(
+        community_listed
+            .iter()
+            .all(|r| ![open, blocked, completed].contains(&r.id)),
+        "community list shows user requests"
+    );
 }

@@ -274,7 +274,8 @@ impl Store {
         Ok(request)
     }
 
-    /// Newest first, at most `limit` (clamped to 1..=1000).
+    /// Community requests, newest first, at most `limit` (clamped to 1..=1000); `user list`
+    /// lists the user requests.
     pub async fn list_requests(
         &self,
         filter: RequestFilter,
@@ -287,8 +288,8 @@ impl Store {
             RequestFilter::All => "true",
         };
         let sql = format!(
-            "SELECT {REQUEST_COLUMNS} FROM deletion.requests WHERE {condition} \
-             ORDER BY created_at DESC, id LIMIT $1"
+            "SELECT {REQUEST_COLUMNS} FROM deletion.requests \
+             WHERE kind = 'community' AND {condition} ORDER BY created_at DESC, id LIMIT $1"
         );
         let requests = sqlx::query_as::<_, Request>(sqlx::AssertSqlSafe(sql))
             .bind(i64::from(limit.clamp(1, 1000)))
