@@ -2,6 +2,7 @@
 //! user-deletion store or to a dummy handler.
 
 pub mod error;
+pub mod faults;
 pub mod handlers;
 pub mod store;
 
@@ -13,16 +14,18 @@ use temporalio_macros::activities;
 use temporalio_sdk::ApplicationFailure;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use workflows::contract::{PERMANENT_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE};
+use workflows::user::resume::ResumeInput;
 use workflows::user::{
     BlockedInput, CommitTransitionInput, CommittedTransition, ExecuteStageInput, ProgressSnapshot,
-    RegisterUserInput, RegisteredUserRequest, StageKind, StageOutcome, UserApprovalInput,
-    UserApprovalRecord, UserRequestRef,
+    RegisterUserInput, RegisteredUserRequest, ResumedRequest, StageKind, StageOutcome,
+    UserApprovalInput, UserApprovalRecord, UserRequestRef,
 };
 
 pub use error::UserStoreError;
 pub use store::{StageRowView, StageStart, UserRequestView, UserStore};
 
 use crate::failure::{Classified, Severity};
+use faults::{FaultPoint, FaultPoints};
 use handlers::{HandlerError, run_dummy_handler};
 
 /// The user-deletion activities, registered on a worker with
@@ -30,6 +33,7 @@ use handlers::{HandlerError, run_dummy_handler};
 #[derive(Debug, Clone)]
 pub struct UserActivities {
     store: UserStore,
+    faults: FaultPoints,
 }
 
 impl UserActivities {
@@ -37,7 +41,14 @@ impl UserActivities {
     pub fn new(pool: PgPool) -> Self {
         UserActivities {
             store: UserStore::new(pool),
+            faults: FaultPoints::default(),
         }
+    }
+
+    /// The same activities passing every [`FaultPoint`] through `faults` (end-to-end tests only).
+    pub fn with_fault_points(mut self, faults: FaultPoints) -> Self {
+        self.faults = faults;
+        self
     }
 }
 
@@ -86,15 +97,19 @@ impl UserActivities {
         _ctx: ActivityContext,
         input: CommitTransitionInput,
     ) -> Result<CommittedTransition, ActivityError> {
-        self.store
+        let committed = self
+            .store
             .commit_transition(&input)
             .await
-            .map_err(activity_error)
+            .map_err(activity_error)?;
+        self.faults.pass(FaultPoint::TransitionCommitted).await;
+        Ok(committed)
     }
 
     /// Starts the current row's handler under a new generation, runs the dummy handler with
     /// heartbeats, and saves its result or failure under that generation. A row whose result an
-    /// earlier attempt saved is answered from the store without running the handler again.
+    /// earlier attempt saved is answered from the store without running the handler again; it
+    /// counts as run by this workflow run when the row carries this run's token.
     #[activity(definition = workflows::user::ExecuteStage)]
     pub async fn execute_stage(
         self: Arc<Self>,
@@ -103,22 +118,27 @@ impl UserActivities {
     ) -> Result<StageOutcome, ActivityError> {
         let start = self
             .store
-            .start_stage(
+            .start_stage_for_run(
                 input.request_id,
                 input.stage_id,
                 input.executor_id.as_deref(),
+                input.run_token.as_deref(),
             )
             .await
             .map_err(activity_error)?;
         let (generation, row) = match start {
-            StageStart::AlreadyCompleted { result } => {
+            StageStart::AlreadyCompleted { result, run_token } => {
+                // Decided from the durable row: an attempt of this run that saved the result and
+                // died before Temporal recorded it done still counts as this run's handler.
+                let handler_ran = run_token.is_some() && run_token == input.run_token;
                 return Ok(StageOutcome::Completed {
                     result,
-                    handler_ran: false,
+                    handler_ran,
                 });
             }
             StageStart::Started { generation, row } => (generation, row),
         };
+        self.faults.pass(FaultPoint::HandlerStarted).await;
         let stage: StageKind = row.stage.parse().map_err(|e| {
             activity_error(UserStoreError::CorruptRow(format!(
                 "stage row {}: {e}",
@@ -131,6 +151,7 @@ impl UserActivities {
                     .save_stage_result(input.request_id, row.id, generation, &result)
                     .await
                     .map_err(activity_error)?;
+                self.faults.pass(FaultPoint::ResultSaved).await;
                 Ok(StageOutcome::Completed {
                     result,
                     handler_ran: true,
@@ -153,6 +174,16 @@ impl UserActivities {
                 Ok(StageOutcome::Failed { error, retry })
             }
         }
+    }
+
+    /// Takes up a request for a resuming execution, fencing out older executions.
+    #[activity(definition = workflows::user::ResumeRequest)]
+    pub async fn resume(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: ResumeInput,
+    ) -> Result<ResumedRequest, ActivityError> {
+        self.store.resume(&input).await.map_err(activity_error)
     }
 
     /// Saves why a run was blocked.
@@ -204,6 +235,7 @@ mod tests {
             user_activities::CommitTransition.name().to_string(),
             user_activities::ExecuteStage.name().to_string(),
             user_activities::RecordBlocked.name().to_string(),
+            user_activities::Resume.name().to_string(),
         ];
         assert_eq!(
             implemented,

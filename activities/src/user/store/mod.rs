@@ -8,6 +8,7 @@
 //! write is idempotent under retry (a repeated call finds its earlier effect and returns it).
 
 mod requests;
+mod resume;
 mod stages;
 mod views;
 

@@ -25,6 +25,9 @@ pub enum StageStart {
     AlreadyCompleted {
         /// The saved result.
         result: serde_json::Value,
+        /// The token of the run whose attempt executed the handler (None before migration 0009
+        /// or when the starter named no run).
+        run_token: Option<String>,
     },
     /// This attempt owns the row; its writes must carry `generation`.
     Started {
@@ -260,6 +263,19 @@ impl UserStore {
         stage_id: Uuid,
         executor_id: Option<&str>,
     ) -> UserStoreResult<StageStart> {
+        self.start_stage_for_run(request_id, stage_id, executor_id, None)
+            .await
+    }
+
+    /// [`UserStore::start_stage`] on behalf of the workflow run `run_token`, which is saved on
+    /// the row with the start (and answered back when the row is already completed).
+    pub async fn start_stage_for_run(
+        &self,
+        request_id: Uuid,
+        stage_id: Uuid,
+        executor_id: Option<&str>,
+        run_token: Option<&str>,
+    ) -> UserStoreResult<StageStart> {
         let mut tx = self.pool.begin().await?;
         let (request_stage, generation) = lock_request(&mut tx, request_id).await?;
         if !matches!(request_stage.as_str(), "running" | "retry_wait") {
@@ -280,7 +296,10 @@ impl UserStore {
             let result = row.result.clone().ok_or_else(|| {
                 UserStoreError::CorruptRow(format!("completed stage row {stage_id} has no result"))
             })?;
-            return Ok(StageStart::AlreadyCompleted { result });
+            return Ok(StageStart::AlreadyCompleted {
+                result,
+                run_token: row.handler_run_token,
+            });
         }
         let generation = generation + 1;
         sqlx::query(
@@ -295,13 +314,14 @@ impl UserStore {
             "UPDATE deletion.user_stage_history \
              SET status = 'running', attempt = attempt + 1, exec_generation = $2, executor_id = $3, \
                  started_at = now(), first_started_at = COALESCE(first_started_at, now()), \
-                 finished_at = NULL \
+                 finished_at = NULL, handler_run_token = $4 \
              WHERE id = $1 RETURNING ",
             stage_columns!()
         ))
         .bind(stage_id)
         .bind(generation)
         .bind(executor_id)
+        .bind(run_token)
         .fetch_one(&mut *tx)
         .await?;
         tx.commit().await?;
