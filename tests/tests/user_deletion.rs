@@ -4,7 +4,10 @@
 //! Modules:
 //! - `support`: the stack (Postgres, test server, worker threads, the CLI binary) and snapshots.
 //! - `store`: the store's exclusion-proof guarantees, without Temporal.
+//! - `recovery`: stop, resume from Postgres, one handler per step across crashes, continue-as-new.
 
+#[path = "user_deletion/recovery.rs"]
+mod recovery;
 #[path = "user_deletion/store.rs"]
 mod store;
 #[path = "user_deletion/support.rs"]

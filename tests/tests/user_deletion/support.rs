@@ -5,11 +5,15 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use activities::user::faults::FaultPoints;
 use activities::user::{StageRowView, UserActivities, UserRequestView, UserStore};
 use serde_json::Value;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
-use temporalio_client::{Client, ClientOptions, ConnectionOptions, WorkflowQueryOptions};
+use temporalio_client::{
+    Client, ClientOptions, ConnectionOptions, WorkflowDescribeOptions, WorkflowQueryOptions,
+    WorkflowTerminateOptions,
+};
 use temporalio_common::protos::temporal::api::enums::v1::IndexedValueType;
 use temporalio_common::protos::temporal::api::operatorservice::v1::AddSearchAttributesRequest;
 use temporalio_common::protos::temporal::api::testservice::v1::SleepRequest;
@@ -94,8 +98,40 @@ impl Stack {
             .expect("querying the workflow status")
     }
 
+    /// Terminates the request's workflow, as an operator would from the Web UI.
+    pub async fn terminate(&self, id: Uuid) {
+        self.client
+            .get_workflow_handle::<UserDeletion>(workflow_id(id))
+            .terminate(
+                WorkflowTerminateOptions::builder()
+                    .reason("e2e: the workflow is lost".to_string())
+                    .build(),
+            )
+            .await
+            .expect("terminating the workflow");
+    }
+
+    /// The run id of the request's latest workflow execution and whether it is running.
+    pub async fn latest_execution(&self, id: Uuid) -> (String, bool) {
+        let description = self
+            .client
+            .get_workflow_handle::<UserDeletion>(workflow_id(id))
+            .describe(WorkflowDescribeOptions::default())
+            .await
+            .expect("describing the workflow");
+        (
+            description.run_id().to_string(),
+            description.status() == temporalio_client::WorkflowExecutionStatus::Running,
+        )
+    }
+
     /// Starts a worker (workflow + user activities) on its own thread and runtime.
     pub fn spawn_worker(&self, name: &str) -> WorkerThread {
+        self.spawn_worker_with_faults(name, FaultPoints::default())
+    }
+
+    /// Starts a worker whose user activities pass their crash points through `faults`.
+    pub fn spawn_worker_with_faults(&self, name: &str, faults: FaultPoints) -> WorkerThread {
         let (stop_tx, stop_rx) = oneshot::channel();
         let address = self.server.target.clone();
         let database_url = self.database_url.clone();
@@ -108,7 +144,8 @@ impl Stack {
                     .enable_all()
                     .build()
                     .expect("worker tokio runtime");
-                match runtime.block_on(run_worker(worker_name, address, database_url, stop_rx)) {
+                let worker = run_worker(worker_name, address, database_url, faults, stop_rx);
+                match runtime.block_on(worker) {
                     // Drops every task (handlers mid-sleep included) without completing anything:
                     // to the server the worker just vanished.
                     Stop::Kill => runtime.shutdown_background(),
@@ -259,6 +296,7 @@ async fn run_worker(
     name: String,
     address: String,
     database_url: String,
+    faults: FaultPoints,
     stop: oneshot::Receiver<Stop>,
 ) -> Stop {
     let pool = PgPoolOptions::new()
@@ -276,7 +314,7 @@ async fn run_worker(
         .max_cached_workflows(0)
         .register_workflow::<UserDeletion>()
         .expect("registering UserDeletion")
-        .register_activities(UserActivities::new(pool))
+        .register_activities(UserActivities::new(pool).with_fault_points(faults))
         .build();
     let mut worker = Worker::new(&runtime, client, options).expect("building the worker");
     let shutdown = worker.shutdown_handle();

@@ -191,6 +191,10 @@ impl UserDeletion {
         _ctx: &WorkflowContextView,
         _options: &RunOptions,
     ) -> Result<(), UpdateError> {
+        // A resuming execution is reading its request from Postgres: the run waits for it.
+        if self.ledger.phase == UserPhase::Registering && self.start != StartMode::Register {
+            return Ok(());
+        }
         match self.ledger.run_rejection() {
             Some(rejection) => Err(rejection.into()),
             None => Ok(()),
@@ -201,6 +205,10 @@ impl UserDeletion {
     /// (after one handler and its transition in step mode, on a handler failure, or at the end).
     #[update(name = "run")]
     pub async fn request_run(ctx: &mut WorkflowContext<Self>, options: RunOptions) -> RunReport {
+        // Only a resuming execution admits a run while registering (see the validator).
+        let _taken_up = ctx
+            .wait_condition(|s| s.ledger.phase != UserPhase::Registering)
+            .await;
         let now = workflow_time_unix_ms(ctx);
         let run = match ctx.state_mut(|s| s.ledger.admit_run(options, now)) {
             Admission::Answer(report) => return report,
