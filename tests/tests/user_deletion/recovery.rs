@@ -206,6 +206,34 @@ async fn user_stop_from_another_terminal_stops_the_run_and_is_idempotent() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_ui_stop_signal_stops_the_run_like_user_stop() {
+    with_one_worker(async |stack| {
+        let ApprovedRequest { id } = submit_and_approve(stack, &target("signal")).await;
+        let child = spawn_run(stack, id, &["--stage-delay-ms", "60000"]);
+        wait_for(stack, id, |s| {
+            s.rows.first().is_some_and(|r| r.status == "running")
+        })
+        .await;
+        stack.signal_stop(id).await;
+        let runner = finish(child).await;
+        runner.expect_exit(0);
+        let outcome = &runner.json()["run"]["outcome"];
+        assert_eq!(outcome["outcome"], "stopped", "{outcome}");
+        assert_eq!(outcome["handler"], "interrupted");
+        let stopped = stack.snapshot(id).await;
+        assert_eq!(
+            stopped.positions(),
+            vec![row("gate_user", None, "running", true)],
+            "the gate stays current, nothing after it"
+        );
+        assert_eq!(stack.workflow_status(id).await.phase, UserPhase::Stopped);
+        run(stack, id, &[]).await.expect_exit(0);
+        assert_every_row_exactly_once(&stack.snapshot(id).await);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_terminated_workflow_is_resumed_from_postgres_and_the_old_run_is_fenced_out() {
     with_one_worker(async |stack| {
         let ApprovedRequest { id } = submit_and_approve(stack, &target("resume")).await;

@@ -11,9 +11,10 @@ use serde_json::Value;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 use temporalio_client::{
-    Client, ClientOptions, ConnectionOptions, WorkflowDescribeOptions, WorkflowQueryOptions,
-    WorkflowTerminateOptions,
+    Client, ClientOptions, ConnectionOptions, UntypedSignal, WorkflowDescribeOptions,
+    WorkflowQueryOptions, WorkflowSignalOptions, WorkflowTerminateOptions,
 };
+use temporalio_common::data_converters::RawValue;
 use temporalio_common::protos::temporal::api::enums::v1::IndexedValueType;
 use temporalio_common::protos::temporal::api::operatorservice::v1::AddSearchAttributesRequest;
 use temporalio_common::protos::temporal::api::testservice::v1::SleepRequest;
@@ -109,6 +110,19 @@ impl Stack {
             )
             .await
             .expect("terminating the workflow");
+    }
+
+    /// Sends the `stop` signal with no payload, as an operator would from the Web UI.
+    pub async fn signal_stop(&self, id: Uuid) {
+        self.client
+            .get_workflow_handle::<UserDeletion>(workflow_id(id))
+            .signal(
+                UntypedSignal::new("stop"),
+                RawValue::new(Vec::new()),
+                WorkflowSignalOptions::default(),
+            )
+            .await
+            .expect("signalling stop");
     }
 
     /// The run id of the request's latest workflow execution and whether it is running.
