@@ -15,6 +15,7 @@ use temporalio_sdk::ApplicationFailure;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use workflows::contract::{PERMANENT_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE};
 use workflows::user::resume::ResumeInput;
+use workflows::user::stop::{InterruptStageInput, InterruptedStage};
 use workflows::user::{
     BlockedInput, CommitTransitionInput, CommittedTransition, ExecuteStageInput, ProgressSnapshot,
     RegisterUserInput, RegisteredUserRequest, ResumedRequest, StageKind, StageOutcome,
@@ -186,6 +187,23 @@ impl UserActivities {
         self.store.resume(&input).await.map_err(activity_error)
     }
 
+    /// Fences out the handler attempt a stop cancelled and reports whether it saved its result.
+    #[activity(definition = workflows::user::stop::InterruptStage)]
+    pub async fn interrupt_stage(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: InterruptStageInput,
+    ) -> Result<InterruptedStage, ActivityError> {
+        self.store
+            .interrupt_stage(
+                input.request_id,
+                input.stage_id,
+                input.requested_by.as_deref(),
+            )
+            .await
+            .map_err(activity_error)
+    }
+
     /// Saves why a run was blocked.
     #[activity(definition = workflows::user::RecordBlocked)]
     pub async fn record_blocked(
@@ -236,6 +254,7 @@ mod tests {
             user_activities::ExecuteStage.name().to_string(),
             user_activities::RecordBlocked.name().to_string(),
             user_activities::Resume.name().to_string(),
+            user_activities::InterruptStage.name().to_string(),
         ];
         assert_eq!(
             implemented,

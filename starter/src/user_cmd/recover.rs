@@ -129,10 +129,9 @@ async fn stop_and_report(
             return Ok(fail(
                 1,
                 &format!(
-                    "the stop was accepted, but the run did not acknowledge it within {} s: its \
-                     handler has not ended yet (a cancellation reaches a handler with its next \
-                     heartbeat) or its worker is gone and Temporal is still timing the attempt \
-                     out. No further handler or transition will start. Wait with \
+                    "the stop was accepted, but the run did not acknowledge it within {} s: no \
+                     worker has processed it yet, or the run is inside a store call. No further \
+                     handler or transition will start. Check that a worker runs, wait with \
                      `buzz-deletion user stop {id}` again, and read the rows with \
                      `buzz-deletion user status {id}`",
                     wait.as_secs()

@@ -127,6 +127,20 @@ async fn ctrl_c_during_a_delayed_handler_stops_at_that_row_and_the_next_run_comp
         );
         assert_eq!(stopped.rows[1].id, interrupted_row.id);
         assert_eq!(stack.workflow_status(id).await.phase, UserPhase::Stopped);
+        // The stop fenced the cancelled attempt out: whatever it still tries to save is refused.
+        let attempt_generation = interrupted_row.exec_generation.expect("a started row");
+        assert!(stopped.request.exec_generation > attempt_generation);
+        let late = stack
+            .store
+            .save_stage_result(
+                id,
+                interrupted_row.id,
+                attempt_generation,
+                &serde_json::json!({}),
+            )
+            .await
+            .expect_err("the interrupted attempt cannot save after the stop");
+        assert!(late.is_stale_generation(), "{late}");
         // Nothing else executes after the stop.
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert_eq!(
@@ -229,6 +243,73 @@ async fn the_web_ui_stop_signal_stops_the_run_like_user_stop() {
         assert_eq!(stack.workflow_status(id).await.phase, UserPhase::Stopped);
         run(stack, id, &[]).await.expect_exit(0);
         assert_every_row_exactly_once(&stack.snapshot(id).await);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_the_run_and_exits_143() {
+    with_one_worker(async |stack| {
+        let ApprovedRequest { id } = submit_and_approve(stack, &target("sigterm")).await;
+        let child = spawn_run(stack, id, &["--stage-delay-ms", "60000"]);
+        wait_for(stack, id, |s| {
+            s.rows.first().is_some_and(|r| r.status == "running")
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        send_signal(&child, "TERM");
+        let stopped = finish(child).await;
+        stopped.expect_exit(143);
+        assert_eq!(
+            stopped.json()["stop"]["report"]["outcome"]["outcome"],
+            "stopped"
+        );
+        assert_eq!(
+            stack.snapshot(id).await.positions(),
+            vec![row("gate_user", None, "running", true)]
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_after_the_result_was_saved_keeps_that_row_current_and_it_never_runs_again() {
+    with_stack(async |stack| {
+        let (faults, mut reached) = park_once_at(FaultPoint::ResultSaved);
+        let worker = stack.spawn_worker_with_faults("stalls-after-save", faults);
+        let ApprovedRequest { id } = submit_and_approve(stack, &target("stop-saved")).await;
+        let id_arg = id.to_string();
+        let child = spawn_run(stack, id, &[]);
+        tokio::time::timeout(Duration::from_secs(60), reached.recv())
+            .await
+            .expect("the gate's result was saved")
+            .expect("the hook reports");
+
+        // The worker dies right after saving the gate's result; the stop reaches the run through
+        // its replacement before the dead attempt is timed out, and does not wait for it.
+        worker.kill();
+        let _replacement = stack.spawn_worker("worker-b");
+        let stop = stack.cli(&["user", "stop", &id_arg]).await;
+        stop.expect_exit(0);
+        let outcome = &stop.json()["stop"]["report"]["outcome"];
+        assert_eq!(outcome["outcome"], "stopped", "{outcome}");
+        assert_eq!(outcome["handler"], "result_saved");
+        finish(child).await.expect_exit(0);
+        let stopped = stack.snapshot(id).await;
+        assert_eq!(
+            stopped.positions(),
+            vec![row("gate_user", None, "completed", true)],
+            "completed and current: the transition is not committed after the stop"
+        );
+
+        run(stack, id, &[]).await.expect_exit(0);
+        let finished = stack.snapshot(id).await;
+        assert_every_row_exactly_once(&finished);
+        assert_eq!(
+            finished.rows[0].attempt, 1,
+            "the saved result was reused, not recomputed"
+        );
+        assert_eq!(finished.rows[0].result, stopped.rows[0].result);
     })
     .await;
 }

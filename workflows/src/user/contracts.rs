@@ -274,7 +274,7 @@ activity_contract!(
 );
 
 /// Every user activity name, for the test that checks the worker registers them all.
-pub const ACTIVITY_NAMES: [&str; 7] = [
+pub const ACTIVITY_NAMES: [&str; 8] = [
     "user.register",
     "user.record_approval",
     "user.load_progress",
@@ -282,4 +282,5 @@ pub const ACTIVITY_NAMES: [&str; 7] = [
     "user.execute_stage",
     "user.record_blocked",
     "user.resume",
+    "user.interrupt_stage",
 ];

@@ -27,6 +27,8 @@ pub struct RunLedger {
     pub waiting_updates: u32,
     /// An operator asked the run in progress to stop (cleared when that run ends).
     pub stop_requested: bool,
+    /// Who asked for that stop, for the audit trail.
+    pub stop_requested_by: Option<String>,
 }
 
 /// What to do with an incoming `run` update.
@@ -50,6 +52,7 @@ impl Default for RunLedger {
             last_run: None,
             waiting_updates: 0,
             stop_requested: false,
+            stop_requested_by: None,
         }
     }
 }
@@ -178,6 +181,7 @@ impl RunLedger {
         }
         self.pending_run = None;
         self.stop_requested = false;
+        self.stop_requested_by = None;
         self.runs_finished = run;
         self.last_run = Some(RunReport {
             run,
@@ -188,9 +192,12 @@ impl RunLedger {
 
     /// Asks the run in progress to stop; returns its number, or None when no run is in progress
     /// (then nothing changes). Asking twice is the same as asking once.
-    pub fn request_stop(&mut self) -> Option<u64> {
+    pub fn request_stop(&mut self, requested_by: Option<String>) -> Option<u64> {
         if self.phase != UserPhase::Running {
             return None;
+        }
+        if !self.stop_requested {
+            self.stop_requested_by = requested_by;
         }
         self.stop_requested = true;
         Some(self.runs_started)
@@ -349,7 +356,7 @@ mod tests {
             ..RunLedger::default()
         };
         assert_eq!(
-            ledger.request_stop(),
+            ledger.request_stop(None),
             None,
             "no run in progress: nothing to stop"
         );
@@ -357,9 +364,9 @@ mod tests {
         let Admission::Queued(run) = ledger.admit_run(RunOptions::default(), 0) else {
             panic!("the run must be admitted");
         };
-        assert_eq!(ledger.request_stop(), Some(run));
+        assert_eq!(ledger.request_stop(None), Some(run));
         assert_eq!(
-            ledger.request_stop(),
+            ledger.request_stop(None),
             Some(run),
             "a second stop is the same stop"
         );

@@ -230,8 +230,8 @@ impl UserDeletion {
     /// transition (a handler in flight is cancelled), and answers with that run's report once it
     /// ended. Idempotent: with no run in progress it answers at once and changes nothing.
     #[update(name = "stop")]
-    pub async fn stop(ctx: &mut WorkflowContext<Self>, _request: StopRequest) -> StopAnswer {
-        let Some(run) = ctx.state_mut(|s| s.ledger.request_stop()) else {
+    pub async fn stop(ctx: &mut WorkflowContext<Self>, request: StopRequest) -> StopAnswer {
+        let Some(run) = ctx.state_mut(|s| s.ledger.request_stop(request.requested_by)) else {
             return StopAnswer::NothingRunning {
                 phase: ctx.state(|s| s.ledger.phase),
             };
@@ -252,7 +252,7 @@ impl UserDeletion {
     /// report shows in the `status` query). Any payload is accepted.
     #[signal(name = "stop")]
     pub async fn stop_signal(ctx: &mut WorkflowContext<Self>, _input: RawValue) {
-        ctx.state_mut(|s| s.ledger.request_stop());
+        ctx.state_mut(|s| s.ledger.request_stop(Some("stop signal".into())));
     }
 
     /// Phase, approval, retry state and the last run's report.
@@ -421,9 +421,11 @@ async fn advance_one(
         let input = execute_input(request_id, &current, options, token);
         match recovery::execute_unless_stopped(ctx, input, options).await? {
             None => {
+                let handler = recovery::handler_after_interruption(ctx, current.id).await;
                 return Ok(Step::Stop {
-                    outcome: stopped_at(Some(&current), HandlerAtStop::Interrupted),
-                    handler_ran: false,
+                    outcome: stopped_at(Some(&current), handler),
+                    // This run's attempt saved the result before it was cut off.
+                    handler_ran: handler == HandlerAtStop::ResultSaved,
                 });
             }
             Some(StageOutcome::Completed {

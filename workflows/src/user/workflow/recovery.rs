@@ -7,8 +7,8 @@ use std::time::Duration;
 use futures::FutureExt;
 use temporalio_sdk::workflows::select;
 use temporalio_sdk::{
-    ActivityCancellationType, ActivityOptions, ContinueAsNewOptions, WorkflowCancellationToken,
-    WorkflowContext, WorkflowResult, WorkflowTermination,
+    ActivityOptions, ContinueAsNewOptions, WorkflowCancellationToken, WorkflowContext,
+    WorkflowResult, WorkflowTermination,
 };
 
 use super::{
@@ -19,6 +19,7 @@ use crate::user::contracts::{ExecuteStage, ExecuteStageInput, StageOutcome};
 use crate::user::inventory::UserInventory;
 use crate::user::messages::{RunOptions, UserDeletionInput, UserPhase};
 use crate::user::resume::{ResumeCause, ResumeInput, ResumeRequest, StartMode};
+use crate::user::stop::{HandlerAtStop, InterruptStage, InterruptStageInput};
 
 /// Reads the request from Postgres (bumping its execution generation, which fences out every
 /// older execution's late writes) and takes up its phase, approval and retry state. A request
@@ -91,8 +92,8 @@ pub(super) async fn continue_as_new(ctx: &WorkflowContext<UserDeletion>) -> Work
 }
 
 /// Runs the current row's handler unless the run is asked to stop. A stop cancels the attempt
-/// (through its heartbeat) and waits until it ended: None when it was interrupted, its outcome
-/// when it saved one before the cancellation reached it.
+/// (it notices with its next heartbeat) without waiting for it, since its worker may be gone:
+/// None then, and [`handler_after_interruption`] fences the attempt out.
 pub(super) async fn execute_unless_stopped(
     ctx: &WorkflowContext<UserDeletion>,
     input: ExecuteStageInput,
@@ -105,7 +106,6 @@ pub(super) async fn execute_unless_stopped(
             .heartbeat_timeout(HANDLER_HEARTBEAT_TIMEOUT)
             .retry_policy(retry_policy())
             .cancellation_token(cancellation.clone())
-            .cancellation_type(ActivityCancellationType::WaitCancellationCompleted)
             .build();
     let mut work = pin!(
         ctx.execute_activity(ExecuteStage, input, handler_options)
@@ -116,8 +116,29 @@ pub(super) async fn execute_unless_stopped(
         done = work.as_mut() => done.map(Some).map_err(|e| describe(&e)),
         _ = stop.as_mut() => {
             cancellation.cancel();
-            // The row stays current either way; a failure after the stop is the next run's.
+            // Resolves at once (TryCancel), with the outcome if one arrived in the same task.
             Ok(work.as_mut().await.ok())
         }
+    }
+}
+
+/// Fences out the attempt a stop cancelled (a new execution generation, so it can save nothing
+/// from now on, whether its worker is alive or gone) and reads what it had saved: the row is
+/// final for this run. If the fence cannot be written, the next run's start fences it instead.
+pub(super) async fn handler_after_interruption(
+    ctx: &WorkflowContext<UserDeletion>,
+    stage_id: uuid::Uuid,
+) -> HandlerAtStop {
+    let input = InterruptStageInput {
+        request_id: ctx.state(|s| s.request_id),
+        stage_id,
+        requested_by: ctx.state(|s| s.ledger.stop_requested_by.clone()),
+    };
+    match ctx
+        .execute_activity(InterruptStage, input, store_options())
+        .await
+    {
+        Ok(interrupted) => interrupted.handler(),
+        Err(_) => HandlerAtStop::Interrupted,
     }
 }
