@@ -620,7 +620,11 @@ fn describe_outcome(outcome: &RunOutcome) -> String {
             "run refused: the saved retry deadline has not passed; next attempt at {}",
             retry.next_attempt_at
         ),
-        RunOutcome::RunInProgress => "run refused: another run is in progress".into(),
+        RunOutcome::RunInProgress => {
+            "run refused: another run is in progress; wait for it to pause, or stop it with \
+             `buzz-deletion user stop ID`"
+                .into()
+        }
         RunOutcome::NotApproved => "run refused: the request is not approved".into(),
         RunOutcome::Stopped {
             stage,

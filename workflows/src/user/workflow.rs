@@ -6,6 +6,10 @@
 //! reconstructs progress from the predecessor chain, runs the current row's handler and saves the
 //! decision the policy takes. A resumed run, a replacement worker or a retried activity therefore
 //! continues from what was saved, never from what a worker remembered.
+//!
+//! Recovery (`recovery`): a `stop` update or signal ends the run in progress before its next
+//! handler or transition; an execution started in resume mode takes the request up from Postgres
+//! (an operator's `user resume`, or this workflow's own continue-as-new between runs).
 
 use std::time::{Duration, UNIX_EPOCH};
 
