@@ -387,6 +387,26 @@ async fn a_terminated_workflow_is_resumed_from_postgres_and_the_old_run_is_fence
             .await
             .expect_err("the old run's write must be refused");
         assert!(late.is_stale_generation(), "{late}");
+        // So is a handler start on behalf of the terminated execution (an attempt it had already
+        // dispatched), although a start claims a new generation of its own.
+        let old_token = old
+            .handler_run_token
+            .clone()
+            .expect("the old run saved its token");
+        let late_start = stack
+            .store
+            .start_stage_for_run(id, old.id, Some("terminated"), Some(&old_token))
+            .await
+            .expect_err("the superseded execution cannot start a handler");
+        assert!(
+            late_start.to_string().contains("superseded"),
+            "{late_start}"
+        );
+        assert_eq!(
+            stack.snapshot(id).await,
+            taken_up,
+            "the refused writes changed nothing"
+        );
 
         let again = stack.cli(&["user", "resume", &id_arg]).await;
         again.expect_exit(1);

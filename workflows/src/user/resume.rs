@@ -149,6 +149,11 @@ pub fn run_token(run_id: &str, run: u64) -> String {
     format!("{run_id}/run-{run}")
 }
 
+/// The execution run id a [`run_token`] names.
+pub fn run_id_of(token: &str) -> Option<&str> {
+    token.rsplit_once("/run-").map(|(run_id, _)| run_id)
+}
+
 activity_contract!(
     /// Reads a request to resume from Postgres and bumps its execution generation (fencing out
     /// every older execution's late writes).
@@ -201,6 +206,14 @@ mod tests {
                 .unwrap_err()
                 .contains("not to its saved digest")
         );
+    }
+
+    #[test]
+    fn a_run_token_names_its_execution() {
+        let token = run_token("0193-abc", 7);
+        assert_eq!(token, "0193-abc/run-7");
+        assert_eq!(run_id_of(&token), Some("0193-abc"));
+        assert_eq!(run_id_of("no token"), None);
     }
 
     #[test]

@@ -22,9 +22,10 @@ type RequestColumns = (
 );
 
 impl UserStore {
-    /// Reads request `input.request_id` for a resuming execution and bumps its execution
-    /// generation under the request row lock, so every write an older execution's attempt may
-    /// still make (a saved result, a saved failure) is refused as stale. Only a request that is
+    /// Reads request `input.request_id` for a resuming execution, bumps its execution generation
+    /// and makes the resuming execution its owner, under the request row lock: every write an
+    /// older execution's attempt may still make (a saved result, a saved failure) is refused as
+    /// stale, and a handler start on its behalf as superseded. Only a request that is
     /// inventoried, approved, running or in retry wait can be resumed; a completed one is not.
     /// Records `user.resumed` in the audit trail.
     pub async fn resume(&self, input: &ResumeInput) -> UserStoreResult<ResumedRequest> {
@@ -67,10 +68,12 @@ impl UserStore {
         .fetch_optional(&mut *tx)
         .await?;
         let exec_generation: i64 = sqlx::query_scalar(
-            "UPDATE deletion.requests SET exec_generation = exec_generation + 1, updated_at = now() \
+            "UPDATE deletion.requests \
+             SET exec_generation = exec_generation + 1, owner_run_id = $2, updated_at = now() \
              WHERE id = $1 RETURNING exec_generation",
         )
         .bind(request_id)
+        .bind(&input.run_id)
         .fetch_one(&mut *tx)
         .await?;
         audit(

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 use uuid::Uuid;
 use workflows::user::policy::Transition;
+use workflows::user::resume::run_id_of;
 use workflows::user::{
     CommitTransitionInput, CommittedTransition, RetryState, StageSpec, TransitionCommand,
 };
@@ -103,6 +104,24 @@ async fn successor_of(tx: &mut Tx<'_>, stage_id: Uuid) -> UserStoreResult<Option
     .bind(stage_id)
     .fetch_optional(&mut **tx)
     .await?)
+}
+
+/// Refuses a handler start for execution `caller` when another execution resumed the request
+/// (the request row is already locked by the caller's transaction).
+async fn refuse_superseded(tx: &mut Tx<'_>, request_id: Uuid, caller: &str) -> UserStoreResult<()> {
+    let owner: Option<String> =
+        sqlx::query_scalar("SELECT owner_run_id FROM deletion.requests WHERE id = $1")
+            .bind(request_id)
+            .fetch_one(&mut **tx)
+            .await?;
+    match owner {
+        Some(owner) if owner != caller => Err(UserStoreError::SupersededExecution {
+            request_id,
+            owner,
+            caller: caller.to_string(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Refuses a write of an attempt whose generation is no longer the request's.
@@ -284,6 +303,9 @@ impl UserStore {
                 expected: "running or retry_wait",
                 actual: request_stage,
             });
+        }
+        if let Some(caller) = run_token.and_then(run_id_of) {
+            refuse_superseded(&mut tx, request_id, caller).await?;
         }
         let row = lock_stage(&mut tx, request_id, stage_id).await?;
         if !row.is_current {
