@@ -16,13 +16,15 @@ use uuid::Uuid;
 use activities::user::{StageRowView, UserRequestView, UserStore, UserStoreError};
 use workflows::user::policy::{Position, reconstruct};
 use workflows::user::{
-    HandlerDirectives, Registration, RunOptions, RunOutcome, RunReport, StageKind,
+    HandlerAtStop, HandlerDirectives, Registration, RunOptions, RunOutcome, RunReport, StageKind,
     UserApprovalRecord, UserApproveRequest, UserDeletion, UserDeletionInput, UserInventory,
     validate_demo_target, workflow_id,
 };
 
 use crate::output::{OutputFormat, Table, key_values, print_json};
 use crate::worker_wait::{SendError, WorkerWait};
+
+mod recover;
 
 /// `user …` subcommands.
 #[derive(Debug, Subcommand)]
@@ -79,6 +81,28 @@ pub enum UserCommand {
         /// Label saved on the stage rows this run starts.
         #[arg(long)]
         executor_id: Option<String>,
+        /// After Ctrl-C or SIGTERM, how long to wait for the run to acknowledge its stop.
+        #[arg(long, default_value_t = recover::DEFAULT_STOP_WAIT_SECS)]
+        stop_wait_secs: u64,
+    },
+    /// Stop the request's run in progress: no further handler starts and no further transition
+    /// commits; a handler in flight is cancelled and its row stays current. The next `user run`
+    /// continues from that row. Does nothing when no run is in progress.
+    Stop {
+        /// Request id.
+        id: Uuid,
+        /// How long to wait for the run to acknowledge the stop.
+        #[arg(long, default_value_t = recover::DEFAULT_STOP_WAIT_SECS)]
+        wait_secs: u64,
+    },
+    /// Start a new workflow for a request whose workflow is gone (terminated, or lost with its
+    /// namespace), from what Postgres holds. Refused while a workflow for it is running.
+    Resume {
+        /// Request id.
+        id: Uuid,
+        /// Runs the new workflow serves before it continues as new (0: the default). For tests.
+        #[arg(long, default_value_t = 0, hide = true)]
+        runs_per_execution: u64,
     },
     /// Print the request, its approval and its stage rows in predecessor-chain order.
     Status {
@@ -158,6 +182,7 @@ pub async fn run(cmd: UserCommand, env: &UserCliEnv) -> anyhow::Result<i32> {
             demo_no_agents_in,
             stage_delay_ms,
             executor_id,
+            stop_wait_secs,
         } => {
             let options = RunOptions {
                 next_step,
@@ -168,7 +193,18 @@ pub async fn run(cmd: UserCommand, env: &UserCliEnv) -> anyhow::Result<i32> {
                 },
                 executor_id,
             };
-            run_stages(env, id, options).await
+            let stop_wait = std::time::Duration::from_secs(stop_wait_secs);
+            run_stages(env, id, options, stop_wait).await
+        }
+        UserCommand::Stop { id, wait_secs } => {
+            recover::stop(env, id, std::time::Duration::from_secs(wait_secs)).await
+        }
+        UserCommand::Resume {
+            id,
+            runs_per_execution,
+        } => {
+            let tuning = workflows::user::UserTuning { runs_per_execution };
+            recover::resume(env, id, tuning).await
         }
         UserCommand::Status { id } => status(env, id).await,
         UserCommand::List(args) => crate::user_list::list(env, args).await,
@@ -208,6 +244,8 @@ async fn submit(
         requested_by,
         reason,
         demo_communities,
+        start: Default::default(),
+        tuning: Default::default(),
     };
     let options = WorkflowStartOptions::new(env.task_queue.clone(), workflow_id(id))
         .id_conflict_policy(WorkflowIdConflictPolicy::Fail)
@@ -305,7 +343,12 @@ async fn approve(env: &UserCliEnv, id: Uuid, approval: UserApproveRequest) -> an
     Ok(0)
 }
 
-async fn run_stages(env: &UserCliEnv, id: Uuid, options: RunOptions) -> anyhow::Result<i32> {
+async fn run_stages(
+    env: &UserCliEnv,
+    id: Uuid,
+    options: RunOptions,
+    stop_wait: std::time::Duration,
+) -> anyhow::Result<i32> {
     let Some(request) = env.store.request_view(id).await? else {
         return Ok(fail(1, &format!("no user-deletion request {id}")));
     };
@@ -317,6 +360,9 @@ async fn run_stages(env: &UserCliEnv, id: Uuid, options: RunOptions) -> anyhow::
             outcome: RunOutcome::AlreadyCompleted,
         }
     } else {
+        if let Some(refused) = recover::ensure_workflow(env, &request).await? {
+            return Ok(refused);
+        }
         let handle = env
             .client
             .get_workflow_handle::<UserDeletion>(workflow_id(id));
@@ -331,7 +377,14 @@ async fn run_stages(env: &UserCliEnv, id: Uuid, options: RunOptions) -> anyhow::
             )
             .await;
         let answered = match sent {
-            Ok(sent) => sent.get_result(RpcOptions::default()).await,
+            Ok(sent) => {
+                match recover::until_interrupted(sent.get_result(RpcOptions::default())).await? {
+                    Ok(answered) => answered,
+                    Err(interrupt) => {
+                        return recover::stop_after_interrupt(env, id, interrupt, stop_wait).await;
+                    }
+                }
+            }
             Err(SendError::Update(e)) => Err(e),
             Err(SendError::NoWorker(e)) => return Ok(fail(1, &e.to_string())),
         };
@@ -603,8 +656,35 @@ fn describe_outcome(outcome: &RunOutcome) -> String {
             "run refused: the saved retry deadline has not passed; next attempt at {}",
             retry.next_attempt_at
         ),
-        RunOutcome::RunInProgress => "run refused: another run is in progress".into(),
+        RunOutcome::RunInProgress => {
+            "run refused: another run is in progress; wait for it to pause, or stop it with \
+             `buzz-deletion user stop ID`"
+                .into()
+        }
         RunOutcome::NotApproved => "run refused: the request is not approved".into(),
+        RunOutcome::Stopped {
+            stage,
+            community_id,
+            handler,
+            ..
+        } => {
+            let at = match (stage, community_id) {
+                (Some(stage), Some(c)) => format!("{stage} in {c}"),
+                (Some(stage), None) => stage.clone(),
+                (None, _) => "no stage row yet".into(),
+            };
+            let handler = match handler {
+                HandlerAtStop::NotStarted => "its handler had not started in this run",
+                HandlerAtStop::Interrupted => {
+                    "its handler was interrupted; the next run starts it again"
+                }
+                HandlerAtStop::ResultSaved => {
+                    "its handler's result is saved; the next run commits its transition without \
+                     running it again"
+                }
+            };
+            format!("stopped; current stage {at} ({handler}); `user run` continues from it")
+        }
         RunOutcome::Blocked { reason } => format!("blocked: {reason}"),
     }
 }

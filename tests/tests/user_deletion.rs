@@ -6,9 +6,12 @@
 //! - `store`: the store's exclusion-proof guarantees, without Temporal.
 //! - `inventory_bounds`: the approved inventory as the source, the resource bounds, the store's
 //!   refusal of an early start, `user list`.
+//! - `recovery`: stop, resume from Postgres, one handler per step across crashes, continue-as-new.
 
 #[path = "user_deletion/inventory_bounds.rs"]
 mod inventory_bounds;
+#[path = "user_deletion/recovery.rs"]
+mod recovery;
 #[path = "user_deletion/store.rs"]
 mod store;
 #[path = "user_deletion/support.rs"]

@@ -68,6 +68,19 @@ pub enum UserStoreError {
         /// The request's generation.
         current: i64,
     },
+    /// A handler start on behalf of a workflow execution that no longer owns the request (a
+    /// newer execution resumed it).
+    #[error(
+        "request {request_id}: execution {caller} was superseded by execution {owner}; it may not start a handler"
+    )]
+    SupersededExecution {
+        /// The request.
+        request_id: Uuid,
+        /// The execution that owns the request.
+        owner: String,
+        /// The execution that asked.
+        caller: String,
+    },
     /// A transition that contradicts what is saved (a different decision on an already-left row,
     /// or leaving a row that is not completed).
     #[error("transition refused for request {request_id}: {reason}")]
@@ -115,9 +128,12 @@ pub enum UserStoreError {
 }
 
 impl UserStoreError {
-    /// Whether the error is a refused write of a stale attempt.
+    /// Whether the error is a refused write of a stale attempt (or of a superseded execution).
     pub fn is_stale_generation(&self) -> bool {
-        matches!(self, UserStoreError::StaleGeneration { .. })
+        matches!(
+            self,
+            UserStoreError::StaleGeneration { .. } | UserStoreError::SupersededExecution { .. }
+        )
     }
 
     /// Whether the error is the store's refusal of a handler start before the retry deadline.
@@ -145,6 +161,7 @@ impl Classified for UserStoreError {
             | UserStoreError::WrongRequestStage { .. }
             | UserStoreError::NotCurrent { .. }
             | UserStoreError::StaleGeneration { .. }
+            | UserStoreError::SupersededExecution { .. }
             | UserStoreError::TransitionConflict { .. }
             | UserStoreError::CorruptRow(_)
             | UserStoreError::StoredInventory { .. }

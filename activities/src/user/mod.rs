@@ -2,6 +2,7 @@
 //! user-deletion store or to a dummy handler.
 
 pub mod error;
+pub mod faults;
 pub mod handlers;
 pub mod store;
 
@@ -15,16 +16,19 @@ use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use workflows::contract::{
     PERMANENT_FAILURE_TYPE, RETRY_NOT_DUE_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE,
 };
+use workflows::user::resume::ResumeInput;
+use workflows::user::stop::{InterruptStageInput, InterruptedStage};
 use workflows::user::{
     ApprovedInventory, BlockedInput, CommitTransitionInput, CommittedTransition, ExecuteStageInput,
-    ProgressSnapshot, RegisterUserInput, RegisteredUserRequest, StageKind, StageOutcome,
-    UserApprovalInput, UserApprovalRecord, UserRequestRef,
+    ProgressSnapshot, RegisterUserInput, RegisteredUserRequest, ResumedRequest, StageKind,
+    StageOutcome, UserApprovalInput, UserApprovalRecord, UserRequestRef,
 };
 
 pub use error::UserStoreError;
 pub use store::{StageRowView, StageStart, UserRequestSummary, UserRequestView, UserStore};
 
 use crate::failure::{Classified, Severity};
+use faults::{FaultPoint, FaultPoints};
 use handlers::{HandlerError, run_dummy_handler};
 
 /// The user-deletion activities, registered on a worker with
@@ -32,6 +36,7 @@ use handlers::{HandlerError, run_dummy_handler};
 #[derive(Debug, Clone)]
 pub struct UserActivities {
     store: UserStore,
+    faults: FaultPoints,
 }
 
 impl UserActivities {
@@ -39,7 +44,14 @@ impl UserActivities {
     pub fn new(pool: PgPool) -> Self {
         UserActivities {
             store: UserStore::new(pool),
+            faults: FaultPoints::default(),
         }
+    }
+
+    /// The same activities passing every [`FaultPoint`] through `faults` (end-to-end tests only).
+    pub fn with_fault_points(mut self, faults: FaultPoints) -> Self {
+        self.faults = faults;
+        self
     }
 }
 
@@ -88,15 +100,19 @@ impl UserActivities {
         _ctx: ActivityContext,
         input: CommitTransitionInput,
     ) -> Result<CommittedTransition, ActivityError> {
-        self.store
+        let committed = self
+            .store
             .commit_transition(&input)
             .await
-            .map_err(activity_error)
+            .map_err(activity_error)?;
+        self.faults.pass(FaultPoint::TransitionCommitted).await;
+        Ok(committed)
     }
 
     /// Starts the current row's handler under a new generation, runs the dummy handler with
     /// heartbeats, and saves its result or failure under that generation. A row whose result an
-    /// earlier attempt saved is answered from the store without running the handler again.
+    /// earlier attempt saved is answered from the store without running the handler again; it
+    /// counts as run by this workflow run when the row carries this run's token.
     #[activity(definition = workflows::user::ExecuteStage)]
     pub async fn execute_stage(
         self: Arc<Self>,
@@ -105,22 +121,27 @@ impl UserActivities {
     ) -> Result<StageOutcome, ActivityError> {
         let start = self
             .store
-            .start_stage(
+            .start_stage_for_run(
                 input.request_id,
                 input.stage_id,
                 input.executor_id.as_deref(),
+                input.run_token.as_deref(),
             )
             .await
             .map_err(activity_error)?;
         let (generation, row) = match start {
-            StageStart::AlreadyCompleted { result } => {
+            StageStart::AlreadyCompleted { result, run_token } => {
+                // Decided from the durable row: an attempt of this run that saved the result and
+                // died before Temporal recorded it done still counts as this run's handler.
+                let handler_ran = run_token.is_some() && run_token == input.run_token;
                 return Ok(StageOutcome::Completed {
                     result,
-                    handler_ran: false,
+                    handler_ran,
                 });
             }
             StageStart::Started { generation, row } => (generation, row),
         };
+        self.faults.pass(FaultPoint::HandlerStarted).await;
         let stage: StageKind = row.stage.parse().map_err(|e| {
             activity_error(UserStoreError::CorruptRow(format!(
                 "stage row {}: {e}",
@@ -133,6 +154,7 @@ impl UserActivities {
                     .save_stage_result(input.request_id, row.id, generation, &result)
                     .await
                     .map_err(activity_error)?;
+                self.faults.pass(FaultPoint::ResultSaved).await;
                 Ok(StageOutcome::Completed {
                     result,
                     handler_ran: true,
@@ -166,6 +188,33 @@ impl UserActivities {
     ) -> Result<ApprovedInventory, ActivityError> {
         self.store
             .load_approved_inventory(input.request_id)
+            .await
+            .map_err(activity_error)
+    }
+
+    /// Takes up a request for a resuming execution, fencing out older executions.
+    #[activity(definition = workflows::user::ResumeRequest)]
+    pub async fn resume(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: ResumeInput,
+    ) -> Result<ResumedRequest, ActivityError> {
+        self.store.resume(&input).await.map_err(activity_error)
+    }
+
+    /// Fences out the handler attempt a stop cancelled and reports whether it saved its result.
+    #[activity(definition = workflows::user::stop::InterruptStage)]
+    pub async fn interrupt_stage(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: InterruptStageInput,
+    ) -> Result<InterruptedStage, ActivityError> {
+        self.store
+            .interrupt_stage(
+                input.request_id,
+                input.stage_id,
+                input.requested_by.as_deref(),
+            )
             .await
             .map_err(activity_error)
     }
@@ -222,6 +271,8 @@ mod tests {
             user_activities::ExecuteStage.name().to_string(),
             user_activities::RecordBlocked.name().to_string(),
             user_activities::LoadApprovedInventory.name().to_string(),
+            user_activities::Resume.name().to_string(),
+            user_activities::InterruptStage.name().to_string(),
         ];
         assert_eq!(
             implemented,

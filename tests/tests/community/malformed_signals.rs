@@ -648,8 +648,9 @@ async fn malformed_signals_and_updates_never_fail_a_user_deletion_workflow_task(
         .to_owned();
     let workflow_id = workflows::user::workflow_id(id.parse().unwrap_or_default());
 
-    // The user workflow takes no signals: whatever arrives must be ignored, never decoded.
-    for name in ["approve", "run", "registration", "abort"] {
+    // The user workflow takes one signal, `stop`, whose payload it never decodes (and with no
+    // run in progress it changes nothing); any other signal must be ignored, never decoded.
+    for name in ["approve", "run", "registration", "abort", "stop"] {
         for args in [
             vec!["--input", r#"{"garbage": 1}"#],
             vec!["--input", "null"],
@@ -674,6 +675,7 @@ async fn malformed_signals_and_updates_never_fail_a_user_deletion_workflow_task(
         ("approve", "[1, 2]"),
         ("run", r#"{"next_step": "yes"}"#),
         ("registration", r#"{"garbage": 1}"#),
+        ("stop", "[1, 2]"),
     ] {
         let run = temporal_cli(&[
             "workflow",

@@ -120,7 +120,8 @@ async fn a_stale_handler_attempt_cannot_save_after_a_newer_attempt_started() {
     assert_eq!(
         store.start_stage(id, gate, None).await.unwrap(),
         StageStart::AlreadyCompleted {
-            result: json!({"gated": true})
+            result: json!({"gated": true}),
+            run_token: None,
         },
         "a saved result is returned, never recomputed"
     );

@@ -5,11 +5,16 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use activities::user::faults::FaultPoints;
 use activities::user::{StageRowView, UserActivities, UserRequestView, UserStore};
 use serde_json::Value;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
-use temporalio_client::{Client, ClientOptions, ConnectionOptions, WorkflowQueryOptions};
+use temporalio_client::{
+    Client, ClientOptions, ConnectionOptions, UntypedSignal, WorkflowDescribeOptions,
+    WorkflowQueryOptions, WorkflowSignalOptions, WorkflowTerminateOptions,
+};
+use temporalio_common::data_converters::RawValue;
 use temporalio_common::protos::temporal::api::enums::v1::IndexedValueType;
 use temporalio_common::protos::temporal::api::operatorservice::v1::AddSearchAttributesRequest;
 use temporalio_common::protos::temporal::api::testservice::v1::SleepRequest;
@@ -94,15 +99,69 @@ impl Stack {
             .expect("querying the workflow status")
     }
 
+    /// Terminates the request's workflow, as an operator would from the Web UI.
+    pub async fn terminate(&self, id: Uuid) {
+        self.client
+            .get_workflow_handle::<UserDeletion>(workflow_id(id))
+            .terminate(
+                WorkflowTerminateOptions::builder()
+                    .reason("e2e: the workflow is lost".to_string())
+                    .build(),
+            )
+            .await
+            .expect("terminating the workflow");
+    }
+
+    /// Sends the `stop` signal with no payload, as an operator would from the Web UI.
+    pub async fn signal_stop(&self, id: Uuid) {
+        self.client
+            .get_workflow_handle::<UserDeletion>(workflow_id(id))
+            .signal(
+                UntypedSignal::new("stop"),
+                RawValue::new(Vec::new()),
+                WorkflowSignalOptions::default(),
+            )
+            .await
+            .expect("signalling stop");
+    }
+
+    /// The run id of the request's latest workflow execution and whether it is running.
+    pub async fn latest_execution(&self, id: Uuid) -> (String, bool) {
+        let description = self
+            .client
+            .get_workflow_handle::<UserDeletion>(workflow_id(id))
+            .describe(WorkflowDescribeOptions::default())
+            .await
+            .expect("describing the workflow");
+        (
+            description.run_id().to_string(),
+            description.status() == temporalio_client::WorkflowExecutionStatus::Running,
+        )
+    }
+
     /// Starts a worker (workflow + user activities) on its own thread and runtime.
     pub fn spawn_worker(&self, name: &str) -> WorkerThread {
         self.spawn_worker_with_cache(name, 0)
+    }
+
+    /// Starts a worker whose user activities pass their crash points through `faults`.
+    pub fn spawn_worker_with_faults(&self, name: &str, faults: FaultPoints) -> WorkerThread {
+        self.spawn_worker_configured(name, 0, faults)
     }
 
     /// Starts a worker that caches up to `cached_workflows` workflows (0: none, every task replays
     /// the whole history). Only for a test with a single worker that never dies: the Java test
     /// server does not hand a dead worker's sticky tasks to another one.
     pub fn spawn_worker_with_cache(&self, name: &str, cached_workflows: usize) -> WorkerThread {
+        self.spawn_worker_configured(name, cached_workflows, FaultPoints::default())
+    }
+
+    fn spawn_worker_configured(
+        &self,
+        name: &str,
+        cached_workflows: usize,
+        faults: FaultPoints,
+    ) -> WorkerThread {
         let (stop_tx, stop_rx) = oneshot::channel();
         let address = self.server.target.clone();
         let database_url = self.database_url.clone();
@@ -120,6 +179,7 @@ impl Stack {
                     address,
                     database_url,
                     cached_workflows,
+                    faults,
                     stop_rx,
                 );
                 match runtime.block_on(worker) {
@@ -274,6 +334,7 @@ async fn run_worker(
     address: String,
     database_url: String,
     cached_workflows: usize,
+    faults: FaultPoints,
     stop: oneshot::Receiver<Stop>,
 ) -> Stop {
     let pool = PgPoolOptions::new()
@@ -291,7 +352,7 @@ async fn run_worker(
         .max_cached_workflows(cached_workflows)
         .register_workflow::<UserDeletion>()
         .expect("registering UserDeletion")
-        .register_activities(UserActivities::new(pool))
+        .register_activities(UserActivities::new(pool).with_fault_points(faults))
         .build();
     let mut worker = Worker::new(&runtime, client, options).expect("building the worker");
     let shutdown = worker.shutdown_handle();

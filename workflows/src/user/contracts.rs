@@ -210,6 +210,11 @@ pub struct ExecuteStageInput {
     pub executor_id: Option<String>,
     /// How long after a failure the row may be retried.
     pub retry_delay_ms: u64,
+    /// The token of the workflow run asking (see [`super::resume::run_token`]). Saved on the row
+    /// when the handler starts, so a retried attempt knows from the row whether this run already
+    /// executed the handler.
+    #[serde(default)]
+    pub run_token: Option<String>,
 }
 
 /// Output of `user.execute_stage`: the outcome the activity saved.
@@ -221,7 +226,9 @@ pub enum StageOutcome {
     Completed {
         /// The saved result.
         result: serde_json::Value,
-        /// False when an earlier attempt had already saved it.
+        /// Whether this run executed the handler: decided from the row's saved run token, so an
+        /// attempt retried after a crash that followed the save still answers true. False when
+        /// an earlier run saved the result.
         handler_ran: bool,
     },
     /// The handler failed; the row is failed and current, the request waits for `retry`.
@@ -274,7 +281,7 @@ activity_contract!(
 );
 
 /// Every user activity name, for the test that checks the worker registers them all.
-pub const ACTIVITY_NAMES: [&str; 7] = [
+pub const ACTIVITY_NAMES: [&str; 9] = [
     "user.register",
     "user.record_approval",
     "user.load_progress",
@@ -282,4 +289,6 @@ pub const ACTIVITY_NAMES: [&str; 7] = [
     "user.execute_stage",
     "user.record_blocked",
     "user.load_approved_inventory",
+    "user.resume",
+    "user.interrupt_stage",
 ];

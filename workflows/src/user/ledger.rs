@@ -25,6 +25,10 @@ pub struct RunLedger {
     pub last_run: Option<RunReport>,
     /// `run` updates still waiting for their report; the workflow does not end before they got it.
     pub waiting_updates: u32,
+    /// An operator asked the run in progress to stop (cleared when that run ends).
+    pub stop_requested: bool,
+    /// Who asked for that stop, for the audit trail.
+    pub stop_requested_by: Option<String>,
 }
 
 /// What to do with an incoming `run` update.
@@ -47,6 +51,8 @@ impl Default for RunLedger {
             runs_finished: 0,
             last_run: None,
             waiting_updates: 0,
+            stop_requested: false,
+            stop_requested_by: None,
         }
     }
 }
@@ -96,12 +102,15 @@ impl RunLedger {
             UserPhase::AwaitingApproval | UserPhase::Approving => {
                 Some("the request is not approved yet: approve its inventory digest first".into())
             }
-            UserPhase::Running => {
-                Some("a run of this request is already in progress; wait for it to pause".into())
-            }
+            UserPhase::Running => Some(
+                "a run of this request is already in progress; wait for it to pause, or stop \
+                     it with `buzz-deletion user stop ID`"
+                    .into(),
+            ),
             UserPhase::Approved
             | UserPhase::Paused
             | UserPhase::RetryWait
+            | UserPhase::Stopped
             | UserPhase::Blocked
             | UserPhase::Completed => None,
         }
@@ -134,7 +143,11 @@ impl RunLedger {
             | UserPhase::RegistrationFailed
             | UserPhase::AwaitingApproval
             | UserPhase::Approving => answer(RunOutcome::NotApproved),
-            UserPhase::Approved | UserPhase::Paused | UserPhase::RetryWait | UserPhase::Blocked => {
+            UserPhase::Approved
+            | UserPhase::Paused
+            | UserPhase::RetryWait
+            | UserPhase::Stopped
+            | UserPhase::Blocked => {
                 self.runs_started += 1;
                 self.pending_run = Some((self.runs_started, options));
                 self.phase = UserPhase::Running;
@@ -166,15 +179,32 @@ impl RunLedger {
             }
             // The saved retry state (if any) still gates the next run.
             RunOutcome::Blocked { .. } => self.phase = UserPhase::Blocked,
+            // The run was admitted after any saved deadline; nothing gates the next one.
+            RunOutcome::Stopped { .. } => self.phase = UserPhase::Stopped,
             RunOutcome::RunInProgress | RunOutcome::NotApproved => {}
         }
         self.pending_run = None;
+        self.stop_requested = false;
+        self.stop_requested_by = None;
         self.runs_finished = run;
         self.last_run = Some(RunReport {
             run,
             handlers_run,
             outcome,
         });
+    }
+
+    /// Asks the run in progress to stop; returns its number, or None when no run is in progress
+    /// (then nothing changes). Asking twice is the same as asking once.
+    pub fn request_stop(&mut self, requested_by: Option<String>) -> Option<u64> {
+        if self.phase != UserPhase::Running {
+            return None;
+        }
+        if !self.stop_requested {
+            self.stop_requested_by = requested_by;
+        }
+        self.stop_requested = true;
+        Some(self.runs_started)
     }
 
     /// The report of run `run`, once finished.
@@ -321,6 +351,50 @@ mod tests {
             "a successful run clears the retry state"
         );
         assert_eq!(ledger.phase, UserPhase::Completed);
+    }
+
+    #[test]
+    fn a_stop_marks_only_the_run_in_progress_and_the_next_run_is_admitted() {
+        let mut ledger = RunLedger {
+            phase: UserPhase::Paused,
+            ..RunLedger::default()
+        };
+        assert_eq!(
+            ledger.request_stop(None),
+            None,
+            "no run in progress: nothing to stop"
+        );
+        assert!(!ledger.stop_requested);
+        let Admission::Queued(run) = ledger.admit_run(RunOptions::default(), 0) else {
+            panic!("the run must be admitted");
+        };
+        assert_eq!(ledger.request_stop(None), Some(run));
+        assert_eq!(
+            ledger.request_stop(None),
+            Some(run),
+            "a second stop is the same stop"
+        );
+        ledger.finish_run(
+            run,
+            0,
+            RunOutcome::Stopped {
+                stage_id: Some(Uuid::nil()),
+                stage: Some("purge_db".into()),
+                community_id: None,
+                handler: crate::user::stop::HandlerAtStop::Interrupted,
+            },
+        );
+        assert_eq!(ledger.phase, UserPhase::Stopped);
+        assert!(!ledger.stop_requested, "the stop ends with its run");
+        assert_eq!(
+            ledger.run_rejection(),
+            None,
+            "a stopped request accepts the next run"
+        );
+        assert_eq!(
+            ledger.admit_run(RunOptions::default(), 0),
+            Admission::Queued(run + 1)
+        );
     }
 
     #[test]

@@ -6,6 +6,8 @@ use uuid::Uuid;
 
 use super::contracts::{HandlerDirectives, RetryState, UserApprovalRecord};
 use super::inventory::UserInventory;
+use super::resume::{StartMode, UserTuning};
+use super::stop::HandlerAtStop;
 
 /// The id of the workflow driving request `request_id`.
 pub fn workflow_id(request_id: Uuid) -> String {
@@ -28,6 +30,12 @@ pub struct UserDeletionInput {
     /// B and C. Recorded as the inventory's community list, so the approved digest covers it.
     #[serde(default)]
     pub demo_communities: Option<u32>,
+    /// Register a new request (default), or resume an existing one from Postgres.
+    #[serde(default)]
+    pub start: StartMode,
+    /// Knobs of the execution (carried across continue-as-new).
+    #[serde(default)]
+    pub tuning: UserTuning,
 }
 
 /// Where a user deletion stands, as the workflow sees it.
@@ -50,6 +58,8 @@ pub enum UserPhase {
     Paused,
     /// A handler failed; a run is refused until the saved deadline.
     RetryWait,
+    /// An operator stopped the last run; the current row stays current.
+    Stopped,
     /// A broken invariant stopped the last run; the reason is saved on the request.
     Blocked,
     /// Every stage is done.
@@ -68,6 +78,7 @@ impl UserPhase {
             UserPhase::Running => "running",
             UserPhase::Paused => "paused",
             UserPhase::RetryWait => "retry_wait",
+            UserPhase::Stopped => "stopped",
             UserPhase::Blocked => "blocked",
             UserPhase::Completed => "completed",
         }
@@ -156,6 +167,18 @@ pub enum RunOutcome {
     RunInProgress,
     /// Refused: the request is not approved. Nothing was changed.
     NotApproved,
+    /// An operator stopped the run (`user stop`, Ctrl-C): no further handler started and no
+    /// further transition committed; the row named here stays current.
+    Stopped {
+        /// The current row (None when the run stopped before the first row was created).
+        stage_id: Option<Uuid>,
+        /// Its stage.
+        stage: Option<String>,
+        /// Its community.
+        community_id: Option<Uuid>,
+        /// What its handler had done.
+        handler: HandlerAtStop,
+    },
     /// A broken invariant (unreadable history, refused write) stopped the run.
     Blocked {
         /// What broke.
@@ -172,6 +195,7 @@ impl RunOutcome {
                 | RunOutcome::HandlerBudgetReached { .. }
                 | RunOutcome::Completed
                 | RunOutcome::AlreadyCompleted
+                | RunOutcome::Stopped { .. }
         )
     }
 }

@@ -11,12 +11,16 @@ pub mod inventory;
 pub mod ledger;
 pub mod messages;
 pub mod policy;
+pub mod resume;
 pub mod stage;
+pub mod stop;
 pub mod workflow;
 
 pub use approved::{ApprovedInventory, StoredInventoryError};
 pub use contracts::*;
 pub use inventory::{UserInventory, validate_demo_target};
 pub use messages::*;
+pub use resume::{ResumeCause, ResumeRequest, ResumedRequest, StartMode, UserTuning};
 pub use stage::{StageKind, StageStatus};
+pub use stop::{HandlerAtStop, StopAnswer, StopRequest};
 pub use workflow::UserDeletion;

@@ -6,10 +6,15 @@
 //! reconstructs progress from the predecessor chain, runs the current row's handler and saves the
 //! decision the policy takes. A resumed run, a replacement worker or a retried activity therefore
 //! continues from what was saved, never from what a worker remembered.
+//!
+//! Recovery (`recovery`): a `stop` update or signal ends the run in progress before its next
+//! handler or transition; an execution started in resume mode takes the request up from Postgres
+//! (an operator's `user resume`, or this workflow's own continue-as-new between runs).
 
 use std::time::{Duration, UNIX_EPOCH};
 
 use temporalio_common::RetryPolicy;
+use temporalio_common::data_converters::RawValue;
 use temporalio_common::error::IncomingError;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{
@@ -19,10 +24,10 @@ use temporalio_sdk::{
 use uuid::Uuid;
 
 use super::contracts::{
-    BlockedInput, CommitTransition, CommitTransitionInput, CommittedTransition, ExecuteStage,
-    ExecuteStageInput, LoadApprovedInventory, LoadProgress, RecordBlocked, RecordUserApproval,
-    RegisterUser, RegisterUserInput, StageOutcome, StageRecord, TransitionCommand,
-    UserApprovalInput, UserApprovalRecord, UserApproveRequest, UserRequestRef,
+    BlockedInput, CommitTransition, CommitTransitionInput, CommittedTransition, ExecuteStageInput,
+    LoadApprovedInventory, LoadProgress, RecordBlocked, RecordUserApproval, RegisterUser,
+    RegisterUserInput, StageOutcome, StageRecord, TransitionCommand, UserApprovalInput,
+    UserApprovalRecord, UserApproveRequest, UserRequestRef,
 };
 use super::early_start::store_refused_early_start;
 use super::inventory::{DEFAULT_DEMO_COMMUNITIES, TargetError, UserInventory};
@@ -32,7 +37,9 @@ use super::messages::{
     UserDeletionStatus, UserPhase,
 };
 use super::policy::{Position, decide, initial_stage, reconstruct, successor_stage};
+use super::resume::{StartMode, UserTuning, run_token};
 use super::stage::StageStatus;
+use super::stop::{HandlerAtStop, StopAnswer, StopRequest, stopped_at};
 use crate::contract::{
     PERMANENT_FAILURE_TYPE, RETRY_NOT_DUE_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE,
 };
@@ -46,6 +53,8 @@ pub const HANDLER_HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Handlers one run may execute before it pauses, so a run always returns to its operator.
 pub const MAX_HANDLERS_PER_RUN: u32 = 100;
 
+mod recovery;
+
 type UpdateError = Box<dyn std::error::Error + Send + Sync>;
 
 /// One user deletion (reference 003 on Temporal). Workflow id: [`super::workflow_id`].
@@ -58,12 +67,19 @@ pub struct UserDeletion {
     inventory: Result<UserInventory, TargetError>,
     registration_error: Option<String>,
     ledger: RunLedger,
+    /// Register a new request, or resume one from Postgres.
+    start: StartMode,
+    /// Knobs carried across continue-as-new.
+    tuning: UserTuning,
+    /// This execution's run id: with a run's sequence number, the run token saved on the rows
+    /// whose handlers the run starts.
+    run_id: String,
 }
 
 #[workflow_methods]
 impl UserDeletion {
     #[init]
-    fn new(_ctx: &WorkflowContextView, input: UserDeletionInput) -> Self {
+    fn new(ctx: &WorkflowContextView, input: UserDeletionInput) -> Self {
         UserDeletion {
             request_id: input.request_id,
             inventory: UserInventory::demo_sized(
@@ -75,6 +91,9 @@ impl UserDeletion {
             target: input.target,
             registration_error: None,
             ledger: RunLedger::default(),
+            start: input.start,
+            tuning: input.tuning,
+            run_id: ctx.run_id().to_string(),
         }
     }
 
@@ -83,6 +102,10 @@ impl UserDeletion {
     #[run]
     pub async fn run(ctx: &mut WorkflowContext<Self>) -> WorkflowResult<UserDeletionOutcome> {
         let request_id = ctx.state(|s| s.request_id);
+        if let StartMode::Resume { cause } = ctx.state(|s| s.start.clone()) {
+            recovery::resume_from_postgres(ctx, cause).await?;
+            return serve_runs(ctx, request_id).await;
+        }
         let inventory = match ctx.state(|s| s.inventory.clone()) {
             Ok(inventory) => inventory,
             Err(refusal) => return Err(registration_failed(ctx, refusal.to_string()).into()),
@@ -103,39 +126,7 @@ impl UserDeletion {
             return Err(registration_failed(ctx, describe(&e)).into());
         }
         enter_phase(ctx, UserPhase::AwaitingApproval);
-
-        ctx.wait_condition(|s| s.ledger.approval.is_some()).await?;
-        loop {
-            ctx.wait_condition(|s| s.ledger.pending_run.is_some())
-                .await?;
-            let Some((run, options)) = ctx.state(|s| s.ledger.pending_run.clone()) else {
-                continue;
-            };
-            let (outcome, handlers_run) = drive_run(ctx, request_id, &options).await;
-            if let RunOutcome::Blocked { reason } = &outcome {
-                let blocked = BlockedInput {
-                    request_id,
-                    reason: reason.clone(),
-                };
-                // The report carries the reason either way; saving it is for `user status`.
-                let _ = ctx
-                    .execute_activity(RecordBlocked, blocked, store_options())
-                    .await;
-            }
-            ctx.state_mut(|s| s.ledger.finish_run(run, handlers_run, outcome));
-            let phase = ctx.state(|s| s.ledger.phase);
-            publish_phase(ctx, phase);
-            if phase == UserPhase::Completed {
-                break;
-            }
-        }
-        // Let every waiting `run` update collect its report before the workflow closes.
-        ctx.wait_condition(|s| s.ledger.waiting_updates == 0)
-            .await?;
-        Ok(UserDeletionOutcome {
-            request_id,
-            runs: ctx.state(|s| s.ledger.runs_finished),
-        })
+        serve_runs(ctx, request_id).await
     }
 
     /// Waits until the request row is recorded and answers what `user submit` prints.
@@ -210,6 +201,10 @@ impl UserDeletion {
         _ctx: &WorkflowContextView,
         _options: &RunOptions,
     ) -> Result<(), UpdateError> {
+        // A resuming execution is reading its request from Postgres: the run waits for it.
+        if self.ledger.phase == UserPhase::Registering && self.start != StartMode::Register {
+            return Ok(());
+        }
         match self.ledger.run_rejection() {
             Some(rejection) => Err(rejection.into()),
             None => Ok(()),
@@ -220,6 +215,10 @@ impl UserDeletion {
     /// (after one handler and its transition in step mode, on a handler failure, or at the end).
     #[update(name = "run")]
     pub async fn request_run(ctx: &mut WorkflowContext<Self>, options: RunOptions) -> RunReport {
+        // Only a resuming execution admits a run while registering (see the validator).
+        let _taken_up = ctx
+            .wait_condition(|s| s.ledger.phase != UserPhase::Registering)
+            .await;
         let now = workflow_time_unix_ms(ctx);
         let run = match ctx.state_mut(|s| s.ledger.admit_run(options, now)) {
             Admission::Answer(report) => return report,
@@ -235,6 +234,35 @@ impl UserDeletion {
                 _ => RunLedger::missing_report(run, s.request_id),
             }
         })
+    }
+
+    /// Asks the run in progress to stop before it starts another handler or commits another
+    /// transition (a handler in flight is cancelled), and answers with that run's report once it
+    /// ended. Idempotent: with no run in progress it answers at once and changes nothing.
+    #[update(name = "stop")]
+    pub async fn stop(ctx: &mut WorkflowContext<Self>, request: StopRequest) -> StopAnswer {
+        let Some(run) = ctx.state_mut(|s| s.ledger.request_stop(request.requested_by)) else {
+            return StopAnswer::NothingRunning {
+                phase: ctx.state(|s| s.ledger.phase),
+            };
+        };
+        ctx.state_mut(|s| s.ledger.waiting_updates += 1);
+        let waited = ctx.wait_condition(|s| s.ledger.runs_finished >= run).await;
+        ctx.state_mut(|s| {
+            s.ledger.waiting_updates -= 1;
+            let report = match (waited, s.ledger.report_of(run)) {
+                (Ok(()), Some(report)) => report,
+                _ => RunLedger::missing_report(run, s.request_id),
+            };
+            StopAnswer::Stopped { report }
+        })
+    }
+
+    /// The same stop as the `stop` update, for the Web UI (a signal has no answer; the run's
+    /// report shows in the `status` query). Any payload is accepted.
+    #[signal(name = "stop")]
+    pub async fn stop_signal(ctx: &mut WorkflowContext<Self>, _input: RawValue) {
+        ctx.state_mut(|s| s.ledger.request_stop(Some("stop signal".into())));
     }
 
     /// Phase, approval, retry state and the last run's report.
@@ -261,6 +289,49 @@ impl UserDeletion {
     }
 }
 
+/// Waits for the approval, then serves `run` updates until the last transition completes the
+/// request. Between runs it continues as new once this execution served its share of runs.
+async fn serve_runs(
+    ctx: &mut WorkflowContext<UserDeletion>,
+    request_id: Uuid,
+) -> WorkflowResult<UserDeletionOutcome> {
+    ctx.wait_condition(|s| s.ledger.approval.is_some()).await?;
+    loop {
+        let continue_due = recovery::continue_as_new_due(ctx);
+        ctx.wait_condition(move |s| {
+            s.ledger.pending_run.is_some() || (continue_due && s.ledger.waiting_updates == 0)
+        })
+        .await?;
+        let Some((run, options)) = ctx.state(|s| s.ledger.pending_run.clone()) else {
+            return Err(recovery::continue_as_new(ctx).await);
+        };
+        let (outcome, handlers_run) = drive_run(ctx, request_id, &options, run).await;
+        if let RunOutcome::Blocked { reason } = &outcome {
+            let blocked = BlockedInput {
+                request_id,
+                reason: reason.clone(),
+            };
+            // The report carries the reason either way; saving it is for `user status`.
+            let _ = ctx
+                .execute_activity(RecordBlocked, blocked, store_options())
+                .await;
+        }
+        ctx.state_mut(|s| s.ledger.finish_run(run, handlers_run, outcome));
+        let phase = ctx.state(|s| s.ledger.phase);
+        publish_phase(ctx, phase);
+        if phase == UserPhase::Completed {
+            break;
+        }
+    }
+    // Let every waiting `run` update collect its report before the workflow closes.
+    ctx.wait_condition(|s| s.ledger.waiting_updates == 0)
+        .await?;
+    Ok(UserDeletionOutcome {
+        request_id,
+        runs: ctx.state(|s| s.ledger.runs_finished),
+    })
+}
+
 /// Executes stages until the run must pause; returns how it ended and how many handlers ran.
 /// Every run first reads the approved inventory back from Postgres (verified against the
 /// approval's digest and this build's known versions); the workflow never trusts its own copy.
@@ -268,6 +339,7 @@ async fn drive_run(
     ctx: &mut WorkflowContext<UserDeletion>,
     request_id: Uuid,
     options: &RunOptions,
+    run: u64,
 ) -> (RunOutcome, u32) {
     let approved = match ctx
         .execute_activity(
@@ -288,9 +360,10 @@ async fn drive_run(
         }
     };
     let inventory = &approved.inventory;
+    let token = ctx.state(|s| run_token(&s.run_id, run));
     let mut handlers_run = 0;
     loop {
-        match advance_one(ctx, request_id, inventory, options, handlers_run).await {
+        match advance_one(ctx, request_id, inventory, options, &token, handlers_run).await {
             Ok(Step::Continue { handler_ran }) => handlers_run += u32::from(handler_ran),
             Ok(Step::Stop {
                 outcome,
@@ -324,6 +397,7 @@ async fn advance_one(
     request_id: Uuid,
     inventory: &UserInventory,
     options: &RunOptions,
+    token: &str,
     handlers_run: u32,
 ) -> Result<Step, String> {
     let snapshot = ctx
@@ -335,6 +409,12 @@ async fn advance_one(
         Position::Finished => {
             return Ok(Step::Stop {
                 outcome: RunOutcome::Completed,
+                handler_ran: false,
+            });
+        }
+        Position::NotStarted if stop_requested(ctx) => {
+            return Ok(Step::Stop {
+                outcome: stopped_at(None, HandlerAtStop::NotStarted),
                 handler_ran: false,
             });
         }
@@ -355,6 +435,11 @@ async fn advance_one(
 
     let (completed, handler_ran) = if current.status == StageStatus::Completed {
         (current, false)
+    } else if stop_requested(ctx) {
+        return Ok(Step::Stop {
+            outcome: stopped_at(Some(&current), HandlerAtStop::NotStarted),
+            handler_ran: false,
+        });
     } else {
         if handlers_run >= MAX_HANDLERS_PER_RUN {
             return Ok(Step::Stop {
@@ -367,7 +452,8 @@ async fn advance_one(
                 handler_ran: false,
             });
         }
-        let executed = execute(ctx, request_id, &current, options).await;
+        let input = execute_input(request_id, &current, options, token);
+        let executed = recovery::execute_unless_stopped(ctx, input, options).await;
         if let Err(e) = &executed
             && let Some(outcome) = store_refused_early_start(e, snapshot.retry.as_ref())
         {
@@ -377,16 +463,24 @@ async fn advance_one(
             });
         }
         match executed.map_err(|e| describe(&e))? {
-            StageOutcome::Completed {
+            None => {
+                let handler = recovery::handler_after_interruption(ctx, current.id).await;
+                return Ok(Step::Stop {
+                    outcome: stopped_at(Some(&current), handler),
+                    // This run's attempt saved the result before it was cut off.
+                    handler_ran: handler == HandlerAtStop::ResultSaved,
+                });
+            }
+            Some(StageOutcome::Completed {
                 result,
                 handler_ran,
-            } => {
+            }) => {
                 let mut completed = current;
                 completed.status = StageStatus::Completed;
                 completed.result = Some(result);
                 (completed, handler_ran)
             }
-            StageOutcome::Failed { error, retry } => {
+            Some(StageOutcome::Failed { error, retry }) => {
                 return Ok(Step::Stop {
                     outcome: RunOutcome::HandlerFailed {
                         stage_id: current.id,
@@ -401,6 +495,12 @@ async fn advance_one(
         }
     };
 
+    if stop_requested(ctx) {
+        return Ok(Step::Stop {
+            outcome: stopped_at(Some(&completed), HandlerAtStop::ResultSaved),
+            handler_ran,
+        });
+    }
     let transition = decide(inventory, &progress.covered, &completed).map_err(|e| e.to_string())?;
     let advance = TransitionCommand::Advance {
         from_stage_id: completed.id,
@@ -446,27 +546,25 @@ async fn commit(
         .map_err(|e| describe(&e))
 }
 
-async fn execute(
-    ctx: &mut WorkflowContext<UserDeletion>,
+fn execute_input(
     request_id: Uuid,
     row: &StageRecord,
     options: &RunOptions,
-) -> Result<StageOutcome, ActivityExecutionError> {
-    let delay = Duration::from_millis(options.directives.stage_delay_ms);
-    let input = ExecuteStageInput {
+    token: &str,
+) -> ExecuteStageInput {
+    ExecuteStageInput {
         request_id,
         stage_id: row.id,
         directives: options.directives.clone(),
         executor_id: options.executor_id.clone(),
         retry_delay_ms: RETRY_DELAY.as_millis() as u64,
-    };
-    let handler_options =
-        ActivityOptions::with_start_to_close_timeout(delay + Duration::from_secs(60))
-            .heartbeat_timeout(HANDLER_HEARTBEAT_TIMEOUT)
-            .retry_policy(retry_policy())
-            .build();
-    ctx.execute_activity(ExecuteStage, input, handler_options)
-        .await
+        run_token: Some(token.to_string()),
+    }
+}
+
+/// Whether an operator asked the run in progress to stop.
+fn stop_requested(ctx: &WorkflowContext<UserDeletion>) -> bool {
+    ctx.state(|s| s.ledger.stop_requested)
 }
 
 /// Store calls are short; transient failures are retried without limit (visible in the Web UI as

@@ -8,8 +8,10 @@
 //! write is idempotent under retry (a repeated call finds its earlier effect and returns it).
 
 mod approved;
+mod interrupt;
 mod listing;
 mod requests;
+mod resume;
 mod stages;
 mod views;
 

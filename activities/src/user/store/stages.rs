@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 use uuid::Uuid;
 use workflows::user::policy::Transition;
+use workflows::user::resume::run_id_of;
 use workflows::user::{
     CommitTransitionInput, CommittedTransition, RetryState, StageSpec, TransitionCommand,
 };
@@ -25,6 +26,9 @@ pub enum StageStart {
     AlreadyCompleted {
         /// The saved result.
         result: serde_json::Value,
+        /// The token of the run whose attempt executed the handler (None before migration 0009
+        /// or when the starter named no run).
+        run_token: Option<String>,
     },
     /// This attempt owns the row; its writes must carry `generation`.
     Started {
@@ -123,6 +127,24 @@ async fn refuse_before_deadline(
             stage_id,
             next_attempt_at: rfc3339(deadline),
             database_now: rfc3339(now),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Refuses a handler start for execution `caller` when another execution resumed the request
+/// (the request row is already locked by the caller's transaction).
+async fn refuse_superseded(tx: &mut Tx<'_>, request_id: Uuid, caller: &str) -> UserStoreResult<()> {
+    let owner: Option<String> =
+        sqlx::query_scalar("SELECT owner_run_id FROM deletion.requests WHERE id = $1")
+            .bind(request_id)
+            .fetch_one(&mut **tx)
+            .await?;
+    match owner {
+        Some(owner) if owner != caller => Err(UserStoreError::SupersededExecution {
+            request_id,
+            owner,
+            caller: caller.to_string(),
         }),
         _ => Ok(()),
     }
@@ -287,6 +309,19 @@ impl UserStore {
         stage_id: Uuid,
         executor_id: Option<&str>,
     ) -> UserStoreResult<StageStart> {
+        self.start_stage_for_run(request_id, stage_id, executor_id, None)
+            .await
+    }
+
+    /// [`UserStore::start_stage`] on behalf of the workflow run `run_token`, which is saved on
+    /// the row with the start (and answered back when the row is already completed).
+    pub async fn start_stage_for_run(
+        &self,
+        request_id: Uuid,
+        stage_id: Uuid,
+        executor_id: Option<&str>,
+        run_token: Option<&str>,
+    ) -> UserStoreResult<StageStart> {
         let mut tx = self.pool.begin().await?;
         let (request_stage, generation) = lock_request(&mut tx, request_id).await?;
         if !matches!(request_stage.as_str(), "running" | "retry_wait") {
@@ -295,6 +330,9 @@ impl UserStore {
                 expected: "running or retry_wait",
                 actual: request_stage,
             });
+        }
+        if let Some(caller) = run_token.and_then(run_id_of) {
+            refuse_superseded(&mut tx, request_id, caller).await?;
         }
         let row = lock_stage(&mut tx, request_id, stage_id).await?;
         if !row.is_current {
@@ -307,7 +345,10 @@ impl UserStore {
             let result = row.result.clone().ok_or_else(|| {
                 UserStoreError::CorruptRow(format!("completed stage row {stage_id} has no result"))
             })?;
-            return Ok(StageStart::AlreadyCompleted { result });
+            return Ok(StageStart::AlreadyCompleted {
+                result,
+                run_token: row.handler_run_token,
+            });
         }
         refuse_before_deadline(&mut tx, request_id, stage_id).await?;
         let generation = generation + 1;
@@ -323,13 +364,14 @@ impl UserStore {
             "UPDATE deletion.user_stage_history \
              SET status = 'running', attempt = attempt + 1, exec_generation = $2, executor_id = $3, \
                  started_at = now(), first_started_at = COALESCE(first_started_at, now()), \
-                 finished_at = NULL \
+                 finished_at = NULL, handler_run_token = $4 \
              WHERE id = $1 RETURNING ",
             stage_columns!()
         ))
         .bind(stage_id)
         .bind(generation)
         .bind(executor_id)
+        .bind(run_token)
         .fetch_one(&mut *tx)
         .await?;
         tx.commit().await?;

@@ -93,6 +93,8 @@ pub struct StageRowView {
     pub previous_stage_id: Option<Uuid>,
     /// Last handler failure.
     pub last_error: Option<String>,
+    /// Token of the workflow run whose attempt last started the handler (migration 0009).
+    pub handler_run_token: Option<String>,
 }
 
 impl StageRowView {
@@ -121,7 +123,7 @@ macro_rules! stage_columns {
     () => {
         "id, stage, community_id, status, is_current, attempt, exec_generation, executor_id, \
          created_at, first_started_at, started_at, finished_at, inputs, result, transition, \
-         previous_stage_id, last_error"
+         previous_stage_id, last_error, handler_run_token"
     };
 }
 pub(super) use stage_columns;
