@@ -29,6 +29,7 @@ mod privilege;
 mod purge;
 mod requests;
 mod stage;
+mod signed;
 mod sweeps;
 mod tenant_tree;
 mod token;
@@ -46,6 +47,7 @@ pub use error::{
     APPEND_ONLY_SQLSTATE, CascadingReference, FENCED_WRITE_SQLSTATE, StoreError, StoreResult,
     is_append_only_refusal, is_fenced_write,
 };
+pub(crate) use error::sqlx_severity as sqlx_error_severity;
 pub use fence::{FenceState, FenceStatus};
 pub use inventory::{FROZEN_INVENTORY_VERSION, FrozenInventory};
 pub use late::LateChunk;

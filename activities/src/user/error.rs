@@ -78,6 +78,9 @@ pub enum UserStoreError {
     /// A saved row cannot be read back into its typed form.
     #[error("unreadable saved row: {0}")]
     CorruptRow(String),
+    /// An operator signature was refused (or the registry could not be read).
+    #[error(transparent)]
+    Identity(#[from] crate::identity::IdentityError),
 }
 
 impl UserStoreError {
@@ -99,6 +102,7 @@ impl Classified for UserStoreError {
             }
             // Connection loss, pool exhaustion, serialization failures: a retry can succeed.
             UserStoreError::Database(_) => Severity::Transient,
+            UserStoreError::Identity(error) => error.severity(),
             UserStoreError::UnknownRequest(_)
             | UserStoreError::RegistrationConflict(_)
             | UserStoreError::InventoryRefused { .. }

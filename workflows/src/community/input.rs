@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::contracts::{ApprovalRecord, InventorySummary};
+use crate::operator::SignedAction;
 use super::phase::Phase;
 use super::status::Progress;
 
@@ -25,6 +26,10 @@ pub struct CommunityDeletionInput {
     /// Free-text reason, kept on the request row.
     #[serde(default)]
     pub reason: Option<String>,
+    /// The requester's signed `submit` statement; its key is the requester's identity for the
+    /// two-person rule. A run without one fails at registration.
+    #[serde(default)]
+    pub signed: Option<SignedAction>,
     /// Retry, heartbeat and batching knobs.
     #[serde(default)]
     pub tuning: Tuning,
@@ -46,6 +51,7 @@ impl CommunityDeletionInput {
             host: host.into(),
             requested_by: requested_by.into(),
             reason,
+            signed: None,
             tuning: Tuning::default(),
             carried: None,
         }

@@ -34,7 +34,7 @@ use temporalio_sdk::{
 use uuid::Uuid;
 
 use super::contracts::{
-    Abort, AbortInput, AbortOutcome, AbortRequest, ApprovalInput, ApprovalRecord, ApproveRequest,
+    AcceptAbort, Abort, AbortInput, AbortOutcome, AbortRequest, ApprovalInput, ApprovalRecord, ApproveRequest,
     CacheReport, Complete, DeleteChunks, DeleteChunksInput, DeleteProgress, Drain, DrainOutcome,
     EventInput, Fence, FenceOutcome, FreezeManifest, Inventory, InventorySummary, ManifestSummary,
     Preflight, PurgeCache, PurgeInput, PurgePostgres, PurgeReport, RecordApproval, RecordEvent,
@@ -45,13 +45,14 @@ use super::input::{CarriedState, CommunityDeletionInput};
 use super::options::{Pace, Paced, activity_options};
 use super::phase::Phase;
 use super::rules::{
-    AbortGate, AbortRefusal, ApprovalGate, MessageError, check_abort, check_approval,
+    AbortGate, AbortRefusal, ApprovalGate, MessageError, Subject, check_abort, check_approval,
     check_reversible, check_unblock,
 };
 use super::status::{BlockedInfo, DeletionStatus, Progress, rfc3339};
 use crate::contract::{
     ABORT_REFUSED_FAILURE_TYPE, PERMANENT_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE,
 };
+use crate::operator::{Action, Expected, Kind, check_binding};
 use crate::search;
 
 mod late;
@@ -91,6 +92,8 @@ pub struct CommunityDeletion {
     irreversible_seen: bool,
     /// The abort activity runs: nothing interrupts it any more.
     aborting: bool,
+    /// An abort's signature is being verified and recorded.
+    abort_in_flight: bool,
     /// The accepted abort came from a workflow cancellation: the run ends `Canceled`.
     cancelled: bool,
     /// This run has acted on the workflow's cancellation (it does so once).
@@ -135,6 +138,7 @@ impl CommunityDeletion {
             abort_confirmed: false,
             irreversible_seen: false,
             aborting: false,
+            abort_in_flight: false,
             cancelled: false,
             cancellation_seen: false,
             input,
@@ -235,7 +239,8 @@ impl CommunityDeletion {
             }
         };
         let actor = request.approved_by.clone();
-        if let Err(MessageError::Approval(refusal)) = Self::accept_approval(ctx, request).await {
+        // Every refusal is recorded: a rule, or the activity's verdict on the signature.
+        if let Err(refusal) = Self::accept_approval(ctx, request).await {
             let event = RequestEvent::ApprovalRejected {
                 actor,
                 reason: refusal.to_string(),
@@ -288,6 +293,7 @@ impl CommunityDeletion {
         request: &UnblockRequest,
     ) -> Result<(), UpdateError> {
         check_unblock(
+            &self.subject(),
             self.phase,
             self.blocked.is_some(),
             self.unblock_in_flight,
@@ -317,7 +323,7 @@ impl CommunityDeletion {
             }
         };
         let actor = request.actor.clone();
-        if let Err(MessageError::Unblock(refusal)) = Self::release(ctx, request).await {
+        if let Err(refusal) = Self::release(ctx, request).await {
             let event = RequestEvent::UnblockRejected {
                 actor,
                 reason: refusal.to_string(),
@@ -329,15 +335,32 @@ impl CommunityDeletion {
 
 /// The phases and the waits between them.
 impl CommunityDeletion {
-    /// Records the request row. A refusal (unknown host, an open request for the community)
-    /// ends the workflow failed with the activity's message: there is nothing to unblock.
+    /// Records the request row with the requester's verified `submit` signature. A refusal
+    /// (no or a mismatched signature, an unknown or revoked key, unknown host, an open request
+    /// for the community) ends the workflow failed with the reason: there is nothing to unblock.
     async fn register(ctx: &WorkflowContext<Self>) -> Result<(), Stop> {
+        let bound = ctx.state(|s| {
+            let expected = Expected {
+                action: Action::Submit,
+                kind: Kind::Community,
+                request_id: s.input.request_id,
+                target: &s.input.host,
+                digest: None,
+            };
+            check_binding(s.input.signed.as_ref(), &expected)
+                .map(|_| ())
+                .map_err(|refusal| format!("submission refused: {refusal}"))
+        });
+        if let Err(reason) = bound {
+            return Err(Self::registration_refused(ctx, reason));
+        }
         let input = ctx.state(|s| RegisterInput {
             request_id: s.input.request_id,
             workflow_id: ctx.workflow_id().to_string(),
             host: s.input.host.clone(),
             requested_by: s.input.requested_by.clone(),
             reason: s.input.reason.clone(),
+            signed: s.input.signed.clone(),
         });
         let options = Self::options(ctx, Register::PACE, WorkflowCancellationToken::new());
         match ctx.execute_activity(Register, input, options).await {
@@ -346,17 +369,19 @@ impl CommunityDeletion {
                 Self::publish(ctx);
                 Ok(())
             }
-            Err(failure) => {
-                let reason = failure_reason(&failure);
-                ctx.state_mut(|s| s.last_error = Some(reason.clone()));
-                Err(Stop::End(WorkflowTermination::failed_application(
-                    ApplicationFailure::builder(reason)
-                        .type_name(PERMANENT_FAILURE_TYPE.to_string())
-                        .non_retryable(true)
-                        .build(),
-                )))
-            }
+            Err(failure) => Err(Self::registration_refused(ctx, failure_reason(&failure))),
         }
+    }
+
+    /// Ends the workflow failed at registration with `reason` (kept as the last error).
+    fn registration_refused(ctx: &WorkflowContext<Self>, reason: String) -> Stop {
+        ctx.state_mut(|s| s.last_error = Some(reason.clone()));
+        Stop::End(WorkflowTermination::failed_application(
+            ApplicationFailure::builder(reason)
+                .type_name(PERMANENT_FAILURE_TYPE.to_string())
+                .non_retryable(true)
+                .build(),
+        ))
     }
 
     /// Runs `activity` as `phase` until it succeeds and records its output. Temporal retries
@@ -534,9 +559,12 @@ impl CommunityDeletion {
             }
             match check_reversible(s.phase, s.irreversible_seen) {
                 Ok(()) => {
+                    // Stopping before the irreversible point is always safe: a cancellation
+                    // from the Web UI is an abort without a signature, recorded as such.
                     let abort = AbortRequest {
                         actor: CANCEL_ACTOR.to_string(),
                         reason,
+                        signed: None,
                     };
                     s.abort = Some(abort.clone());
                     s.cancelled = true;
@@ -707,9 +735,33 @@ impl CommunityDeletion {
         request: AbortRequest,
         from_signal: bool,
     ) -> Result<Phase, MessageError> {
-        let accepted = ctx.state_mut(|s| {
+        let checked = ctx.state_mut(|s| {
             check_abort(&s.abort_gate(), &request)?;
             check_reversible(s.phase, s.irreversible_seen)?;
+            s.abort_in_flight = true;
+            Ok::<_, AbortRefusal>(s.input.request_id)
+        });
+        let request = match checked {
+            Ok(request_id) => Self::record_signed_abort(ctx, request_id, request, from_signal).await?,
+            Err(refusal) => {
+                if from_signal || matches!(refusal, AbortRefusal::PastIrreversiblePoint { .. }) {
+                    let event = RequestEvent::AbortRefused {
+                        actor: request.actor,
+                        reason: refusal.to_string(),
+                    };
+                    Self::record_event(ctx, event).await;
+                }
+                return Err(refusal.into());
+            }
+        };
+        // The phase may have moved while the signature was recorded.
+        let accepted = ctx.state_mut(|s| {
+            check_reversible(s.phase, s.irreversible_seen)?;
+            if let Some(first) = &s.abort {
+                return Err(AbortRefusal::AlreadyAborting {
+                    actor: first.actor.clone(),
+                });
+            }
             s.abort = Some(request.clone());
             Ok::<_, AbortRefusal>(s.phase.abort_undecided())
         });
@@ -740,6 +792,39 @@ impl CommunityDeletion {
             }),
             _ => Ok(s.phase),
         })
+    }
+
+    /// Verifies the abort's signature against the registry and records it (`community.accept_abort`)
+    /// before the abort counts; returns the abort under the operator's registered name. A
+    /// refusal changes nothing and, for a signal, is recorded in the audit trail.
+    async fn record_signed_abort(
+        ctx: &WorkflowContext<Self>,
+        request_id: Uuid,
+        abort: AbortRequest,
+        from_signal: bool,
+    ) -> Result<AbortRequest, MessageError> {
+        let actor = abort.actor.clone();
+        let input = AbortInput { request_id, abort };
+        let options = Self::options(ctx, AcceptAbort::PACE, WorkflowCancellationToken::new());
+        let recorded = ctx.execute_activity(AcceptAbort, input, options).await;
+        ctx.state_mut(|s| s.abort_in_flight = false);
+        match recorded {
+            Ok(abort) => Ok(abort),
+            Err(failure) => {
+                let reason = failure_reason(&failure);
+                if from_signal {
+                    let event = RequestEvent::AbortRefused {
+                        actor,
+                        reason: format!("abort not recorded, nothing changed: {reason}"),
+                    };
+                    Self::record_event(ctx, event).await;
+                }
+                Err(MessageError::NotRecorded {
+                    what: "abort",
+                    reason,
+                })
+            }
+        }
     }
 
     /// Lets the abort activity decide an abort accepted while deleting objects, under the request
@@ -798,7 +883,13 @@ impl CommunityDeletion {
         request: UnblockRequest,
     ) -> Result<Phase, MessageError> {
         let (request_id, phase) = ctx.state_mut(|s| {
-            check_unblock(s.phase, s.blocked.is_some(), s.unblock_in_flight, &request)?;
+            check_unblock(
+                &s.subject(),
+                s.phase,
+                s.blocked.is_some(),
+                s.unblock_in_flight,
+                &request,
+            )?;
             s.unblock_in_flight = true;
             let phase = s.blocked.as_ref().map_or(s.phase, |b| b.phase);
             Ok::<_, MessageError>((s.input.request_id, phase))
@@ -808,6 +899,7 @@ impl CommunityDeletion {
             event: RequestEvent::Unblocked {
                 actor: request.actor,
                 reason: request.reason,
+                signed: request.signed,
             },
         };
         let options = Self::options(ctx, RecordEvent::PACE, WorkflowCancellationToken::new());
@@ -928,10 +1020,19 @@ impl CommunityDeletion {
         }
     }
 
+    /// The request and host every operator signature must name.
+    fn subject(&self) -> Subject<'_> {
+        Subject {
+            request_id: self.input.request_id,
+            host: &self.input.host,
+        }
+    }
+
     fn approval_gate(&self) -> ApprovalGate<'_> {
         ApprovalGate {
             phase: self.phase,
-            requested_by: &self.input.requested_by,
+            subject: self.subject(),
+            requester: self.input.signed.as_ref().map(|s| s.operator.as_str()),
             frozen_digest: self.inventory.as_ref().map(|i| i.digest.as_str()),
             approval: self.approval.as_ref(),
             approval_in_flight: self.approval_in_flight,
@@ -941,8 +1042,10 @@ impl CommunityDeletion {
     fn abort_gate(&self) -> AbortGate<'_> {
         AbortGate {
             phase: self.phase,
+            subject: self.subject(),
             registered: self.community_id.is_some(),
             accepted: self.abort.as_ref(),
+            in_flight: self.abort_in_flight,
         }
     }
 
@@ -964,6 +1067,7 @@ impl CommunityDeletion {
             community_id: self.community_id,
             host: self.input.host.clone(),
             requested_by: self.input.requested_by.clone(),
+            submitted: self.input.signed.clone(),
             phase: self.phase,
             blocked: self.blocked.clone(),
             last_error: self.last_error.clone(),

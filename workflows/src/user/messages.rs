@@ -6,6 +6,7 @@ use uuid::Uuid;
 
 use super::contracts::{HandlerDirectives, RetryState, UserApprovalRecord};
 use super::inventory::UserInventory;
+use crate::operator::SignedAction;
 
 /// The id of the workflow driving request `request_id`.
 pub fn workflow_id(request_id: Uuid) -> String {
@@ -24,6 +25,9 @@ pub struct UserDeletionInput {
     /// Free-text reason.
     #[serde(default)]
     pub reason: Option<String>,
+    /// The requester's signed `submit` statement; a run without one fails at registration.
+    #[serde(default)]
+    pub signed: Option<SignedAction>,
 }
 
 /// Where a user deletion stands, as the workflow sees it.
