@@ -42,6 +42,15 @@ pub enum ApprovalRefusal {
     /// the requester's key (two-person rule).
     #[error(transparent)]
     Signature(#[from] SignatureRefusal),
+    /// The approver is the requester, by name (runs started before signatures, see
+    /// [`Subject::signed`]).
+    #[error(
+        "approver {approver:?} is the requester; a second operator must approve (two-person rule)"
+    )]
+    SelfApproval {
+        /// The approver as given.
+        approver: String,
+    },
     /// The digest is not the frozen one.
     #[error(
         "digest {given:?} does not match the frozen inventory digest {frozen:?}; review the inventory (status) and approve its digest"
@@ -161,6 +170,10 @@ pub struct Subject<'a> {
     pub request_id: Uuid,
     /// The community host.
     pub host: &'a str,
+    /// Whether messages must be signed: true for every run started since operator identity;
+    /// false only while replaying a history recorded before it (a patch marker decides), so
+    /// such a history replays command for command.
+    pub signed: bool,
 }
 
 impl<'a> Subject<'a> {
@@ -184,6 +197,8 @@ pub struct ApprovalGate<'a> {
     pub subject: Subject<'a>,
     /// The fingerprint of the requester's key, which may not approve.
     pub requester: Option<&'a str>,
+    /// The requester's name (the two-person rule of unsigned runs).
+    pub requested_by: &'a str,
     /// The frozen inventory digest, once frozen.
     pub frozen_digest: Option<&'a str>,
     /// The recorded approval, if any.
@@ -225,10 +240,23 @@ pub fn check_approval(
             });
         }
     };
+    if !gate.subject.signed {
+        if same_operator(approver, gate.requested_by) {
+            return Err(ApprovalRefusal::SelfApproval {
+                approver: request.approved_by.clone(),
+            });
+        }
+        return Ok(());
+    }
     let expected = gate.subject.expects(Action::Approve, Some(frozen));
     let signed = check_binding(request.signed.as_ref(), &expected)?;
     check_second_operator(gate.requester, signed)?;
     Ok(())
+}
+
+/// Whether two operator names denote the same person: equal after trimming, ignoring case.
+fn same_operator(a: &str, b: &str) -> bool {
+    a.trim().to_lowercase() == b.trim().to_lowercase()
 }
 
 /// What an abort is checked against.
@@ -269,6 +297,9 @@ pub fn check_abort(gate: &AbortGate<'_>, request: &AbortRequest) -> Result<(), A
     if gate.in_flight {
         return Err(AbortRefusal::InProgress);
     }
+    if !gate.subject.signed {
+        return Ok(());
+    }
     let expected = gate.subject.expects(Action::Abort, None);
     check_binding(request.signed.as_ref(), &expected)?;
     Ok(())
@@ -306,6 +337,9 @@ pub fn check_unblock(
     if unblock_in_flight {
         return Err(UnblockRefusal::InProgress);
     }
+    if !subject.signed {
+        return Ok(());
+    }
     check_binding(
         request.signed.as_ref(),
         &subject.expects(Action::Unblock, None),
@@ -324,6 +358,7 @@ mod tests {
         Subject {
             request_id: Uuid::from_u128(1),
             host: HOST,
+            signed: true,
         }
     }
 
@@ -346,6 +381,7 @@ mod tests {
             phase: Phase::AwaitingApproval,
             subject: subject(),
             requester: Some("SHA256:alice"),
+            requested_by: "alice",
             frozen_digest: Some(digest),
             approval: None,
             approval_in_flight: false,

@@ -52,10 +52,13 @@ use super::status::{BlockedInfo, DeletionStatus, Progress, rfc3339};
 use crate::contract::{
     ABORT_REFUSED_FAILURE_TYPE, PERMANENT_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE,
 };
-use crate::operator::{Action, Expected, Kind, check_binding};
 use crate::search;
 
 mod late;
+
+/// Patch marker of operator identity: a run that records it requires signed operator messages;
+/// a history recorded before it replays with the unsigned rules it ran with.
+pub const SIGNED_MESSAGES_PATCH: &str = "signed-operator-messages";
 
 /// The actor recorded when a workflow cancellation is taken as an abort, or refused.
 pub const CANCEL_ACTOR: &str = "temporal-cancel";
@@ -94,6 +97,9 @@ pub struct CommunityDeletion {
     aborting: bool,
     /// An abort's signature is being verified and recorded.
     abort_in_flight: bool,
+    /// Operator messages must be signed (false only when replaying a history recorded before
+    /// operator identity: see `SIGNED_MESSAGES_PATCH`).
+    signatures_required: bool,
     /// The accepted abort came from a workflow cancellation: the run ends `Canceled`.
     cancelled: bool,
     /// This run has acted on the workflow's cancellation (it does so once).
@@ -139,6 +145,7 @@ impl CommunityDeletion {
             irreversible_seen: false,
             aborting: false,
             abort_in_flight: false,
+            signatures_required: true,
             cancelled: false,
             cancellation_seen: false,
             input,
@@ -164,6 +171,8 @@ impl CommunityDeletion {
             request_id: s.input.request_id,
         });
         let purge = Self::purge_input(ctx);
+        let signed = ctx.patched(SIGNED_MESSAGES_PATCH);
+        ctx.state_mut(|s| s.signatures_required = signed);
         let table = async {
             Self::announce(ctx)?;
             if !ctx.state(|s| s.input.carried.is_some()) {
@@ -337,23 +346,9 @@ impl CommunityDeletion {
 impl CommunityDeletion {
     /// Records the request row with the requester's verified `submit` signature. A refusal
     /// (no or a mismatched signature, an unknown or revoked key, unknown host, an open request
-    /// for the community) ends the workflow failed with the reason: there is nothing to unblock.
+    /// for the community; the activity checks the signature) ends the workflow failed with the
+    /// reason: there is nothing to unblock.
     async fn register(ctx: &WorkflowContext<Self>) -> Result<(), Stop> {
-        let bound = ctx.state(|s| {
-            let expected = Expected {
-                action: Action::Submit,
-                kind: Kind::Community,
-                request_id: s.input.request_id,
-                target: &s.input.host,
-                digest: None,
-            };
-            check_binding(s.input.signed.as_ref(), &expected)
-                .map(|_| ())
-                .map_err(|refusal| format!("submission refused: {refusal}"))
-        });
-        if let Err(reason) = bound {
-            return Err(Self::registration_refused(ctx, reason));
-        }
         let input = ctx.state(|s| RegisterInput {
             request_id: s.input.request_id,
             workflow_id: ctx.workflow_id().to_string(),
@@ -742,7 +737,13 @@ impl CommunityDeletion {
             Ok::<_, AbortRefusal>(s.input.request_id)
         });
         let request = match checked {
-            Ok(request_id) => Self::record_signed_abort(ctx, request_id, request, from_signal).await?,
+            Ok(request_id) if ctx.state(|s| s.signatures_required) => {
+                Self::record_signed_abort(ctx, request_id, request, from_signal).await?
+            }
+            Ok(_) => {
+                ctx.state_mut(|s| s.abort_in_flight = false);
+                request
+            }
             Err(refusal) => {
                 if from_signal || matches!(refusal, AbortRefusal::PastIrreversiblePoint { .. }) {
                     let event = RequestEvent::AbortRefused {
@@ -1025,6 +1026,7 @@ impl CommunityDeletion {
         Subject {
             request_id: self.input.request_id,
             host: &self.input.host,
+            signed: self.signatures_required,
         }
     }
 
@@ -1033,6 +1035,7 @@ impl CommunityDeletion {
             phase: self.phase,
             subject: self.subject(),
             requester: self.input.signed.as_ref().map(|s| s.operator.as_str()),
+            requested_by: &self.input.requested_by,
             frozen_digest: self.inventory.as_ref().map(|i| i.digest.as_str()),
             approval: self.approval.as_ref(),
             approval_in_flight: self.approval_in_flight,

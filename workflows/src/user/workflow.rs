@@ -87,20 +87,7 @@ impl UserDeletion {
             Ok(inventory) => inventory,
             Err(refusal) => return Err(registration_failed(ctx, refusal.to_string()).into()),
         };
-        let bound = ctx.state(|s| {
-            let expected = Expected {
-                action: Action::Submit,
-                kind: Kind::User,
-                request_id,
-                target: &s.target,
-                digest: None,
-            };
-            check_binding(s.submitted.as_ref(), &expected).map(|_| ())
-        });
-        if let Err(refusal) = bound {
-            let reason = format!("submission refused: {refusal}");
-            return Err(registration_failed(ctx, reason).into());
-        }
+
         let register = RegisterUserInput {
             request_id,
             workflow_id: ctx.workflow_id().to_string(),
