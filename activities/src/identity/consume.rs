@@ -1,7 +1,9 @@
 //! One-time consumption of a signed statement inside the transaction that records its action.
 //!
-//! In that transaction, in this order: the key is looked up (and held `FOR SHARE`, so a
-//! revocation waits for the action or comes after it); a statement this consumer already
+//! In that transaction, in this order: the key is looked up (the worker may only read the
+//! registry, so it takes no row lock: a revocation counts for every action whose transaction
+//! reads the registry after the revocation committed, and the insert trigger re-checks the key
+//! at insert time); a statement this consumer already
 //! recorded is an idempotent repeat; the key must not be revoked and the operator name given
 //! must be the key's; the SSHSIG signature must verify over the canonical statement; the
 //! statement's time must lie within the window by the database clock; the `(fingerprint, nonce)`
@@ -55,7 +57,7 @@ pub async fn consume_signature(
     signed.check_well_formed()?;
     let key = sqlx::query_as::<_, KeyRow>(
         "SELECT name, public_key, revoked_at, revoked_by, revoke_reason FROM deletion.operators \
-         WHERE fingerprint = $1 FOR SHARE",
+         WHERE fingerprint = $1",
     )
     .bind(&signed.operator)
     .fetch_optional(&mut *conn)

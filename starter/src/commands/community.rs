@@ -450,8 +450,15 @@ async fn wait_for_inventory(
             && description.status() != temporalio_client::WorkflowExecutionStatus::Running
         {
             let row = store.find_request(request_id).await.ok().flatten();
+            let why = match handle.get_result(Default::default()).await {
+                Err(temporalio_client::errors::WorkflowGetResultError::Failed(failure)) => {
+                    format!(": {failure}")
+                }
+                _ => String::new(),
+            };
             return Err(CliError::Refused(format!(
-                "the deletion workflow ended ({:?}) before freezing an inventory; request row: {}",
+                "the deletion workflow ended ({:?}{why}) before freezing an inventory; request \
+                 row: {}",
                 description.status(),
                 row.map(|r| format!("stage {}", r.stage))
                     .unwrap_or_else(|| "none (registration was refused)".to_owned())
