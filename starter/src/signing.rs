@@ -50,9 +50,8 @@ impl SigningKey {
             ))
         })?;
         let public_text = public_key_text(&path)?;
-        let public = parse_public_key(&public_text).map_err(|e| {
-            CliError::Usage(format!("--key {}: {e}", path.display()))
-        })?;
+        let public = parse_public_key(&public_text)
+            .map_err(|e| CliError::Usage(format!("--key {}: {e}", path.display())))?;
         Ok(SigningKey { path, public })
     }
 
@@ -66,11 +65,9 @@ impl SigningKey {
         digest: Option<&str>,
         signed_at: Option<&str>,
     ) -> Result<SignedAction, CliError> {
-        let signed_at = signed_at.map(str::to_owned).unwrap_or_else(|| {
-            chrono::Utc::now()
-                .format("%Y-%m-%dT%H:%M:%SZ")
-                .to_string()
-        });
+        let signed_at = signed_at
+            .map(str::to_owned)
+            .unwrap_or_else(|| chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string());
         let nonce = fresh_nonce();
         let text = statement_text(
             action,
@@ -136,9 +133,8 @@ impl SigningKey {
 /// what `ssh-keygen -y` derives from the private key.
 fn public_key_text(path: &Path) -> Result<String, CliError> {
     let read = |p: &Path| std::fs::read_to_string(p);
-    let text = read(path).map_err(|e| {
-        CliError::Usage(format!("--key {}: cannot read it: {e}", path.display()))
-    })?;
+    let text = read(path)
+        .map_err(|e| CliError::Usage(format!("--key {}: cannot read it: {e}", path.display())))?;
     if parse_public_key(&text).is_ok() {
         return Ok(text);
     }

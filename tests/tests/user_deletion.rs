@@ -5,6 +5,8 @@
 //! - `support`: the stack (Postgres, test server, worker threads, the CLI binary) and snapshots.
 //! - `store`: the store's exclusion-proof guarantees, without Temporal.
 
+#[path = "common/operators.rs"]
+mod operators;
 #[path = "user_deletion/store.rs"]
 mod store;
 #[path = "user_deletion/support.rs"]

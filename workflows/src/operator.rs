@@ -136,6 +136,49 @@ impl SignedAction {
         )
     }
 
+    /// Reads a stored canonical statement back, with its signature; `None` unless the text is
+    /// exactly what [`Self::statement`] renders for the fields it names.
+    pub fn from_statement(text: &str, signature: &str) -> Option<SignedAction> {
+        let mut lines = text.strip_suffix('\n')?.split('\n');
+        if lines.next()? != STATEMENT_HEADER {
+            return None;
+        }
+        let mut field = |name: &str| {
+            lines
+                .next()
+                .and_then(|line| line.strip_prefix(name))
+                .and_then(|rest| rest.strip_prefix(": "))
+                .map(str::to_owned)
+        };
+        let action = match field("action")?.as_str() {
+            "submit" => Action::Submit,
+            "approve" => Action::Approve,
+            "abort" => Action::Abort,
+            "unblock" => Action::Unblock,
+            _ => return None,
+        };
+        let kind = match field("kind")?.as_str() {
+            "community" => Kind::Community,
+            "user" => Kind::User,
+            _ => return None,
+        };
+        let request_id = field("request_id")?.parse().ok()?;
+        let target = field("target")?;
+        let digest = field("digest")?;
+        let signed = SignedAction {
+            action,
+            kind,
+            request_id,
+            target,
+            digest: (digest != NO_VALUE).then_some(digest),
+            operator: field("operator")?,
+            signed_at: field("signed_at")?,
+            nonce: field("nonce")?,
+            signature: signature.to_owned(),
+        };
+        (signed.statement() == text).then_some(signed)
+    }
+
     /// Refuses a statement whose fields cannot be encoded unambiguously or are not of their
     /// documented shape. Says nothing about the signature itself.
     pub fn check_well_formed(&self) -> Result<(), SignatureRefusal> {
@@ -154,10 +197,7 @@ impl SignedAction {
                 return Err(malformed(field, "is empty"));
             }
             if value.contains(['\n', '\r']) || value.trim() != value {
-                return Err(malformed(
-                    field,
-                    "holds a line break or surrounding spaces",
-                ));
+                return Err(malformed(field, "holds a line break or surrounding spaces"));
             }
         }
         if let Some(digest) = &self.digest
@@ -416,6 +456,28 @@ mod tests {
                 .statement()
                 .contains("\ndigest: -\n")
         );
+    }
+
+    #[test]
+    fn a_stored_statement_reads_back_exactly_and_anything_else_is_refused() {
+        let approval = signed(Action::Approve, Some("d1"));
+        let text = approval.statement();
+        assert_eq!(
+            SignedAction::from_statement(&text, &approval.signature),
+            Some(approval.clone())
+        );
+        let submit = signed(Action::Submit, None);
+        assert_eq!(
+            SignedAction::from_statement(&submit.statement(), &submit.signature),
+            Some(submit)
+        );
+        assert_eq!(
+            SignedAction::from_statement(&text.replace("d1", "d 1"), "x").map(|s| s.digest),
+            Some(Some("d 1".into()))
+        );
+        assert!(SignedAction::from_statement(&text.replace("v1", "v2"), "x").is_none());
+        assert!(SignedAction::from_statement(text.trim_end(), "x").is_none());
+        assert!(SignedAction::from_statement(&format!("{text}extra: 1\n"), "x").is_none());
     }
 
     #[test]

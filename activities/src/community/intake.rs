@@ -2,8 +2,8 @@
 
 use temporalio_sdk::activities::ActivityContext;
 use workflows::community::{
-    AbortInput, AbortOutcome, AbortRequest, ApprovalInput, ApprovalRecord, EventInput, InventorySummary,
-    RegisterInput, RegisteredRequest, RequestEvent, RequestRef,
+    AbortInput, AbortOutcome, AbortRequest, ApprovalInput, ApprovalRecord, EventInput,
+    InventorySummary, RegisterInput, RegisteredRequest, RequestEvent, RequestRef,
 };
 
 use crate::identity::consumer_of;

@@ -22,10 +22,10 @@ use std::time::Duration;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use workflows::community::{
-    AbortInput, AbortOutcome, AbortRequest, ApprovalInput, ApprovalRecord, CacheReport, DeleteChunksInput,
-    DeleteProgress, DrainOutcome, EventInput, FenceOutcome, InventorySummary, LateVersionsReport,
-    ManifestSummary, PurgeInput, PurgeReport, RegisterInput, RegisteredRequest, RequestRef,
-    VerificationReport,
+    AbortInput, AbortOutcome, AbortRequest, ApprovalInput, ApprovalRecord, CacheReport,
+    DeleteChunksInput, DeleteProgress, DrainOutcome, EventInput, FenceOutcome, InventorySummary,
+    LateVersionsReport, ManifestSummary, PurgeInput, PurgeReport, RegisterInput, RegisteredRequest,
+    RequestRef, VerificationReport,
 };
 
 use crate::cache::Cache;
@@ -114,8 +114,7 @@ impl CommunityActivities {
         ctx: ActivityContext,
         input: RegisterInput,
     ) -> Result<RegisteredRequest, ActivityError> {
-        self.timed(&ctx, intake::register(&self, &ctx, input))
-            .await
+        self.timed(&ctx, intake::register(&self, &ctx, input)).await
     }
 
     /// Takes and freezes the inventory with its digest.

@@ -147,7 +147,10 @@ pub async fn consume_signature(
     }
 }
 
-async fn consumed_by(conn: &mut PgConnection, signed: &SignedAction) -> IdentityResult<Option<String>> {
+async fn consumed_by(
+    conn: &mut PgConnection,
+    signed: &SignedAction,
+) -> IdentityResult<Option<String>> {
     Ok(sqlx::query_scalar(
         "SELECT consumed_by FROM deletion.operator_signatures WHERE fingerprint = $1 AND nonce = $2",
     )

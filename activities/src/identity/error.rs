@@ -142,7 +142,9 @@ pub enum IdentityError {
         fingerprint: String,
     },
     /// No live key carries the name.
-    #[error("no registered, unrevoked operator is named {name:?}: see `buzz-deletion operators list`")]
+    #[error(
+        "no registered, unrevoked operator is named {name:?}: see `buzz-deletion operators list`"
+    )]
     UnknownName {
         /// The name.
         name: String,

@@ -127,9 +127,11 @@ pub async fn add_operator(
 /// Every registered key, revoked ones included, in registration order.
 pub async fn list_operators(pool: &PgPool) -> IdentityResult<Vec<OperatorRecord>> {
     let sql = format!("SELECT {COLUMNS} FROM deletion.operators ORDER BY added_at, fingerprint");
-    Ok(sqlx::query_as::<_, OperatorRecord>(sqlx::AssertSqlSafe(sql))
-        .fetch_all(pool)
-        .await?)
+    Ok(
+        sqlx::query_as::<_, OperatorRecord>(sqlx::AssertSqlSafe(sql))
+            .fetch_all(pool)
+            .await?,
+    )
 }
 
 /// The registry row of a key, if registered.
@@ -138,10 +140,12 @@ pub async fn operator_by_fingerprint(
     fingerprint: &str,
 ) -> IdentityResult<Option<OperatorRecord>> {
     let sql = format!("SELECT {COLUMNS} FROM deletion.operators WHERE fingerprint = $1");
-    Ok(sqlx::query_as::<_, OperatorRecord>(sqlx::AssertSqlSafe(sql))
-        .bind(fingerprint)
-        .fetch_optional(pool)
-        .await?)
+    Ok(
+        sqlx::query_as::<_, OperatorRecord>(sqlx::AssertSqlSafe(sql))
+            .bind(fingerprint)
+            .fetch_optional(pool)
+            .await?,
+    )
 }
 
 /// Revokes the live key named `name`, recording who (the database role) and why.

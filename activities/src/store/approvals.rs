@@ -4,7 +4,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use uuid::Uuid;
 use workflows::community::contracts::{ApprovalRecord, ApproveRequest};
 
-use workflows::operator::Action;
+use workflows::operator::{Action, SignedAction};
 
 use super::Store;
 use super::audit::{record_advance, require_named};
@@ -20,6 +20,15 @@ struct ApprovalRow {
     approved_at: DateTime<Utc>,
     inventory_digest: String,
     note: Option<String>,
+}
+
+/// An approval row with the statement and signature it names.
+#[derive(Debug, sqlx::FromRow)]
+struct SignedApprovalRow {
+    #[sqlx(flatten)]
+    approval: ApprovalRow,
+    statement: Option<String>,
+    signature: Option<String>,
 }
 
 impl From<ApprovalRow> for ApprovalRecord {
@@ -65,13 +74,13 @@ impl Store {
             let signed = approval.signed.as_ref();
             if nonce.is_some() && nonce.as_deref() == signed.map(|s| s.nonce.as_str()) {
                 // This approval's own retry: the evidence is recorded.
-                let mut record = self
-                    .approval_of(request_id)
-                    .await?
-                    .ok_or_else(|| StoreError::Corrupt {
-                        what: "approval",
-                        reason: "vanished while read".into(),
-                    })?;
+                let mut record =
+                    self.approval_of(request_id)
+                        .await?
+                        .ok_or_else(|| StoreError::Corrupt {
+                            what: "approval",
+                            reason: "vanished while read".into(),
+                        })?;
                 record.signed = approval.signed.clone();
                 return Ok(record);
             }
@@ -90,12 +99,11 @@ impl Store {
                 actual: approval.digest.clone(),
             });
         }
-        let requester: Option<String> = sqlx::query_scalar(
-            "SELECT requested_fingerprint FROM deletion.requests WHERE id = $1",
-        )
-        .bind(request_id)
-        .fetch_one(&mut *tx)
-        .await?;
+        let requester: Option<String> =
+            sqlx::query_scalar("SELECT requested_fingerprint FROM deletion.requests WHERE id = $1")
+                .bind(request_id)
+                .fetch_one(&mut *tx)
+                .await?;
         if let Some(signed) = &approval.signed
             && requester.as_deref() == Some(signed.operator.as_str())
         {
@@ -146,15 +154,28 @@ impl Store {
         Ok(record)
     }
 
-    /// The request's approval evidence, if approved.
+    /// The request's approval evidence, if approved, with the signed statement it names.
     pub async fn approval_of(&self, request_id: Uuid) -> StoreResult<Option<ApprovalRecord>> {
-        let row = sqlx::query_as::<_, ApprovalRow>(
-            "SELECT approved_by, approved_at, inventory_digest, note FROM deletion.approvals \
-             WHERE request_id = $1",
+        let row = sqlx::query_as::<_, SignedApprovalRow>(
+            "SELECT a.approved_by, a.approved_at, a.inventory_digest, a.note, s.statement, \
+             s.signature FROM deletion.approvals a LEFT JOIN deletion.operator_signatures s \
+             ON s.fingerprint = a.approved_fingerprint AND s.nonce = a.approved_nonce \
+             WHERE a.request_id = $1",
         )
         .bind(request_id)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(ApprovalRecord::from))
+        Ok(row.map(|row| {
+            let signed = match (&row.statement, &row.signature) {
+                (Some(statement), Some(signature)) => {
+                    SignedAction::from_statement(statement, signature)
+                }
+                _ => None,
+            };
+            ApprovalRecord {
+                signed,
+                ..ApprovalRecord::from(row.approval)
+            }
+        }))
     }
 }

@@ -28,8 +28,8 @@ mod migrate;
 mod privilege;
 mod purge;
 mod requests;
-mod stage;
 mod signed;
+mod stage;
 mod sweeps;
 mod tenant_tree;
 mod token;
@@ -43,11 +43,11 @@ use sqlx::{Connection, PgPool};
 pub use audit::AuditEvent;
 pub use catalog::{COMMUNITIES_TABLE, CatalogInventory, catalog_scan_in};
 pub use demo::{Community, TableSnapshot};
+pub(crate) use error::sqlx_severity as sqlx_error_severity;
 pub use error::{
     APPEND_ONLY_SQLSTATE, CascadingReference, FENCED_WRITE_SQLSTATE, StoreError, StoreResult,
     is_append_only_refusal, is_fenced_write,
 };
-pub(crate) use error::sqlx_severity as sqlx_error_severity;
 pub use fence::{FenceState, FenceStatus};
 pub use inventory::{FROZEN_INVENTORY_VERSION, FrozenInventory};
 pub use late::LateChunk;

@@ -16,8 +16,8 @@ use super::manifest::ChunkProgress;
 use super::signed::consume_community_signature;
 use super::stage::Stage;
 use crate::identity::{StoredSignature, signatures_of_request};
-use workflows::operator::Action;
 use workflows::community::contracts::TableCount;
+use workflows::operator::Action;
 
 /// The unique index that allows one open request per community.
 const ONE_OPEN_PER_COMMUNITY: &str = "requests_one_open_per_community";

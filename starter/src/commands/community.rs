@@ -26,11 +26,11 @@ use activities::store::{RequestFilter, Store, StoreError};
 use workflows::operator::{Action, Kind};
 
 use crate::cli::{CommunityCommand, ListArgs, ListState, SignCommand, TuningArgs};
-use crate::signing::{KeyArgs, SigningKey};
 use crate::connect::{self, TemporalTarget};
 use crate::error::{CliError, CliResult};
 use crate::host;
 use crate::output::{OutputFormat, Table, key_values, print_json};
+use crate::signing::{KeyArgs, SigningKey};
 use crate::worker_wait::{Pollers, SendError, WorkerWait};
 
 /// Runs one `community` subcommand.

@@ -24,6 +24,9 @@
 //! - `no_worker`: without a worker every command answers within its bound; held updates apply
 //!   once a worker returns.
 
+#[path = "../common/operators.rs"]
+mod operators;
+
 mod cascading_key;
 mod crash;
 mod evidence;

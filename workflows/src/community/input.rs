@@ -5,9 +5,9 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::contracts::{ApprovalRecord, InventorySummary};
-use crate::operator::SignedAction;
 use super::phase::Phase;
 use super::status::Progress;
+use crate::operator::SignedAction;
 
 /// The workflow id of the deletion of request `request_id`: one workflow per request.
 pub fn workflow_id(request_id: Uuid) -> String {

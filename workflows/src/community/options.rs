@@ -6,8 +6,8 @@ use temporalio_common::{ActivityDefinition, RetryPolicy};
 use temporalio_sdk::{ActivityOptions, WorkflowCancellationToken};
 
 use super::contracts::{
-    AcceptAbort, Abort, Complete, DeleteChunks, DeleteLateVersions, Drain, Fence, FreezeManifest, Inventory,
-    Preflight, PurgeCache, PurgePostgres, RecordApproval, RecordEvent, Register, Verify,
+    Abort, AcceptAbort, Complete, DeleteChunks, DeleteLateVersions, Drain, Fence, FreezeManifest,
+    Inventory, Preflight, PurgeCache, PurgePostgres, RecordApproval, RecordEvent, Register, Verify,
 };
 use super::input::Tuning;
 use crate::contract::{

@@ -416,7 +416,9 @@ mod tests {
         let refusal = check_approval(&awaiting("d1"), &request);
         assert!(matches!(
             refusal,
-            Err(ApprovalRefusal::Signature(SignatureRefusal::SameOperator { .. }))
+            Err(ApprovalRefusal::Signature(
+                SignatureRefusal::SameOperator { .. }
+            ))
         ));
         assert!(refusal.unwrap_err().to_string().contains("two-person rule"));
     }
@@ -433,7 +435,9 @@ mod tests {
         other.signed = Some(signed(Action::Approve, "SHA256:bob", Some("d2")));
         assert!(matches!(
             check_approval(&awaiting("d1"), &other),
-            Err(ApprovalRefusal::Signature(SignatureRefusal::OtherDigest { .. }))
+            Err(ApprovalRefusal::Signature(
+                SignatureRefusal::OtherDigest { .. }
+            ))
         ));
     }
 
@@ -578,7 +582,9 @@ mod tests {
         };
         assert!(matches!(
             check_unblock(&subject, Phase::Fencing, true, false, &approval_signature),
-            Err(UnblockRefusal::Signature(SignatureRefusal::OtherAction { .. }))
+            Err(UnblockRefusal::Signature(
+                SignatureRefusal::OtherAction { .. }
+            ))
         ));
         let refusal = check_unblock(&subject, Phase::Fencing, false, false, &request).unwrap_err();
         assert_eq!(

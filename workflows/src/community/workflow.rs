@@ -34,11 +34,12 @@ use temporalio_sdk::{
 use uuid::Uuid;
 
 use super::contracts::{
-    AcceptAbort, Abort, AbortInput, AbortOutcome, AbortRequest, ApprovalInput, ApprovalRecord, ApproveRequest,
-    CacheReport, Complete, DeleteChunks, DeleteChunksInput, DeleteProgress, Drain, DrainOutcome,
-    EventInput, Fence, FenceOutcome, FreezeManifest, Inventory, InventorySummary, ManifestSummary,
-    Preflight, PurgeCache, PurgeInput, PurgePostgres, PurgeReport, RecordApproval, RecordEvent,
-    Register, RegisterInput, RequestEvent, RequestRef, UnblockRequest, VerificationReport,
+    Abort, AbortInput, AbortOutcome, AbortRequest, AcceptAbort, ApprovalInput, ApprovalRecord,
+    ApproveRequest, CacheReport, Complete, DeleteChunks, DeleteChunksInput, DeleteProgress, Drain,
+    DrainOutcome, EventInput, Fence, FenceOutcome, FreezeManifest, Inventory, InventorySummary,
+    ManifestSummary, Preflight, PurgeCache, PurgeInput, PurgePostgres, PurgeReport, RecordApproval,
+    RecordEvent, Register, RegisterInput, RequestEvent, RequestRef, UnblockRequest,
+    VerificationReport,
 };
 use super::decode::{Undecodable, decode};
 use super::input::{CarriedState, CommunityDeletionInput};

@@ -33,9 +33,7 @@ use super::messages::{
 use super::policy::{Position, decide, initial_stage, reconstruct, successor_stage};
 use super::stage::StageStatus;
 use crate::contract::{PERMANENT_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE};
-use crate::operator::{
-    Action, Expected, Kind, SignedAction, check_binding, check_second_operator,
-};
+use crate::operator::{Action, Expected, Kind, SignedAction, check_binding, check_second_operator};
 use crate::search;
 
 /// How long after a handler failure its row may be retried.

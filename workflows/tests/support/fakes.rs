@@ -15,10 +15,10 @@ use temporalio_sdk::ApplicationFailure;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use uuid::Uuid;
 use workflows::community::{
-    AbortInput, AbortOutcome, AbortRequest, ApprovalInput, ApprovalRecord, CacheReport, DeleteChunksInput,
-    DeleteProgress, DrainOutcome, EventInput, FenceOutcome, InventorySummary, LateVersionsReport,
-    ManifestSummary, PrefixSummary, PurgeInput, PurgeReport, RegisterInput, RegisteredRequest,
-    RequestEvent, RequestRef, TableCount, VerificationReport,
+    AbortInput, AbortOutcome, AbortRequest, ApprovalInput, ApprovalRecord, CacheReport,
+    DeleteChunksInput, DeleteProgress, DrainOutcome, EventInput, FenceOutcome, InventorySummary,
+    LateVersionsReport, ManifestSummary, PrefixSummary, PurgeInput, PurgeReport, RegisterInput,
+    RegisteredRequest, RequestEvent, RequestRef, TableCount, VerificationReport,
 };
 use workflows::contract::{
     ABORT_REFUSED_FAILURE_TYPE, LATE_OBJECT_VERSION_FAILURE_TYPE, PERMANENT_FAILURE_TYPE,

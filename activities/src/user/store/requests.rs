@@ -53,7 +53,8 @@ impl UserStore {
             target: &input.target,
             digest: None,
         };
-        let signed = check_binding(input.signed.as_ref(), &expected).map_err(IdentityError::from)?;
+        let signed =
+            check_binding(input.signed.as_ref(), &expected).map_err(IdentityError::from)?;
         let consumed = consume_signature(&mut tx, signed, &input.requested_by, consumer).await?;
         let inserted = sqlx::query(
             "INSERT INTO deletion.requests \
@@ -128,14 +129,19 @@ impl UserStore {
         let approval = &input.approval;
         let refused = |reason: String| UserStoreError::ApprovalRefused { request_id, reason };
         let mut tx = self.pool.begin().await?;
-        let request: Option<(String, String, Option<String>, Option<String>, Option<String>)> =
-            sqlx::query_as(
-                "SELECT stage, requested_by, inventory_digest, target, requested_fingerprint \
+        let request: Option<(
+            String,
+            String,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+        )> = sqlx::query_as(
+            "SELECT stage, requested_by, inventory_digest, target, requested_fingerprint \
                  FROM deletion.requests WHERE id = $1 AND kind = 'user' FOR UPDATE",
-            )
-            .bind(request_id)
-            .fetch_optional(&mut *tx)
-            .await?;
+        )
+        .bind(request_id)
+        .fetch_optional(&mut *tx)
+        .await?;
         let (stage, requested_by, digest, target, requester) =
             request.ok_or(UserStoreError::UnknownRequest(request_id))?;
 
