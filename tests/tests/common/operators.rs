@@ -106,28 +106,30 @@ fn keys_dir() -> PathBuf {
     target.join("e2e-operators")
 }
 
-/// The schema owner's pool (the registry is owner-only), migrated once per process.
-pub async fn owner_pool() -> &'static PgPool {
-    static POOL: OnceCell<PgPool> = OnceCell::const_new();
-    POOL.get_or_init(|| async {
-        let url = std::env::var("BUZZ_OWNER_DATABASE_URL")
-            .ok()
-            .filter(|u| !u.trim().is_empty())
-            .unwrap_or_else(|| {
-                panic!("BUZZ_OWNER_DATABASE_URL is not set: source the local stack's env")
-            });
-        let pool = PgPoolOptions::new()
-            .max_connections(2)
-            .connect(&url)
-            .await
-            .unwrap_or_else(|e| panic!("PostgreSQL not reachable as the owner: {e}"));
-        activities::store::MIGRATOR
-            .run(&pool)
-            .await
-            .unwrap_or_else(|e| panic!("migrations failed: {e}"));
-        pool
-    })
-    .await
+/// A pool of the schema owner (the registry is owner-only) on a migrated database. Each call
+/// opens its own: a pool belongs to the runtime that opened it, and every test has its own.
+pub async fn owner_pool() -> PgPool {
+    static MIGRATED: OnceCell<()> = OnceCell::const_new();
+    let url = std::env::var("BUZZ_OWNER_DATABASE_URL")
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+        .unwrap_or_else(|| {
+            panic!("BUZZ_OWNER_DATABASE_URL is not set: source the local stack's env")
+        });
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&url)
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL not reachable as the owner: {e}"));
+    MIGRATED
+        .get_or_init(|| async {
+            activities::store::MIGRATOR
+                .run(&pool)
+                .await
+                .unwrap_or_else(|e| panic!("migrations failed: {e}"));
+        })
+        .await;
+    pool
 }
 
 /// The key file pair of `name`, written if missing (deterministic content).
@@ -180,7 +182,9 @@ pub async fn operator(name: &str) -> TestOperator {
     if let Some(known) = registered.get(&name) {
         return known.clone();
     }
-    let operator = operator_in(owner_pool().await, &name).await;
+    let pool = owner_pool().await;
+    let operator = operator_in(&pool, &name).await;
+    pool.close().await;
     registered.insert(name, operator.clone());
     operator
 }
