@@ -134,13 +134,20 @@ pub async fn owner_pool() -> PgPool {
 
 /// The key file pair of `name`, written if missing (deterministic content).
 fn key_of(name: &str) -> TestOperator {
-    let seed: [u8; 32] = Sha256::digest(format!("buzz-deletion e2e operator key: {name}")).into();
+    key_of_generation(name, 0)
+}
+
+/// Generation `generation` of `name`'s key: a later generation replaces a key that was revoked
+/// in this database (say by `deploy/local/demo` registering its own `alice`).
+fn key_of_generation(name: &str, generation: u32) -> TestOperator {
+    let seed: [u8; 32] =
+        Sha256::digest(format!("buzz-deletion e2e operator key: {name}/{generation}")).into();
     let mut key = PrivateKey::from(Ed25519Keypair::from_seed(&seed));
     key.set_comment(format!("{name}@buzz-deletion-e2e"));
     let dir = keys_dir();
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    let key_path = dir.join(name);
-    let public_path = dir.join(format!("{name}.pub"));
+    let key_path = dir.join(format!("{name}.{generation}"));
+    let public_path = dir.join(format!("{name}.{generation}.pub"));
     let private_text = key
         .to_openssh(LineEnding::LF)
         .unwrap_or_else(|e| panic!("encoding {name}'s key: {e}"));
@@ -193,18 +200,18 @@ pub async fn operator(name: &str) -> TestOperator {
 /// connection; tests with a private database register there).
 pub async fn operator_in(pool: &PgPool, name: &str) -> TestOperator {
     let name = name.trim().to_lowercase();
-    let operator = key_of(&name);
-    let public = std::fs::read_to_string(&operator.public_path)
-        .unwrap_or_else(|e| panic!("{}: {e}", operator.public_path.display()));
-    match add_operator(pool, &name, &public, true).await {
-        Ok(_) => {}
-        Err(IdentityError::DuplicateKey { revoked: true, .. }) => panic!(
-            "the e2e key of {name} was revoked in this database; tests must revoke only keys of \
-             their own (see fresh_operator)"
-        ),
-        Err(e) => panic!("registering e2e operator {name}: {e}"),
+    for generation in 0..64 {
+        let operator = key_of_generation(&name, generation);
+        let public = std::fs::read_to_string(&operator.public_path)
+            .unwrap_or_else(|e| panic!("{}: {e}", operator.public_path.display()));
+        match add_operator(pool, &name, &public, true).await {
+            Ok(_) => return operator,
+            // Revoked here before: the next generation replaces it.
+            Err(IdentityError::DuplicateKey { revoked: true, .. }) => {}
+            Err(e) => panic!("registering e2e operator {name}: {e}"),
+        }
     }
-    operator
+    panic!("64 generations of the e2e key of {name} were revoked in this database")
 }
 
 /// A registered operator no other test uses (for revocation tests): a random key.
