@@ -140,8 +140,10 @@ fn key_of(name: &str) -> TestOperator {
 /// Generation `generation` of `name`'s key: a later generation replaces a key that was revoked
 /// in this database (say by `deploy/local/demo` registering its own `alice`).
 fn key_of_generation(name: &str, generation: u32) -> TestOperator {
-    let seed: [u8; 32] =
-        Sha256::digest(format!("buzz-deletion e2e operator key: {name}/{generation}")).into();
+    let seed: [u8; 32] = Sha256::digest(format!(
+        "buzz-deletion e2e operator key: {name}/{generation}"
+    ))
+    .into();
     let mut key = PrivateKey::from(Ed25519Keypair::from_seed(&seed));
     key.set_comment(format!("{name}@buzz-deletion-e2e"));
     let dir = keys_dir();
