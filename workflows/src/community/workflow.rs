@@ -118,7 +118,7 @@ enum CancellationAnswer {
 /// Why the phase table stopped before its last row.
 enum Stop {
     /// An abort was accepted before the irreversible point.
-    Abort(AbortRequest),
+    Abort(Box<AbortRequest>),
     /// This run ends here: continue-as-new, or a failure that ends the workflow.
     End(WorkflowTermination),
 }
@@ -398,7 +398,7 @@ impl CommunityDeletion {
         // Checked before entering, so a pending abort stops the run before it crosses the
         // irreversible point.
         if let Some(abort) = ctx.state(Self::pending_abort) {
-            return Err(Stop::Abort(abort));
+            return Err(Stop::Abort(Box::new(abort)));
         }
         Self::enter(ctx, phase);
         loop {
@@ -427,7 +427,7 @@ impl CommunityDeletion {
     /// `approve` handler), or an abort.
     async fn await_approval(ctx: &WorkflowContext<Self>) -> Result<(), Stop> {
         if let Some(abort) = ctx.state(Self::pending_abort) {
-            return Err(Stop::Abort(abort));
+            return Err(Stop::Abort(Box::new(abort)));
         }
         Self::enter(ctx, Phase::AwaitingApproval);
         let approved = ctx.wait_condition_with_options(|s| s.approval.is_some(), detached());
@@ -512,7 +512,7 @@ impl CommunityDeletion {
                         let _cancelled = work.as_mut().await;
                     }
                     Self::finish_refusal(&mut refusal).await;
-                    return Err(Stop::Abort(abort));
+                    return Err(Stop::Abort(Box::new(abort)));
                 }
                 reason = cancellation.as_mut() => {
                     if let Some(answer) = Self::on_cancellation(ctx, reason) {
@@ -612,7 +612,7 @@ impl CommunityDeletion {
         Self::handlers_finished(ctx).await;
         // An abort the database confirmed while the last round ran ends this run instead.
         if let Some(abort) = ctx.state(Self::pending_abort) {
-            return Err(Stop::Abort(abort));
+            return Err(Stop::Abort(Box::new(abort)));
         }
         let next = ctx.state(|s| {
             s.carried().map(|carried| CommunityDeletionInput {
@@ -642,7 +642,7 @@ impl CommunityDeletion {
                 Self::handlers_finished(ctx).await;
                 Ok(ctx.state(Self::snapshot))
             }
-            Err(Stop::Abort(abort)) => Self::abort(ctx, abort).await,
+            Err(Stop::Abort(abort)) => Self::abort(ctx, *abort).await,
             Err(Stop::End(termination)) => Err(termination),
         }
     }

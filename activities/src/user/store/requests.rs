@@ -14,6 +14,16 @@ use super::{UserStore, UserStoreResult, audit, rfc3339};
 use crate::identity::{IdentityError, consume_signature};
 use crate::user::error::UserStoreError;
 
+/// What an approval is checked against: stage, requester name, frozen digest, target and the
+/// requester's key fingerprint.
+type ApprovalTarget = (
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
 impl UserStore {
     /// Records request `input.request_id` as `inventoried` with its frozen inventory. Refuses an
     /// inventory that is not the demo inventory of the target, or whose digest differs. A repeat
@@ -129,13 +139,7 @@ impl UserStore {
         let approval = &input.approval;
         let refused = |reason: String| UserStoreError::ApprovalRefused { request_id, reason };
         let mut tx = self.pool.begin().await?;
-        let request: Option<(
-            String,
-            String,
-            Option<String>,
-            Option<String>,
-            Option<String>,
-        )> = sqlx::query_as(
+        let request: Option<ApprovalTarget> = sqlx::query_as(
             "SELECT stage, requested_by, inventory_digest, target, requested_fingerprint \
                  FROM deletion.requests WHERE id = $1 AND kind = 'user' FOR UPDATE",
         )
