@@ -431,6 +431,9 @@ struct RequestSnapshot {
     approval: Option<UserApprovalRecord>,
     progress: ProgressView,
     stages: Vec<StageRowView>,
+    /// The operator signatures recorded for the request (submit, approve): statement, SSHSIG
+    /// signature and registered key, for `deploy/local/verify-signatures` or `ssh-keygen`.
+    signatures: Vec<activities::identity::StoredSignature>,
 }
 
 /// Progress as reconstructed from the predecessor chain.
@@ -467,11 +470,13 @@ impl RequestSnapshot {
             },
             Some(inventory) => progress_of(&inventory, &mut stages),
         };
+        let signatures = activities::identity::signatures_of_request(store.pool(), id).await?;
         Ok(RequestSnapshot {
             request,
             approval,
             progress,
             stages,
+            signatures,
         })
     }
 

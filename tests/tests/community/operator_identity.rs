@@ -724,4 +724,17 @@ async fn a_user_deletion_needs_a_second_key_whatever_name_the_approval_gives() {
         approved["approval"]["signed"]["operator"],
         operator("bob").await.fingerprint.as_str()
     );
+    let status = cli
+        .run(&["user", "status", &id.to_string()])
+        .await
+        .expect_code(0)
+        .json();
+    let actions: Vec<&str> = status["signatures"]
+        .as_array()
+        .map(|s| s.iter().filter_map(|s| s["action"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(actions, ["submit", "approve"], "{status}");
+    let script = repo_root().join("deploy/local/verify-signatures");
+    let verified = exec(&script.display().to_string(), &[&id.to_string()], &[]).await;
+    assert_eq!(verified.code, 0, "{}\n{}", verified.stdout, verified.stderr);
 }
