@@ -9,7 +9,7 @@ use workflows::operator::{Action, SignedAction};
 use super::Store;
 use super::audit::{record_advance, require_named};
 use super::error::{StoreError, StoreResult};
-use super::signed::{consume_community_signature, same_operator};
+use super::signed::{consume_community_signature, same_operator, signed_target};
 use super::stage::Stage;
 use super::token::lock_request;
 
@@ -109,7 +109,9 @@ impl Store {
         {
             return Err(same_operator(&signed.operator).into());
         }
-        let host = row.host.clone().unwrap_or_default();
+        let host = signed_target(&mut tx, request_id)
+            .await?
+            .unwrap_or_default();
         let consumed = consume_community_signature(
             &mut tx,
             approval.signed.as_ref(),

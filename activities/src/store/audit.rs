@@ -12,7 +12,7 @@ use workflows::operator::Action;
 
 use super::Store;
 use super::error::{StoreError, StoreResult};
-use super::signed::consume_community_signature;
+use super::signed::{consume_community_signature, signed_target};
 use super::stage::Stage;
 use super::token::lock_request;
 
@@ -199,7 +199,9 @@ impl Store {
             }
             return Err(StoreError::NotBlocked { request_id });
         };
-        let host = row.host.clone().unwrap_or_default();
+        let host = signed_target(&mut tx, request_id)
+            .await?
+            .unwrap_or_default();
         let consumed = consume_community_signature(
             &mut tx,
             unblock.signed.as_ref(),
@@ -248,7 +250,9 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         let row = lock_request(&mut tx, request_id).await?;
         row.community()?;
-        let host = row.host.clone().unwrap_or_default();
+        let host = signed_target(&mut tx, request_id)
+            .await?
+            .unwrap_or_default();
         let consumed = consume_community_signature(
             &mut tx,
             abort.signed.as_ref(),

@@ -269,6 +269,14 @@ impl Store {
         Ok(request)
     }
 
+    /// The target every operator signature of the request names: what its submit signature
+    /// named (the request row's host may be changed; the signature cannot), or the row's host
+    /// for a request made before signatures.
+    pub async fn signed_target(&self, request_id: Uuid) -> StoreResult<Option<String>> {
+        let mut conn = self.pool.acquire().await?;
+        super::signed::signed_target(&mut conn, request_id).await
+    }
+
     /// The request, or `None`.
     pub async fn find_request(&self, request_id: Uuid) -> StoreResult<Option<Request>> {
         let sql = format!("SELECT {REQUEST_COLUMNS} FROM deletion.requests WHERE id = $1");

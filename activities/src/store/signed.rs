@@ -29,6 +29,32 @@ pub(crate) async fn consume_community_signature(
     Ok(consume_signature(conn, signed, label, consumer).await?)
 }
 
+/// The target every later signature of a community request must name: the one its submit
+/// signature named (immutable, unlike the request row's `host`), or the row's host for a
+/// request made before signatures.
+pub(crate) async fn signed_target(
+    conn: &mut PgConnection,
+    request_id: Uuid,
+) -> StoreResult<Option<String>> {
+    let row: Option<(Option<String>, Option<String>, Option<String>)> = sqlx::query_as(
+        "SELECT r.host, s.statement, s.signature FROM deletion.requests r \
+         LEFT JOIN deletion.operator_signatures s \
+         ON s.fingerprint = r.requested_fingerprint AND s.nonce = r.requested_nonce \
+         WHERE r.id = $1",
+    )
+    .bind(request_id)
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.and_then(
+        |(host, statement, signature)| match (statement, signature) {
+            (Some(statement), Some(signature)) => {
+                SignedAction::from_statement(&statement, &signature).map(|s| s.target)
+            }
+            _ => host,
+        },
+    ))
+}
+
 /// The refusal of an approval made with the requester's key.
 pub(crate) fn same_operator(fingerprint: &str) -> IdentityError {
     IdentityError::Statement(SignatureRefusal::SameOperator {

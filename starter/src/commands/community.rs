@@ -133,11 +133,16 @@ pub async fn run(format: OutputFormat, waits: &WorkerWait, command: CommunityCom
     }
 }
 
-/// The request's host as recorded: what every signature of the request names as its target.
+/// The host every signature of the request names: the one its submit signature named.
 async fn recorded_host(store: &Store, id: Uuid) -> Result<String, CliError> {
     let request = store.find_request(id).await.map_err(store_failure)?;
     match request {
-        Some(request) if request.kind == "community" => Ok(request.host.unwrap_or_default()),
+        Some(request) if request.kind == "community" => Ok(store
+            .signed_target(id)
+            .await
+            .map_err(store_failure)?
+            .or(request.host)
+            .unwrap_or_default()),
         Some(request) => Err(CliError::Refused(format!(
             "request {id} is a {} deletion: use `buzz-deletion {} …`",
             request.kind, request.kind

@@ -229,8 +229,9 @@ pub fn unregistered_operator(tag: &str) -> TestOperator {
 
 /// `args` with `--key` appended for the operator the command names, when it is a signed
 /// command (`community`/`user` submit, approve, abort, unblock, `community sign …`) without a
-/// `--key` of its own.
-pub async fn with_operator_key(args: &[&str]) -> Vec<String> {
+/// `--key` of its own. The key is registered in the database of `owner_url` when given (a test
+/// with a database of its own), else in the shared test database.
+pub async fn with_operator_key(args: &[&str], owner_url: Option<&str>) -> Vec<String> {
     let mut all: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
     let signed = matches!(
         args,
@@ -254,7 +255,19 @@ pub async fn with_operator_key(args: &[&str]) -> Vec<String> {
                 .all(|b| b.is_ascii_alphanumeric() || b"._@-".contains(&b))
     };
     if let Some(name) = named.filter(valid) {
-        let operator = operator(&name).await;
+        let operator = match owner_url {
+            Some(url) => {
+                let pool = PgPoolOptions::new()
+                    .max_connections(1)
+                    .connect(url)
+                    .await
+                    .unwrap_or_else(|e| panic!("PostgreSQL not reachable as the owner: {e}"));
+                let operator = operator_in(&pool, &name).await;
+                pool.close().await;
+                operator
+            }
+            None => operator(&name).await,
+        };
         all.push("--key".into());
         all.push(operator.key_path.display().to_string());
     }

@@ -297,7 +297,12 @@ impl Cli {
     /// operator (`--approved-by bob`) and gives no `--key` signs with that operator's e2e key
     /// (see `operators`).
     pub async fn run(&self, args: &[&str]) -> CliRun {
-        let args = crate::operators::with_operator_key(args).await;
+        let owner = self
+            .env
+            .iter()
+            .find(|(name, _)| name == "BUZZ_OWNER_DATABASE_URL")
+            .map(|(_, url)| url.as_str());
+        let args = crate::operators::with_operator_key(args, owner).await;
         let output = Command::new(bin("buzz-deletion"))
             .args(&args)
             .env("BUZZ_TASK_QUEUE", &self.task_queue)
