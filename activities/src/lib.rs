@@ -7,6 +7,7 @@ pub mod cache;
 pub mod community;
 pub mod demo;
 pub mod failure;
+pub mod identity;
 pub mod metrics;
 pub mod objects;
 pub mod serving;

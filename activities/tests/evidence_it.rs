@@ -235,6 +235,7 @@ async fn a_repointed_request_cannot_cross_the_irreversible_point_or_purge_and_ca
     let abort = AbortRequest {
         actor: APPROVER.into(),
         reason: "the request row was tampered with".into(),
+        signed: None,
     };
     store
         .unfence_for_abort(fixture.request_id, &abort)
@@ -350,6 +351,7 @@ async fn the_marker_not_the_stage_decides_an_abort_and_a_refusal_is_audited() {
     let abort = AbortRequest {
         actor: APPROVER.into(),
         reason: "blocked before deleting anything".into(),
+        signed: None,
     };
     store
         .unfence_for_abort(early.request_id, &abort)

@@ -34,11 +34,42 @@ async fn evidence(owner: &Store) -> Evidence {
     let left_stage = Uuid::new_v4();
     let current_stage = Uuid::new_v4();
     let mut tx = owner.pool().begin().await.expect("begin");
+    // Two registered keys and their stored signatures: an approval row must name one (0008).
+    let fingerprint = |tag: &str| {
+        let hex = format!("{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple());
+        format!("SHA256:{tag}{}", &hex[..43 - tag.len()])
+    };
+    let (requester, approver) = (fingerprint("A"), fingerprint("B"));
+    let (submit_nonce, approve_nonce) = (Uuid::new_v4().simple(), Uuid::new_v4().simple());
+    let registry = format!(
+        "INSERT INTO deletion.operators (fingerprint, name, public_key, algorithm) VALUES \
+         ('{requester}', 'roles-a-{submit_nonce}', 'ssh-ed25519 AAAA', 'ssh-ed25519'), \
+         ('{approver}', 'roles-b-{approve_nonce}', 'ssh-ed25519 AAAA', 'ssh-ed25519')"
+    );
+    let signatures = format!(
+        "INSERT INTO deletion.operator_signatures (fingerprint, nonce, action, kind, request_id, \
+         digest, statement, signature, signed_at, consumed_by) VALUES \
+         ('{requester}', '{submit_nonce}', 'submit', 'user', $1, NULL, 's', 'sig', now(), 'roles'), \
+         ('{approver}', '{approve_nonce}', 'approve', 'user', $1, 'digest', 's', 'sig', now(), 'roles')"
+    );
+    let request = format!(
+        "INSERT INTO deletion.requests (id, kind, target, workflow_id, requested_by, stage, \
+         requested_fingerprint, requested_nonce) VALUES ($1, 'user', 'roles-test-target', \
+         'roles-test-' || $1::text, 'operator-a', 'running', '{requester}', '{submit_nonce}')"
+    );
+    let approval = format!(
+        "INSERT INTO deletion.approvals (request_id, approved_by, inventory_digest, \
+         approved_fingerprint, approved_nonce) \
+         VALUES ($1, 'operator-b', 'digest', '{approver}', '{approve_nonce}')"
+    );
+    for sql in [registry, signatures, request, approval] {
+        sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+            .bind(request_id)
+            .execute(&mut *tx)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
     for sql in [
-        "INSERT INTO deletion.requests (id, kind, target, workflow_id, requested_by, stage) \
-         VALUES ($1, 'user', 'roles-test-target', 'roles-test-' || $1::text, 'operator-a', 'running')",
-        "INSERT INTO deletion.approvals (request_id, approved_by, inventory_digest) \
-         VALUES ($1, 'operator-b', 'digest')",
         "INSERT INTO deletion.checkpoints (request_id, stage, exec_generation) \
          VALUES ($1, 'approved', 1)",
         "INSERT INTO deletion.audit_events (request_id, actor, event) \

@@ -7,6 +7,7 @@ mod store_support;
 use std::time::Duration;
 
 use activities::failure::{Classified, Severity};
+use activities::identity::IdentityError;
 use activities::store::{
     ChunkAck, FenceState, RequestFilter, Stage, StoreError, TaxonomySweepInput, catalog_scan_in,
     is_append_only_refusal, is_fenced_write,
@@ -15,20 +16,25 @@ use activities::taxonomy::tenant_prefixes;
 use store_support::*;
 use uuid::Uuid;
 use workflows::community::contracts::{
-    AbortRequest, ApproveRequest, EventInput, RegisterInput, RequestEvent, UnblockRequest,
+    AbortRequest, EventInput, RegisterInput, RequestEvent, UnblockRequest,
 };
+use workflows::operator::{Action, Kind, SignatureRefusal};
 
 const LEASE_TTL: Duration = Duration::from_secs(30);
 
-fn register_input(request_id: Uuid, host: &str, requested_by: &str) -> RegisterInput {
-    RegisterInput {
-        request_id,
-        workflow_id: format!("community-deletion-{request_id}"),
-        host: host.to_owned(),
-        requested_by: requested_by.to_owned(),
-        reason: None,
-    }
+/// A registration signed by `requested_by`'s test key (over the canonical, lowercase host the
+/// store binds the signature to).
+async fn register_input(request_id: Uuid, host: &str, requested_by: &str) -> RegisterInput {
+    let owner = store().await;
+    let mut input =
+        signed_registration(&owner, request_id, &host.to_lowercase(), requested_by, "-").await;
+    input.host = host.to_owned();
+    input.reason = None;
+    input
 }
+
+/// The consumer the store tests consume signatures as.
+const CONSUMER: &str = "store-test/activity";
 
 #[tokio::test]
 async fn schema_is_current_after_migrate() {
@@ -384,13 +390,19 @@ async fn second_open_request_for_a_community_is_refused_naming_the_first() {
     let community = community(&store).await;
     let first = Uuid::new_v4();
     store
-        .register_community_request(&register_input(first, &community.host, REQUESTER))
+        .register_community_request(
+            &register_input(first, &community.host, REQUESTER).await,
+            CONSUMER,
+        )
         .await
         .expect("first request");
 
     let second = Uuid::new_v4();
     let refused = store
-        .register_community_request(&register_input(second, &community.host, REQUESTER))
+        .register_community_request(
+            &register_input(second, &community.host, REQUESTER).await,
+            CONSUMER,
+        )
         .await;
     match refused {
         Err(error @ StoreError::OpenRequestExists { .. }) => {
@@ -412,13 +424,13 @@ async fn registering_the_same_request_twice_returns_the_first_registration() {
     let store = store().await;
     let community = community(&store).await;
     let request_id = Uuid::new_v4();
-    let input = register_input(request_id, &community.host.to_uppercase(), REQUESTER);
+    let input = register_input(request_id, &community.host.to_uppercase(), REQUESTER).await;
     let first = store
-        .register_community_request(&input)
+        .register_community_request(&input, CONSUMER)
         .await
         .expect("first");
     let again = store
-        .register_community_request(&input)
+        .register_community_request(&input, CONSUMER)
         .await
         .expect("replay");
     assert_eq!(first, again);
@@ -431,7 +443,10 @@ async fn unknown_host_is_refused_permanently() {
     let store = store().await;
     let host = format!("missing-{}.test.example", Uuid::new_v4().simple());
     let refused = store
-        .register_community_request(&register_input(Uuid::new_v4(), &host, REQUESTER))
+        .register_community_request(
+            &register_input(Uuid::new_v4(), &host, REQUESTER).await,
+            CONSUMER,
+        )
         .await;
     match refused {
         Err(error @ StoreError::UnknownHost { .. }) => {
@@ -768,10 +783,22 @@ async fn an_expired_lease_does_not_hold_the_fence() {
 async fn approval_refuses_wrong_digest_self_approval_and_a_second_approval_without_change() {
     let store = store().await;
     let (fixture, digest) = inventoried(&store, 1).await;
-    let approve = |approved_by: &str, digest: &str| ApproveRequest {
-        approved_by: approved_by.to_owned(),
-        digest: digest.to_owned(),
-        note: Some("looked at it".into()),
+    let host = fixture.community.host.clone();
+    let approve = |approved_by: &str, digest: &str| {
+        let (approved_by, digest, host) = (approved_by.to_owned(), digest.to_owned(), host.clone());
+        async move {
+            let mut approval = signed_approval(
+                &store_support::store().await,
+                fixture.request_id,
+                &host,
+                &approved_by,
+                &digest,
+            )
+            .await;
+            approval.approved_by = approved_by;
+            approval.note = Some("looked at it".into());
+            approval
+        }
     };
     let no_change = |fixture: &Fixture| {
         let store = fixture.store.clone();
@@ -792,7 +819,11 @@ async fn approval_refuses_wrong_digest_self_approval_and_a_second_approval_witho
     };
 
     let wrong = store
-        .record_approval(fixture.request_id, &approve(APPROVER, &"0".repeat(64)))
+        .record_approval(
+            fixture.request_id,
+            &approve(APPROVER, &"0".repeat(64)).await,
+            CONSUMER,
+        )
         .await;
     assert!(
         matches!(wrong, Err(StoreError::DigestMismatch { .. })),
@@ -800,16 +831,29 @@ async fn approval_refuses_wrong_digest_self_approval_and_a_second_approval_witho
     );
     no_change(&fixture).await;
     let own = store
-        .record_approval(fixture.request_id, &approve(" Operator-A ", &digest))
+        .record_approval(
+            fixture.request_id,
+            &approve(" Operator-A ", &digest).await,
+            CONSUMER,
+        )
         .await;
     assert!(
-        matches!(own, Err(StoreError::SelfApproval { .. })),
-        "{own:?}"
+        matches!(
+            own,
+            Err(StoreError::Identity(IdentityError::Statement(
+                SignatureRefusal::SameOperator { .. }
+            )))
+        ),
+        "the requester's key cannot approve: {own:?}"
     );
     no_change(&fixture).await;
 
     let record = store
-        .record_approval(fixture.request_id, &approve(APPROVER, &digest))
+        .record_approval(
+            fixture.request_id,
+            &approve(APPROVER, &digest).await,
+            CONSUMER,
+        )
         .await
         .expect("approval by a second operator");
     assert_eq!(
@@ -817,7 +861,11 @@ async fn approval_refuses_wrong_digest_self_approval_and_a_second_approval_witho
         (APPROVER, digest.as_str())
     );
     let second = store
-        .record_approval(fixture.request_id, &approve("operator-c", &digest))
+        .record_approval(
+            fixture.request_id,
+            &approve("operator-c", &digest).await,
+            CONSUMER,
+        )
         .await;
     assert!(
         matches!(second, Err(StoreError::AlreadyApproved { .. })),
@@ -844,6 +892,7 @@ async fn abort_after_the_irreversible_point_is_refused() {
     let abort = AbortRequest {
         actor: APPROVER.into(),
         reason: "changed my mind".into(),
+        signed: None,
     };
     let refused = store.unfence_for_abort(fixture.request_id, &abort).await;
     assert!(
@@ -875,6 +924,7 @@ async fn abort_before_the_irreversible_point_lifts_the_fence_and_stales_every_at
     let abort = AbortRequest {
         actor: APPROVER.into(),
         reason: "wrong tenant".into(),
+        signed: None,
     };
     let generation = store
         .unfence_for_abort(fixture.request_id, &abort)
@@ -907,11 +957,10 @@ async fn abort_before_the_irreversible_point_lifts_the_fence_and_stales_every_at
         .expect("serving writes admitted again");
     assert_eq!(lease.fence_generation, generation);
     store
-        .register_community_request(&register_input(
-            Uuid::new_v4(),
-            &fixture.community.host,
-            REQUESTER,
-        ))
+        .register_community_request(
+            &register_input(Uuid::new_v4(), &fixture.community.host, REQUESTER).await,
+            CONSUMER,
+        )
         .await
         .expect("an aborted request is no longer the open one");
 }
@@ -1043,13 +1092,16 @@ async fn a_blocked_request_cannot_be_claimed_until_unblocked() {
     let store = store().await;
     let (fixture, _) = inventoried(&store, 0).await;
     store
-        .record_event(&EventInput {
-            request_id: fixture.request_id,
-            event: RequestEvent::Blocked {
-                phase: "preflight".into(),
-                reason: "s3:ListBucketVersions denied".into(),
+        .record_event(
+            &EventInput {
+                request_id: fixture.request_id,
+                event: RequestEvent::Blocked {
+                    phase: "preflight".into(),
+                    reason: "s3:ListBucketVersions denied".into(),
+                },
             },
-        })
+            CONSUMER,
+        )
         .await
         .expect("block");
     let claimed = store.claim(fixture.request_id, &[Stage::Inventoried]).await;
@@ -1070,12 +1122,21 @@ async fn a_blocked_request_cannot_be_claimed_until_unblocked() {
     let unblock = UnblockRequest {
         actor: APPROVER.into(),
         reason: "granted the permission".into(),
+        signed: Some(operators::operator(APPROVER).await.sign(
+            Action::Unblock,
+            Kind::Community,
+            fixture.request_id,
+            &fixture.community.host,
+            None,
+        )),
     };
     store
-        .record_unblock(fixture.request_id, &unblock)
+        .record_unblock(fixture.request_id, &unblock, CONSUMER)
         .await
         .expect("unblock");
-    let again = store.record_unblock(fixture.request_id, &unblock).await;
+    let again = store
+        .record_unblock(fixture.request_id, &unblock, "store-test/another")
+        .await;
     assert!(
         matches!(again, Err(StoreError::NotBlocked { .. })),
         "{again:?}"

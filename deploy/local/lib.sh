@@ -225,3 +225,36 @@ buzz_probe_rgw() {
   code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://127.0.0.1:$BUZZ_RGW_PORT/") || return 1
   [[ $code =~ ^[2-4][0-9][0-9]$ ]]
 }
+
+# Throwaway operator keys of the local stack: one ed25519 key per name under
+# $BUZZ_STATE_DIR/operators/NAME (private) and NAME.pub, registered in the operator
+# registry under NAME with `buzz-deletion operators add` (owner role), idempotently.
+# Run after `buzz-deletion migrate`, with buzz-deletion on PATH and the stack's env
+# sourced. A key revoked meanwhile (the e2e tests register their own `alice`) is
+# replaced by a fresh one. Never use these keys outside a throwaway stack.
+buzz_register_operators() {
+  local dir=$BUZZ_STATE_DIR/operators name key
+  mkdir -p "$dir"
+  chmod 700 "$dir"
+  for name in "$@"; do
+    key=$dir/$name
+    if [[ ! -f $key ]]; then
+      ssh-keygen -q -t ed25519 -N '' -C "$name@buzz-deletion-local" -f "$key" ||
+        buzz_die "ssh-keygen could not create $key"
+    fi
+    if ! buzz-deletion operators add --name "$name" --public-key "$key.pub" --replace \
+      >/dev/null 2>"$dir/$name.add.err"; then
+      if grep -q 'was revoked' "$dir/$name.add.err"; then
+        rm -f "$key" "$key.pub"
+        ssh-keygen -q -t ed25519 -N '' -C "$name@buzz-deletion-local" -f "$key" ||
+          buzz_die "ssh-keygen could not create $key"
+        buzz-deletion operators add --name "$name" --public-key "$key.pub" --replace \
+          >/dev/null || buzz_die "could not register operator $name"
+      else
+        cat "$dir/$name.add.err" >&2
+        buzz_die "could not register operator $name"
+      fi
+    fi
+    rm -f "$dir/$name.add.err"
+  done
+}

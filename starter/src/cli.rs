@@ -4,6 +4,7 @@ use clap::{Args, Parser, Subcommand};
 use uuid::Uuid;
 
 use crate::output::OutputFormat;
+use crate::signing::KeyArgs;
 
 /// Operator CLI for buzz-deletion: erase a community or a user, with proof.
 ///
@@ -52,6 +53,10 @@ pub enum Command {
     /// Bucket-wide taxonomy sweep: run once, schedule, unschedule, list records.
     #[command(subcommand)]
     Sweep(crate::commands::sweep::SweepCommand),
+    /// The operator registry: SSH public keys allowed to sign operator actions (owner only,
+    /// BUZZ_OWNER_DATABASE_URL).
+    #[command(subcommand)]
+    Operators(crate::commands::operators::OperatorsCommand),
 }
 
 /// `community …` subcommands.
@@ -62,12 +67,16 @@ pub enum CommunityCommand {
         /// Community host name. Defaults to the authority of RELAY_URL.
         #[arg(long)]
         host: Option<String>,
-        /// Operator asking for the deletion.
+        /// Operator asking for the deletion: optional; if given it must be the registered name
+        /// of the signing key (which is what is recorded).
         #[arg(long)]
-        requested_by: String,
+        requested_by: Option<String>,
         /// Why.
         #[arg(long)]
         reason: Option<String>,
+        /// The requester's SSH key, which signs the submission.
+        #[command(flatten)]
+        key: KeyArgs,
         /// How long to wait for the inventory to be frozen.
         #[arg(long, default_value_t = 120)]
         wait_secs: u64,
@@ -79,38 +88,53 @@ pub enum CommunityCommand {
     Approve {
         /// Request id.
         id: Uuid,
-        /// Approving operator (must differ from the requester).
+        /// Approving operator: optional; if given it must be the registered name of the
+        /// signing key, which must not be the requester's (two-person rule on keys).
         #[arg(long)]
-        approved_by: String,
+        approved_by: Option<String>,
         /// The frozen inventory digest printed by `submit` / `status`.
         #[arg(long)]
         digest: String,
         /// Note kept with the approval evidence.
         #[arg(long)]
         note: Option<String>,
+        /// The approver's SSH key, which signs the approval of this digest.
+        #[command(flatten)]
+        key: KeyArgs,
     },
     /// End the request before the irreversible point; the community is served again.
     Abort {
         /// Request id.
         id: Uuid,
-        /// Operator aborting.
+        /// Operator aborting: optional; if given it must be the signing key's registered name.
         #[arg(long)]
-        aborted_by: String,
+        aborted_by: Option<String>,
         /// Why (kept in the audit trail).
         #[arg(long)]
         reason: String,
+        /// The operator's SSH key, which signs the abort.
+        #[command(flatten)]
+        key: KeyArgs,
     },
     /// Resume a blocked request after remediating its recorded failure.
     Unblock {
         /// Request id.
         id: Uuid,
-        /// Operator unblocking.
+        /// Operator unblocking: optional; if given it must be the signing key's registered
+        /// name.
         #[arg(long)]
-        unblocked_by: String,
+        unblocked_by: Option<String>,
         /// The remediation done (kept in the audit trail).
         #[arg(long)]
         reason: String,
+        /// The operator's SSH key, which signs the unblock.
+        #[command(flatten)]
+        key: KeyArgs,
     },
+    /// Print the signed JSON payload of an approve, abort or unblock, to paste into the Web
+    /// UI's "Send a Signal" dialog (signal name = the action).
+    #[command(subcommand)]
+    Sign(SignCommand),
     /// Current phase, progress, blocked reason and approval of one request.
     Status {
         /// Request id.
@@ -133,6 +157,56 @@ pub enum CommunityCommand {
     Inspect {
         /// Request id.
         id: Uuid,
+    },
+}
+
+/// `community sign …`: one signed signal payload.
+#[derive(Debug, Subcommand)]
+pub enum SignCommand {
+    /// The payload of signal `approve`.
+    Approve {
+        /// Request id.
+        id: Uuid,
+        /// The frozen inventory digest you approve.
+        #[arg(long)]
+        digest: String,
+        /// Your registered name (optional; must match the key).
+        #[arg(long)]
+        approved_by: Option<String>,
+        /// Note kept with the approval evidence.
+        #[arg(long)]
+        note: Option<String>,
+        /// Your SSH key.
+        #[command(flatten)]
+        key: KeyArgs,
+    },
+    /// The payload of signal `abort`.
+    Abort {
+        /// Request id.
+        id: Uuid,
+        /// Why.
+        #[arg(long)]
+        reason: String,
+        /// Your registered name (optional; must match the key).
+        #[arg(long)]
+        aborted_by: Option<String>,
+        /// Your SSH key.
+        #[command(flatten)]
+        key: KeyArgs,
+    },
+    /// The payload of signal `unblock`.
+    Unblock {
+        /// Request id.
+        id: Uuid,
+        /// The remediation done.
+        #[arg(long)]
+        reason: String,
+        /// Your registered name (optional; must match the key).
+        #[arg(long)]
+        unblocked_by: Option<String>,
+        /// Your SSH key.
+        #[command(flatten)]
+        key: KeyArgs,
     },
 }
 

@@ -181,6 +181,11 @@ pub async fn owner_store() -> Result<activities::store::Store, CliError> {
     connect_url(&url).await
 }
 
+/// Connects to `url` as given (the owner, for `operators`; no role check).
+pub async fn owner_store_at(url: &str) -> Result<activities::store::Store, CliError> {
+    connect_url(url).await
+}
+
 /// Connects as the serving role, for `demo seed` / `demo serve`, refusing a privileged role.
 pub async fn serving_store() -> Result<activities::store::Store, CliError> {
     let (variable, url) = serving_database_url()?;

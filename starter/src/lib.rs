@@ -8,6 +8,7 @@ pub mod connect;
 pub mod error;
 pub mod host;
 pub mod output;
+pub mod signing;
 pub mod user_cmd;
 pub mod user_list;
 pub mod worker_wait;
@@ -41,6 +42,7 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::Community(command) => commands::community::run(format, &waits, command).await,
         Command::Demo(command) => commands::demo::run(format, command).await,
         Command::Sweep(command) => commands::sweep::run(format, command).await,
+        Command::Operators(command) => commands::operators::run(format, command).await,
         Command::User(command) => {
             let store = connect::store().await?;
             let env = user_cmd::UserCliEnv {

@@ -21,7 +21,11 @@ use workflows::user::{
     validate_demo_target, workflow_id,
 };
 
+use workflows::operator::{Action, Kind};
+
+use crate::error::CliError;
 use crate::output::{OutputFormat, Table, key_values, print_json};
+use crate::signing::{KeyArgs, SigningKey};
 use crate::worker_wait::{SendError, WorkerWait};
 
 mod recover;
@@ -35,9 +39,10 @@ pub enum UserCommand {
         /// The user, `demo:<name>`.
         #[arg(long)]
         target: String,
-        /// Operator asking for the deletion.
+        /// Operator asking for the deletion: optional; if given it must be the registered name
+        /// of the signing key (which is what is recorded).
         #[arg(long)]
-        requested_by: String,
+        requested_by: Option<String>,
         /// Why.
         #[arg(long)]
         reason: Option<String>,
@@ -45,21 +50,28 @@ pub enum UserCommand {
         /// instead of B and C, to exercise the bounds. The digest covers every community.
         #[arg(long)]
         demo_communities: Option<u32>,
+        /// The requester's SSH key, which signs the submission.
+        #[command(flatten)]
+        key: KeyArgs,
     },
     /// Approve the frozen inventory digest (a second operator; two-person rule). Creates no
     /// stage rows.
     Approve {
         /// Request id.
         id: Uuid,
-        /// Approving operator (must differ from the requester).
+        /// Approving operator: optional; if given it must be the registered name of the
+        /// signing key, which must not be the requester's (two-person rule on keys).
         #[arg(long)]
-        approved_by: String,
+        approved_by: Option<String>,
         /// The digest printed by `submit`.
         #[arg(long)]
         inventory_digest: String,
         /// Note kept with the approval evidence.
         #[arg(long)]
         note: Option<String>,
+        /// The approver's SSH key, which signs the approval of this digest.
+        #[command(flatten)]
+        key: KeyArgs,
     },
     /// Let the workflow execute stages, wait until it pauses, and print the stage rows. Exit 1
     /// when a handler failed (with the saved retry deadline) or the run was refused.
@@ -161,17 +173,46 @@ pub async fn run(cmd: UserCommand, env: &UserCliEnv) -> anyhow::Result<i32> {
             requested_by,
             reason,
             demo_communities,
-        } => submit(env, target, requested_by, reason, demo_communities).await,
+            key,
+        } => submit(env, target, requested_by, reason, demo_communities, &key).await,
         UserCommand::Approve {
             id,
             approved_by,
             inventory_digest,
             note,
+            key,
         } => {
+            let signed = async {
+                let signer = SigningKey::from_args(&key)?;
+                let target = env
+                    .store
+                    .request_view(id)
+                    .await
+                    .map_err(|e| CliError::Other(e.into()))?
+                    .and_then(|r| r.target)
+                    .unwrap_or_default();
+                let name = signer
+                    .operator_name(env.store.pool(), "--approved-by", approved_by.as_deref())
+                    .await?;
+                let signed = signer.sign(
+                    Action::Approve,
+                    Kind::User,
+                    id,
+                    &target,
+                    Some(&inventory_digest),
+                    key.signed_at.as_deref(),
+                )?;
+                Ok::<_, CliError>((name, signed))
+            };
+            let (approved_by, signed) = match signed.await {
+                Ok(signed) => signed,
+                Err(e) => return Ok(fail(e.exit_code(), &e.to_string())),
+            };
             let approval = UserApproveRequest {
                 approved_by,
                 inventory_digest,
                 note,
+                signed: Some(signed),
             };
             approve(env, id, approval).await
         }
@@ -214,9 +255,10 @@ pub async fn run(cmd: UserCommand, env: &UserCliEnv) -> anyhow::Result<i32> {
 async fn submit(
     env: &UserCliEnv,
     target: String,
-    requested_by: String,
+    requested_by: Option<String>,
     reason: Option<String>,
     demo_communities: Option<u32>,
+    key: &KeyArgs,
 ) -> anyhow::Result<i32> {
     if let Err(refusal) = validate_demo_target(&target) {
         return Ok(fail(2, &refusal.to_string()));
@@ -226,9 +268,17 @@ async fn submit(
     {
         return Ok(fail(2, &format!("--demo-communities {size}: {refusal}")));
     }
-    if requested_by.trim().is_empty() {
-        return Ok(fail(2, "--requested-by must name the requesting operator"));
-    }
+    let signer = match SigningKey::from_args(key) {
+        Ok(signer) => signer,
+        Err(e) => return Ok(fail(e.exit_code(), &e.to_string())),
+    };
+    let requested_by = match signer
+        .operator_name(env.store.pool(), "--requested-by", requested_by.as_deref())
+        .await
+    {
+        Ok(name) => name,
+        Err(e) => return Ok(fail(e.exit_code(), &e.to_string())),
+    };
     // Nothing is started while no worker polls: the request would wait unregistered.
     if let Err(no_worker) = env
         .waits
@@ -238,6 +288,17 @@ async fn submit(
         return Ok(fail(1, &no_worker.to_string()));
     }
     let id = Uuid::new_v4();
+    let signed = match signer.sign(
+        Action::Submit,
+        Kind::User,
+        id,
+        &target,
+        None,
+        key.signed_at.as_deref(),
+    ) {
+        Ok(signed) => signed,
+        Err(e) => return Ok(fail(e.exit_code(), &e.to_string())),
+    };
     let input = UserDeletionInput {
         request_id: id,
         target,
@@ -246,6 +307,7 @@ async fn submit(
         demo_communities,
         start: Default::default(),
         tuning: Default::default(),
+        signed: Some(signed),
     };
     let options = WorkflowStartOptions::new(env.task_queue.clone(), workflow_id(id))
         .id_conflict_policy(WorkflowIdConflictPolicy::Fail)
@@ -437,6 +499,9 @@ struct RequestSnapshot {
     approval: Option<UserApprovalRecord>,
     progress: ProgressView,
     stages: Vec<StageRowView>,
+    /// The operator signatures recorded for the request (submit, approve): statement, SSHSIG
+    /// signature and registered key, for `deploy/local/verify-signatures` or `ssh-keygen`.
+    signatures: Vec<activities::identity::StoredSignature>,
 }
 
 /// Progress as reconstructed from the predecessor chain.
@@ -481,11 +546,13 @@ impl RequestSnapshot {
             },
             (Some(inventory), None) => progress_of(&inventory, &mut stages),
         };
+        let signatures = activities::identity::signatures_of_request(store.pool(), id).await?;
         Ok(RequestSnapshot {
             request,
             approval,
             progress,
             stages,
+            signatures,
         })
     }
 

@@ -12,6 +12,8 @@
 mod inventory_bounds;
 #[path = "user_deletion/recovery.rs"]
 mod recovery;
+#[path = "common/operators.rs"]
+mod operators;
 #[path = "user_deletion/store.rs"]
 mod store;
 #[path = "user_deletion/support.rs"]

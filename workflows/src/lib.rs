@@ -7,6 +7,7 @@
 
 pub mod community;
 pub mod contract;
+pub mod operator;
 pub mod search;
 pub mod stack_check;
 pub mod sweep;

@@ -208,7 +208,11 @@ async fn malformed_signals_are_recorded_refusals_and_never_wedge_the_workflow() 
         deletion
             .signal_raw(
                 "unblock",
-                vec![json_payload(r#"{"actor": "carol", "reason": "granted the permission"}"#)],
+                vec![json_payload(&signed_unblock(
+                    &deletion,
+                    "carol",
+                    "granted the permission",
+                ))],
             )
             .await;
         deletion.wait_for("unblocked", |s| s.blocked.is_none()).await;
@@ -897,4 +901,19 @@ async fn a_history_recorded_before_signals_took_raw_payloads_still_replays() {
         .replay_workflow(history)
         .await
         .expect("the recorded history replays deterministically");
+}
+
+/// The JSON of an unblock signed (as the fakes accept it) by `actor`'s key.
+fn signed_unblock(deletion: &support::Deletion, actor: &str, reason: &str) -> String {
+    let unblock = workflows::community::UnblockRequest {
+        actor: actor.into(),
+        reason: reason.into(),
+        signed: Some(support::fake_signed(
+            workflows::operator::Action::Unblock,
+            actor,
+            deletion.request_id,
+            None,
+        )),
+    };
+    serde_json::to_string(&unblock).unwrap_or_default()
 }

@@ -2,10 +2,11 @@
 
 use temporalio_sdk::activities::ActivityContext;
 use workflows::community::{
-    AbortInput, AbortOutcome, ApprovalInput, ApprovalRecord, EventInput, InventorySummary,
-    RegisterInput, RegisteredRequest, RequestEvent, RequestRef,
+    AbortInput, AbortOutcome, AbortRequest, ApprovalInput, ApprovalRecord, EventInput,
+    InventorySummary, RegisterInput, RegisteredRequest, RequestEvent, RequestRef,
 };
 
+use crate::identity::consumer_of;
 use crate::store::{FrozenInventory, Stage};
 
 use super::CommunityActivities;
@@ -17,9 +18,13 @@ use super::uploads::scan_tenant_uploads;
 /// Records the request row; idempotent for the same request id.
 pub async fn register(
     acts: &CommunityActivities,
+    ctx: &ActivityContext,
     input: RegisterInput,
 ) -> PhaseResult<RegisteredRequest> {
-    let request = acts.store.register_community_request(&input).await?;
+    let request = acts
+        .store
+        .register_community_request(&input, &consumer_of(ctx))
+        .await?;
     let community_id = request
         .community_id
         .ok_or_else(|| crate::store::StoreError::Corrupt {
@@ -78,17 +83,34 @@ pub async fn inventory(
 /// Persists approval evidence (the store re-checks digest, two-person rule and stage).
 pub async fn record_approval(
     acts: &CommunityActivities,
+    ctx: &ActivityContext,
     input: ApprovalInput,
 ) -> PhaseResult<ApprovalRecord> {
     Ok(acts
         .store
-        .record_approval(input.request_id, &input.approval)
+        .record_approval(input.request_id, &input.approval, &consumer_of(ctx))
+        .await?)
+}
+
+/// Verifies and records an abort's signature; returns the abort under the registered name.
+pub async fn accept_abort(
+    acts: &CommunityActivities,
+    ctx: &ActivityContext,
+    input: AbortInput,
+) -> PhaseResult<AbortRequest> {
+    Ok(acts
+        .store
+        .accept_abort(input.request_id, &input.abort, &consumer_of(ctx))
         .await?)
 }
 
 /// Appends an operator event to the audit trail (recording or clearing a block).
-pub async fn record_event(acts: &CommunityActivities, input: EventInput) -> PhaseResult<()> {
-    acts.store.record_event(&input).await?;
+pub async fn record_event(
+    acts: &CommunityActivities,
+    ctx: &ActivityContext,
+    input: EventInput,
+) -> PhaseResult<()> {
+    acts.store.record_event(&input, &consumer_of(ctx)).await?;
     if let RequestEvent::Blocked { phase, .. } = &input.event {
         acts.settings.metrics.blocked(phase);
     }

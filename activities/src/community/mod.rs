@@ -22,10 +22,10 @@ use std::time::Duration;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use workflows::community::{
-    AbortInput, AbortOutcome, ApprovalInput, ApprovalRecord, CacheReport, DeleteChunksInput,
-    DeleteProgress, DrainOutcome, EventInput, FenceOutcome, InventorySummary, LateVersionsReport,
-    ManifestSummary, PurgeInput, PurgeReport, RegisterInput, RegisteredRequest, RequestRef,
-    VerificationReport,
+    AbortInput, AbortOutcome, AbortRequest, ApprovalInput, ApprovalRecord, CacheReport,
+    DeleteChunksInput, DeleteProgress, DrainOutcome, EventInput, FenceOutcome, InventorySummary,
+    LateVersionsReport, ManifestSummary, PurgeInput, PurgeReport, RegisterInput, RegisteredRequest,
+    RequestRef, VerificationReport,
 };
 
 use crate::cache::Cache;
@@ -114,7 +114,7 @@ impl CommunityActivities {
         ctx: ActivityContext,
         input: RegisterInput,
     ) -> Result<RegisteredRequest, ActivityError> {
-        self.timed(&ctx, intake::register(&self, input)).await
+        self.timed(&ctx, intake::register(&self, &ctx, input)).await
     }
 
     /// Takes and freezes the inventory with its digest.
@@ -135,7 +135,7 @@ impl CommunityActivities {
         ctx: ActivityContext,
         input: ApprovalInput,
     ) -> Result<ApprovalRecord, ActivityError> {
-        self.timed(&ctx, intake::record_approval(&self, input))
+        self.timed(&ctx, intake::record_approval(&self, &ctx, input))
             .await
     }
 
@@ -146,7 +146,8 @@ impl CommunityActivities {
         ctx: ActivityContext,
         input: EventInput,
     ) -> Result<(), ActivityError> {
-        self.timed(&ctx, intake::record_event(&self, input)).await
+        self.timed(&ctx, intake::record_event(&self, &ctx, input))
+            .await
     }
 
     /// Checks list permission and catalog drift.
@@ -264,6 +265,17 @@ impl CommunityActivities {
     ) -> Result<AbortOutcome, ActivityError> {
         self.timed(&ctx, intake::abort(&self, input)).await
     }
+
+    /// Verifies and records an abort's signature before the abort counts.
+    #[activity(definition = workflows::community::AcceptAbort)]
+    pub async fn accept_abort(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: AbortInput,
+    ) -> Result<AbortRequest, ActivityError> {
+        self.timed(&ctx, intake::accept_abort(&self, &ctx, input))
+            .await
+    }
 }
 
 #[cfg(test)]
@@ -301,6 +313,7 @@ mod tests {
             ),
             (Impl::complete.name(), contract::Complete.name()),
             (Impl::abort.name(), contract::Abort.name()),
+            (Impl::accept_abort.name(), contract::AcceptAbort.name()),
         ];
         let names: Vec<&str> = implemented.iter().map(|(i, _)| *i).collect();
         for (implementation, declared) in implemented {

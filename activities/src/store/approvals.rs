@@ -4,9 +4,12 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use uuid::Uuid;
 use workflows::community::contracts::{ApprovalRecord, ApproveRequest};
 
+use workflows::operator::{Action, SignedAction};
+
 use super::Store;
 use super::audit::{record_advance, require_named};
 use super::error::{StoreError, StoreResult};
+use super::signed::{consume_community_signature, same_operator, signed_target};
 use super::stage::Stage;
 use super::token::lock_request;
 
@@ -19,6 +22,15 @@ struct ApprovalRow {
     note: Option<String>,
 }
 
+/// An approval row with the statement and signature it names.
+#[derive(Debug, sqlx::FromRow)]
+struct SignedApprovalRow {
+    #[sqlx(flatten)]
+    approval: ApprovalRow,
+    statement: Option<String>,
+    signature: Option<String>,
+}
+
 impl From<ApprovalRow> for ApprovalRecord {
     fn from(row: ApprovalRow) -> Self {
         ApprovalRecord {
@@ -26,13 +38,9 @@ impl From<ApprovalRow> for ApprovalRecord {
             approved_at: row.approved_at.to_rfc3339_opts(SecondsFormat::Millis, true),
             digest: row.inventory_digest,
             note: row.note,
+            signed: None,
         }
     }
-}
-
-/// Operator identities compare trimmed and case-insensitively: `Alice ` and `alice` are one person.
-fn same_operator(a: &str, b: &str) -> bool {
-    a.trim().to_lowercase() == b.trim().to_lowercase()
 }
 
 impl Store {
@@ -40,23 +48,42 @@ impl Store {
     ///
     /// Refused, with nothing changed, when the request already has an approval
     /// ([`StoreError::AlreadyApproved`]), is not awaiting approval ([`StoreError::WrongStage`]),
-    /// the digest is not the frozen one ([`StoreError::DigestMismatch`]), or the approver is the
-    /// requester ([`StoreError::SelfApproval`], the two-person rule).
+    /// the digest is not the frozen one ([`StoreError::DigestMismatch`]), or the approval's
+    /// signature does not count ([`StoreError::Identity`]): missing, bound to something else,
+    /// made with the requester's key (the two-person rule compares fingerprints), by an unknown
+    /// or revoked key, expired, or used before. The approval is recorded under the key's
+    /// registered name, naming its signature. `consumer` identifies the activity attempt: a
+    /// retry after a commit returns the recorded approval.
     pub async fn record_approval(
         &self,
         request_id: Uuid,
         approval: &ApproveRequest,
+        consumer: &str,
     ) -> StoreResult<ApprovalRecord> {
         require_named("approved_by", &approval.approved_by)?;
         let mut tx = self.pool.begin().await?;
         let row = lock_request(&mut tx, request_id).await?;
         row.community()?;
-        let existing: Option<String> =
-            sqlx::query_scalar("SELECT approved_by FROM deletion.approvals WHERE request_id = $1")
-                .bind(request_id)
-                .fetch_optional(&mut *tx)
-                .await?;
-        if let Some(approved_by) = existing {
+        let existing: Option<(String, Option<String>)> = sqlx::query_as(
+            "SELECT approved_by, approved_nonce FROM deletion.approvals WHERE request_id = $1",
+        )
+        .bind(request_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some((approved_by, nonce)) = existing {
+            let signed = approval.signed.as_ref();
+            if nonce.is_some() && nonce.as_deref() == signed.map(|s| s.nonce.as_str()) {
+                // This approval's own retry: the evidence is recorded.
+                let mut record =
+                    self.approval_of(request_id)
+                        .await?
+                        .ok_or_else(|| StoreError::Corrupt {
+                            what: "approval",
+                            reason: "vanished while read".into(),
+                        })?;
+                record.signed = approval.signed.clone();
+                return Ok(record);
+            }
             return Err(StoreError::AlreadyApproved {
                 request_id,
                 approved_by,
@@ -72,28 +99,47 @@ impl Store {
                 actual: approval.digest.clone(),
             });
         }
-        if same_operator(&approval.approved_by, &row.requested_by) {
-            return Err(StoreError::SelfApproval {
-                request_id,
-                approver: approval.approved_by.clone(),
-            });
+        let requester: Option<String> =
+            sqlx::query_scalar("SELECT requested_fingerprint FROM deletion.requests WHERE id = $1")
+                .bind(request_id)
+                .fetch_one(&mut *tx)
+                .await?;
+        if let Some(signed) = &approval.signed
+            && requester.as_deref() == Some(signed.operator.as_str())
+        {
+            return Err(same_operator(&signed.operator).into());
         }
-        let approver = approval.approved_by.trim();
+        let host = signed_target(&mut tx, request_id)
+            .await?
+            .unwrap_or_default();
+        let consumed = consume_community_signature(
+            &mut tx,
+            approval.signed.as_ref(),
+            (Action::Approve, request_id, &host, Some(&frozen_digest)),
+            &approval.approved_by,
+            consumer,
+        )
+        .await?;
+        let approver = consumed.name.as_str();
         let stored = sqlx::query_as::<_, ApprovalRow>(
-            "INSERT INTO deletion.approvals (request_id, approved_by, inventory_digest, note) \
-             VALUES ($1, $2, $3, $4) \
+            "INSERT INTO deletion.approvals (request_id, approved_by, inventory_digest, note, \
+             approved_fingerprint, approved_nonce) VALUES ($1, $2, $3, $4, $5, $6) \
              RETURNING approved_by, approved_at, inventory_digest, note",
         )
         .bind(request_id)
         .bind(approver)
         .bind(&frozen_digest)
         .bind(approval.note.as_deref())
+        .bind(&consumed.fingerprint)
+        .bind(&consumed.nonce)
         .fetch_one(&mut *tx)
         .await?;
         let detail = serde_json::json!({
             "approved_by": approver,
             "digest": frozen_digest,
             "note": approval.note,
+            "operator": consumed.fingerprint,
+            "nonce": consumed.nonce,
         });
         record_advance(
             &mut tx,
@@ -105,29 +151,33 @@ impl Store {
         )
         .await?;
         tx.commit().await?;
-        Ok(stored.into())
+        let mut record = ApprovalRecord::from(stored);
+        record.signed = approval.signed.clone();
+        Ok(record)
     }
 
-    /// The request's approval evidence, if approved.
+    /// The request's approval evidence, if approved, with the signed statement it names.
     pub async fn approval_of(&self, request_id: Uuid) -> StoreResult<Option<ApprovalRecord>> {
-        let row = sqlx::query_as::<_, ApprovalRow>(
-            "SELECT approved_by, approved_at, inventory_digest, note FROM deletion.approvals \
-             WHERE request_id = $1",
+        let row = sqlx::query_as::<_, SignedApprovalRow>(
+            "SELECT a.approved_by, a.approved_at, a.inventory_digest, a.note, s.statement, \
+             s.signature FROM deletion.approvals a LEFT JOIN deletion.operator_signatures s \
+             ON s.fingerprint = a.approved_fingerprint AND s.nonce = a.approved_nonce \
+             WHERE a.request_id = $1",
         )
         .bind(request_id)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(ApprovalRecord::from))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn operator_names_compare_trimmed_and_case_insensitively() {
-        assert!(same_operator("Alice ", " alice"));
-        assert!(!same_operator("alice", "bob"));
+        Ok(row.map(|row| {
+            let signed = match (&row.statement, &row.signature) {
+                (Some(statement), Some(signature)) => {
+                    SignedAction::from_statement(statement, signature)
+                }
+                _ => None,
+            };
+            ApprovalRecord {
+                signed,
+                ..ApprovalRecord::from(row.approval)
+            }
+        }))
     }
 }

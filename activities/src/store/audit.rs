@@ -7,10 +7,12 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
-use workflows::community::contracts::{EventInput, RequestEvent, UnblockRequest};
+use workflows::community::contracts::{AbortRequest, EventInput, RequestEvent, UnblockRequest};
+use workflows::operator::Action;
 
 use super::Store;
 use super::error::{StoreError, StoreResult};
+use super::signed::{consume_community_signature, signed_target};
 use super::stage::Stage;
 use super::token::lock_request;
 
@@ -166,20 +168,48 @@ impl Store {
         Ok(())
     }
 
-    /// Clears the block after an operator's remediation (recorded with actor and reason).
-    /// Refused with [`StoreError::NotBlocked`] when the request is not blocked.
+    /// Clears the block after an operator's remediation (recorded with the signing key's
+    /// registered name, the reason and the signature). Refused with [`StoreError::NotBlocked`]
+    /// when the request is not blocked, and with [`StoreError::Identity`] when the unblock's
+    /// signature does not count; a retry by the same `consumer` after a commit is a no-op.
     pub async fn record_unblock(
         &self,
         request_id: Uuid,
         unblock: &UnblockRequest,
+        consumer: &str,
     ) -> StoreResult<()> {
         require_named("actor", &unblock.actor)?;
         require_named("reason", &unblock.reason)?;
         let mut tx = self.pool.begin().await?;
         let row = lock_request(&mut tx, request_id).await?;
         let Some(blocked_reason) = row.blocked_reason else {
+            if let Some(signed) = &unblock.signed {
+                let consumed_by: Option<String> = sqlx::query_scalar(
+                    "SELECT consumed_by FROM deletion.operator_signatures \
+                     WHERE fingerprint = $1 AND nonce = $2",
+                )
+                .bind(&signed.operator)
+                .bind(&signed.nonce)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if consumed_by.as_deref() == Some(consumer) {
+                    // This unblock's own retry: it is recorded.
+                    return Ok(());
+                }
+            }
             return Err(StoreError::NotBlocked { request_id });
         };
+        let host = signed_target(&mut tx, request_id)
+            .await?
+            .unwrap_or_default();
+        let consumed = consume_community_signature(
+            &mut tx,
+            unblock.signed.as_ref(),
+            (Action::Unblock, request_id, &host, None),
+            &unblock.actor,
+            consumer,
+        )
+        .await?;
         sqlx::query(
             "UPDATE deletion.requests SET blocked_stage = NULL, blocked_reason = NULL, \
              blocked_at = NULL, updated_at = now() WHERE id = $1",
@@ -191,17 +221,68 @@ impl Store {
             "phase": row.blocked_stage,
             "blocked_reason": blocked_reason,
             "remediation": unblock.reason,
+            "operator": consumed.fingerprint,
+            "nonce": consumed.nonce,
         });
         insert_audit(
             &mut tx,
             Some(request_id),
-            &unblock.actor,
+            &consumed.name,
             "unblocked",
             &detail,
         )
         .await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    /// Verifies and consumes an abort's signature for `consumer` and records it in the audit
+    /// trail (`abort_signed`), in one transaction, before the workflow lets the abort count.
+    /// Returns the abort under the signing key's registered name.
+    pub async fn accept_abort(
+        &self,
+        request_id: Uuid,
+        abort: &AbortRequest,
+        consumer: &str,
+    ) -> StoreResult<AbortRequest> {
+        require_named("actor", &abort.actor)?;
+        require_named("reason", &abort.reason)?;
+        let mut tx = self.pool.begin().await?;
+        let row = lock_request(&mut tx, request_id).await?;
+        row.community()?;
+        let host = signed_target(&mut tx, request_id)
+            .await?
+            .unwrap_or_default();
+        let consumed = consume_community_signature(
+            &mut tx,
+            abort.signed.as_ref(),
+            (Action::Abort, request_id, &host, None),
+            &abort.actor,
+            consumer,
+        )
+        .await?;
+        if !consumed.repeat {
+            let detail = serde_json::json!({
+                "reason": abort.reason,
+                "stage": row.stage,
+                "operator": consumed.fingerprint,
+                "nonce": consumed.nonce,
+            });
+            insert_audit(
+                &mut tx,
+                Some(request_id),
+                &consumed.name,
+                "abort_signed",
+                &detail,
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(AbortRequest {
+            actor: consumed.name,
+            reason: abort.reason.clone(),
+            signed: abort.signed.clone(),
+        })
     }
 
     /// Records a transient failure (Temporal retries it): last error and attempt count, for
@@ -230,18 +311,25 @@ impl Store {
     }
 
     /// Implements the `community.record_event` contract: blocks and unblocks change the request's
-    /// blocked state; every other event is appended to the audit trail as is.
-    pub async fn record_event(&self, input: &EventInput) -> StoreResult<()> {
+    /// blocked state; every other event is appended to the audit trail as is. `consumer`
+    /// identifies the activity attempt consuming an unblock's signature.
+    pub async fn record_event(&self, input: &EventInput, consumer: &str) -> StoreResult<()> {
         match &input.event {
             RequestEvent::Blocked { phase, reason } => {
                 self.record_block(input.request_id, phase, reason).await
             }
-            RequestEvent::Unblocked { actor, reason } => {
+            RequestEvent::Unblocked {
+                actor,
+                reason,
+                signed,
+            } => {
                 let unblock = UnblockRequest {
                     actor: actor.clone(),
                     reason: reason.clone(),
+                    signed: signed.clone(),
                 };
-                self.record_unblock(input.request_id, &unblock).await
+                self.record_unblock(input.request_id, &unblock, consumer)
+                    .await
             }
             RequestEvent::ApprovalRejected { actor, .. }
             | RequestEvent::AbortRefused { actor, .. }

@@ -355,6 +355,9 @@ pub enum StoreError {
         /// The decoder's explanation.
         reason: String,
     },
+    /// An operator signature or key was refused (or the registry could not be read).
+    #[error(transparent)]
+    Identity(#[from] crate::identity::IdentityError),
     /// Any other database error; severity follows its SQLSTATE or driver error kind.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
@@ -370,6 +373,7 @@ impl Classified for StoreError {
             | StoreError::StalledServingWrites { .. }
             | StoreError::StaleGeneration { .. } => Severity::Transient,
             StoreError::Database(error) => sqlx_severity(error),
+            StoreError::Identity(error) => error.severity(),
             _ => Severity::Permanent,
         }
     }
@@ -427,7 +431,7 @@ pub(crate) fn violated_constraint(error: &sqlx::Error) -> Option<String> {
 /// Transient: connection trouble, pool exhaustion, serialization/deadlock rollbacks, resource
 /// shortage, operator intervention (restart, statement timeout) and lock timeouts. Everything else
 /// (constraint violations, fenced writes, bad SQL, decode errors) cannot be fixed by retrying.
-fn sqlx_severity(error: &sqlx::Error) -> Severity {
+pub(crate) fn sqlx_severity(error: &sqlx::Error) -> Severity {
     match error {
         sqlx::Error::Io(_)
         | sqlx::Error::Tls(_)

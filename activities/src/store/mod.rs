@@ -28,6 +28,7 @@ mod migrate;
 mod privilege;
 mod purge;
 mod requests;
+mod signed;
 mod stage;
 mod sweeps;
 mod tenant_tree;
@@ -42,6 +43,7 @@ use sqlx::{Connection, PgPool};
 pub use audit::AuditEvent;
 pub use catalog::{COMMUNITIES_TABLE, CatalogInventory, catalog_scan_in};
 pub use demo::{Community, TableSnapshot};
+pub(crate) use error::sqlx_severity as sqlx_error_severity;
 pub use error::{
     APPEND_ONLY_SQLSTATE, CascadingReference, FENCED_WRITE_SQLSTATE, StoreError, StoreResult,
     is_append_only_refusal, is_fenced_write,

@@ -13,8 +13,11 @@ use super::demo::{Community, normalize_host};
 use super::error::{StoreError, StoreResult, violated_constraint};
 use super::fence::FenceStatus;
 use super::manifest::ChunkProgress;
+use super::signed::consume_community_signature;
 use super::stage::Stage;
+use crate::identity::{StoredSignature, signatures_of_request};
 use workflows::community::contracts::TableCount;
+use workflows::operator::Action;
 
 /// The unique index that allows one open request per community.
 const ONE_OPEN_PER_COMMUNITY: &str = "requests_one_open_per_community";
@@ -145,6 +148,9 @@ pub struct RequestInspection {
     pub fence: Option<FenceStatus>,
     /// Rows purged per tenant table so far.
     pub purged: Vec<TableCount>,
+    /// Every operator signature recorded for the request (statement, SSHSIG, key), oldest
+    /// first: what `deploy/local/verify-signatures` checks with `ssh-keygen -Y verify`.
+    pub signatures: Vec<StoredSignature>,
 }
 
 impl Store {
@@ -154,7 +160,14 @@ impl Store {
     /// [`StoreError::UnknownHost`] when no community has the host, and with
     /// [`StoreError::OpenRequestExists`] (naming the open request) when the community already has
     /// one: the database's unique index decides, so two concurrent submissions cannot both win.
-    pub async fn register_community_request(&self, input: &RegisterInput) -> StoreResult<Request> {
+    /// The requester's `submit` signature is verified and consumed (for `consumer`) in the
+    /// transaction that inserts the row, which names it; the requester recorded is the key's
+    /// registered name.
+    pub async fn register_community_request(
+        &self,
+        input: &RegisterInput,
+        consumer: &str,
+    ) -> StoreResult<Request> {
         require_named("requested_by", &input.requested_by)?;
         require_named("workflow_id", &input.workflow_id)?;
         let host = normalize_host(&input.host)?;
@@ -165,7 +178,10 @@ impl Store {
             .community_by_host(&host)
             .await?
             .ok_or_else(|| StoreError::UnknownHost { host: host.clone() })?;
-        match self.insert_community_request(input, &community).await {
+        match self
+            .insert_community_request(input, &community, consumer)
+            .await
+        {
             Ok(request) => Ok(request),
             Err(StoreError::Database(error)) => {
                 match violated_constraint(&error).as_deref() {
@@ -203,20 +219,33 @@ impl Store {
         &self,
         input: &RegisterInput,
         community: &Community,
+        consumer: &str,
     ) -> StoreResult<Request> {
         let mut tx = self.pool.begin().await?;
+        let consumed = consume_community_signature(
+            &mut tx,
+            input.signed.as_ref(),
+            (Action::Submit, input.request_id, &community.host, None),
+            &input.requested_by,
+            consumer,
+        )
+        .await?;
         let sql = format!(
             "INSERT INTO deletion.requests \
-             (id, kind, community_id, host, workflow_id, requested_by, reason, stage) \
-             VALUES ($1, 'community', $2, $3, $4, $5, $6, 'submitted') RETURNING {REQUEST_COLUMNS}"
+             (id, kind, community_id, host, workflow_id, requested_by, reason, stage, \
+              requested_fingerprint, requested_nonce) \
+             VALUES ($1, 'community', $2, $3, $4, $5, $6, 'submitted', $7, $8) \
+             RETURNING {REQUEST_COLUMNS}"
         );
         let request = sqlx::query_as::<_, Request>(sqlx::AssertSqlSafe(sql))
             .bind(input.request_id)
             .bind(community.id)
             .bind(&community.host)
             .bind(&input.workflow_id)
-            .bind(input.requested_by.trim())
+            .bind(&consumed.name)
             .bind(input.reason.as_deref())
+            .bind(&consumed.fingerprint)
+            .bind(&consumed.nonce)
             .fetch_one(&mut *tx)
             .await?;
         let detail = serde_json::json!({
@@ -224,18 +253,28 @@ impl Store {
             "host": community.host,
             "workflow_id": input.workflow_id,
             "reason": input.reason,
+            "operator": consumed.fingerprint,
+            "nonce": consumed.nonce,
         });
         insert_checkpoint(&mut tx, request.id, Stage::Submitted.as_str(), 0, &detail).await?;
         insert_audit(
             &mut tx,
             Some(request.id),
-            input.requested_by.trim(),
+            &consumed.name,
             "submitted",
             &detail,
         )
         .await?;
         tx.commit().await?;
         Ok(request)
+    }
+
+    /// The target every operator signature of the request names: what its submit signature
+    /// named (the request row's host may be changed; the signature cannot), or the row's host
+    /// for a request made before signatures.
+    pub async fn signed_target(&self, request_id: Uuid) -> StoreResult<Option<String>> {
+        let mut conn = self.pool.acquire().await?;
+        super::signed::signed_target(&mut conn, request_id).await
     }
 
     /// The request, or `None`.
@@ -320,6 +359,7 @@ impl Store {
             chunks: self.chunk_progress(request_id).await?,
             fence,
             purged: self.purge_progress(request_id).await?,
+            signatures: signatures_of_request(&self.pool, request_id).await?,
             request,
         })
     }

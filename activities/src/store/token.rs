@@ -44,7 +44,6 @@ pub(crate) struct LockedRequest {
     pub irreversible_at: Option<DateTime<Utc>>,
     pub blocked_stage: Option<String>,
     pub blocked_reason: Option<String>,
-    pub requested_by: String,
     pub inventory_digest: Option<String>,
 }
 
@@ -88,7 +87,7 @@ impl LockedRequest {
 }
 
 const LOCKED_REQUEST_COLUMNS: &str = "id, kind, community_id, host, stage, exec_generation, \
-     fence_generation, irreversible_at, blocked_stage, blocked_reason, requested_by, \
+     fence_generation, irreversible_at, blocked_stage, blocked_reason, \
      inventory_digest";
 
 /// Locks the request row (`FOR UPDATE`) for the rest of the transaction.

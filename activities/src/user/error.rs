@@ -125,6 +125,9 @@ pub enum UserStoreError {
         /// The database's `now()` when it refused (RFC 3339).
         database_now: String,
     },
+    /// An operator signature was refused (or the registry could not be read).
+    #[error(transparent)]
+    Identity(#[from] crate::identity::IdentityError),
 }
 
 impl UserStoreError {
@@ -154,6 +157,7 @@ impl Classified for UserStoreError {
             }
             // Connection loss, pool exhaustion, serialization failures: a retry can succeed.
             UserStoreError::Database(_) => Severity::Transient,
+            UserStoreError::Identity(error) => error.severity(),
             UserStoreError::UnknownRequest(_)
             | UserStoreError::RegistrationConflict(_)
             | UserStoreError::InventoryRefused { .. }

@@ -61,21 +61,24 @@ impl UserActivities {
     #[activity(definition = workflows::user::RegisterUser)]
     pub async fn register(
         self: Arc<Self>,
-        _ctx: ActivityContext,
+        ctx: ActivityContext,
         input: RegisterUserInput,
     ) -> Result<RegisteredUserRequest, ActivityError> {
-        self.store.register(&input).await.map_err(activity_error)
+        self.store
+            .register(&input, &crate::identity::consumer_of(&ctx))
+            .await
+            .map_err(activity_error)
     }
 
     /// Persists approval evidence and marks the request approved.
     #[activity(definition = workflows::user::RecordUserApproval)]
     pub async fn record_approval(
         self: Arc<Self>,
-        _ctx: ActivityContext,
+        ctx: ActivityContext,
         input: UserApprovalInput,
     ) -> Result<UserApprovalRecord, ActivityError> {
         self.store
-            .record_approval(&input)
+            .record_approval(&input, &crate::identity::consumer_of(&ctx))
             .await
             .map_err(activity_error)
     }

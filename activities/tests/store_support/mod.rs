@@ -3,6 +3,8 @@
 //! to a given stage through the store's own calls.
 #![allow(dead_code)]
 
+#[path = "../../../tests/tests/common/operators.rs"]
+pub mod operators;
 pub mod private_db;
 pub mod request_flow;
 
@@ -15,6 +17,7 @@ use uuid::Uuid;
 use workflows::community::contracts::{
     ApproveRequest, ManifestSummary, PrefixSummary, RegisterInput,
 };
+use workflows::operator::{Action, Kind};
 
 /// Migrations run once per test binary (sqlx also serialises concurrent runs with a lock).
 static MIGRATED: OnceCell<()> = OnceCell::const_new();
@@ -137,13 +140,10 @@ pub async fn submitted(store: &Store, rows: u64) -> Fixture {
     }
     let request_id = Uuid::new_v4();
     store
-        .register_community_request(&RegisterInput {
-            request_id,
-            workflow_id: format!("community-deletion-{request_id}"),
-            host: community.host.clone(),
-            requested_by: REQUESTER.into(),
-            reason: Some("test".into()),
-        })
+        .register_community_request(
+            &signed_registration(store, request_id, &community.host, REQUESTER, "test").await,
+            "store-test/register",
+        )
         .await
         .expect("register request");
     let token = store
@@ -155,6 +155,48 @@ pub async fn submitted(store: &Store, rows: u64) -> Fixture {
         community,
         request_id,
         token,
+    }
+}
+
+/// A registration of `host` signed by `requested_by`'s test key.
+pub async fn signed_registration(
+    store: &Store,
+    request_id: Uuid,
+    host: &str,
+    requested_by: &str,
+    reason: &str,
+) -> RegisterInput {
+    let requester = operators::operator_in(store.pool(), requested_by).await;
+    RegisterInput {
+        request_id,
+        workflow_id: format!("community-deletion-{request_id}"),
+        host: host.to_owned(),
+        requested_by: requested_by.into(),
+        reason: Some(reason.into()),
+        signed: Some(requester.sign(Action::Submit, Kind::Community, request_id, host, None)),
+    }
+}
+
+/// An approval of `digest` signed by `approved_by`'s test key.
+pub async fn signed_approval(
+    store: &Store,
+    request_id: Uuid,
+    host: &str,
+    approved_by: &str,
+    digest: &str,
+) -> ApproveRequest {
+    let approver = operators::operator_in(store.pool(), approved_by).await;
+    ApproveRequest {
+        approved_by: approved_by.into(),
+        digest: digest.into(),
+        note: None,
+        signed: Some(approver.sign(
+            Action::Approve,
+            Kind::Community,
+            request_id,
+            host,
+            Some(digest),
+        )),
     }
 }
 
@@ -199,11 +241,15 @@ pub async fn approved(store: &Store, rows: u64) -> Fixture {
     store
         .record_approval(
             fixture.request_id,
-            &ApproveRequest {
-                approved_by: APPROVER.into(),
-                digest,
-                note: None,
-            },
+            &signed_approval(
+                store,
+                fixture.request_id,
+                &fixture.community.host,
+                APPROVER,
+                &digest,
+            )
+            .await,
+            "store-test/approve",
         )
         .await
         .expect("approve");

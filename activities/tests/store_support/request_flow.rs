@@ -5,21 +5,28 @@
 use activities::store::{Community, FrozenInventory, Stage, Store, StoreResult};
 use activities::taxonomy::tenant_prefixes;
 use uuid::Uuid;
-use workflows::community::contracts::{ApproveRequest, PurgeReport, RegisterInput};
+use workflows::community::contracts::PurgeReport;
 
-use super::{APPROVER, Fixture, REQUESTER, empty_prefix, media_manifest};
+use super::{
+    APPROVER, Fixture, REQUESTER, empty_prefix, media_manifest, signed_approval,
+    signed_registration,
+};
 
 /// Registers a request for `community` and claims it at `submitted`.
 pub async fn submit(store: &Store, community: &Community) -> Fixture {
     let request_id = Uuid::new_v4();
     store
-        .register_community_request(&RegisterInput {
-            request_id,
-            workflow_id: format!("community-deletion-{request_id}"),
-            host: community.host.clone(),
-            requested_by: REQUESTER.into(),
-            reason: Some("catalog shape test".into()),
-        })
+        .register_community_request(
+            &signed_registration(
+                store,
+                request_id,
+                &community.host,
+                REQUESTER,
+                "catalog shape test",
+            )
+            .await,
+            "store-test/register",
+        )
         .await
         .expect("register request");
     let token = store
@@ -58,11 +65,15 @@ impl Fixture {
         self.store
             .record_approval(
                 self.request_id,
-                &ApproveRequest {
-                    approved_by: APPROVER.into(),
-                    digest: inventory.digest(),
-                    note: None,
-                },
+                &signed_approval(
+                    &self.store,
+                    self.request_id,
+                    &self.community.host,
+                    APPROVER,
+                    &inventory.digest(),
+                )
+                .await,
+                "store-test/approve",
             )
             .await
             .expect("approve");

@@ -23,12 +23,14 @@ use workflows::community::{
 use workflows::search;
 
 use activities::store::{RequestFilter, Store, StoreError};
+use workflows::operator::{Action, Kind};
 
-use crate::cli::{CommunityCommand, ListArgs, ListState, TuningArgs};
+use crate::cli::{CommunityCommand, ListArgs, ListState, SignCommand, TuningArgs};
 use crate::connect::{self, TemporalTarget};
 use crate::error::{CliError, CliResult};
 use crate::host;
 use crate::output::{OutputFormat, Table, key_values, print_json};
+use crate::signing::{KeyArgs, SigningKey};
 use crate::worker_wait::{Pollers, SendError, WorkerWait};
 
 /// Runs one `community` subcommand.
@@ -38,20 +40,27 @@ pub async fn run(format: OutputFormat, waits: &WorkerWait, command: CommunityCom
             host,
             requested_by,
             reason,
+            key,
             wait_secs,
             tuning,
-        } => submit(format, waits, host, requested_by, reason, wait_secs, tuning).await,
+        } => {
+            let submission = Submission {
+                host,
+                requested_by,
+                reason,
+                key,
+            };
+            submit(format, waits, submission, wait_secs, tuning).await
+        }
+        CommunityCommand::Sign(command) => sign(command).await,
         CommunityCommand::Approve {
             id,
             approved_by,
             digest,
             note,
+            key,
         } => {
-            let request = ApproveRequest {
-                approved_by: required("--approved-by", approved_by)?,
-                digest: required("--digest", digest)?,
-                note,
-            };
+            let request = signed_approval(id, approved_by, digest, note, &key).await?;
             let handle = existing_workflow(id).await?;
             let record = execute(
                 waits,
@@ -69,11 +78,9 @@ pub async fn run(format: OutputFormat, waits: &WorkerWait, command: CommunityCom
             id,
             aborted_by,
             reason,
+            key,
         } => {
-            let request = AbortRequest {
-                actor: required("--aborted-by", aborted_by)?,
-                reason: required("--reason", reason)?,
-            };
+            let request = signed_abort(id, aborted_by, reason, &key).await?;
             let handle = existing_workflow(id).await?;
             let outcome = execute(
                 waits,
@@ -91,11 +98,9 @@ pub async fn run(format: OutputFormat, waits: &WorkerWait, command: CommunityCom
             id,
             unblocked_by,
             reason,
+            key,
         } => {
-            let request = UnblockRequest {
-                actor: required("--unblocked-by", unblocked_by)?,
-                reason: required("--reason", reason)?,
-            };
+            let request = signed_unblock(id, unblocked_by, reason, &key).await?;
             let handle = existing_workflow(id).await?;
             let outcome = execute(
                 waits,
@@ -128,6 +133,144 @@ pub async fn run(format: OutputFormat, waits: &WorkerWait, command: CommunityCom
     }
 }
 
+/// The host every signature of the request names: the one its submit signature named.
+async fn recorded_host(store: &Store, id: Uuid) -> Result<String, CliError> {
+    let request = store.find_request(id).await.map_err(store_failure)?;
+    match request {
+        Some(request) if request.kind == "community" => Ok(store
+            .signed_target(id)
+            .await
+            .map_err(store_failure)?
+            .or(request.host)
+            .unwrap_or_default()),
+        Some(request) => Err(CliError::Refused(format!(
+            "request {id} is a {} deletion: use `buzz-deletion {} …`",
+            request.kind, request.kind
+        ))),
+        None => Err(CliError::Refused(format!(
+            "no deletion request has id {id}: list requests with `buzz-deletion community list`"
+        ))),
+    }
+}
+
+/// An approval of `digest` signed with `--key`, under the key's registered name.
+async fn signed_approval(
+    id: Uuid,
+    approved_by: Option<String>,
+    digest: String,
+    note: Option<String>,
+    key: &KeyArgs,
+) -> Result<ApproveRequest, CliError> {
+    let digest = required("--digest", digest)?;
+    let signer = SigningKey::from_args(key)?;
+    let store = connect::store().await?;
+    let host = recorded_host(&store, id).await?;
+    let name = signer
+        .operator_name(store.pool(), "--approved-by", approved_by.as_deref())
+        .await?;
+    let signed = signer.sign(
+        Action::Approve,
+        Kind::Community,
+        id,
+        &host,
+        Some(&digest),
+        key.signed_at.as_deref(),
+    )?;
+    Ok(ApproveRequest {
+        approved_by: name,
+        digest,
+        note,
+        signed: Some(signed),
+    })
+}
+
+/// An abort signed with `--key`.
+async fn signed_abort(
+    id: Uuid,
+    aborted_by: Option<String>,
+    reason: String,
+    key: &KeyArgs,
+) -> Result<AbortRequest, CliError> {
+    let reason = required("--reason", reason)?;
+    let signer = SigningKey::from_args(key)?;
+    let store = connect::store().await?;
+    let host = recorded_host(&store, id).await?;
+    let actor = signer
+        .operator_name(store.pool(), "--aborted-by", aborted_by.as_deref())
+        .await?;
+    let signed = signer.sign(
+        Action::Abort,
+        Kind::Community,
+        id,
+        &host,
+        None,
+        key.signed_at.as_deref(),
+    )?;
+    Ok(AbortRequest {
+        actor,
+        reason,
+        signed: Some(signed),
+    })
+}
+
+/// An unblock signed with `--key`.
+async fn signed_unblock(
+    id: Uuid,
+    unblocked_by: Option<String>,
+    reason: String,
+    key: &KeyArgs,
+) -> Result<UnblockRequest, CliError> {
+    let reason = required("--reason", reason)?;
+    let signer = SigningKey::from_args(key)?;
+    let store = connect::store().await?;
+    let host = recorded_host(&store, id).await?;
+    let actor = signer
+        .operator_name(store.pool(), "--unblocked-by", unblocked_by.as_deref())
+        .await?;
+    let signed = signer.sign(
+        Action::Unblock,
+        Kind::Community,
+        id,
+        &host,
+        None,
+        key.signed_at.as_deref(),
+    )?;
+    Ok(UnblockRequest {
+        actor,
+        reason,
+        signed: Some(signed),
+    })
+}
+
+/// `community sign …`: prints the signed payload as one JSON line, for the Web UI's "Send a
+/// Signal" dialog (or `temporal workflow signal --input`).
+async fn sign(command: SignCommand) -> CliResult {
+    let payload = match command {
+        SignCommand::Approve {
+            id,
+            digest,
+            approved_by,
+            note,
+            key,
+        } => serde_json::to_string(&signed_approval(id, approved_by, digest, note, &key).await?),
+        SignCommand::Abort {
+            id,
+            reason,
+            aborted_by,
+            key,
+        } => serde_json::to_string(&signed_abort(id, aborted_by, reason, &key).await?),
+        SignCommand::Unblock {
+            id,
+            reason,
+            unblocked_by,
+            key,
+        } => serde_json::to_string(&signed_unblock(id, unblocked_by, reason, &key).await?),
+    }
+    .map_err(|e| CliError::Other(anyhow::anyhow!("encoding the payload: {e}")))?;
+    println!("{payload}");
+    Ok(0)
+}
+
 fn required(flag: &str, value: String) -> Result<String, CliError> {
     let trimmed = value.trim();
     if trimmed.is_empty() {
@@ -145,19 +288,33 @@ fn status_exit_code(status: &DeletionStatus) -> i32 {
     }
 }
 
+/// What `community submit` was asked for.
+struct Submission {
+    host: Option<String>,
+    requested_by: Option<String>,
+    reason: Option<String>,
+    key: KeyArgs,
+}
+
 async fn submit(
     format: OutputFormat,
     waits: &WorkerWait,
-    host_flag: Option<String>,
-    requested_by: String,
-    reason: Option<String>,
+    submission: Submission,
     wait_secs: u64,
     tuning: TuningArgs,
 ) -> CliResult {
     let relay_url = std::env::var("RELAY_URL").ok();
-    let host = host::resolve(host_flag.as_deref(), relay_url.as_deref())?;
-    let requested_by = required("--requested-by", requested_by)?;
+    let host = host::resolve(submission.host.as_deref(), relay_url.as_deref())?;
+    let signer = SigningKey::from_args(&submission.key)?;
+    let reason = submission.reason;
     let store = connect::store().await?;
+    let requested_by = signer
+        .operator_name(
+            store.pool(),
+            "--requested-by",
+            submission.requested_by.as_deref(),
+        )
+        .await?;
     let community = store
         .community_by_host(&host)
         .await
@@ -183,8 +340,19 @@ async fn submit(
     // Nothing is started while no worker polls: the request would wait unregistered.
     waits.require_worker(&client, "deletion request").await?;
     let request_id = Uuid::new_v4();
+    // The recorded host (canonical) is what the signature names.
+    let host = community.host.clone();
+    let signed = signer.sign(
+        Action::Submit,
+        Kind::Community,
+        request_id,
+        &host,
+        None,
+        submission.key.signed_at.as_deref(),
+    )?;
     let mut input =
         CommunityDeletionInput::new(request_id, host.clone(), requested_by.clone(), reason);
+    input.signed = Some(signed);
     input.tuning.retry_initial_secs = tuning.retry_initial_secs.max(1);
     input.tuning.heartbeat_timeout_secs = tuning.heartbeat_timeout_secs.max(1);
     input.tuning.delete_parallelism = tuning.delete_parallelism.max(1);
@@ -287,8 +455,15 @@ async fn wait_for_inventory(
             && description.status() != temporalio_client::WorkflowExecutionStatus::Running
         {
             let row = store.find_request(request_id).await.ok().flatten();
+            let why = match handle.get_result(Default::default()).await {
+                Err(temporalio_client::errors::WorkflowGetResultError::Failed(failure)) => {
+                    format!(": {failure}")
+                }
+                _ => String::new(),
+            };
             return Err(CliError::Refused(format!(
-                "the deletion workflow ended ({:?}) before freezing an inventory; request row: {}",
+                "the deletion workflow ended ({:?}{why}) before freezing an inventory; request \
+                 row: {}",
                 description.status(),
                 row.map(|r| format!("stage {}", r.stage))
                     .unwrap_or_else(|| "none (registration was refused)".to_owned())

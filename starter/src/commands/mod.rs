@@ -4,5 +4,6 @@ pub mod community;
 pub mod demo;
 pub mod demo_serve;
 pub mod migrate;
+pub mod operators;
 pub mod stack_check;
 pub mod sweep;

@@ -265,6 +265,8 @@ async fn start_resumed(
         reason: request.reason.clone(),
         // A resumed execution reads the approved inventory from Postgres.
         demo_communities: None,
+        // The submit signature was verified at registration and is stored with the request.
+        signed: None,
         start: StartMode::Resume {
             cause: ResumeCause::Operator,
         },

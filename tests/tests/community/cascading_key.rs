@@ -127,7 +127,9 @@ async fn cascading_key_into_tenant_data_blocks_until_dropped_then_the_deletion_c
     };
     let queue = unique_queue("cascade");
     let worker = WorkerProcess::start(&queue, &[("DATABASE_URL", db.worker.as_str())]).await;
-    let cli = Cli::new(&queue).with_env("DATABASE_URL", &db.worker);
+    let cli = Cli::new(&queue)
+        .with_env("DATABASE_URL", &db.worker)
+        .with_env("BUZZ_OWNER_DATABASE_URL", &db.owner);
 
     let host = unique_host("cascade");
     let target = seed(&stack, &host, small_plan()).await;

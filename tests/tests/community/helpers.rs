@@ -293,10 +293,18 @@ impl Cli {
         self
     }
 
-    /// Runs `buzz-deletion ARGS…` and captures its output.
+    /// Runs `buzz-deletion ARGS…` and captures its output. A signed command that names its
+    /// operator (`--approved-by bob`) and gives no `--key` signs with that operator's e2e key
+    /// (see `operators`).
     pub async fn run(&self, args: &[&str]) -> CliRun {
+        let owner = self
+            .env
+            .iter()
+            .find(|(name, _)| name == "BUZZ_OWNER_DATABASE_URL")
+            .map(|(_, url)| url.as_str());
+        let args = crate::operators::with_operator_key(args, owner).await;
         let output = Command::new(bin("buzz-deletion"))
-            .args(args)
+            .args(&args)
             .env("BUZZ_TASK_QUEUE", &self.task_queue)
             .env("RUST_LOG", "warn")
             .envs(self.env.iter().map(|(k, v)| (k, v)))

@@ -23,6 +23,12 @@
 //!   never fail a workflow task (community and user workflows).
 //! - `no_worker`: without a worker every command answers within its bound; held updates apply
 //!   once a worker returns.
+//! - `operator_identity`: signed actions; the two-person rule on key fingerprints; every bad
+//!   signature refused with nothing changed (CLI and Web UI signal); an ssh-agent key signs; the
+//!   stored signatures verify with ssh-keygen, and fail when a byte changes.
+
+#[path = "../common/operators.rs"]
+mod operators;
 
 mod cascading_key;
 mod crash;
@@ -33,6 +39,7 @@ mod late_versions;
 mod malformed_signals;
 mod metrics;
 mod no_worker;
+mod operator_identity;
 mod outage;
 mod refusals;
 mod serving_load;

@@ -357,6 +357,14 @@ async fn every_malformed_signal(
     );
 }
 
+/// The signed JSON payload `community sign ARGS…` prints, as an operator pastes it.
+async fn signed_payload(cli: &Cli, args: &[&str], more: &[&str]) -> String {
+    let mut all = vec!["community", "sign"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(more);
+    cli.run(&all).await.expect_code(0).stdout.trim().to_owned()
+}
+
 /// Waits until Postgres shows `done` for the request.
 async fn wait_request(stack: &Stack, id: Uuid, what: &str, done: impl Fn(&Durable) -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
@@ -480,8 +488,15 @@ async fn malformed_signals_at_every_point_are_refused_on_record_and_never_wedge_
         .delete_versions(&stray_versions)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let unblock = r#"{"actor": "carol", "reason": "removed the stray upload"}"#;
-    signals.send("unblock", &typed(&["--input", unblock])).await;
+    let unblock = signed_payload(
+        &cli,
+        &["unblock", &id.to_string(), "--unblocked-by", "carol"],
+        &["--reason", "removed the stray upload"],
+    )
+    .await;
+    signals
+        .send("unblock", &typed(&["--input", &unblock]))
+        .await;
     let waiting = cli
         .wait_status(&id.to_string(), 90, |s| {
             s["phase"] == "awaiting_approval" && s["blocked"].is_null()
@@ -530,7 +545,12 @@ async fn malformed_signals_at_every_point_are_refused_on_record_and_never_wedge_
     );
     every_malformed_signal(&stack, &cli, &signals, id, &digest, "awaiting approval").await;
     assert_eq!(snapshot(&stack, community).await, untouched);
-    let approve = format!(r#"{{"approved_by": "bob", "digest": "{digest}"}}"#);
+    let approve = signed_payload(
+        &cli,
+        &["approve", &id.to_string(), "--approved-by", "bob"],
+        &["--digest", &digest],
+    )
+    .await;
     signals
         .send("approve", &typed(&["--input", &approve]))
         .await;
@@ -578,8 +598,15 @@ async fn malformed_signals_at_every_point_are_refused_on_record_and_never_wedge_
     )
     .await;
     set_chunk_entries(&stack, id, last_no, &original).await;
-    let unblock = r#"{"actor": "carol", "reason": "restored the manifest chunk"}"#;
-    signals.send("unblock", &typed(&["--input", unblock])).await;
+    let unblock = signed_payload(
+        &cli,
+        &["unblock", &id.to_string(), "--unblocked-by", "carol"],
+        &["--reason", "restored the manifest chunk"],
+    )
+    .await;
+    signals
+        .send("unblock", &typed(&["--input", &unblock]))
+        .await;
     cli.run(&[
         "community",
         "watch",

@@ -13,6 +13,8 @@ use workflows::user::{
     UserApprovalInput, UserApproveRequest, UserInventory, workflow_id,
 };
 
+use workflows::operator::{Action, Kind};
+
 use super::support::migrated_store;
 
 /// A registered, approved request with its initial `gate_user` row created.
@@ -20,27 +22,40 @@ async fn initialized_request(store: &UserStore) -> (Uuid, UserInventory, Uuid) {
     let id = Uuid::new_v4();
     let target = format!("demo:store-{}", id.simple());
     let inventory = UserInventory::demo(&target).unwrap();
+    let requester = crate::operators::operator("operator-a").await;
+    let approver = crate::operators::operator("operator-b").await;
+    let signed = requester.sign(Action::Submit, Kind::User, id, &target, None);
     store
-        .register(&RegisterUserInput {
-            request_id: id,
-            workflow_id: workflow_id(id),
-            target,
-            requested_by: "operator-a".into(),
-            reason: None,
-            inventory_digest: inventory.digest(),
-            inventory: inventory.clone(),
-        })
+        .register(
+            &RegisterUserInput {
+                request_id: id,
+                workflow_id: workflow_id(id),
+                target: target.clone(),
+                requested_by: "operator-a".into(),
+                reason: None,
+                inventory_digest: inventory.digest(),
+                inventory: inventory.clone(),
+                signed: Some(signed),
+            },
+            "store-test/register",
+        )
         .await
         .unwrap();
+    let digest = inventory.digest();
+    let signed = approver.sign(Action::Approve, Kind::User, id, &target, Some(&digest));
     store
-        .record_approval(&UserApprovalInput {
-            request_id: id,
-            approval: UserApproveRequest {
-                approved_by: "operator-b".into(),
-                inventory_digest: inventory.digest(),
-                note: None,
+        .record_approval(
+            &UserApprovalInput {
+                request_id: id,
+                approval: UserApproveRequest {
+                    approved_by: "operator-b".into(),
+                    inventory_digest: digest,
+                    note: None,
+                    signed: Some(signed),
+                },
             },
-        })
+            "store-test/approve",
+        )
         .await
         .unwrap();
     let gate = initialize(store, id, &inventory)

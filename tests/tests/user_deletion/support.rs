@@ -209,9 +209,12 @@ impl Stack {
     }
 
     /// Runs `buzz-deletion <args>` against this stack and waits for it.
+    /// A signed command naming its operator signs with that operator's e2e key.
     pub async fn cli(&self, args: &[&str]) -> CliRun {
+        let args = crate::operators::with_operator_key(args, None).await;
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let output = self
-            .cli_command(args)
+            .cli_command(&args)
             .output()
             .await
             .expect("running the buzz-deletion binary");

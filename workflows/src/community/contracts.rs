@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::activity_contract;
+use crate::operator::SignedAction;
 
 /// Names the request an activity works on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,6 +31,10 @@ pub struct RegisterInput {
     pub requested_by: String,
     /// Free-text reason.
     pub reason: Option<String>,
+    /// The requester's signed `submit` statement; verified against the operator registry in the
+    /// transaction that records the request.
+    #[serde(default)]
+    pub signed: Option<SignedAction>,
 }
 
 /// The registered request.
@@ -102,6 +107,10 @@ pub struct ApproveRequest {
     /// Optional note kept with the evidence.
     #[serde(default)]
     pub note: Option<String>,
+    /// The approver's signed `approve` statement (required; absent only in messages that are
+    /// then refused).
+    #[serde(default)]
+    pub signed: Option<SignedAction>,
 }
 
 /// Input of `community.record_approval`.
@@ -124,6 +133,9 @@ pub struct ApprovalRecord {
     pub digest: String,
     /// The note, if any.
     pub note: Option<String>,
+    /// The approver's signed statement as stored (absent in records made before signatures).
+    #[serde(default)]
+    pub signed: Option<SignedAction>,
 }
 
 /// An operator's abort (update `abort`, signal `abort`).
@@ -133,6 +145,9 @@ pub struct AbortRequest {
     pub actor: String,
     /// Why.
     pub reason: String,
+    /// The operator's signed `abort` statement (a workflow cancellation has none).
+    #[serde(default)]
+    pub signed: Option<SignedAction>,
 }
 
 /// Input of `community.abort`.
@@ -158,6 +173,9 @@ pub struct UnblockRequest {
     pub actor: String,
     /// The remediation done.
     pub reason: String,
+    /// The operator's signed `unblock` statement.
+    #[serde(default)]
+    pub signed: Option<SignedAction>,
 }
 
 /// Something that happened to a request that is not a stage advance, for the audit trail.
@@ -198,6 +216,9 @@ pub enum RequestEvent {
         actor: String,
         /// The remediation.
         reason: String,
+        /// The operator's signed `unblock` statement, verified when the event is recorded.
+        #[serde(default)]
+        signed: Option<SignedAction>,
     },
 }
 
@@ -372,9 +393,15 @@ activity_contract!(
     /// Lifts quiescing/fence (bumping the generation) and ends the request aborted.
     Abort = "community.abort": AbortInput => AbortOutcome
 );
+activity_contract!(
+    /// Verifies an abort's signature against the operator registry and records it (signature
+    /// row and audit event, one transaction) before the abort counts; returns the abort under
+    /// the operator's registered name.
+    AcceptAbort = "community.accept_abort": AbortInput => AbortRequest
+);
 
 /// Every community activity name, for the test that checks the worker registers them all.
-pub const ACTIVITY_NAMES: [&str; 15] = [
+pub const ACTIVITY_NAMES: [&str; 16] = [
     "community.register",
     "community.inventory",
     "community.record_approval",
@@ -390,4 +417,5 @@ pub const ACTIVITY_NAMES: [&str; 15] = [
     "community.delete_late_versions",
     "community.complete",
     "community.abort",
+    "community.accept_abort",
 ];

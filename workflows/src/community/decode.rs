@@ -41,24 +41,23 @@ pub trait Message: DeserializeOwned {
 
 impl Message for ApproveRequest {
     const NAME: &'static str = "approve";
-    const FIELDS: &'static [&'static str] = &["approved_by", "digest", "note"];
+    const FIELDS: &'static [&'static str] = &["approved_by", "digest", "note", "signed"];
     const ACTOR_FIELD: &'static str = "approved_by";
-    const SHAPE: &'static str =
-        r#"{"approved_by": "<operator>", "digest": "<frozen digest>", "note": "<optional>"}"#;
+    const SHAPE: &'static str = r#"{"approved_by": "<operator>", "digest": "<frozen digest>", "note": "<optional>", "signed": {…}} as printed by `buzz-deletion community sign approve`"#;
 }
 
 impl Message for AbortRequest {
     const NAME: &'static str = "abort";
-    const FIELDS: &'static [&'static str] = &["actor", "reason"];
+    const FIELDS: &'static [&'static str] = &["actor", "reason", "signed"];
     const ACTOR_FIELD: &'static str = "actor";
-    const SHAPE: &'static str = r#"{"actor": "<operator>", "reason": "<why>"}"#;
+    const SHAPE: &'static str = r#"{"actor": "<operator>", "reason": "<why>", "signed": {…}} as printed by `buzz-deletion community sign abort`"#;
 }
 
 impl Message for UnblockRequest {
     const NAME: &'static str = "unblock";
-    const FIELDS: &'static [&'static str] = &["actor", "reason"];
+    const FIELDS: &'static [&'static str] = &["actor", "reason", "signed"];
     const ACTOR_FIELD: &'static str = "actor";
-    const SHAPE: &'static str = r#"{"actor": "<operator>", "reason": "<remediation done>"}"#;
+    const SHAPE: &'static str = r#"{"actor": "<operator>", "reason": "<remediation done>", "signed": {…}} as printed by `buzz-deletion community sign unblock`"#;
 }
 
 /// What is wrong with a signal's payloads.
@@ -218,6 +217,7 @@ mod tests {
                 approved_by: "bob".into(),
                 digest: "sha256:d1".into(),
                 note: None,
+                signed: None,
             }
         );
         let abort: AbortRequest =

@@ -7,6 +7,7 @@ use uuid::Uuid;
 use super::contracts::{ApprovalRecord, InventorySummary};
 use super::phase::Phase;
 use super::status::Progress;
+use crate::operator::SignedAction;
 
 /// The workflow id of the deletion of request `request_id`: one workflow per request.
 pub fn workflow_id(request_id: Uuid) -> String {
@@ -25,6 +26,10 @@ pub struct CommunityDeletionInput {
     /// Free-text reason, kept on the request row.
     #[serde(default)]
     pub reason: Option<String>,
+    /// The requester's signed `submit` statement; its key is the requester's identity for the
+    /// two-person rule. A run without one fails at registration.
+    #[serde(default)]
+    pub signed: Option<SignedAction>,
     /// Retry, heartbeat and batching knobs.
     #[serde(default)]
     pub tuning: Tuning,
@@ -46,6 +51,7 @@ impl CommunityDeletionInput {
             host: host.into(),
             requested_by: requested_by.into(),
             reason,
+            signed: None,
             tuning: Tuning::default(),
             carried: None,
         }

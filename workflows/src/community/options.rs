@@ -6,8 +6,8 @@ use temporalio_common::{ActivityDefinition, RetryPolicy};
 use temporalio_sdk::{ActivityOptions, WorkflowCancellationToken};
 
 use super::contracts::{
-    Abort, Complete, DeleteChunks, DeleteLateVersions, Drain, Fence, FreezeManifest, Inventory,
-    Preflight, PurgeCache, PurgePostgres, RecordApproval, RecordEvent, Register, Verify,
+    Abort, AcceptAbort, Complete, DeleteChunks, DeleteLateVersions, Drain, Fence, FreezeManifest,
+    Inventory, Preflight, PurgeCache, PurgePostgres, RecordApproval, RecordEvent, Register, Verify,
 };
 use super::input::Tuning;
 use crate::contract::{
@@ -43,7 +43,7 @@ macro_rules! paced {
     };
 }
 
-paced!(Short: Register, RecordApproval, RecordEvent, Preflight, Complete, Abort);
+paced!(Short: Register, RecordApproval, RecordEvent, Preflight, Complete, Abort, AcceptAbort);
 paced!(Heartbeating: Inventory, Fence, Drain, FreezeManifest, DeleteChunks, PurgePostgres, PurgeCache, Verify);
 paced!(Heartbeating: DeleteLateVersions);
 

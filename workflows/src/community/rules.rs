@@ -5,9 +5,13 @@
 //! state between validation and execution. Each refusal says which rule failed and what to do.
 
 use thiserror::Error;
+use uuid::Uuid;
 
 use super::contracts::{AbortRequest, ApprovalRecord, ApproveRequest, UnblockRequest};
 use super::phase::Phase;
+use crate::operator::{
+    Action, Expected, Kind, SignatureRefusal, check_binding, check_second_operator,
+};
 
 /// Why an approval was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -34,7 +38,12 @@ pub enum ApprovalRefusal {
     /// No approver named.
     #[error("approved_by is empty; name the approving operator")]
     MissingApprover,
-    /// The approver is the requester.
+    /// The approval's signature is missing, malformed, bound to something else, or made with
+    /// the requester's key (two-person rule).
+    #[error(transparent)]
+    Signature(#[from] SignatureRefusal),
+    /// The approver is the requester, by name (runs started before signatures, see
+    /// [`Subject::signed`]).
     #[error(
         "approver {approver:?} is the requester; a second operator must approve (two-person rule)"
     )]
@@ -86,6 +95,12 @@ pub enum AbortRefusal {
         /// The current phase.
         phase: Phase,
     },
+    /// The abort's signature is missing, malformed or bound to something else.
+    #[error(transparent)]
+    Signature(#[from] SignatureRefusal),
+    /// Another abort's signature is being verified.
+    #[error("an abort is being recorded; query status to follow it")]
+    InProgress,
     /// The database recorded the irreversible point before this abort reached it (the refusal is
     /// in the audit trail).
     #[error(
@@ -115,6 +130,9 @@ pub enum UnblockRefusal {
     /// Another unblock is being recorded.
     #[error("an unblock is already being recorded; query status to follow it")]
     InProgress,
+    /// The unblock's signature is missing, malformed or bound to something else.
+    #[error(transparent)]
+    Signature(#[from] SignatureRefusal),
 }
 
 /// Why an operator message (update or signal) did not take effect.
@@ -145,12 +163,41 @@ pub enum MessageError {
     },
 }
 
+/// The request an operator message is about, as its signature must name it.
+#[derive(Debug, Clone, Copy)]
+pub struct Subject<'a> {
+    /// The request.
+    pub request_id: Uuid,
+    /// The community host.
+    pub host: &'a str,
+    /// Whether messages must be signed: true for every run started since operator identity;
+    /// false only while replaying a history recorded before it (a patch marker decides), so
+    /// such a history replays command for command.
+    pub signed: bool,
+}
+
+impl<'a> Subject<'a> {
+    fn expects(&self, action: Action, digest: Option<&'a str>) -> Expected<'a> {
+        Expected {
+            action,
+            kind: Kind::Community,
+            request_id: self.request_id,
+            target: self.host,
+            digest,
+        }
+    }
+}
+
 /// What an approval is checked against.
 #[derive(Debug, Clone, Copy)]
 pub struct ApprovalGate<'a> {
     /// The current phase.
     pub phase: Phase,
-    /// The requester, who may not approve.
+    /// The request and host the approval's signature must name.
+    pub subject: Subject<'a>,
+    /// The fingerprint of the requester's key, which may not approve.
+    pub requester: Option<&'a str>,
+    /// The requester's name (the two-person rule of unsigned runs).
     pub requested_by: &'a str,
     /// The frozen inventory digest, once frozen.
     pub frozen_digest: Option<&'a str>,
@@ -160,8 +207,10 @@ pub struct ApprovalGate<'a> {
     pub approval_in_flight: bool,
 }
 
-/// Checks an approval: not yet approved, awaiting approval, a named approver who is not the
-/// requester (compared trimmed and case-insensitively), and exactly the frozen digest.
+/// Checks an approval: not yet approved, awaiting approval, a named approver, exactly the frozen
+/// digest, signed for this request and digest with a key other than the requester's (the
+/// two-person rule compares key fingerprints; the registry and the signature itself are checked
+/// by the activity that records the approval).
 pub fn check_approval(
     gate: &ApprovalGate<'_>,
     request: &ApproveRequest,
@@ -182,18 +231,32 @@ pub fn check_approval(
     if approver.is_empty() {
         return Err(ApprovalRefusal::MissingApprover);
     }
-    if same_operator(approver, gate.requested_by) {
-        return Err(ApprovalRefusal::SelfApproval {
-            approver: request.approved_by.clone(),
-        });
+    let frozen = match gate.frozen_digest {
+        Some(frozen) if frozen == request.digest => frozen,
+        frozen => {
+            return Err(ApprovalRefusal::DigestMismatch {
+                given: request.digest.clone(),
+                frozen: frozen.unwrap_or_default().to_string(),
+            });
+        }
+    };
+    if !gate.subject.signed {
+        if same_operator(approver, gate.requested_by) {
+            return Err(ApprovalRefusal::SelfApproval {
+                approver: request.approved_by.clone(),
+            });
+        }
+        return Ok(());
     }
-    match gate.frozen_digest {
-        Some(frozen) if frozen == request.digest => Ok(()),
-        frozen => Err(ApprovalRefusal::DigestMismatch {
-            given: request.digest.clone(),
-            frozen: frozen.unwrap_or_default().to_string(),
-        }),
-    }
+    let expected = gate.subject.expects(Action::Approve, Some(frozen));
+    let signed = check_binding(request.signed.as_ref(), &expected)?;
+    check_second_operator(gate.requester, signed)?;
+    Ok(())
+}
+
+/// Whether two operator names denote the same person: equal after trimming, ignoring case.
+fn same_operator(a: &str, b: &str) -> bool {
+    a.trim().to_lowercase() == b.trim().to_lowercase()
 }
 
 /// What an abort is checked against.
@@ -201,10 +264,14 @@ pub fn check_approval(
 pub struct AbortGate<'a> {
     /// The current phase.
     pub phase: Phase,
+    /// The request and host the abort's signature must name.
+    pub subject: Subject<'a>,
     /// Whether the request row exists.
     pub registered: bool,
     /// The abort already accepted, if any.
     pub accepted: Option<&'a AbortRequest>,
+    /// Whether another abort's signature is being recorded.
+    pub in_flight: bool,
 }
 
 /// Checks an abort message and the request's state, except the irreversible point: an abort past
@@ -227,6 +294,14 @@ pub fn check_abort(gate: &AbortGate<'_>, request: &AbortRequest) -> Result<(), A
             actor: first.actor.clone(),
         });
     }
+    if gate.in_flight {
+        return Err(AbortRefusal::InProgress);
+    }
+    if !gate.subject.signed {
+        return Ok(());
+    }
+    let expected = gate.subject.expects(Action::Abort, None);
+    check_binding(request.signed.as_ref(), &expected)?;
     Ok(())
 }
 
@@ -241,8 +316,10 @@ pub fn check_reversible(phase: Phase, irreversible_seen: bool) -> Result<(), Abo
     }
 }
 
-/// Checks an unblock: named actor and remediation, and a request that is blocked.
+/// Checks an unblock: named actor and remediation, a request that is blocked, and a signature
+/// for this request.
 pub fn check_unblock(
+    subject: &Subject<'_>,
     phase: Phase,
     blocked: bool,
     unblock_in_flight: bool,
@@ -260,22 +337,51 @@ pub fn check_unblock(
     if unblock_in_flight {
         return Err(UnblockRefusal::InProgress);
     }
+    if !subject.signed {
+        return Ok(());
+    }
+    check_binding(
+        request.signed.as_ref(),
+        &subject.expects(Action::Unblock, None),
+    )?;
     Ok(())
-}
-
-/// Whether two operator names denote the same person: equal after trimming, ignoring case.
-fn same_operator(a: &str, b: &str) -> bool {
-    a.trim().to_lowercase() == b.trim().to_lowercase()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::operator::SignedAction;
+
+    const HOST: &str = "a.example";
+
+    fn subject() -> Subject<'static> {
+        Subject {
+            request_id: Uuid::from_u128(1),
+            host: HOST,
+            signed: true,
+        }
+    }
+
+    fn signed(action: Action, operator: &str, digest: Option<&str>) -> SignedAction {
+        SignedAction {
+            action,
+            kind: Kind::Community,
+            request_id: Uuid::from_u128(1),
+            target: HOST.into(),
+            digest: digest.map(str::to_owned),
+            operator: operator.into(),
+            signed_at: "2026-11-30T12:00:00Z".into(),
+            nonce: "0123456789abcdef0123456789abcdef".into(),
+            signature: "-----BEGIN SSH SIGNATURE-----\nx\n-----END SSH SIGNATURE-----\n".into(),
+        }
+    }
 
     fn awaiting<'a>(digest: &'a str) -> ApprovalGate<'a> {
         ApprovalGate {
             phase: Phase::AwaitingApproval,
-            requested_by: "Alice",
+            subject: subject(),
+            requester: Some("SHA256:alice"),
+            requested_by: "alice",
             frozen_digest: Some(digest),
             approval: None,
             approval_in_flight: false,
@@ -287,6 +393,11 @@ mod tests {
             approved_by: by.into(),
             digest: digest.into(),
             note: None,
+            signed: Some(signed(
+                Action::Approve,
+                &format!("SHA256:{}", by.trim().to_lowercase()),
+                Some(digest),
+            )),
         }
     }
 
@@ -299,10 +410,35 @@ mod tests {
     }
 
     #[test]
-    fn the_requester_cannot_approve_even_with_other_case_and_spaces() {
-        let refusal = check_approval(&awaiting("d1"), &approve("  aLiCe ", "d1"));
-        assert!(matches!(refusal, Err(ApprovalRefusal::SelfApproval { .. })));
+    fn the_requesters_key_cannot_approve_whatever_name_it_gives() {
+        let mut request = approve("bob", "d1");
+        request.signed = Some(signed(Action::Approve, "SHA256:alice", Some("d1")));
+        let refusal = check_approval(&awaiting("d1"), &request);
+        assert!(matches!(
+            refusal,
+            Err(ApprovalRefusal::Signature(
+                SignatureRefusal::SameOperator { .. }
+            ))
+        ));
         assert!(refusal.unwrap_err().to_string().contains("two-person rule"));
+    }
+
+    #[test]
+    fn an_unsigned_approval_or_one_signed_for_another_digest_is_refused() {
+        let mut unsigned = approve("bob", "d1");
+        unsigned.signed = None;
+        assert!(matches!(
+            check_approval(&awaiting("d1"), &unsigned),
+            Err(ApprovalRefusal::Signature(SignatureRefusal::Missing { .. }))
+        ));
+        let mut other = approve("bob", "d1");
+        other.signed = Some(signed(Action::Approve, "SHA256:bob", Some("d2")));
+        assert!(matches!(
+            check_approval(&awaiting("d1"), &other),
+            Err(ApprovalRefusal::Signature(
+                SignatureRefusal::OtherDigest { .. }
+            ))
+        ));
     }
 
     #[test]
@@ -346,6 +482,7 @@ mod tests {
             approved_at: "2024-01-01T00:00:00Z".into(),
             digest: "d1".into(),
             note: None,
+            signed: None,
         };
         let gate = ApprovalGate {
             approval: Some(&record),
@@ -359,6 +496,7 @@ mod tests {
         AbortRequest {
             actor: actor.into(),
             reason: reason.into(),
+            signed: Some(signed(Action::Abort, "SHA256:carol", None)),
         }
     }
 
@@ -366,8 +504,10 @@ mod tests {
     fn abort_needs_actor_reason_a_registered_open_request_and_no_earlier_abort() {
         let open = AbortGate {
             phase: Phase::Draining,
+            subject: subject(),
             registered: true,
             accepted: None,
+            in_flight: false,
         };
         assert_eq!(check_abort(&open, &abort("bob", "wrong host")), Ok(()));
         assert_eq!(
@@ -429,23 +569,39 @@ mod tests {
         let request = UnblockRequest {
             actor: "bob".into(),
             reason: "removed the stray key".into(),
+            signed: Some(signed(Action::Unblock, "SHA256:bob", None)),
         };
-        assert_eq!(check_unblock(Phase::Fencing, true, false, &request), Ok(()));
-        let refusal = check_unblock(Phase::Fencing, false, false, &request).unwrap_err();
+        let subject = subject();
+        assert_eq!(
+            check_unblock(&subject, Phase::Fencing, true, false, &request),
+            Ok(())
+        );
+        let approval_signature = UnblockRequest {
+            signed: Some(signed(Action::Approve, "SHA256:bob", None)),
+            ..request.clone()
+        };
+        assert!(matches!(
+            check_unblock(&subject, Phase::Fencing, true, false, &approval_signature),
+            Err(UnblockRefusal::Signature(
+                SignatureRefusal::OtherAction { .. }
+            ))
+        ));
+        let refusal = check_unblock(&subject, Phase::Fencing, false, false, &request).unwrap_err();
         assert_eq!(
             refusal.to_string(),
             "request is not blocked (phase fencing); nothing to unblock"
         );
         assert_eq!(
-            check_unblock(Phase::Fencing, true, true, &request),
+            check_unblock(&subject, Phase::Fencing, true, true, &request),
             Err(UnblockRefusal::InProgress)
         );
         let anonymous = UnblockRequest {
             actor: String::new(),
             reason: "x".into(),
+            signed: None,
         };
         assert_eq!(
-            check_unblock(Phase::Fencing, true, false, &anonymous),
+            check_unblock(&subject, Phase::Fencing, true, false, &anonymous),
             Err(UnblockRefusal::MissingActor)
         );
     }

@@ -9,6 +9,7 @@ use super::contracts::{
     AbortRequest, ApprovalRecord, DeleteProgress, InventorySummary, VerificationReport,
 };
 use super::phase::Phase;
+use crate::operator::SignedAction;
 
 /// A snapshot of one deletion request, as the `status` query returns it and as the workflow's
 /// result on completion.
@@ -22,6 +23,9 @@ pub struct DeletionStatus {
     pub host: String,
     /// Operator who asked for the deletion.
     pub requested_by: String,
+    /// The requester's signed `submit` statement.
+    #[serde(default)]
+    pub submitted: Option<SignedAction>,
     /// Where the deletion stands.
     pub phase: Phase,
     /// Set while a permanent failure waits for an operator's `unblock`.

@@ -34,18 +34,19 @@ use temporalio_sdk::{
 use uuid::Uuid;
 
 use super::contracts::{
-    Abort, AbortInput, AbortOutcome, AbortRequest, ApprovalInput, ApprovalRecord, ApproveRequest,
-    CacheReport, Complete, DeleteChunks, DeleteChunksInput, DeleteProgress, Drain, DrainOutcome,
-    EventInput, Fence, FenceOutcome, FreezeManifest, Inventory, InventorySummary, ManifestSummary,
-    Preflight, PurgeCache, PurgeInput, PurgePostgres, PurgeReport, RecordApproval, RecordEvent,
-    Register, RegisterInput, RequestEvent, RequestRef, UnblockRequest, VerificationReport,
+    Abort, AbortInput, AbortOutcome, AbortRequest, AcceptAbort, ApprovalInput, ApprovalRecord,
+    ApproveRequest, CacheReport, Complete, DeleteChunks, DeleteChunksInput, DeleteProgress, Drain,
+    DrainOutcome, EventInput, Fence, FenceOutcome, FreezeManifest, Inventory, InventorySummary,
+    ManifestSummary, Preflight, PurgeCache, PurgeInput, PurgePostgres, PurgeReport, RecordApproval,
+    RecordEvent, Register, RegisterInput, RequestEvent, RequestRef, UnblockRequest,
+    VerificationReport,
 };
 use super::decode::{Undecodable, decode};
 use super::input::{CarriedState, CommunityDeletionInput};
 use super::options::{Pace, Paced, activity_options};
 use super::phase::Phase;
 use super::rules::{
-    AbortGate, AbortRefusal, ApprovalGate, MessageError, check_abort, check_approval,
+    AbortGate, AbortRefusal, ApprovalGate, MessageError, Subject, check_abort, check_approval,
     check_reversible, check_unblock,
 };
 use super::status::{BlockedInfo, DeletionStatus, Progress, rfc3339};
@@ -55,6 +56,10 @@ use crate::contract::{
 use crate::search;
 
 mod late;
+
+/// Patch marker of operator identity: a run that records it requires signed operator messages;
+/// a history recorded before it replays with the unsigned rules it ran with.
+pub const SIGNED_MESSAGES_PATCH: &str = "signed-operator-messages";
 
 /// The actor recorded when a workflow cancellation is taken as an abort, or refused.
 pub const CANCEL_ACTOR: &str = "temporal-cancel";
@@ -91,6 +96,11 @@ pub struct CommunityDeletion {
     irreversible_seen: bool,
     /// The abort activity runs: nothing interrupts it any more.
     aborting: bool,
+    /// An abort's signature is being verified and recorded.
+    abort_in_flight: bool,
+    /// Operator messages must be signed (false only when replaying a history recorded before
+    /// operator identity: see `SIGNED_MESSAGES_PATCH`).
+    signatures_required: bool,
     /// The accepted abort came from a workflow cancellation: the run ends `Canceled`.
     cancelled: bool,
     /// This run has acted on the workflow's cancellation (it does so once).
@@ -108,7 +118,7 @@ enum CancellationAnswer {
 /// Why the phase table stopped before its last row.
 enum Stop {
     /// An abort was accepted before the irreversible point.
-    Abort(AbortRequest),
+    Abort(Box<AbortRequest>),
     /// This run ends here: continue-as-new, or a failure that ends the workflow.
     End(WorkflowTermination),
 }
@@ -135,6 +145,8 @@ impl CommunityDeletion {
             abort_confirmed: false,
             irreversible_seen: false,
             aborting: false,
+            abort_in_flight: false,
+            signatures_required: true,
             cancelled: false,
             cancellation_seen: false,
             input,
@@ -160,6 +172,8 @@ impl CommunityDeletion {
             request_id: s.input.request_id,
         });
         let purge = Self::purge_input(ctx);
+        let signed = ctx.patched(SIGNED_MESSAGES_PATCH);
+        ctx.state_mut(|s| s.signatures_required = signed);
         let table = async {
             Self::announce(ctx)?;
             if !ctx.state(|s| s.input.carried.is_some()) {
@@ -235,7 +249,8 @@ impl CommunityDeletion {
             }
         };
         let actor = request.approved_by.clone();
-        if let Err(MessageError::Approval(refusal)) = Self::accept_approval(ctx, request).await {
+        // Every refusal is recorded: a rule, or the activity's verdict on the signature.
+        if let Err(refusal) = Self::accept_approval(ctx, request).await {
             let event = RequestEvent::ApprovalRejected {
                 actor,
                 reason: refusal.to_string(),
@@ -288,6 +303,7 @@ impl CommunityDeletion {
         request: &UnblockRequest,
     ) -> Result<(), UpdateError> {
         check_unblock(
+            &self.subject(),
             self.phase,
             self.blocked.is_some(),
             self.unblock_in_flight,
@@ -317,7 +333,7 @@ impl CommunityDeletion {
             }
         };
         let actor = request.actor.clone();
-        if let Err(MessageError::Unblock(refusal)) = Self::release(ctx, request).await {
+        if let Err(refusal) = Self::release(ctx, request).await {
             let event = RequestEvent::UnblockRejected {
                 actor,
                 reason: refusal.to_string(),
@@ -329,8 +345,10 @@ impl CommunityDeletion {
 
 /// The phases and the waits between them.
 impl CommunityDeletion {
-    /// Records the request row. A refusal (unknown host, an open request for the community)
-    /// ends the workflow failed with the activity's message: there is nothing to unblock.
+    /// Records the request row with the requester's verified `submit` signature. A refusal
+    /// (no or a mismatched signature, an unknown or revoked key, unknown host, an open request
+    /// for the community; the activity checks the signature) ends the workflow failed with the
+    /// reason: there is nothing to unblock.
     async fn register(ctx: &WorkflowContext<Self>) -> Result<(), Stop> {
         let input = ctx.state(|s| RegisterInput {
             request_id: s.input.request_id,
@@ -338,6 +356,7 @@ impl CommunityDeletion {
             host: s.input.host.clone(),
             requested_by: s.input.requested_by.clone(),
             reason: s.input.reason.clone(),
+            signed: s.input.signed.clone(),
         });
         let options = Self::options(ctx, Register::PACE, WorkflowCancellationToken::new());
         match ctx.execute_activity(Register, input, options).await {
@@ -346,17 +365,19 @@ impl CommunityDeletion {
                 Self::publish(ctx);
                 Ok(())
             }
-            Err(failure) => {
-                let reason = failure_reason(&failure);
-                ctx.state_mut(|s| s.last_error = Some(reason.clone()));
-                Err(Stop::End(WorkflowTermination::failed_application(
-                    ApplicationFailure::builder(reason)
-                        .type_name(PERMANENT_FAILURE_TYPE.to_string())
-                        .non_retryable(true)
-                        .build(),
-                )))
-            }
+            Err(failure) => Err(Self::registration_refused(ctx, failure_reason(&failure))),
         }
+    }
+
+    /// Ends the workflow failed at registration with `reason` (kept as the last error).
+    fn registration_refused(ctx: &WorkflowContext<Self>, reason: String) -> Stop {
+        ctx.state_mut(|s| s.last_error = Some(reason.clone()));
+        Stop::End(WorkflowTermination::failed_application(
+            ApplicationFailure::builder(reason)
+                .type_name(PERMANENT_FAILURE_TYPE.to_string())
+                .non_retryable(true)
+                .build(),
+        ))
     }
 
     /// Runs `activity` as `phase` until it succeeds and records its output. Temporal retries
@@ -377,7 +398,7 @@ impl CommunityDeletion {
         // Checked before entering, so a pending abort stops the run before it crosses the
         // irreversible point.
         if let Some(abort) = ctx.state(Self::pending_abort) {
-            return Err(Stop::Abort(abort));
+            return Err(Stop::Abort(Box::new(abort)));
         }
         Self::enter(ctx, phase);
         loop {
@@ -406,7 +427,7 @@ impl CommunityDeletion {
     /// `approve` handler), or an abort.
     async fn await_approval(ctx: &WorkflowContext<Self>) -> Result<(), Stop> {
         if let Some(abort) = ctx.state(Self::pending_abort) {
-            return Err(Stop::Abort(abort));
+            return Err(Stop::Abort(Box::new(abort)));
         }
         Self::enter(ctx, Phase::AwaitingApproval);
         let approved = ctx.wait_condition_with_options(|s| s.approval.is_some(), detached());
@@ -491,7 +512,7 @@ impl CommunityDeletion {
                         let _cancelled = work.as_mut().await;
                     }
                     Self::finish_refusal(&mut refusal).await;
-                    return Err(Stop::Abort(abort));
+                    return Err(Stop::Abort(Box::new(abort)));
                 }
                 reason = cancellation.as_mut() => {
                     if let Some(answer) = Self::on_cancellation(ctx, reason) {
@@ -534,9 +555,12 @@ impl CommunityDeletion {
             }
             match check_reversible(s.phase, s.irreversible_seen) {
                 Ok(()) => {
+                    // Stopping before the irreversible point is always safe: a cancellation
+                    // from the Web UI is an abort without a signature, recorded as such.
                     let abort = AbortRequest {
                         actor: CANCEL_ACTOR.to_string(),
                         reason,
+                        signed: None,
                     };
                     s.abort = Some(abort.clone());
                     s.cancelled = true;
@@ -588,7 +612,7 @@ impl CommunityDeletion {
         Self::handlers_finished(ctx).await;
         // An abort the database confirmed while the last round ran ends this run instead.
         if let Some(abort) = ctx.state(Self::pending_abort) {
-            return Err(Stop::Abort(abort));
+            return Err(Stop::Abort(Box::new(abort)));
         }
         let next = ctx.state(|s| {
             s.carried().map(|carried| CommunityDeletionInput {
@@ -618,7 +642,7 @@ impl CommunityDeletion {
                 Self::handlers_finished(ctx).await;
                 Ok(ctx.state(Self::snapshot))
             }
-            Err(Stop::Abort(abort)) => Self::abort(ctx, abort).await,
+            Err(Stop::Abort(abort)) => Self::abort(ctx, *abort).await,
             Err(Stop::End(termination)) => Err(termination),
         }
     }
@@ -707,9 +731,39 @@ impl CommunityDeletion {
         request: AbortRequest,
         from_signal: bool,
     ) -> Result<Phase, MessageError> {
-        let accepted = ctx.state_mut(|s| {
+        let checked = ctx.state_mut(|s| {
             check_abort(&s.abort_gate(), &request)?;
             check_reversible(s.phase, s.irreversible_seen)?;
+            s.abort_in_flight = true;
+            Ok::<_, AbortRefusal>(s.input.request_id)
+        });
+        let request = match checked {
+            Ok(request_id) if ctx.state(|s| s.signatures_required) => {
+                Self::record_signed_abort(ctx, request_id, request, from_signal).await?
+            }
+            Ok(_) => {
+                ctx.state_mut(|s| s.abort_in_flight = false);
+                request
+            }
+            Err(refusal) => {
+                if from_signal || matches!(refusal, AbortRefusal::PastIrreversiblePoint { .. }) {
+                    let event = RequestEvent::AbortRefused {
+                        actor: request.actor,
+                        reason: refusal.to_string(),
+                    };
+                    Self::record_event(ctx, event).await;
+                }
+                return Err(refusal.into());
+            }
+        };
+        // The phase may have moved while the signature was recorded.
+        let accepted = ctx.state_mut(|s| {
+            check_reversible(s.phase, s.irreversible_seen)?;
+            if let Some(first) = &s.abort {
+                return Err(AbortRefusal::AlreadyAborting {
+                    actor: first.actor.clone(),
+                });
+            }
             s.abort = Some(request.clone());
             Ok::<_, AbortRefusal>(s.phase.abort_undecided())
         });
@@ -740,6 +794,39 @@ impl CommunityDeletion {
             }),
             _ => Ok(s.phase),
         })
+    }
+
+    /// Verifies the abort's signature against the registry and records it (`community.accept_abort`)
+    /// before the abort counts; returns the abort under the operator's registered name. A
+    /// refusal changes nothing and, for a signal, is recorded in the audit trail.
+    async fn record_signed_abort(
+        ctx: &WorkflowContext<Self>,
+        request_id: Uuid,
+        abort: AbortRequest,
+        from_signal: bool,
+    ) -> Result<AbortRequest, MessageError> {
+        let actor = abort.actor.clone();
+        let input = AbortInput { request_id, abort };
+        let options = Self::options(ctx, AcceptAbort::PACE, WorkflowCancellationToken::new());
+        let recorded = ctx.execute_activity(AcceptAbort, input, options).await;
+        ctx.state_mut(|s| s.abort_in_flight = false);
+        match recorded {
+            Ok(abort) => Ok(abort),
+            Err(failure) => {
+                let reason = failure_reason(&failure);
+                if from_signal {
+                    let event = RequestEvent::AbortRefused {
+                        actor,
+                        reason: format!("abort not recorded, nothing changed: {reason}"),
+                    };
+                    Self::record_event(ctx, event).await;
+                }
+                Err(MessageError::NotRecorded {
+                    what: "abort",
+                    reason,
+                })
+            }
+        }
     }
 
     /// Lets the abort activity decide an abort accepted while deleting objects, under the request
@@ -798,7 +885,13 @@ impl CommunityDeletion {
         request: UnblockRequest,
     ) -> Result<Phase, MessageError> {
         let (request_id, phase) = ctx.state_mut(|s| {
-            check_unblock(s.phase, s.blocked.is_some(), s.unblock_in_flight, &request)?;
+            check_unblock(
+                &s.subject(),
+                s.phase,
+                s.blocked.is_some(),
+                s.unblock_in_flight,
+                &request,
+            )?;
             s.unblock_in_flight = true;
             let phase = s.blocked.as_ref().map_or(s.phase, |b| b.phase);
             Ok::<_, MessageError>((s.input.request_id, phase))
@@ -808,6 +901,7 @@ impl CommunityDeletion {
             event: RequestEvent::Unblocked {
                 actor: request.actor,
                 reason: request.reason,
+                signed: request.signed,
             },
         };
         let options = Self::options(ctx, RecordEvent::PACE, WorkflowCancellationToken::new());
@@ -928,9 +1022,20 @@ impl CommunityDeletion {
         }
     }
 
+    /// The request and host every operator signature must name.
+    fn subject(&self) -> Subject<'_> {
+        Subject {
+            request_id: self.input.request_id,
+            host: &self.input.host,
+            signed: self.signatures_required,
+        }
+    }
+
     fn approval_gate(&self) -> ApprovalGate<'_> {
         ApprovalGate {
             phase: self.phase,
+            subject: self.subject(),
+            requester: self.input.signed.as_ref().map(|s| s.operator.as_str()),
             requested_by: &self.input.requested_by,
             frozen_digest: self.inventory.as_ref().map(|i| i.digest.as_str()),
             approval: self.approval.as_ref(),
@@ -941,8 +1046,10 @@ impl CommunityDeletion {
     fn abort_gate(&self) -> AbortGate<'_> {
         AbortGate {
             phase: self.phase,
+            subject: self.subject(),
             registered: self.community_id.is_some(),
             accepted: self.abort.as_ref(),
+            in_flight: self.abort_in_flight,
         }
     }
 
@@ -964,6 +1071,7 @@ impl CommunityDeletion {
             community_id: self.community_id,
             host: self.input.host.clone(),
             requested_by: self.input.requested_by.clone(),
+            submitted: self.input.signed.clone(),
             phase: self.phase,
             blocked: self.blocked.clone(),
             last_error: self.last_error.clone(),

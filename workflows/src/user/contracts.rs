@@ -14,6 +14,7 @@ use super::inventory::UserInventory;
 use super::policy::Transition;
 use super::stage::{StageKind, StageStatus};
 use crate::activity_contract;
+use crate::operator::SignedAction;
 
 /// Input of `user.register`: the request as submitted, with its frozen inventory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,6 +33,9 @@ pub struct RegisterUserInput {
     pub inventory: UserInventory,
     /// Its digest (see [`UserInventory::digest`]); re-checked by the activity.
     pub inventory_digest: String,
+    /// The requester's signed `submit` statement, verified in the registering transaction.
+    #[serde(default)]
+    pub signed: Option<SignedAction>,
 }
 
 /// The registered request.
@@ -53,6 +57,9 @@ pub struct UserApproveRequest {
     /// Optional note kept with the evidence.
     #[serde(default)]
     pub note: Option<String>,
+    /// The approver's signed `approve` statement (required).
+    #[serde(default)]
+    pub signed: Option<SignedAction>,
 }
 
 /// Input of `user.record_approval`.
@@ -75,6 +82,9 @@ pub struct UserApprovalRecord {
     pub inventory_digest: String,
     /// The note, if any.
     pub note: Option<String>,
+    /// The approver's signed statement as stored.
+    #[serde(default)]
+    pub signed: Option<SignedAction>,
 }
 
 /// Names the request an activity works on.

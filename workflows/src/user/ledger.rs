@@ -231,6 +231,7 @@ mod tests {
 
     fn approve(by: &str, digest: &str) -> UserApproveRequest {
         UserApproveRequest {
+            signed: None,
             approved_by: by.into(),
             inventory_digest: digest.into(),
             note: None,

@@ -8,6 +8,7 @@ use super::contracts::{HandlerDirectives, RetryState, UserApprovalRecord};
 use super::inventory::UserInventory;
 use super::resume::{StartMode, UserTuning};
 use super::stop::HandlerAtStop;
+use crate::operator::SignedAction;
 
 /// The id of the workflow driving request `request_id`.
 pub fn workflow_id(request_id: Uuid) -> String {
@@ -36,6 +37,9 @@ pub struct UserDeletionInput {
     /// Knobs of the execution (carried across continue-as-new).
     #[serde(default)]
     pub tuning: UserTuning,
+    /// The requester's signed `submit` statement; a run without one fails at registration.
+    #[serde(default)]
+    pub signed: Option<SignedAction>,
 }
 
 /// Where a user deletion stands, as the workflow sees it.

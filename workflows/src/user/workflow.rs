@@ -43,6 +43,7 @@ use super::stop::{HandlerAtStop, StopAnswer, StopRequest, stopped_at};
 use crate::contract::{
     PERMANENT_FAILURE_TYPE, RETRY_NOT_DUE_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE,
 };
+use crate::operator::{Action, Expected, Kind, SignedAction, check_binding, check_second_operator};
 use crate::search;
 
 /// How long after a handler failure its row may be retried.
@@ -64,6 +65,8 @@ pub struct UserDeletion {
     requested_by: String,
     reason: Option<String>,
     target: String,
+    /// The requester's signed `submit` statement.
+    submitted: Option<SignedAction>,
     inventory: Result<UserInventory, TargetError>,
     registration_error: Option<String>,
     ledger: RunLedger,
@@ -88,6 +91,7 @@ impl UserDeletion {
             ),
             requested_by: input.requested_by,
             reason: input.reason,
+            submitted: input.signed,
             target: input.target,
             registration_error: None,
             ledger: RunLedger::default(),
@@ -110,6 +114,7 @@ impl UserDeletion {
             Ok(inventory) => inventory,
             Err(refusal) => return Err(registration_failed(ctx, refusal.to_string()).into()),
         };
+
         let register = RegisterUserInput {
             request_id,
             workflow_id: ctx.workflow_id().to_string(),
@@ -118,6 +123,7 @@ impl UserDeletion {
             reason: ctx.state(|s| s.reason.clone()),
             inventory_digest: inventory.digest(),
             inventory: inventory.clone(),
+            signed: ctx.state(|s| s.submitted.clone()),
         };
         if let Err(e) = ctx
             .execute_activity(RegisterUser, register, store_options())
@@ -284,8 +290,25 @@ impl UserDeletion {
 impl UserDeletion {
     fn approval_refusal(&self, request: &UserApproveRequest) -> Option<String> {
         let digest = self.inventory.as_ref().ok().map(UserInventory::digest);
-        self.ledger
-            .approval_refusal(&self.requested_by, digest.as_deref(), request)
+        if let Some(refusal) =
+            self.ledger
+                .approval_refusal(&self.requested_by, digest.as_deref(), request)
+        {
+            return Some(refusal);
+        }
+        // Signed for this request and its frozen digest, by a key other than the requester's.
+        let expected = Expected {
+            action: Action::Approve,
+            kind: Kind::User,
+            request_id: self.request_id,
+            target: &self.target,
+            digest: digest.as_deref(),
+        };
+        let requester = self.submitted.as_ref().map(|s| s.operator.as_str());
+        check_binding(request.signed.as_ref(), &expected)
+            .and_then(|signed| check_second_operator(requester, signed))
+            .err()
+            .map(|refusal| refusal.to_string())
     }
 }
 

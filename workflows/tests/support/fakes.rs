@@ -15,10 +15,10 @@ use temporalio_sdk::ApplicationFailure;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use uuid::Uuid;
 use workflows::community::{
-    AbortInput, AbortOutcome, ApprovalInput, ApprovalRecord, CacheReport, DeleteChunksInput,
-    DeleteProgress, DrainOutcome, EventInput, FenceOutcome, InventorySummary, LateVersionsReport,
-    ManifestSummary, PrefixSummary, PurgeInput, PurgeReport, RegisterInput, RegisteredRequest,
-    RequestEvent, RequestRef, TableCount, VerificationReport,
+    AbortInput, AbortOutcome, AbortRequest, ApprovalInput, ApprovalRecord, CacheReport,
+    DeleteChunksInput, DeleteProgress, DrainOutcome, EventInput, FenceOutcome, InventorySummary,
+    LateVersionsReport, ManifestSummary, PrefixSummary, PurgeInput, PurgeReport, RegisterInput,
+    RegisteredRequest, RequestEvent, RequestRef, TableCount, VerificationReport,
 };
 use workflows::contract::{
     ABORT_REFUSED_FAILURE_TYPE, LATE_OBJECT_VERSION_FAILURE_TYPE, PERMANENT_FAILURE_TYPE,
@@ -273,6 +273,7 @@ impl FakeStores {
             approved_at: "2024-05-01T12:00:00Z".into(),
             digest: input.approval.digest,
             note: input.approval.note,
+            signed: input.approval.signed,
         })
     }
 
@@ -498,6 +499,18 @@ impl FakeStores {
         Ok(AbortOutcome {
             fence_generation: ledger.generation,
         })
+    }
+
+    /// Records the abort's signature (the fake verifies nothing).
+    #[activity(definition = workflows::community::AcceptAbort)]
+    pub async fn accept_abort(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: AbortInput,
+    ) -> Result<AbortRequest, ActivityError> {
+        self.begin(&ctx, "community.accept_abort").await?;
+        let _ledger = self.succeeded("community.accept_abort");
+        Ok(input.abort)
     }
 }
 

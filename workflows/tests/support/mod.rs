@@ -31,9 +31,32 @@ use workflows::community::{
     AbortRequest, ApprovalRecord, ApproveRequest, CommunityDeletion, CommunityDeletionInput,
     DeletionStatus, Phase, Tuning, UnblockRequest,
 };
+use workflows::operator::{Action, Kind, SignedAction};
 use workflows::search;
 
 use fakes::FakeStores;
+
+/// A statement as `name`'s key would sign it: the fake activities verify no signature, so the
+/// fingerprint stands for the key (one per name, trimmed and lowercased, as the registry's
+/// names compare) and the workflow's own checks (binding, two-person rule on fingerprints) run.
+pub fn fake_signed(
+    action: Action,
+    name: &str,
+    request_id: Uuid,
+    digest: Option<&str>,
+) -> SignedAction {
+    SignedAction {
+        action,
+        kind: Kind::Community,
+        request_id,
+        target: HOST.into(),
+        digest: digest.map(str::to_owned),
+        operator: format!("SHA256:fake-{}", name.trim().to_lowercase()),
+        signed_at: "2026-11-30T12:00:00Z".into(),
+        nonce: format!("{:032x}", Uuid::new_v4().as_u128()),
+        signature: "-----BEGIN SSH SIGNATURE-----\nfake\n-----END SSH SIGNATURE-----\n".into(),
+    }
+}
 
 /// The operator who submits every test deletion.
 pub const REQUESTER: &str = "alice";
@@ -45,6 +68,7 @@ const PATIENCE: Duration = Duration::from_secs(60);
 /// One deletion under test, with the client and fakes behind it.
 pub struct Deletion {
     pub client: Client,
+    pub request_id: Uuid,
     pub workflow_id: String,
     pub first_run_id: String,
     pub fakes: FakeStores,
@@ -80,6 +104,7 @@ where
     let request_id = Uuid::new_v4();
     let input = CommunityDeletionInput {
         tuning,
+        signed: Some(fake_signed(Action::Submit, REQUESTER, request_id, None)),
         ..CommunityDeletionInput::new(request_id, HOST, REQUESTER, Some("tenant left".into()))
     };
     let workflow_id = workflows::community::workflow_id(request_id);
@@ -94,6 +119,7 @@ where
             .expect("start CommunityDeletion");
         let deletion = Deletion {
             client: client.clone(),
+            request_id,
             workflow_id: workflow_id.clone(),
             first_run_id: started.info().run_id.clone().unwrap_or_default(),
             fakes: fakes.clone(),
@@ -204,6 +230,12 @@ impl Deletion {
                     approved_by: by.into(),
                     digest: digest.into(),
                     note: None,
+                    signed: Some(fake_signed(
+                        Action::Approve,
+                        by,
+                        self.request_id,
+                        Some(digest),
+                    )),
                 },
                 WorkflowExecuteUpdateOptions::default(),
             )
@@ -219,6 +251,12 @@ impl Deletion {
                     approved_by: by.into(),
                     digest: digest.into(),
                     note: None,
+                    signed: Some(fake_signed(
+                        Action::Approve,
+                        by,
+                        self.request_id,
+                        Some(digest),
+                    )),
                 }),
                 WorkflowSignalOptions::default(),
             )
@@ -233,6 +271,7 @@ impl Deletion {
                 AbortRequest {
                     actor: actor.into(),
                     reason: reason.into(),
+                    signed: Some(fake_signed(Action::Abort, actor, self.request_id, None)),
                 },
                 WorkflowExecuteUpdateOptions::default(),
             )
@@ -247,6 +286,7 @@ impl Deletion {
                 json_input(&AbortRequest {
                     actor: actor.into(),
                     reason: reason.into(),
+                    signed: Some(fake_signed(Action::Abort, actor, self.request_id, None)),
                 }),
                 WorkflowSignalOptions::default(),
             )
@@ -274,6 +314,7 @@ impl Deletion {
                 UnblockRequest {
                     actor: actor.into(),
                     reason: reason.into(),
+                    signed: Some(fake_signed(Action::Unblock, actor, self.request_id, None)),
                 },
                 WorkflowExecuteUpdateOptions::default(),
             )

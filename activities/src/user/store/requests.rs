@@ -8,16 +8,32 @@ use workflows::user::{
     RegisterUserInput, RegisteredUserRequest, UserApprovalInput, UserApprovalRecord, UserInventory,
 };
 
+use workflows::operator::{Action, Expected, Kind, SignatureRefusal, check_binding};
+
 use super::{UserStore, UserStoreResult, audit, rfc3339};
+use crate::identity::{IdentityError, consume_signature};
 use crate::user::error::UserStoreError;
+
+/// What an approval is checked against: stage, requester name, frozen digest, target and the
+/// requester's key fingerprint.
+type ApprovalTarget = (
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
 
 impl UserStore {
     /// Records request `input.request_id` as `inventoried` with its frozen inventory. Refuses an
     /// inventory that is not the demo inventory of the target, or whose digest differs. A repeat
-    /// with the same contents returns the existing row; different contents are refused.
+    /// with the same contents returns the existing row; different contents are refused. The
+    /// requester's `submit` signature is verified and consumed (for `consumer`) in the
+    /// registering transaction; the requester recorded is the key's registered name.
     pub async fn register(
         &self,
         input: &RegisterUserInput,
+        consumer: &str,
     ) -> UserStoreResult<RegisteredUserRequest> {
         let refused = |reason: String| UserStoreError::InventoryRefused {
             request_id: input.request_id,
@@ -43,19 +59,32 @@ impl UserStore {
             .map_err(|e| refused(format!("cannot encode the inventory: {e}")))?;
 
         let mut tx = self.pool.begin().await?;
+        let expected = Expected {
+            action: Action::Submit,
+            kind: Kind::User,
+            request_id: input.request_id,
+            target: &input.target,
+            digest: None,
+        };
+        let signed =
+            check_binding(input.signed.as_ref(), &expected).map_err(IdentityError::from)?;
+        let consumed = consume_signature(&mut tx, signed, &input.requested_by, consumer).await?;
         let inserted = sqlx::query(
             "INSERT INTO deletion.requests \
-                 (id, kind, target, workflow_id, requested_by, reason, stage, inventory, inventory_digest) \
-             VALUES ($1, 'user', $2, $3, $4, $5, 'inventoried', $6, $7) \
+                 (id, kind, target, workflow_id, requested_by, reason, stage, inventory, inventory_digest, \
+                  requested_fingerprint, requested_nonce) \
+             VALUES ($1, 'user', $2, $3, $4, $5, 'inventoried', $6, $7, $8, $9) \
              ON CONFLICT (id) DO NOTHING",
         )
         .bind(input.request_id)
         .bind(&input.target)
         .bind(&input.workflow_id)
-        .bind(&input.requested_by)
+        .bind(&consumed.name)
         .bind(&input.reason)
         .bind(&inventory)
         .bind(&input.inventory_digest)
+        .bind(&consumed.fingerprint)
+        .bind(&consumed.nonce)
         .execute(&mut *tx)
         .await?
         .rows_affected()
@@ -64,9 +93,14 @@ impl UserStore {
             audit(
                 &mut tx,
                 input.request_id,
-                &input.requested_by,
+                &consumed.name,
                 "user.submitted",
-                json!({"target": input.target, "inventory_digest": input.inventory_digest}),
+                json!({
+                    "target": input.target,
+                    "inventory_digest": input.inventory_digest,
+                    "operator": consumed.fingerprint,
+                    "nonce": consumed.nonce,
+                }),
             )
             .await?;
         } else {
@@ -96,23 +130,26 @@ impl UserStore {
 
     /// Persists the approval evidence and marks the request `approved`, in one transaction.
     /// Re-checks the digest and the two-person rule against the stored request. A repeat by the
-    /// same approver for the same digest returns the existing evidence.
+    /// same approver for the same digest returns the existing evidence. The approval's signature
+    /// must be for this request and digest, by a registered, unrevoked key other than the
+    /// requester's; it is consumed for `consumer` in the same transaction.
     pub async fn record_approval(
         &self,
         input: &UserApprovalInput,
+        consumer: &str,
     ) -> UserStoreResult<UserApprovalRecord> {
         let request_id = input.request_id;
         let approval = &input.approval;
         let refused = |reason: String| UserStoreError::ApprovalRefused { request_id, reason };
         let mut tx = self.pool.begin().await?;
-        let request: Option<(String, String, Option<String>)> = sqlx::query_as(
-            "SELECT stage, requested_by, inventory_digest FROM deletion.requests \
-             WHERE id = $1 AND kind = 'user' FOR UPDATE",
+        let request: Option<ApprovalTarget> = sqlx::query_as(
+            "SELECT stage, requested_by, inventory_digest, target, requested_fingerprint \
+                 FROM deletion.requests WHERE id = $1 AND kind = 'user' FOR UPDATE",
         )
         .bind(request_id)
         .fetch_optional(&mut *tx)
         .await?;
-        let (stage, requested_by, digest) =
+        let (stage, requested_by, digest, target, requester) =
             request.ok_or(UserStoreError::UnknownRequest(request_id))?;
 
         let existing: Option<(String, DateTime<Utc>, String, Option<String>)> = sqlx::query_as(
@@ -123,7 +160,7 @@ impl UserStore {
         .fetch_optional(&mut *tx)
         .await?;
         if let Some((approved_by, approved_at, inventory_digest, note)) = existing {
-            if approved_by == approval.approved_by.trim()
+            if approved_by.eq_ignore_ascii_case(approval.approved_by.trim())
                 && inventory_digest == approval.inventory_digest
             {
                 return Ok(UserApprovalRecord {
@@ -131,6 +168,7 @@ impl UserStore {
                     approved_at: rfc3339(approved_at),
                     inventory_digest,
                     note,
+                    signed: approval.signed.clone(),
                 });
             }
             return Err(refused(format!("already approved by {approved_by}")));
@@ -149,21 +187,41 @@ impl UserStore {
                 digest.unwrap_or_default()
             )));
         }
-        let approver = approval.approved_by.trim();
-        if approver.is_empty() || approver.eq_ignore_ascii_case(requested_by.trim()) {
+        let label = approval.approved_by.trim();
+        if label.is_empty() {
             return Err(refused(format!(
-                "two-person rule: {approver:?} cannot approve a deletion requested by {requested_by:?}"
+                "approved_by must name the approving operator (requested by {requested_by:?})"
             )));
         }
+        let expected = Expected {
+            action: Action::Approve,
+            kind: Kind::User,
+            request_id,
+            target: target.as_deref().unwrap_or_default(),
+            digest: Some(&approval.inventory_digest),
+        };
+        let signed =
+            check_binding(approval.signed.as_ref(), &expected).map_err(IdentityError::from)?;
+        if requester.as_deref() == Some(signed.operator.as_str()) {
+            return Err(IdentityError::from(SignatureRefusal::SameOperator {
+                fingerprint: signed.operator.clone(),
+            })
+            .into());
+        }
+        let consumed = consume_signature(&mut tx, signed, label, consumer).await?;
+        let approver = consumed.name.as_str();
 
         let approved_at: DateTime<Utc> = sqlx::query_scalar(
-            "INSERT INTO deletion.approvals (request_id, approved_by, inventory_digest, note) \
-             VALUES ($1, $2, $3, $4) RETURNING approved_at",
+            "INSERT INTO deletion.approvals (request_id, approved_by, inventory_digest, note, \
+             approved_fingerprint, approved_nonce) VALUES ($1, $2, $3, $4, $5, $6) \
+             RETURNING approved_at",
         )
         .bind(request_id)
         .bind(approver)
         .bind(&approval.inventory_digest)
         .bind(&approval.note)
+        .bind(&consumed.fingerprint)
+        .bind(&consumed.nonce)
         .fetch_one(&mut *tx)
         .await?;
         sqlx::query(
@@ -177,7 +235,11 @@ impl UserStore {
             request_id,
             approver,
             "user.approved",
-            json!({"inventory_digest": approval.inventory_digest}),
+            json!({
+                "inventory_digest": approval.inventory_digest,
+                "operator": consumed.fingerprint,
+                "nonce": consumed.nonce,
+            }),
         )
         .await?;
         tx.commit().await?;
@@ -186,6 +248,7 @@ impl UserStore {
             approved_at: rfc3339(approved_at),
             inventory_digest: approval.inventory_digest.clone(),
             note: approval.note.clone(),
+            signed: approval.signed.clone(),
         })
     }
 

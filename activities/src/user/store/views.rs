@@ -153,6 +153,7 @@ impl UserStore {
         .await?;
         Ok(row.map(
             |(approved_by, approved_at, inventory_digest, note)| UserApprovalRecord {
+                signed: None,
                 approved_by,
                 approved_at: rfc3339(approved_at),
                 inventory_digest,

@@ -26,7 +26,7 @@ impl CommunityDeletion {
         request: RequestRef,
     ) -> Result<(), Stop> {
         if let Some(abort) = ctx.state(Self::pending_abort) {
-            return Err(Stop::Abort(abort));
+            return Err(Stop::Abort(Box::new(abort)));
         }
         Self::enter(ctx, Phase::Verifying);
         loop {

@@ -84,6 +84,8 @@ pub(super) async fn continue_as_new(ctx: &WorkflowContext<UserDeletion>) -> Work
         reason: s.reason.clone(),
         // The continued execution reads the approved inventory from Postgres.
         demo_communities: None,
+        // The submit signature was verified at registration and is stored with the request.
+        signed: None,
         start: StartMode::Resume {
             cause: ResumeCause::ContinueAsNew,
         },
