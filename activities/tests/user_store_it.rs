@@ -11,8 +11,9 @@ use std::time::Duration;
 use activities::failure::{Classified, Severity};
 use activities::store::RequestFilter;
 use activities::user::{StageStart, UserStore, UserStoreError};
-use store_support::{store, worker_store};
+use store_support::{operators, store, worker_store};
 use uuid::Uuid;
+use workflows::operator::{Action, Kind};
 use workflows::user::policy::{MAX_STAGES, initial_stage};
 use workflows::user::{
     CommitTransitionInput, RegisterUserInput, StoredInventoryError, TransitionCommand,
@@ -31,27 +32,45 @@ async fn approved_request(store: &UserStore, communities: u32) -> (Uuid, UserInv
     let id = Uuid::new_v4();
     let target = format!("demo:bounds-{}", id.simple());
     let inventory = UserInventory::demo_sized(&target, communities).unwrap();
+    let owner = store_support::store().await;
+    let requester = operators::operator_in(owner.pool(), "operator-a").await;
+    let approver = operators::operator_in(owner.pool(), "operator-b").await;
+    let digest = inventory.digest();
     store
-        .register(&RegisterUserInput {
-            request_id: id,
-            workflow_id: workflow_id(id),
-            target,
-            requested_by: "operator-a".into(),
-            reason: None,
-            inventory_digest: inventory.digest(),
-            inventory: inventory.clone(),
-        })
+        .register(
+            &RegisterUserInput {
+                request_id: id,
+                workflow_id: workflow_id(id),
+                target: target.clone(),
+                requested_by: "operator-a".into(),
+                reason: None,
+                inventory_digest: digest.clone(),
+                inventory: inventory.clone(),
+                signed: Some(requester.sign(Action::Submit, Kind::User, id, &target, None)),
+            },
+            "user-store-it/register",
+        )
         .await
         .expect("registering the request");
     store
-        .record_approval(&UserApprovalInput {
-            request_id: id,
-            approval: UserApproveRequest {
-                approved_by: "operator-b".into(),
-                inventory_digest: inventory.digest(),
-                note: None,
+        .record_approval(
+            &UserApprovalInput {
+                request_id: id,
+                approval: UserApproveRequest {
+                    approved_by: "operator-b".into(),
+                    inventory_digest: digest.clone(),
+                    note: None,
+                    signed: Some(approver.sign(
+                        Action::Approve,
+                        Kind::User,
+                        id,
+                        &target,
+                        Some(&digest),
+                    )),
+                },
             },
-        })
+            "user-store-it/approve",
+        )
         .await
         .expect("approving the request");
     (id, inventory)

@@ -10,10 +10,10 @@
 
 #[path = "user_deletion/inventory_bounds.rs"]
 mod inventory_bounds;
-#[path = "user_deletion/recovery.rs"]
-mod recovery;
 #[path = "common/operators.rs"]
 mod operators;
+#[path = "user_deletion/recovery.rs"]
+mod recovery;
 #[path = "user_deletion/store.rs"]
 mod store;
 #[path = "user_deletion/support.rs"]

@@ -178,6 +178,7 @@ mod tests {
                 approved_at: "2030-01-01T00:00:00.000Z".into(),
                 inventory_digest: digest.clone(),
                 note: None,
+                signed: None,
             }),
             retry: None,
             exec_generation: 3,

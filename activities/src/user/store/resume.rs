@@ -103,6 +103,8 @@ impl UserStore {
                     approved_at: rfc3339(approved_at),
                     inventory_digest,
                     note,
+                    // As `approval()` reads it: the signatures are listed with the request.
+                    signed: None,
                 }
             }),
             retry: next_attempt_at.map(|at| RetryState {
