@@ -219,6 +219,10 @@ async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_n
     );
     let id_arg = id.to_string();
 
+    // No signature at all: the JSON an operator typed before signatures existed.
+    let unsigned = serde_json::json!({"approved_by": "bob", "digest": digest}).to_string();
+    refused_both_ways(&stack, id, &workflow_id, &unsigned, "approve is not signed").await;
+
     // The requester's own key, through the CLI: the two-person rule compares fingerprints.
     let own = cli
         .run(&[
