@@ -78,6 +78,8 @@ async fn drive(
     let parallelism = variant.delete_parallelism.to_string();
     let chunks = variant.chunks_per_call.to_string();
     let rounds = variant.delete_rounds_per_run.to_string();
+    let requester = operator_key(&variant.bin_dir, "bench-requester").await?;
+    let approver = operator_key(&variant.bin_dir, "bench-approver").await?;
     let submitted = cli(
         &variant.bin_dir,
         task_queue,
@@ -88,6 +90,8 @@ async fn drive(
             host,
             "--requested-by",
             "bench-requester",
+            "--key",
+            &requester,
             "--retry-initial-secs",
             "1",
             "--delete-parallelism",
@@ -124,6 +128,8 @@ async fn drive(
             "bench-approver",
             "--digest",
             &digest,
+            "--key",
+            &approver,
         ],
     )
     .await?;
@@ -227,6 +233,42 @@ async fn stop_worker(worker: &mut Child) {
     {
         let _ = worker.kill().await;
     }
+}
+
+/// A throwaway SSH key for operator `name` (every operator action is signed), registered with
+/// `buzz-deletion operators add --replace` (the owner's BUZZ_OWNER_DATABASE_URL); its path.
+async fn operator_key(bin_dir: &Path, name: &str) -> Result<String> {
+    let dir = std::env::temp_dir().join(format!("buzz-bench-operators-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+    let key = dir.join(name);
+    if !key.exists() {
+        let status = Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
+            .arg(&key)
+            .stdin(Stdio::null())
+            .status()
+            .await
+            .context("run ssh-keygen (install openssh-client)")?;
+        if !status.success() {
+            bail!("ssh-keygen could not create {}", key.display());
+        }
+    }
+    let public = format!("{}.pub", key.display());
+    cli(
+        bin_dir,
+        "-",
+        &[
+            "operators",
+            "add",
+            "--name",
+            name,
+            "--public-key",
+            &public,
+            "--replace",
+        ],
+    )
+    .await?;
+    Ok(key.display().to_string())
 }
 
 /// Runs the operator CLI on `task_queue`; exit 0 and JSON on stdout are required.

@@ -219,6 +219,10 @@ async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_n
     );
     let id_arg = id.to_string();
 
+    // No signature at all: the JSON an operator typed before signatures existed.
+    let unsigned = serde_json::json!({"approved_by": "bob", "digest": digest}).to_string();
+    refused_both_ways(&stack, id, &workflow_id, &unsigned, "approve is not signed").await;
+
     // The requester's own key, through the CLI: the two-person rule compares fingerprints.
     let own = cli
         .run(&[
@@ -737,4 +741,171 @@ async fn a_user_deletion_needs_a_second_key_whatever_name_the_approval_gives() {
     let script = repo_root().join("deploy/local/verify-signatures");
     let verified = exec(&script.display().to_string(), &[&id.to_string()], &[]).await;
     assert_eq!(verified.code, 0, "{}\n{}", verified.stdout, verified.stderr);
+}
+
+/// The request's blocked reason and the number of `unblocked` audit events.
+async fn block_state(stack: &Stack, id: Uuid) -> (Option<String>, usize) {
+    let request = stack
+        .store
+        .get_request(id)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let unblocked = stack
+        .store
+        .audit_events(id)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .iter()
+        .filter(|e| e.event == "unblocked")
+        .count();
+    (request.blocked_reason, unblocked)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_used_unblock_signature_replayed_on_the_next_block_is_refused() {
+    let _shared = outage_lock().read().await;
+    let stack = stack().await;
+    let queue = unique_queue("replay");
+    let _worker = WorkerProcess::start(&queue, &[]).await;
+    let cli = Cli::new(&queue);
+    let host = unique_host("replay");
+    let target = seed(&stack, &host, small_plan()).await;
+    // A key of unknown shape blocks the inventory, again after every unblock until removed.
+    let stray = format!("media/{}/not-a-content-hash.tmp", target.community_id);
+    stack
+        .objects
+        .put_object(&stray, b"stray".to_vec())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let submitted = cli
+        .run(&[
+            "community",
+            "submit",
+            "--host",
+            &host,
+            "--requested-by",
+            "alice",
+            "--retry-initial-secs",
+            "1",
+        ])
+        .await
+        .expect_code(1)
+        .json();
+    let id: Uuid = submitted["request_id"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_default();
+    let id_arg = id.to_string();
+    let workflow_id = workflow_id_of(id);
+    let unblock = cli
+        .run(&[
+            "community",
+            "sign",
+            "unblock",
+            &id_arg,
+            "--unblocked-by",
+            "carol",
+            "--reason",
+            "retrying the inventory",
+        ])
+        .await
+        .expect_code(0)
+        .stdout
+        .trim()
+        .to_owned();
+    let signal = temporal(&[
+        "workflow",
+        "signal",
+        "-w",
+        &workflow_id,
+        "--name",
+        "unblock",
+        "--input",
+        &unblock,
+    ])
+    .await;
+    assert_eq!(signal.code, 0, "{}", signal.stderr);
+    // Unblocked once, then blocked again by the same stray key.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    let blocked_again = loop {
+        let state = block_state(&stack, id).await;
+        if state.1 == 1 && state.0.is_some() {
+            break state;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never re-blocked: {state:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    cli.wait_status(&id_arg, 60, |s| !s["blocked"].is_null())
+        .await;
+    // The same signed payload again: as an update and as a signal, refused, still blocked.
+    let update = temporal(&[
+        "workflow",
+        "update",
+        "execute",
+        "-w",
+        &workflow_id,
+        "--name",
+        "unblock",
+        "--input",
+        &unblock,
+    ])
+    .await;
+    assert_ne!(update.code, 0, "{}", update.stdout);
+    assert!(
+        format!("{}{}", update.stdout, update.stderr).contains("already used"),
+        "{} {}",
+        update.stdout,
+        update.stderr
+    );
+    let signal = temporal(&[
+        "workflow",
+        "signal",
+        "-w",
+        &workflow_id,
+        "--name",
+        "unblock",
+        "--input",
+        &unblock,
+    ])
+    .await;
+    assert_eq!(signal.code, 0, "{}", signal.stderr);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let refusals: Vec<String> = stack
+            .store
+            .audit_events(id)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .into_iter()
+            .filter(|e| e.event == "unblock_rejected")
+            .map(|e| e.detail["reason"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        if refusals.iter().any(|r| r.contains("already used")) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "replay never recorded: {refusals:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        block_state(&stack, id).await,
+        blocked_again,
+        "a replay unblocks nothing"
+    );
+    cli.run(&[
+        "community",
+        "abort",
+        &id_arg,
+        "--aborted-by",
+        "carol",
+        "--reason",
+        "test done",
+    ])
+    .await
+    .expect_code(0);
 }
