@@ -23,7 +23,7 @@ use workflows::community::{
 use workflows::search;
 
 use activities::store::{RequestFilter, Store, StoreError};
-use workflows::operator::{Action, Kind};
+use workflows::operator::{Action, Kind, SignedAction};
 
 use crate::cli::{CommunityCommand, ListArgs, ListState, SignCommand, TuningArgs};
 use crate::connect::{self, TemporalTarget};
@@ -153,6 +153,33 @@ async fn recorded_host(store: &Store, id: Uuid) -> Result<String, CliError> {
     }
 }
 
+/// A community action on request `id` signed with `--key`: the operator's registered name (the
+/// optional name flag `label_flag` must match it) and the signed statement.
+async fn sign_action(
+    action: Action,
+    id: Uuid,
+    digest: Option<&str>,
+    label_flag: &str,
+    label: Option<&str>,
+    key: &KeyArgs,
+) -> Result<(String, SignedAction), CliError> {
+    let signer = SigningKey::from_args(key)?;
+    let store = connect::store().await?;
+    let host = recorded_host(&store, id).await?;
+    let name = signer
+        .operator_name(store.pool(), label_flag, label)
+        .await?;
+    let signed = signer.sign(
+        action,
+        Kind::Community,
+        id,
+        &host,
+        digest,
+        key.signed_at.as_deref(),
+    )?;
+    Ok((name, signed))
+}
+
 /// An approval of `digest` signed with `--key`, under the key's registered name.
 async fn signed_approval(
     id: Uuid,
@@ -162,22 +189,17 @@ async fn signed_approval(
     key: &KeyArgs,
 ) -> Result<ApproveRequest, CliError> {
     let digest = required("--digest", digest)?;
-    let signer = SigningKey::from_args(key)?;
-    let store = connect::store().await?;
-    let host = recorded_host(&store, id).await?;
-    let name = signer
-        .operator_name(store.pool(), "--approved-by", approved_by.as_deref())
-        .await?;
-    let signed = signer.sign(
+    let (approved_by, signed) = sign_action(
         Action::Approve,
-        Kind::Community,
         id,
-        &host,
         Some(&digest),
-        key.signed_at.as_deref(),
-    )?;
+        "--approved-by",
+        approved_by.as_deref(),
+        key,
+    )
+    .await?;
     Ok(ApproveRequest {
-        approved_by: name,
+        approved_by,
         digest,
         note,
         signed: Some(signed),
@@ -192,20 +214,15 @@ async fn signed_abort(
     key: &KeyArgs,
 ) -> Result<AbortRequest, CliError> {
     let reason = required("--reason", reason)?;
-    let signer = SigningKey::from_args(key)?;
-    let store = connect::store().await?;
-    let host = recorded_host(&store, id).await?;
-    let actor = signer
-        .operator_name(store.pool(), "--aborted-by", aborted_by.as_deref())
-        .await?;
-    let signed = signer.sign(
+    let (actor, signed) = sign_action(
         Action::Abort,
-        Kind::Community,
         id,
-        &host,
         None,
-        key.signed_at.as_deref(),
-    )?;
+        "--aborted-by",
+        aborted_by.as_deref(),
+        key,
+    )
+    .await?;
     Ok(AbortRequest {
         actor,
         reason,
@@ -221,20 +238,15 @@ async fn signed_unblock(
     key: &KeyArgs,
 ) -> Result<UnblockRequest, CliError> {
     let reason = required("--reason", reason)?;
-    let signer = SigningKey::from_args(key)?;
-    let store = connect::store().await?;
-    let host = recorded_host(&store, id).await?;
-    let actor = signer
-        .operator_name(store.pool(), "--unblocked-by", unblocked_by.as_deref())
-        .await?;
-    let signed = signer.sign(
+    let (actor, signed) = sign_action(
         Action::Unblock,
-        Kind::Community,
         id,
-        &host,
         None,
-        key.signed_at.as_deref(),
-    )?;
+        "--unblocked-by",
+        unblocked_by.as_deref(),
+        key,
+    )
+    .await?;
     Ok(UnblockRequest {
         actor,
         reason,
