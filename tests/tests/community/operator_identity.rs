@@ -49,6 +49,38 @@ async fn temporal(args: &[&str]) -> CliRun {
     exec(&env("TEMPORAL_CLI_EXE"), &all, &[]).await
 }
 
+/// `temporal workflow update execute` of update `name` with the JSON `payload`, as an operator
+/// without our CLI would send it.
+async fn send_update(workflow_id: &str, name: &str, payload: &str) -> CliRun {
+    temporal(&[
+        "workflow",
+        "update",
+        "execute",
+        "-w",
+        workflow_id,
+        "--name",
+        name,
+        "--input",
+        payload,
+    ])
+    .await
+}
+
+/// `temporal workflow signal` of signal `name` with the JSON `payload`: the Web UI's path.
+async fn send_signal(workflow_id: &str, name: &str, payload: &str) -> CliRun {
+    temporal(&[
+        "workflow",
+        "signal",
+        "-w",
+        workflow_id,
+        "--name",
+        name,
+        "--input",
+        payload,
+    ])
+    .await
+}
+
 /// What a refused action must leave unchanged, and what it leaves behind.
 #[derive(Debug, PartialEq, Eq)]
 struct Durable {
@@ -105,18 +137,7 @@ async fn refused_both_ways(
     expect: &str,
 ) {
     let before = durable(stack, id).await;
-    let update = temporal(&[
-        "workflow",
-        "update",
-        "execute",
-        "-w",
-        workflow_id,
-        "--name",
-        "approve",
-        "--input",
-        payload,
-    ])
-    .await;
+    let update = send_update(workflow_id, "approve", payload).await;
     assert_ne!(update.code, 0, "update must be refused: {}", update.stdout);
     assert!(
         format!("{}{}", update.stdout, update.stderr).contains(expect),
@@ -130,17 +151,7 @@ async fn refused_both_ways(
         "a refused update changed state"
     );
     let recorded = rejections(stack, id).await.len();
-    let signal = temporal(&[
-        "workflow",
-        "signal",
-        "-w",
-        workflow_id,
-        "--name",
-        "approve",
-        "--input",
-        payload,
-    ])
-    .await;
+    let signal = send_signal(workflow_id, "approve", payload).await;
     assert_eq!(signal.code, 0, "signal sent: {}", signal.stderr);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     let reasons = loop {
@@ -670,18 +681,7 @@ async fn a_user_deletion_needs_a_second_key_whatever_name_the_approval_gives() {
         "inventory_digest": digest,
         "signed": alice.sign(Action::Approve, Kind::User, id, &target, Some(&digest)),
     });
-    let update = temporal(&[
-        "workflow",
-        "update",
-        "execute",
-        "-w",
-        &workflow_id,
-        "--name",
-        "approve",
-        "--input",
-        &posing.to_string(),
-    ])
-    .await;
+    let update = send_update(&workflow_id, "approve", &posing.to_string()).await;
     assert_ne!(update.code, 0, "{}", update.stdout);
     assert!(
         format!("{}{}", update.stdout, update.stderr).contains("two-person rule"),
@@ -813,17 +813,7 @@ async fn a_used_unblock_signature_replayed_on_the_next_block_is_refused() {
         .stdout
         .trim()
         .to_owned();
-    let signal = temporal(&[
-        "workflow",
-        "signal",
-        "-w",
-        &workflow_id,
-        "--name",
-        "unblock",
-        "--input",
-        &unblock,
-    ])
-    .await;
+    let signal = send_signal(&workflow_id, "unblock", &unblock).await;
     assert_eq!(signal.code, 0, "{}", signal.stderr);
     // Unblocked once, then blocked again by the same stray key.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
@@ -841,18 +831,7 @@ async fn a_used_unblock_signature_replayed_on_the_next_block_is_refused() {
     cli.wait_status(&id_arg, 60, |s| !s["blocked"].is_null())
         .await;
     // The same signed payload again: as an update and as a signal, refused, still blocked.
-    let update = temporal(&[
-        "workflow",
-        "update",
-        "execute",
-        "-w",
-        &workflow_id,
-        "--name",
-        "unblock",
-        "--input",
-        &unblock,
-    ])
-    .await;
+    let update = send_update(&workflow_id, "unblock", &unblock).await;
     assert_ne!(update.code, 0, "{}", update.stdout);
     assert!(
         format!("{}{}", update.stdout, update.stderr).contains("already used"),
@@ -860,17 +839,7 @@ async fn a_used_unblock_signature_replayed_on_the_next_block_is_refused() {
         update.stdout,
         update.stderr
     );
-    let signal = temporal(&[
-        "workflow",
-        "signal",
-        "-w",
-        &workflow_id,
-        "--name",
-        "unblock",
-        "--input",
-        &unblock,
-    ])
-    .await;
+    let signal = send_signal(&workflow_id, "unblock", &unblock).await;
     assert_eq!(signal.code, 0, "{}", signal.stderr);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
