@@ -323,3 +323,45 @@ async fn an_approval_row_needs_a_stored_approve_signature_of_a_second_live_key()
     assert_eq!(again.approved_at, record.approved_at);
     assert_eq!(again.signed, approval.signed);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_registrations_of_the_same_key_and_name_all_return_the_one_row() {
+    const RACERS: usize = 8;
+    let owner = store().await;
+    let operator = unregistered_operator("race");
+    let public = std::fs::read_to_string(&operator.public_path).expect("public key");
+    let name = format!("race-{}", &Uuid::new_v4().simple().to_string()[..12]);
+    // One warmed connection per racer, released together, so the registrations overlap.
+    let url = database_url("BUZZ_OWNER_DATABASE_URL");
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(RACERS));
+    let mut racers = Vec::new();
+    for _ in 0..RACERS {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .connect(&url)
+            .await
+            .expect("owner connection");
+        let (barrier, name, public) = (barrier.clone(), name.clone(), public.clone());
+        racers.push(tokio::spawn(async move {
+            barrier.wait().await;
+            add_operator(&pool, &name, &public, true).await
+        }));
+    }
+    let mut fingerprints = Vec::new();
+    for racer in racers {
+        let record = racer.await.expect("racer task");
+        fingerprints.push(
+            record
+                .unwrap_or_else(|e| panic!("a racing registration failed: {e}"))
+                .fingerprint,
+        );
+    }
+    assert!(fingerprints.iter().all(|f| *f == fingerprints[0]));
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM deletion.operators WHERE name = $1")
+        .bind(&name)
+        .fetch_one(owner.pool())
+        .await
+        .expect("count");
+    assert_eq!(rows, 1, "one row, nothing revoked by the race");
+}

@@ -6,7 +6,7 @@ use serde::Serialize;
 use sqlx::PgPool;
 
 use super::error::{IdentityError, IdentityResult};
-use super::keys::parse_public_key;
+use super::keys::{OperatorKey, parse_public_key};
 
 /// A registry row.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
@@ -45,7 +45,8 @@ fn valid_name(name: &str) -> bool {
 }
 
 /// Registers `public_key` (an OpenSSH public key line) as operator `name`. Registering the same
-/// key under the same name again returns the existing row. With `replace`, a live key that holds
+/// key under the same name again returns the existing row, also when two registrations race
+/// (the loser reads the winner's row on its second pass). With `replace`, a live key that holds
 /// the name is revoked in the same transaction; without it that is refused.
 pub async fn add_operator(
     pool: &PgPool,
@@ -60,6 +61,26 @@ pub async fn add_operator(
         });
     }
     let key = parse_public_key(public_key)?;
+    match register_once(pool, name, &key, replace).await? {
+        Some(record) => Ok(record),
+        // A concurrent registration committed first: decide again against what it wrote.
+        None => register_once(pool, name, &key, replace)
+            .await?
+            .ok_or_else(|| IdentityError::DuplicateName {
+                name: name.to_owned(),
+                fingerprint: "(registered concurrently)".into(),
+            }),
+    }
+}
+
+/// One registration attempt in its own transaction; `None` when a concurrent registration's
+/// unique key won the race (nothing written).
+async fn register_once(
+    pool: &PgPool,
+    name: &str,
+    key: &OperatorKey,
+    replace: bool,
+) -> IdentityResult<Option<OperatorRecord>> {
     let mut tx = pool.begin().await?;
     let sql = format!("SELECT {COLUMNS} FROM deletion.operators WHERE fingerprint = $1");
     let existing = sqlx::query_as::<_, OperatorRecord>(sqlx::AssertSqlSafe(sql))
@@ -68,7 +89,7 @@ pub async fn add_operator(
         .await?;
     if let Some(existing) = existing {
         if existing.revoked_at.is_none() && existing.name.eq_ignore_ascii_case(name) {
-            return Ok(existing);
+            return Ok(Some(existing));
         }
         return Err(IdentityError::DuplicateKey {
             fingerprint: existing.fingerprint,
@@ -112,16 +133,11 @@ pub async fn add_operator(
         .await;
     let record = match inserted {
         Ok(record) => record,
-        Err(sqlx::Error::Database(db)) if db.is_unique_violation() => {
-            return Err(IdentityError::DuplicateName {
-                name: name.to_owned(),
-                fingerprint: "(registered concurrently)".into(),
-            });
-        }
+        Err(sqlx::Error::Database(db)) if db.is_unique_violation() => return Ok(None),
         Err(other) => return Err(other.into()),
     };
     tx.commit().await?;
-    Ok(record)
+    Ok(Some(record))
 }
 
 /// Every registered key, revoked ones included, in registration order.
