@@ -179,9 +179,17 @@ fn ssh_keygen_sign(key: &Path, text: &str) -> Result<String, CliError> {
         .spawn()
         .map_err(|e| ssh_keygen_missing(&e))?;
     if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(text.as_bytes()).map_err(|e| {
-            CliError::Other(anyhow::anyhow!("writing the statement to ssh-keygen: {e}"))
-        })?;
+        match stdin.write_all(text.as_bytes()) {
+            // ssh-keygen gave up before reading the statement (no agent, no usable key): its
+            // exit status and message below say why, which is what the operator needs.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            Err(e) => {
+                return Err(CliError::Other(anyhow::anyhow!(
+                    "writing the statement to ssh-keygen: {e}"
+                )));
+            }
+            Ok(()) => {}
+        }
     }
     let output = child
         .wait_with_output()
@@ -196,4 +204,25 @@ fn ssh_keygen_sign(key: &Path, text: &str) -> Result<String, CliError> {
         )));
     }
     Ok(signature)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// ssh-keygen that exits before reading the statement (here: the key file does not exist)
+    /// is reported with its own reason, never as a broken pipe. The statement is larger than a
+    /// pipe buffer so the write is still under way when ssh-keygen exits.
+    #[test]
+    fn ssh_keygen_giving_up_early_is_reported_with_its_reason() {
+        let missing = Path::new("/nonexistent/buzz-deletion-test/operator.pub");
+        let refused = ssh_keygen_sign(missing, &"x".repeat(1 << 20));
+        match refused {
+            Err(CliError::Refused(message)) => {
+                assert!(message.contains("ssh-keygen could not sign"), "{message}");
+                assert!(message.contains("operator.pub"), "{message}");
+            }
+            other => panic!("expected a refusal naming the key, got {other:?}"),
+        }
+    }
 }
