@@ -33,7 +33,7 @@ use crate::store::{Store, StoreError};
 pub use check::{MissingWrites, missing_admitted_writes};
 pub use report::{
     AdmittedRow, AdmittedWrite, AdmittedWrites, CommunityReport, CountsByKind, RowTable,
-    SimulationReport, StopReason, WriteCounts, WriteKind, WriteOutcome,
+    SimulationReport, StopReason, UnconfirmedWrite, WriteCounts, WriteKind, WriteOutcome,
 };
 pub use writes::HostWriter;
 

@@ -32,7 +32,7 @@ impl WriteCounts {
         match outcome {
             WriteOutcome::Admitted(_) => self.admitted += 1,
             WriteOutcome::Refused => self.refused += 1,
-            WriteOutcome::Failed(_) => self.failed += 1,
+            WriteOutcome::Failed(_) | WriteOutcome::Unconfirmed { .. } => self.failed += 1,
         }
     }
 }
@@ -132,6 +132,21 @@ pub enum AdmittedWrite {
     Key(String),
 }
 
+/// A write that failed after its request reached the store: it may or may not be stored. A fault
+/// (a dropped connection, a restarted server) between the store applying a write and the writer
+/// hearing back makes this unknowable from the writer's side, so a checker must allow it either
+/// way, and only for exactly this row, object key or Redis key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnconfirmedWrite {
+    /// A row insert whose commit was not acknowledged.
+    Row(AdmittedRow),
+    /// A put (new key or new version) of this object key; the version id, if any, is unknown.
+    ObjectKey(String),
+    /// A Redis SET of this key.
+    Key(String),
+}
+
 /// How one serving write ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WriteOutcome {
@@ -139,8 +154,15 @@ pub enum WriteOutcome {
     Admitted(AdmittedWrite),
     /// Refused: the community is quiescing or fenced.
     Refused,
-    /// Failed otherwise; the message says why.
+    /// Failed before anything was sent to a data store; the message says why.
     Failed(String),
+    /// Failed after the write was sent: it may be stored (counted as failed).
+    Unconfirmed {
+        /// Why it failed.
+        error: String,
+        /// What may have been stored.
+        write: UnconfirmedWrite,
+    },
 }
 
 /// Every admitted write of one community, up to the recording limit.
@@ -152,13 +174,24 @@ pub struct AdmittedWrites {
     pub objects: Vec<ObjectVersionRef>,
     /// Redis keys set.
     pub keys: Vec<String>,
+    /// Writes that failed after being sent, so may or may not be stored.
+    #[serde(default)]
+    pub unconfirmed: Vec<UnconfirmedWrite>,
     /// Whether more writes were admitted than the limit allowed recording (counts stay exact).
     pub truncated: bool,
 }
 
 impl AdmittedWrites {
     fn len(&self) -> usize {
-        self.rows.len() + self.objects.len() + self.keys.len()
+        self.rows.len() + self.objects.len() + self.keys.len() + self.unconfirmed.len()
+    }
+
+    fn push_unconfirmed(&mut self, write: UnconfirmedWrite, limit: usize) {
+        if self.len() >= limit {
+            self.truncated = true;
+            return;
+        }
+        self.unconfirmed.push(write);
     }
 
     fn push(&mut self, write: AdmittedWrite, limit: usize) {
@@ -226,6 +259,12 @@ impl CommunityReport {
                 self.first_refused_at.get_or_insert_with(Utc::now);
             }
             WriteOutcome::Failed(message) => self.sample_failure(message),
+            WriteOutcome::Unconfirmed { error, write } => {
+                if let Some(admitted) = self.admitted.as_mut() {
+                    admitted.push_unconfirmed(write, record_limit);
+                }
+                self.sample_failure(error);
+            }
         }
     }
 
@@ -306,6 +345,25 @@ mod tests {
         assert_eq!(report.by_kind.new_objects.failed, 1);
         assert_eq!(report.failure_samples, vec!["boom".to_owned()]);
         assert!(report.first_refused_at.is_some());
+    }
+
+    #[test]
+    fn an_unconfirmed_write_counts_as_failed_and_is_recorded_apart() {
+        let mut report = CommunityReport::new("h".into(), Uuid::new_v4(), 10);
+        let write = UnconfirmedWrite::Key("buzz:c:9".into());
+        report.record(
+            WriteKind::CacheKey,
+            WriteOutcome::Unconfirmed {
+                error: "connection reset".into(),
+                write: write.clone(),
+            },
+            10,
+        );
+        assert_eq!(report.totals.failed, 1);
+        assert_eq!(report.totals.admitted, 0);
+        let recorded = report.admitted.unwrap_or_default();
+        assert_eq!(recorded.unconfirmed, vec![write]);
+        assert!(recorded.keys.is_empty());
     }
 
     #[test]

@@ -14,7 +14,9 @@ use crate::serving::{ServingLeaseConfig, acquire_serving_write_with};
 use crate::store::{Store, is_fenced_write};
 use crate::taxonomy::PrefixRoot;
 
-use super::report::{AdmittedRow, AdmittedWrite, RowTable, WriteKind, WriteOutcome};
+use super::report::{
+    AdmittedRow, AdmittedWrite, RowTable, UnconfirmedWrite, WriteKind, WriteOutcome,
+};
 
 /// Everything one host's writes need. Cheap to clone: every store client shares its pool.
 #[derive(Debug, Clone)]
@@ -95,10 +97,14 @@ impl HostWriter {
                 .bind(key.clone()),
             )
         };
+        let row = AdmittedRow { table, key };
         match insert.execute(self.store.pool()).await {
-            Ok(_) => WriteOutcome::Admitted(AdmittedWrite::Row(AdmittedRow { table, key })),
+            Ok(_) => WriteOutcome::Admitted(AdmittedWrite::Row(row)),
             Err(error) if is_fenced_write(&error) => WriteOutcome::Refused,
-            Err(error) => WriteOutcome::Failed(format!("row insert: {error}")),
+            Err(error) => WriteOutcome::Unconfirmed {
+                error: format!("row insert: {error}"),
+                write: UnconfirmedWrite::Row(row),
+            },
         }
     }
 
@@ -106,7 +112,8 @@ impl HostWriter {
     async fn put_object(&self, kind: WriteKind, key: String, seq: u64) -> WriteOutcome {
         let body = format!("served {kind:?} {seq} of {}", self.community_id).into_bytes();
         let put = self.objects.put_object(&key, body);
-        self.under_lease(kind, put, |version_id| {
+        let unconfirmed = UnconfirmedWrite::ObjectKey(key.clone());
+        self.under_lease(kind, put, unconfirmed, |version_id| {
             AdmittedWrite::Object(ObjectVersionRef {
                 key: key.clone(),
                 version_id,
@@ -124,7 +131,8 @@ impl HostWriter {
         );
         let value = format!("served session {seq}");
         let set = self.cache.set(&key, value.as_bytes());
-        self.under_lease(WriteKind::CacheKey, set, |()| {
+        let unconfirmed = UnconfirmedWrite::Key(key.clone());
+        self.under_lease(WriteKind::CacheKey, set, unconfirmed, |()| {
             AdmittedWrite::Key(key.clone())
         })
         .await
@@ -132,13 +140,18 @@ impl HostWriter {
 
     /// Runs `write` as one admitted serving write: refused before it starts once the community is
     /// quiescing or fenced; admitted only if the lease held from before it started until it was
-    /// released after it finished.
+    /// released after it finished. A failure once the write was sent is `unconfirmed`.
     async fn under_lease<T, E: std::fmt::Display>(
         &self,
         kind: WriteKind,
         write: impl Future<Output = Result<T, E>>,
+        unconfirmed: UnconfirmedWrite,
         admitted: impl FnOnce(T) -> AdmittedWrite,
     ) -> WriteOutcome {
+        let unsure = |error: String| WriteOutcome::Unconfirmed {
+            error,
+            write: unconfirmed.clone(),
+        };
         let guard = match acquire_serving_write_with(
             &self.store,
             self.community_id,
@@ -156,13 +169,13 @@ impl HostWriter {
             Ok(Err(error)) => {
                 // The write failed on its own; the lease is released either way.
                 let _ = guard.finish().await;
-                return WriteOutcome::Failed(error.to_string());
+                return unsure(error.to_string());
             }
-            Err(error) => return WriteOutcome::Failed(error.to_string()),
+            Err(error) => return unsure(error.to_string()),
         };
         match guard.finish().await {
             Ok(()) => WriteOutcome::Admitted(admitted(written)),
-            Err(error) => WriteOutcome::Failed(error.to_string()),
+            Err(error) => unsure(error.to_string()),
         }
     }
 }

@@ -1,0 +1,343 @@
+//! The operators of the run: submit, approve (by the CLI's update or by the Web UI's signal
+//! path) and abort, through the real `buzz-deletion` and `temporal` binaries, as two registered
+//! operators with their own keys. A command that fails because a server is down is retried, but
+//! only after the durable record says its effect did not happen: a retried submit adopts the
+//! request an earlier attempt created, a retried approval or abort stops once it is recorded.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use activities::store::Store;
+use anyhow::{Context, Result, anyhow, bail};
+use serde::Serialize;
+use serde_json::Value;
+use tokio::process::Command;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use crate::schedule::ApprovalRoute;
+
+/// Pause between two attempts of a command.
+const RETRY_PAUSE: Duration = Duration::from_secs(3);
+
+/// How long a sent approval or abort has to show up in the record before it is sent again.
+const CONFIRM_WITHIN: Duration = Duration::from_secs(45);
+
+/// A submitted request.
+#[derive(Debug, Clone, Serialize)]
+pub struct Submitted {
+    /// Request id.
+    pub request_id: Uuid,
+    /// Its workflow.
+    pub workflow_id: String,
+    /// The frozen inventory digest.
+    pub digest: String,
+}
+
+/// One finished command.
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// The binaries, keys and task queue the operators use.
+#[derive(Debug, Clone)]
+pub struct Operators {
+    /// `buzz-deletion`.
+    pub cli: PathBuf,
+    /// The Temporal CLI.
+    pub temporal_cli: PathBuf,
+    /// The real Temporal address (operators are not behind the workers' proxies).
+    pub temporal_address: String,
+    /// The run's task queue.
+    pub task_queue: String,
+    /// Private key of the requesting operator.
+    pub requester_key: PathBuf,
+    /// Private key of the approving operator.
+    pub approver_key: PathBuf,
+    /// Postgres as the owner, to read the record.
+    pub store: Store,
+}
+
+impl Operators {
+    async fn exec(&self, program: &PathBuf, args: &[&str]) -> Result<Run> {
+        let output = Command::new(program)
+            .args(args)
+            .env("BUZZ_TASK_QUEUE", &self.task_queue)
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .with_context(|| format!("cannot run {}", program.display()))?;
+        Ok(Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        })
+    }
+
+    async fn cli(&self, args: &[&str]) -> Result<Run> {
+        self.exec(&self.cli, args).await
+    }
+
+    /// The newest request of `community`, read from the record: `(id, workflow, digest)`.
+    async fn latest_request(
+        &self,
+        community: Uuid,
+    ) -> Result<Option<(Uuid, String, Option<String>)>> {
+        Ok(sqlx::query_as(
+            "SELECT id, workflow_id, inventory_digest FROM deletion.requests \
+             WHERE kind = 'community' AND community_id = $1 ORDER BY created_at DESC LIMIT 1",
+        )
+        .bind(community)
+        .fetch_optional(self.store.pool())
+        .await?)
+    }
+
+    /// Submits the deletion of `host` and waits for its frozen inventory; gives up at `deadline`.
+    pub async fn submit(
+        &self,
+        host: &str,
+        community: Uuid,
+        deadline: Instant,
+    ) -> Result<Submitted> {
+        let key = self.requester_key.display().to_string();
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            let adopted = match self.latest_request(community).await {
+                Ok(found) => found,
+                Err(error) => {
+                    tracing::info!(%error, host, "record unreadable; retrying");
+                    None
+                }
+            };
+            if let Some((request_id, workflow_id, digest)) = adopted {
+                return self
+                    .await_digest(request_id, workflow_id, digest, deadline)
+                    .await;
+            }
+            let run = self
+                .cli(&[
+                    "community",
+                    "submit",
+                    "--host",
+                    host,
+                    "--key",
+                    &key,
+                    "--reason",
+                    "chaos run",
+                    "--retry-initial-secs",
+                    "2",
+                    "--heartbeat-timeout-secs",
+                    "10",
+                    "--wait-secs",
+                    "60",
+                    "--worker-wait",
+                    "60",
+                ])
+                .await?;
+            if run.code == 0 {
+                let out: Value = serde_json::from_str(&run.stdout)
+                    .with_context(|| format!("submit printed no JSON: {}", run.stdout))?;
+                let request_id: Uuid = out["request_id"]
+                    .as_str()
+                    .and_then(|s| s.parse().ok())
+                    .ok_or_else(|| anyhow!("submit printed no request_id: {out}"))?;
+                let workflow_id = out["workflow_id"].as_str().unwrap_or_default().to_owned();
+                let digest = out["digest"].as_str().map(str::to_owned);
+                return self
+                    .await_digest(request_id, workflow_id, digest, deadline)
+                    .await;
+            }
+            tracing::info!(host, attempts, code = run.code, stderr = %run.stderr.trim(), "submit failed; retrying");
+            if Instant::now() > deadline {
+                bail!(
+                    "submit of {host} failed {attempts} times; last: {}",
+                    run.stderr.trim()
+                );
+            }
+            tokio::time::sleep(RETRY_PAUSE).await;
+        }
+    }
+
+    async fn await_digest(
+        &self,
+        request_id: Uuid,
+        workflow_id: String,
+        digest: Option<String>,
+        deadline: Instant,
+    ) -> Result<Submitted> {
+        let mut digest = digest;
+        loop {
+            if let Some(digest) = digest.filter(|d| !d.is_empty()) {
+                return Ok(Submitted {
+                    request_id,
+                    workflow_id,
+                    digest,
+                });
+            }
+            if Instant::now() > deadline {
+                bail!("request {request_id}: the inventory was never frozen");
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            digest =
+                sqlx::query_scalar("SELECT inventory_digest FROM deletion.requests WHERE id = $1")
+                    .bind(request_id)
+                    .fetch_optional(self.store.pool())
+                    .await
+                    .ok()
+                    .flatten()
+                    .flatten();
+        }
+    }
+
+    async fn approved(&self, request_id: Uuid) -> bool {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM deletion.approvals WHERE request_id = $1",
+        )
+        .bind(request_id)
+        .fetch_one(self.store.pool())
+        .await
+        .is_ok_and(|n| n > 0)
+    }
+
+    async fn aborted(&self, request_id: Uuid) -> bool {
+        sqlx::query_scalar::<_, String>("SELECT stage FROM deletion.requests WHERE id = $1")
+            .bind(request_id)
+            .fetch_one(self.store.pool())
+            .await
+            .is_ok_and(|stage| stage == "aborted")
+    }
+
+    /// Waits up to [`CONFIRM_WITHIN`] for the approval (or the abort) of `request_id` to be
+    /// recorded.
+    async fn confirmed(&self, request_id: Uuid, abort: bool) -> bool {
+        let until = Instant::now() + CONFIRM_WITHIN;
+        while Instant::now() < until {
+            let done = if abort {
+                self.aborted(request_id).await
+            } else {
+                self.approved(request_id).await
+            };
+            if done {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        false
+    }
+
+    /// Approves `request` by `route` until the approval is recorded; gives up at `deadline`.
+    /// Returns how many times it was sent.
+    pub async fn approve(
+        &self,
+        request: &Submitted,
+        route: ApprovalRoute,
+        deadline: Instant,
+    ) -> Result<u32> {
+        let id = request.request_id.to_string();
+        let key = self.approver_key.display().to_string();
+        let mut sent = 0u32;
+        loop {
+            if self.approved(request.request_id).await {
+                return Ok(sent);
+            }
+            if Instant::now() > deadline {
+                bail!("request {id}: approval never recorded after {sent} send(s)");
+            }
+            let base = [
+                "community",
+                "approve",
+                &id,
+                "--digest",
+                &request.digest,
+                "--key",
+                &key,
+                "--note",
+                "chaos run",
+            ];
+            let run = match route {
+                ApprovalRoute::Cli => {
+                    let mut args = base.to_vec();
+                    args.extend(["--worker-wait", "60"]);
+                    self.cli(&args).await?
+                }
+                ApprovalRoute::WebUiSignal => {
+                    let mut args = vec!["community", "sign"];
+                    args.extend_from_slice(&base[1..]);
+                    let signed = self.cli(&args).await?;
+                    if signed.code != 0 {
+                        signed
+                    } else {
+                        self.exec(
+                            &self.temporal_cli,
+                            &[
+                                "workflow",
+                                "signal",
+                                "-w",
+                                &request.workflow_id,
+                                "--name",
+                                "approve",
+                                "--input",
+                                signed.stdout.trim(),
+                                "--address",
+                                &self.temporal_address,
+                                "--namespace",
+                                "default",
+                            ],
+                        )
+                        .await?
+                    }
+                }
+            };
+            sent += 1;
+            if run.code == 0 {
+                if self.confirmed(request.request_id, false).await {
+                    return Ok(sent);
+                }
+            } else {
+                tracing::info!(request = %id, code = run.code, stderr = %run.stderr.trim(), "approve failed; retrying");
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+        }
+    }
+
+    /// Aborts `request` until the abort is recorded; gives up at `deadline`.
+    pub async fn abort(&self, request: &Submitted, deadline: Instant) -> Result<u32> {
+        let id = request.request_id.to_string();
+        let key = self.requester_key.display().to_string();
+        let mut sent = 0u32;
+        loop {
+            if self.aborted(request.request_id).await {
+                return Ok(sent);
+            }
+            if Instant::now() > deadline {
+                bail!("request {id}: abort never recorded after {sent} send(s)");
+            }
+            let run = self
+                .cli(&[
+                    "community",
+                    "abort",
+                    &id,
+                    "--reason",
+                    "chaos run: abort before approval",
+                    "--key",
+                    &key,
+                    "--worker-wait",
+                    "60",
+                ])
+                .await?;
+            sent += 1;
+            if run.code == 0 {
+                if self.confirmed(request.request_id, true).await {
+                    return Ok(sent);
+                }
+            } else {
+                tracing::info!(request = %id, code = run.code, stderr = %run.stderr.trim(), "abort failed; retrying");
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! The local stack as the run sees it: the environment `deploy/local/up` writes, connections to
+//! the three data stores for seeding and checking, and the environment a worker gets so that it
+//! reaches every dependency through its proxy.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use activities::cache::Cache;
+use activities::objects::{ObjectStore, S3Config};
+use activities::store::Store;
+use anyhow::{Context, Result, anyhow, bail};
+use url::Url;
+
+use crate::schedule::Dependency;
+
+const HOW_TO_START: &str = "run it through `deploy/local/chaos`, which starts the local stack and \
+     sources its environment";
+
+/// Reads a required variable.
+pub fn env(name: &str) -> Result<String> {
+    match std::env::var(name) {
+        Ok(value) if !value.trim().is_empty() => Ok(value),
+        _ => bail!("{name} is not set: {HOW_TO_START}"),
+    }
+}
+
+/// Where each dependency really listens, and the variables that name it.
+#[derive(Debug, Clone)]
+pub struct StackEnv {
+    /// `host:port` per dependency.
+    pub upstreams: BTreeMap<Dependency, String>,
+    /// The stack's state directory.
+    pub state_dir: PathBuf,
+}
+
+/// `host:port` of a URL.
+fn authority(url: &str) -> Result<String> {
+    let parsed = Url::parse(url).with_context(|| format!("not a URL: {url}"))?;
+    let host = parsed
+        .host_str()
+        .ok_or_else(|| anyhow!("{url} has no host"))?;
+    let port = parsed
+        .port_or_known_default()
+        .ok_or_else(|| anyhow!("{url} has no port"))?;
+    Ok(format!("{host}:{port}"))
+}
+
+/// `url` with its port replaced.
+fn with_port(url: &str, port: u16) -> Result<String> {
+    let mut parsed = Url::parse(url).with_context(|| format!("not a URL: {url}"))?;
+    parsed
+        .set_port(Some(port))
+        .map_err(|()| anyhow!("cannot set a port on {url}"))?;
+    Ok(parsed.to_string())
+}
+
+impl StackEnv {
+    /// Reads the stack's environment.
+    pub fn from_env() -> Result<StackEnv> {
+        let temporal = env("TEMPORAL_ADDRESS")?;
+        let temporal = temporal
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_owned();
+        let mut upstreams = BTreeMap::new();
+        upstreams.insert(Dependency::Temporal, temporal);
+        upstreams.insert(Dependency::Postgres, authority(&env("DATABASE_URL")?)?);
+        upstreams.insert(Dependency::Redis, authority(&env("REDIS_URL")?)?);
+        upstreams.insert(Dependency::S3, authority(&env("BUZZ_S3_ENDPOINT")?)?);
+        Ok(StackEnv {
+            upstreams,
+            state_dir: PathBuf::from(env("BUZZ_STATE_DIR")?),
+        })
+    }
+
+    /// The variables that point a worker at the proxies (`port` per dependency).
+    pub fn worker_env(&self, ports: &BTreeMap<Dependency, u16>) -> Result<Vec<(String, String)>> {
+        let port = |d: Dependency| {
+            ports
+                .get(&d)
+                .copied()
+                .ok_or_else(|| anyhow!("no proxy for {}", d.name()))
+        };
+        Ok(vec![
+            (
+                "TEMPORAL_ADDRESS".into(),
+                format!("127.0.0.1:{}", port(Dependency::Temporal)?),
+            ),
+            (
+                "DATABASE_URL".into(),
+                with_port(&env("DATABASE_URL")?, port(Dependency::Postgres)?)?,
+            ),
+            (
+                "REDIS_URL".into(),
+                with_port(&env("REDIS_URL")?, port(Dependency::Redis)?)?,
+            ),
+            (
+                "BUZZ_S3_ENDPOINT".into(),
+                with_port(&env("BUZZ_S3_ENDPOINT")?, port(Dependency::S3)?)?
+                    .trim_end_matches('/')
+                    .to_owned(),
+            ),
+        ])
+    }
+}
+
+/// Direct connections to the data stores (never through a proxy): the owner for seeding
+/// communities and reading the proof, the serving role for tenant writes.
+#[derive(Debug, Clone)]
+pub struct Stores {
+    /// Postgres as the schema owner.
+    pub owner: Store,
+    /// Postgres as the relay's serving role.
+    pub serving: Store,
+    /// The bucket.
+    pub objects: ObjectStore,
+    /// Redis.
+    pub cache: Cache,
+}
+
+impl Stores {
+    /// Connects to the three stores.
+    pub async fn connect() -> Result<Stores> {
+        let owner = Store::connect(&env("BUZZ_OWNER_DATABASE_URL")?)
+            .await
+            .context("PostgreSQL is not reachable as the owner")?;
+        owner
+            .check_schema_current()
+            .await
+            .context("the schema is not current: run `buzz-deletion migrate`")?;
+        let serving = Store::connect(&env("BUZZ_SERVING_DATABASE_URL")?)
+            .await
+            .context("PostgreSQL is not reachable as the serving role")?;
+        let s3 = S3Config {
+            endpoint: env("BUZZ_S3_ENDPOINT")?,
+            bucket: env("BUZZ_S3_BUCKET")?,
+            region: std::env::var("BUZZ_S3_REGION").unwrap_or_else(|_| "us-east-1".to_owned()),
+            access_key: env("BUZZ_S3_ACCESS_KEY")?,
+            secret_key: env("BUZZ_S3_SECRET_KEY")?,
+        };
+        let objects = ObjectStore::connect(&s3).await?;
+        objects
+            .check_bucket()
+            .await
+            .with_context(|| format!("the bucket at {} is not usable", s3.endpoint))?;
+        let cache = Cache::connect(&env("REDIS_URL")?)
+            .await
+            .context("Redis is not reachable")?;
+        Ok(Stores {
+            owner,
+            serving,
+            objects,
+            cache,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_keeps_everything_but_its_port() {
+        let moved = with_port("postgres://w:pw@127.0.0.1:55432/buzz", 40001)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(moved, "postgres://w:pw@127.0.0.1:40001/buzz");
+        assert_eq!(
+            authority("redis://127.0.0.1:56379").unwrap_or_else(|e| panic!("{e}")),
+            "127.0.0.1:56379"
+        );
+        assert_eq!(
+            authority("http://127.0.0.1:57480").unwrap_or_else(|e| panic!("{e}")),
+            "127.0.0.1:57480"
+        );
+    }
+}
