@@ -141,6 +141,33 @@ def worker_gets_connections_from_the_secret_and_temporal_from_values() -> None:
     assert container["command"] == ["/usr/local/bin/buzz-deletion-worker"], container["command"]
 
 
+def worker_names_its_deployment_and_build_id() -> None:
+    env = env_of(worker_container(render(SECRET)))
+    assert env["BUZZ_WORKER_DEPLOYMENT"] == "buzz-deletion", env
+    assert env["BUZZ_WORKER_BUILD_ID"] == "0.1.0", env  # the appVersion, as the image tag
+    assert env["BUZZ_WORKER_VERSIONING"] == "off", env
+    env = env_of(worker_container(render(merge(SECRET, {"image": {"tag": "1.4.2"}}))))
+    assert env["BUZZ_WORKER_BUILD_ID"] == "1.4.2", env
+    values = merge(
+        SECRET,
+        {"worker": {"deployment": {"name": "deletion", "buildId": "git-abc", "versioning": "pinned"}}},
+    )
+    env = env_of(worker_container(render(values)))
+    expected = {
+        "BUZZ_WORKER_DEPLOYMENT": "deletion",
+        "BUZZ_WORKER_BUILD_ID": "git-abc",
+        "BUZZ_WORKER_VERSIONING": "pinned",
+    }
+    assert {k: env.get(k) for k in expected} == expected, env
+    assert "BUZZ_WORKER_BUILD_ID" not in env_of(render(SECRET)["Job"]["spec"]["template"]["spec"]["containers"][0])
+
+
+def unknown_or_unquoted_versioning_is_refused() -> None:
+    for versioning in ("yes", False):
+        message = render_error(merge(SECRET, {"worker": {"deployment": {"versioning": versioning}}}))
+        assert "worker.deployment.versioning" in message, message
+
+
 def probes_hit_metrics_on_the_port_the_worker_listens_on() -> None:
     container = worker_container(render(merge(SECRET, {"metrics": {"port": 9999}})))
     assert env_of(container)["BUZZ_METRICS_PORT"] == "9999"
@@ -258,6 +285,8 @@ CHECKS: list[Callable[[], None]] = [
     grace_period_not_longer_than_drain_is_refused,
     drain_not_longer_than_heartbeat_timeout_is_refused,
     worker_gets_connections_from_the_secret_and_temporal_from_values,
+    worker_names_its_deployment_and_build_id,
+    unknown_or_unquoted_versioning_is_refused,
     probes_hit_metrics_on_the_port_the_worker_listens_on,
     worker_runs_as_non_root_with_resources_set,
     pdb_and_service_select_exactly_the_worker_pods,

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use activities::objects::S3Config;
 
+use crate::deployment::DeploymentConfig;
+
 /// A required variable is missing or malformed.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -83,6 +85,9 @@ pub struct WorkerConfig {
     /// Run even when `DATABASE_URL` is a superuser or the schema owner
     /// (`BUZZ_ALLOW_PRIVILEGED_DB_ROLE=throwaway-local-stack`; throwaway local stacks only).
     pub allow_privileged_db_role: bool,
+    /// Deployment name, build id and Worker Versioning choice (`BUZZ_WORKER_DEPLOYMENT`,
+    /// `BUZZ_WORKER_BUILD_ID`, `BUZZ_WORKER_VERSIONING`; see `docs/upgrades.md`).
+    pub deployment: DeploymentConfig,
 }
 
 impl WorkerConfig {
@@ -154,6 +159,7 @@ impl WorkerConfig {
             allow_privileged_db_role: activities::store::privileged_role_allowed(
                 lookup(activities::store::ALLOW_PRIVILEGED_ROLE_ENV).as_deref(),
             ),
+            deployment: DeploymentConfig::from_lookup(&lookup)?,
         })
     }
 }

@@ -2,5 +2,6 @@
 #![deny(unsafe_code)]
 
 pub mod config;
+pub mod deployment;
 pub mod metrics;
 pub mod startup;

@@ -48,12 +48,13 @@ async fn run() -> anyhow::Result<()> {
             .map(MetricsEndpoint::deletion_metrics)
             .unwrap_or_default(),
     };
-    let mut worker = startup::build_worker(
+    let mut worker = startup::build_deployed_worker(
         &runtime,
         &deps,
         &config.task_queue,
         settings,
         config.shutdown_grace,
+        &config.deployment,
     )?;
     let shutdown = worker.shutdown_handle();
     tokio::spawn(async move {
@@ -63,6 +64,8 @@ async fn run() -> anyhow::Result<()> {
     });
     tracing::info!(
         task_queue = %config.task_queue,
+        deployment = config.deployment.name.as_deref().unwrap_or("-"),
+        build_id = config.deployment.build_id.as_deref().unwrap_or("(executable hash)"),
         temporal = %config.temporal.address,
         metrics = %metrics.as_ref().map_or("disabled".to_owned(), |m| format!("http://{}/metrics", m.address)),
         "worker polling"

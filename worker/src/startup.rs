@@ -18,6 +18,7 @@ use workflows::sweep::TaxonomySweep;
 use workflows::user::UserDeletion;
 
 use crate::config::{ConfigError, WorkerConfig};
+use crate::deployment::DeploymentConfig;
 
 const LOCAL_HINT: &str = "run `bash deploy/local/up && source .state/env` for the local stack";
 
@@ -163,7 +164,8 @@ async fn refuse_privileged_role(store: &Store, config: &WorkerConfig) -> Result<
     }
 }
 
-/// Builds a worker on `task_queue` with every workflow and activity registered.
+/// Builds a worker on `task_queue` with every workflow and activity registered, under the SDK's
+/// default deployment identity (no name, the executable's hash as build id).
 pub fn build_worker(
     runtime: &Runtime,
     deps: &Dependencies,
@@ -171,8 +173,29 @@ pub fn build_worker(
     settings: Settings,
     shutdown_grace: Duration,
 ) -> Result<Worker, StartupError> {
+    let deployment = DeploymentConfig::default();
+    build_deployed_worker(
+        runtime,
+        deps,
+        task_queue,
+        settings,
+        shutdown_grace,
+        &deployment,
+    )
+}
+
+/// As [`build_worker`], as build `deployment` of a Worker Deployment.
+pub fn build_deployed_worker(
+    runtime: &Runtime,
+    deps: &Dependencies,
+    task_queue: &str,
+    settings: Settings,
+    shutdown_grace: Duration,
+    deployment: &DeploymentConfig,
+) -> Result<Worker, StartupError> {
     let worker_error = |e: &dyn std::fmt::Display| StartupError::Worker(e.to_string());
     let options = WorkerOptions::new(task_queue)
+        .maybe_deployment_options(deployment.options())
         .register_workflow::<StackCheck>()
         .map_err(|e| worker_error(&e))?
         .register_workflow::<CommunityDeletion>()

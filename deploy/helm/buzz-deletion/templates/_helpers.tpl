@@ -103,3 +103,21 @@ env:
   - name: BUZZ_TASK_QUEUE
     value: {{ required "temporal.taskQueue is required" .Values.temporal.taskQueue | quote }}
 {{- end -}}
+
+{{/*
+The worker's Worker Deployment identity (docs/upgrades.md): deployment name, build id (the image
+tag unless set) and the versioning choice, refused unless off, pinned or auto-upgrade.
+*/}}
+{{- define "buzz-deletion.deploymentEnv" -}}
+{{- $d := .Values.worker.deployment -}}
+{{- $versioning := toString $d.versioning -}}
+{{- if not (has $versioning (list "off" "pinned" "auto-upgrade")) -}}
+{{- fail (printf "worker.deployment.versioning must be \"off\", \"pinned\" or \"auto-upgrade\" (quoted), not %v" $d.versioning) -}}
+{{- end -}}
+- name: BUZZ_WORKER_DEPLOYMENT
+  value: {{ required "worker.deployment.name is required" $d.name | quote }}
+- name: BUZZ_WORKER_BUILD_ID
+  value: {{ default (default .Chart.AppVersion .Values.image.tag) $d.buildId | quote }}
+- name: BUZZ_WORKER_VERSIONING
+  value: {{ $versioning | quote }}
+{{- end -}}

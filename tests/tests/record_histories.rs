@@ -1,0 +1,696 @@
+//! Records the workflow histories `workflows/tests/histories/` replays: one closed history per
+//! path a deployed worker may have in flight, made by today's workflow code on the real local
+//! stack, saved in the Rust client's own history JSON (`WorkflowHistory::to_json`).
+//!
+//! Every test here is `#[ignore]`d: it is a recording tool, not part of the suite. Run it with
+//! `bash deploy/local/record-histories` (or `cargo test -p e2e --test record_histories --
+//! --ignored`). A file that exists is kept and never rewritten: a recorded history is evidence of
+//! what an older build did, and regenerating it to make a change pass would destroy exactly what
+//! it protects (see `docs/upgrades.md`). To add a path, add a test here with a new file name.
+//!
+//! Each test drives the path through the real `buzz-deletion` CLI and a real
+//! `buzz-deletion-worker` process on a task queue of its own (`record-…`), with the e2e operator
+//! keys (`common/operators.rs`), then waits until the workflow is closed and saves every run.
+
+#[allow(dead_code)]
+#[path = "community/helpers.rs"]
+mod helpers;
+#[path = "common/operators.rs"]
+mod operators;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use activities::demo::SeedPlan;
+use activities::objects::ObjectVersionRef;
+use helpers::*;
+use temporalio_client::{
+    Client, ClientOptions, ConnectionOptions, UntypedWorkflowHandle, WorkflowCancelOptions,
+    WorkflowExecutionInfo, WorkflowExecutionStatus,
+};
+use temporalio_common::protos::temporal::api::history::v1::HistoryEvent;
+use temporalio_common::protos::temporal::api::history::v1::history_event::Attributes;
+use tokio::process::Command;
+use uuid::Uuid;
+use workflows::user::inventory::DEMO_FORMER_PARTICIPANT_COMMUNITY;
+
+/// Longest a recording waits for its workflow to close.
+const CLOSE_PATIENCE: Duration = Duration::from_secs(240);
+
+fn env(name: &str) -> String {
+    std::env::var(name)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| panic!("{name} is not set: source .state/env of the local stack"))
+}
+
+fn namespace() -> String {
+    std::env::var("TEMPORAL_NAMESPACE")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| "default".to_owned())
+}
+
+/// Where the histories go: `BUZZ_HISTORIES_DIR`, else `workflows/tests/histories/`.
+fn histories_dir() -> PathBuf {
+    std::env::var("BUZZ_HISTORIES_DIR")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("workflows/tests/histories"))
+}
+
+/// True when `name` is already recorded: the recording is then skipped (never rewritten).
+fn already_recorded(name: &str) -> bool {
+    let path = histories_dir().join(name);
+    let exists = path.exists();
+    if exists {
+        eprintln!(
+            "kept {} (a recorded history is never regenerated; record a new path under a new name)",
+            path.display()
+        );
+    }
+    exists
+}
+
+/// A task queue of this recording alone.
+fn recording_queue(path: &str) -> String {
+    format!("record-{path}-{}", Uuid::new_v4().simple())
+}
+
+/// A client of the local Temporal server (TEMPORAL_ADDRESS).
+async fn temporal() -> Client {
+    let address = env("TEMPORAL_ADDRESS");
+    let url = url::Url::parse(&format!("http://{address}")).unwrap_or_else(|e| panic!("{e}"));
+    Client::connect(
+        ConnectionOptions::new(url).build(),
+        ClientOptions::new(namespace()).build(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("Temporal not reachable at {address}: {e}"))
+}
+
+fn handle(
+    client: &Client,
+    workflow_id: &str,
+    run_id: Option<&str>,
+) -> UntypedWorkflowHandle<Client> {
+    WorkflowExecutionInfo::builder()
+        .namespace(namespace())
+        .workflow_id(workflow_id)
+        .maybe_run_id(run_id.map(str::to_owned))
+        .build()
+        .bind_untyped(client.clone())
+}
+
+async fn events(client: &Client, workflow_id: &str, run_id: &str) -> Vec<HistoryEvent> {
+    handle(client, workflow_id, Some(run_id))
+        .fetch_history(Default::default())
+        .into_events()
+        .await
+        .unwrap_or_else(|e| panic!("history of {workflow_id} run {run_id}: {e}"))
+}
+
+/// Whether `event` closes its run the way a recording may end: completed, failed, cancelled, or
+/// continued as new (never terminated or timed out: those are not paths the code took).
+fn closes_run(event: &HistoryEvent) -> bool {
+    matches!(
+        event.attributes,
+        Some(
+            Attributes::WorkflowExecutionCompletedEventAttributes(_)
+                | Attributes::WorkflowExecutionFailedEventAttributes(_)
+                | Attributes::WorkflowExecutionCanceledEventAttributes(_)
+                | Attributes::WorkflowExecutionContinuedAsNewEventAttributes(_)
+        )
+    )
+}
+
+/// Waits until the latest run of `workflow_id` is closed; returns every run id of its
+/// continue-as-new chain, first to last.
+async fn wait_closed(client: &Client, workflow_id: &str) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + CLOSE_PATIENCE;
+    let last = loop {
+        let description = handle(client, workflow_id, None)
+            .describe(Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("describe {workflow_id}: {e}"));
+        if description.status() != WorkflowExecutionStatus::Running {
+            break description.run_id().to_owned();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{workflow_id} still runs after {CLOSE_PATIENCE:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let mut runs = vec![last];
+    loop {
+        let first = runs.first().cloned().unwrap_or_default();
+        let history = events(client, workflow_id, &first).await;
+        let previous = history.first().and_then(|e| match &e.attributes {
+            Some(Attributes::WorkflowExecutionStartedEventAttributes(started))
+                if !started.continued_execution_run_id.is_empty() =>
+            {
+                Some(started.continued_execution_run_id.clone())
+            }
+            _ => None,
+        });
+        match previous {
+            Some(run) => runs.insert(0, run),
+            None => return runs,
+        }
+    }
+}
+
+/// Saves run `run_id` of `workflow_id` as `name`, after checking the run is closed by a
+/// recording-worthy event and decodes back. Prints the file, its size and its event count.
+async fn save(client: &Client, workflow_id: &str, run_id: &str, name: &str) {
+    let history = events(client, workflow_id, run_id).await;
+    let last = history
+        .last()
+        .unwrap_or_else(|| panic!("{workflow_id} run {run_id} has no events"));
+    assert!(
+        closes_run(last),
+        "{workflow_id} run {run_id} did not reach its end (last event type {})",
+        last.event_type
+    );
+    let count = history.len();
+    let json = handle(client, workflow_id, Some(run_id))
+        .fetch_history(Default::default())
+        .to_json()
+        .await
+        .unwrap_or_else(|e| panic!("history JSON of {workflow_id}: {e}"));
+    let decoded = temporalio_client::WorkflowHistory::from_json(&json)
+        .unwrap_or_else(|e| panic!("the saved JSON of {workflow_id} does not decode: {e}"))
+        .into_events()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(decoded.len(), count, "the JSON holds every event");
+    let dir = histories_dir();
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let path = dir.join(name);
+    assert!(
+        !path.exists(),
+        "{} exists: it is never rewritten",
+        path.display()
+    );
+    std::fs::write(&path, &json).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    eprintln!(
+        "recorded {} ({} bytes, {count} events, workflow {workflow_id})",
+        path.display(),
+        json.len()
+    );
+}
+
+/// Saves the single closed run of `workflow_id` as `name`.
+async fn save_only_run(client: &Client, workflow_id: &str, name: &str) {
+    let runs = wait_closed(client, workflow_id).await;
+    assert_eq!(runs.len(), 1, "{workflow_id} continued as new: {runs:?}");
+    save(client, workflow_id, &runs[0], name).await;
+}
+
+fn community_workflow(id: &str) -> String {
+    workflows::community::workflow_id(id.parse().unwrap_or_else(|e| panic!("{id}: {e}")))
+}
+
+/// A tenant small enough to keep the histories small, complete enough to touch every store.
+fn tiny_plan() -> SeedPlan {
+    SeedPlan {
+        objects: 3,
+        versions: 2,
+        delete_markers: 1,
+        rows: 3,
+        redis_keys: 3,
+        parallelism: 4,
+    }
+}
+
+/// Waits until the request's audit trail holds `count` events named `event`.
+async fn wait_audit(cli: &Cli, id: &str, event: &str, count: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let inspection = cli.run(&["community", "inspect", id]).await;
+        let seen = serde_json::from_str::<serde_json::Value>(&inspection.stdout)
+            .ok()
+            .and_then(|v| v["audit"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter(|e| e["event"] == event)
+            .count();
+        if seen >= count {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{id}: {count} {event} events never recorded (saw {seen})"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// `temporal workflow signal` of `name` with the JSON `payload`: what the Web UI's "Send a
+/// Signal" dialog sends.
+async fn web_ui_signal(workflow_id: &str, name: &str, payload: &str) {
+    let output = Command::new(env("TEMPORAL_CLI_EXE"))
+        .args(["workflow", "signal", "-w", workflow_id, "--name", name])
+        .args(["--input", payload])
+        .args(["--address", &env("TEMPORAL_ADDRESS")])
+        .args(["--namespace", &namespace()])
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("could not run the temporal CLI: {e}"));
+    assert!(
+        output.status.success(),
+        "signal {name}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The signed payload `community sign ARGS…` prints.
+async fn signed_payload(cli: &Cli, args: &[&str]) -> String {
+    let mut all = vec!["community", "sign"];
+    all.extend_from_slice(args);
+    cli.run(&all).await.expect_code(0).stdout.trim().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "records a history on the local stack: deploy/local/record-histories"]
+async fn community_happy_path() {
+    let name = "community_happy_path.json";
+    if already_recorded(name) {
+        return;
+    }
+    let stack = stack().await;
+    let client = temporal().await;
+    let queue = recording_queue("happy");
+    let _worker = WorkerProcess::start(&queue, &[]).await;
+    let cli = Cli::new(&queue);
+    let host = unique_host("record-happy");
+    seed(&stack, &host, tiny_plan()).await;
+    let (id, digest) = cli.submit(&host, "alice", &["--reason", "recording"]).await;
+    cli.approve(&id, "bob", &digest).await.expect_code(0);
+    cli.watch_to_end(&id).await;
+    save_only_run(&client, &community_workflow(&id), name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "records a history on the local stack: deploy/local/record-histories"]
+async fn community_blocked_then_unblocked() {
+    let name = "community_blocked_then_unblocked.json";
+    if already_recorded(name) {
+        return;
+    }
+    let stack = stack().await;
+    let client = temporal().await;
+    let queue = recording_queue("blocked");
+    let _worker = WorkerProcess::start(&queue, &[]).await;
+    let cli = Cli::new(&queue);
+    let host = unique_host("record-blocked");
+    let target = seed(&stack, &host, tiny_plan()).await;
+    // A key no writer makes blocks the inventory until an operator removes it and unblocks.
+    let stray = format!("media/{}/not-a-content-hash.tmp", target.community_id);
+    let version = stack
+        .objects
+        .put_object(&stray, b"stray".to_vec())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let submitted = cli
+        .run(&[
+            "community",
+            "submit",
+            "--host",
+            &host,
+            "--requested-by",
+            "alice",
+            "--retry-initial-secs",
+            "1",
+        ])
+        .await
+        .expect_code(1)
+        .json();
+    let id = submitted["request_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        submitted["blocked"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains(&stray)),
+        "the inventory must block on the stray key: {submitted}"
+    );
+    stack
+        .objects
+        .delete_versions(&[ObjectVersionRef {
+            key: stray,
+            version_id: version,
+        }])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    cli.unblock(&id, "carol", "removed the stray upload")
+        .await
+        .expect_code(0);
+    let status = cli
+        .wait_status(&id, 60, |s| {
+            s["phase"] == "awaiting_approval" && s["blocked"].is_null()
+        })
+        .await;
+    let digest = status["inventory"]["digest"].as_str().unwrap_or_default();
+    cli.approve(&id, "bob", digest).await.expect_code(0);
+    cli.watch_to_end(&id).await;
+    save_only_run(&client, &community_workflow(&id), name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "records a history on the local stack: deploy/local/record-histories"]
+async fn community_aborted_before_irreversible_point() {
+    let name = "community_aborted_before_irreversible_point.json";
+    if already_recorded(name) {
+        return;
+    }
+    let stack = stack().await;
+    let client = temporal().await;
+    let queue = recording_queue("aborted");
+    let _worker = WorkerProcess::start(&queue, &[]).await;
+    let cli = Cli::new(&queue);
+    let host = unique_host("record-aborted");
+    seed(&stack, &host, tiny_plan()).await;
+    let (id, _digest) = cli.submit(&host, "alice", &[]).await;
+    let aborted = cli
+        .run(&[
+            "community",
+            "abort",
+            &id,
+            "--aborted-by",
+            "carol",
+            "--reason",
+            "tenant withdrew the request",
+        ])
+        .await
+        .expect_code(0);
+    assert!(aborted.stdout.contains("aborted"), "{}", aborted.stdout);
+    save_only_run(&client, &community_workflow(&id), name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "records a history on the local stack: deploy/local/record-histories"]
+async fn community_cancelled() {
+    let name = "community_cancelled.json";
+    if already_recorded(name) {
+        return;
+    }
+    let stack = stack().await;
+    let client = temporal().await;
+    let queue = recording_queue("cancelled");
+    let _worker = WorkerProcess::start(&queue, &[]).await;
+    let cli = Cli::new(&queue);
+    let host = unique_host("record-cancelled");
+    seed(&stack, &host, tiny_plan()).await;
+    let (id, _digest) = cli.submit(&host, "alice", &[]).await;
+    let workflow_id = community_workflow(&id);
+    // The Web UI's "Cancel": before the irreversible point it is an abort by temporal-cancel.
+    handle(&client, &workflow_id, None)
+        .cancel(
+            WorkflowCancelOptions::builder()
+                .reason("cancelled from the Web UI".to_owned())
+                .build(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("cancel {workflow_id}: {e}"));
+    let runs = wait_closed(&client, &workflow_id).await;
+    let history = events(&client, &workflow_id, &runs[0]).await;
+    assert!(
+        matches!(
+            history.last().and_then(|e| e.attributes.as_ref()),
+            Some(Attributes::WorkflowExecutionCanceledEventAttributes(_))
+        ),
+        "a cancellation before the irreversible point ends the run cancelled"
+    );
+    save_only_run(&client, &workflow_id, name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "records a history on the local stack: deploy/local/record-histories"]
+async fn community_continue_as_new() {
+    let first = "community_continue_as_new_run0.json";
+    if already_recorded(first) {
+        return;
+    }
+    let stack = stack().await;
+    let client = temporal().await;
+    let queue = recording_queue("chain");
+    // Four versions per manifest chunk, one chunk per call, two calls per run: the deletion
+    // continues as new until every chunk is stamped.
+    let _worker = WorkerProcess::start(&queue, &[("BUZZ_MANIFEST_CHUNK_ENTRIES", "4")]).await;
+    let cli = Cli::new(&queue);
+    let host = unique_host("record-chain");
+    seed(&stack, &host, tiny_plan()).await;
+    let (id, digest) = cli
+        .submit(
+            &host,
+            "alice",
+            &["--chunks-per-call", "1", "--delete-rounds-per-run", "2"],
+        )
+        .await;
+    cli.approve(&id, "bob", &digest).await.expect_code(0);
+    cli.watch_to_end(&id).await;
+    let workflow_id = community_workflow(&id);
+    let runs = wait_closed(&client, &workflow_id).await;
+    assert!(
+        runs.len() >= 2,
+        "the deletion never continued as new: {runs:?}"
+    );
+    for (number, run) in runs.iter().enumerate() {
+        let name = format!("community_continue_as_new_run{number}.json");
+        save(&client, &workflow_id, run, &name).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "records a history on the local stack: deploy/local/record-histories"]
+async fn community_web_ui_signals() {
+    let name = "community_web_ui_signals.json";
+    if already_recorded(name) {
+        return;
+    }
+    let stack = stack().await;
+    let client = temporal().await;
+    let queue = recording_queue("signals");
+    let _worker = WorkerProcess::start(&queue, &[]).await;
+    let cli = Cli::new(&queue);
+    let host = unique_host("record-signals");
+    seed(&stack, &host, tiny_plan()).await;
+    let (id, digest) = cli.submit(&host, "alice", &[]).await;
+    let workflow_id = community_workflow(&id);
+
+    // Refused, each recorded before the next is sent: the requester approving her own request,
+    // an approval of another digest, a payload that is not an approval, an unblock of a request
+    // that is not blocked.
+    let own = signed_payload(
+        &cli,
+        &[
+            "approve",
+            &id,
+            "--digest",
+            &digest,
+            "--approved-by",
+            "alice",
+        ],
+    )
+    .await;
+    web_ui_signal(&workflow_id, "approve", &own).await;
+    wait_audit(&cli, &id, "approval_rejected", 1).await;
+    let stale = "0".repeat(digest.len());
+    let other = signed_payload(
+        &cli,
+        &["approve", &id, "--digest", &stale, "--approved-by", "bob"],
+    )
+    .await;
+    web_ui_signal(&workflow_id, "approve", &other).await;
+    wait_audit(&cli, &id, "approval_rejected", 2).await;
+    web_ui_signal(&workflow_id, "approve", r#"{"approved_by":"bob"}"#).await;
+    wait_audit(&cli, &id, "approval_rejected", 3).await;
+    let unblock = signed_payload(
+        &cli,
+        &[
+            "unblock",
+            &id,
+            "--reason",
+            "nothing blocks",
+            "--unblocked-by",
+            "carol",
+        ],
+    )
+    .await;
+    web_ui_signal(&workflow_id, "unblock", &unblock).await;
+    wait_audit(&cli, &id, "unblock_rejected", 1).await;
+
+    // Then the approval that counts, through the same dialog.
+    let approval = signed_payload(
+        &cli,
+        &[
+            "approve",
+            &id,
+            "--digest",
+            &digest,
+            "--approved-by",
+            "bob",
+            "--note",
+            "ticket 42",
+        ],
+    )
+    .await;
+    web_ui_signal(&workflow_id, "approve", &approval).await;
+    cli.watch_to_end(&id).await;
+    save_only_run(&client, &workflow_id, name).await;
+}
+
+/// `user submit` by alice and `user approve` by bob; returns the request id.
+async fn user_request(cli: &Cli, label: &str) -> String {
+    let target = format!("demo:{label}-{}", Uuid::new_v4().simple());
+    let submitted = cli
+        .run(&[
+            "user",
+            "submit",
+            "--target",
+            &target,
+            "--requested-by",
+            "alice",
+        ])
+        .await
+        .expect_code(0)
+        .json();
+    let id = submitted["id"].as_str().unwrap_or_default().to_owned();
+    let digest = submitted["inventory_digest"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        !id.is_empty() && !digest.is_empty(),
+        "submit printed {submitted}"
+    );
+    cli.run(&[
+        "user",
+        "approve",
+        &id,
+        "--approved-by",
+        "bob",
+        "--inventory-digest",
+        &digest,
+    ])
+    .await
+    .expect_code(0);
+    id
+}
+
+fn user_workflow(id: &str) -> String {
+    workflows::user::workflow_id(id.parse().unwrap_or_else(|e| panic!("{id}: {e}")))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "records a history on the local stack: deploy/local/record-histories"]
+async fn user_step_mode_failed_stage_retried() {
+    let name = "user_step_mode_failed_stage_retried.json";
+    if already_recorded(name) {
+        return;
+    }
+    let stack = stack().await;
+    let client = temporal().await;
+    let queue = recording_queue("user-steps");
+    let _worker = WorkerProcess::start(&queue, &[]).await;
+    let cli = Cli::new(&queue);
+    let id = user_request(&cli, "record-steps").await;
+    let step = |extra: &'static [&'static str]| {
+        let cli = cli.clone();
+        let id = id.clone();
+        async move {
+            let mut args = vec!["user", "run", id.as_str(), "--next-step"];
+            args.extend_from_slice(extra);
+            cli.run(&args).await
+        }
+    };
+    step(&[]).await.expect_code(0);
+    let failed = step(&["--fail-stage", "purge_db"]).await.expect_code(1);
+    assert!(failed.stderr.contains("purge_db"), "{}", failed.stderr);
+    // Refused: the saved retry deadline (30 s after the failure) has not passed.
+    let early = step(&[]).await.expect_code(1);
+    assert!(early.stderr.contains("retry deadline"), "{}", early.stderr);
+    let request: Uuid = id.parse().unwrap_or_default();
+    loop {
+        let due: bool = sqlx::query_scalar(
+            "SELECT coalesce(next_attempt_at <= now(), true) FROM deletion.requests WHERE id = $1",
+        )
+        .bind(request)
+        .fetch_one(stack.store.pool())
+        .await
+        .unwrap_or_else(|e| panic!("reading the retry deadline: {e}"));
+        if due {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // The retry of the failed row, still one step at a time, then the rest in one run.
+    step(&[]).await.expect_code(0);
+    cli.run(&["user", "run", &id]).await.expect_code(0);
+    save_only_run(&client, &user_workflow(&id), name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "records a history on the local stack: deploy/local/record-histories"]
+async fn user_no_agents() {
+    let name = "user_no_agents.json";
+    if already_recorded(name) {
+        return;
+    }
+    let _stack = stack().await;
+    let client = temporal().await;
+    let queue = recording_queue("user-no-agents");
+    let _worker = WorkerProcess::start(&queue, &[]).await;
+    let cli = Cli::new(&queue);
+    let id = user_request(&cli, "record-no-agents").await;
+    let c = DEMO_FORMER_PARTICIPANT_COMMUNITY.to_string();
+    cli.run(&["user", "run", &id, "--demo-no-agents-in", &c])
+        .await
+        .expect_code(0);
+    save_only_run(&client, &user_workflow(&id), name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "records a history on the local stack: deploy/local/record-histories"]
+async fn taxonomy_sweep() {
+    let name = "taxonomy_sweep.json";
+    if already_recorded(name) {
+        return;
+    }
+    let _stack = stack().await;
+    let client = temporal().await;
+    let queue = recording_queue("sweep");
+    let _worker = WorkerProcess::start(&queue, &[]).await;
+    let cli = Cli::new(&queue);
+    // Exit 1 only says the shared bucket holds unknown keys; the record is JSON either way.
+    let swept = cli.run(&["sweep", "run", "--max-objects", "50"]).await;
+    assert!(matches!(swept.code, 0 | 1), "{}", swept.stderr);
+    let record = swept.json();
+    assert_eq!(record["object_cap"], 50, "{record}");
+    // The CLI names its workflow `buzz-taxonomy-sweep-<uuid>`; it is the only one on this queue.
+    let query = format!("TaskQueue = '{queue}' AND WorkflowType = 'TaxonomySweep'");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let workflow_id = loop {
+        let found: Vec<String> = futures::TryStreamExt::try_collect::<Vec<_>>(
+            client.list_workflows(query.clone(), Default::default()),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("list {query}: {e}"))
+        .iter()
+        .map(|w| w.id().to_owned())
+        .collect();
+        if let [one] = found.as_slice() {
+            break one.clone();
+        }
+        assert!(
+            found.len() <= 1 && tokio::time::Instant::now() < deadline,
+            "expected one sweep on {queue}, found {found:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    save_only_run(&client, &workflow_id, name).await;
+}
