@@ -79,7 +79,11 @@ impl Actuators {
             }
             FaultKind::Restart(dependency) => self.services.start(dependency).await?,
             FaultKind::Latency(dependency) => {
-                self.proxy(dependency)?.lock().await.remove_toxics().await?;
+                self.proxy(dependency)?
+                    .lock()
+                    .await
+                    .remove_latency()
+                    .await?;
             }
             FaultKind::Drop(dependency) => {
                 self.proxy(dependency)?.lock().await.reopen().await?;

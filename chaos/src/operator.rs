@@ -21,6 +21,9 @@ use crate::schedule::ApprovalRoute;
 /// Pause between two attempts of a command.
 const RETRY_PAUSE: Duration = Duration::from_secs(3);
 
+/// How long a failed submit's request has to appear in the record before submitting again.
+const ADOPT_WITHIN: Duration = Duration::from_secs(30);
+
 /// How long a sent approval or abort has to show up in the record before it is sent again.
 const CONFIRM_WITHIN: Duration = Duration::from_secs(45);
 
@@ -33,6 +36,11 @@ pub struct Submitted {
     pub workflow_id: String,
     /// The frozen inventory digest.
     pub digest: String,
+}
+
+/// The first line of a command's error output.
+fn first_line(text: &str) -> &str {
+    text.trim().lines().next().unwrap_or("(no output)")
 }
 
 /// One finished command.
@@ -109,7 +117,7 @@ impl Operators {
             let adopted = match self.latest_request(community).await {
                 Ok(found) => found,
                 Err(error) => {
-                    tracing::info!(%error, host, "record unreadable; retrying");
+                    eprintln!("chaos: {host}: the record is unreadable ({error}); retrying");
                     None
                 }
             };
@@ -129,7 +137,9 @@ impl Operators {
                     "--reason",
                     "chaos run",
                     "--retry-initial-secs",
-                    "2",
+                    "1",
+                    "--retry-max-secs",
+                    "10",
                     "--heartbeat-timeout-secs",
                     "10",
                     "--wait-secs",
@@ -151,14 +161,28 @@ impl Operators {
                     .await_digest(request_id, workflow_id, digest, deadline)
                     .await;
             }
-            tracing::info!(host, attempts, code = run.code, stderr = %run.stderr.trim(), "submit failed; retrying");
+            eprintln!(
+                "chaos: {host}: submit attempt {attempts} failed (exit {}): {}",
+                run.code,
+                first_line(&run.stderr)
+            );
             if Instant::now() > deadline {
                 bail!(
                     "submit of {host} failed {attempts} times; last: {}",
                     run.stderr.trim()
                 );
             }
-            tokio::time::sleep(RETRY_PAUSE).await;
+            // A failed submit may have started its workflow anyway ("the request continues"):
+            // give it time to register before submitting again, as an operator would check
+            // `community list` first. A second workflow would only be refused by the one-open-
+            // request rule, but it is noise.
+            let until = Instant::now() + ADOPT_WITHIN;
+            while Instant::now() < until {
+                if matches!(self.latest_request(community).await, Ok(Some(_))) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
         }
     }
 
@@ -298,7 +322,11 @@ impl Operators {
                     return Ok(sent);
                 }
             } else {
-                tracing::info!(request = %id, code = run.code, stderr = %run.stderr.trim(), "approve failed; retrying");
+                eprintln!(
+                    "chaos: {id}: approve failed (exit {}): {}",
+                    run.code,
+                    first_line(&run.stderr)
+                );
                 tokio::time::sleep(RETRY_PAUSE).await;
             }
         }
@@ -335,7 +363,11 @@ impl Operators {
                     return Ok(sent);
                 }
             } else {
-                tracing::info!(request = %id, code = run.code, stderr = %run.stderr.trim(), "abort failed; retrying");
+                eprintln!(
+                    "chaos: {id}: abort failed (exit {}): {}",
+                    run.code,
+                    first_line(&run.stderr)
+                );
                 tokio::time::sleep(RETRY_PAUSE).await;
             }
         }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde::Serialize;
 use tokio::process::{Child, Command};
+use tokio::time::Instant;
 
 /// An exit nobody planned.
 #[derive(Debug, Clone, Serialize)]
@@ -25,7 +26,13 @@ struct Slot {
     child: Option<Child>,
     held_down: bool,
     starts: u32,
+    /// After an unplanned exit: when the slot may start again (a supervisor's back-off, so a
+    /// worker that cannot start while a dependency is down is not restarted in a tight loop).
+    restart_at: Option<Instant>,
 }
+
+/// Pause before a slot whose process exited unplanned is started again.
+const RESTART_BACKOFF: Duration = Duration::from_secs(3);
 
 /// The worker slots.
 pub struct Workers {
@@ -57,6 +64,7 @@ impl Workers {
                 child: None,
                 held_down: false,
                 starts: 0,
+                restart_at: None,
             });
             workers.spawn(index)?;
         }
@@ -83,16 +91,23 @@ impl Workers {
         let slot = &mut self.slots[index];
         slot.child = Some(child);
         slot.held_down = false;
+        slot.restart_at = None;
         slot.starts += 1;
         Ok(())
     }
 
-    /// Restarts every slot whose process ended while no fault held it down; `now_ms` stamps the
-    /// report.
+    /// Restarts (after [`RESTART_BACKOFF`]) every slot whose process ended while no fault held it
+    /// down; `now_ms` stamps the report.
     pub fn supervise(&mut self, now_ms: u64) -> Result<()> {
         for index in 0..self.slots.len() {
             let slot = &mut self.slots[index];
             if slot.held_down {
+                continue;
+            }
+            if let Some(at) = slot.restart_at {
+                if Instant::now() >= at {
+                    self.spawn(index)?;
+                }
                 continue;
             }
             let exited = match slot.child.as_mut() {
@@ -100,12 +115,13 @@ impl Workers {
                 None => None,
             };
             if let Some(status) = exited {
+                slot.child = None;
+                slot.restart_at = Some(Instant::now() + RESTART_BACKOFF);
                 self.unplanned.push(UnplannedExit {
                     worker: index,
                     at_ms: now_ms,
                     status: status.to_string(),
                 });
-                self.spawn(index)?;
             }
         }
         Ok(())

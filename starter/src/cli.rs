@@ -213,9 +213,13 @@ pub enum SignCommand {
 /// Workflow tuning knobs; the defaults suit production.
 #[derive(Debug, Clone, Args)]
 pub struct TuningArgs {
-    /// First retry delay of a failed activity, in seconds (doubles up to 10 minutes).
+    /// First retry delay of a failed activity, in seconds (doubles up to --retry-max-secs).
     #[arg(long, default_value_t = 30)]
     pub retry_initial_secs: u64,
+    /// Longest retry delay of a failed activity, in seconds: after an outage, how long a
+    /// deletion may still wait before its next attempt.
+    #[arg(long, default_value_t = 600)]
+    pub retry_max_secs: u64,
     /// Heartbeat timeout of long activities, in seconds (how fast a dead worker is noticed).
     #[arg(long, default_value_t = 30)]
     pub heartbeat_timeout_secs: u64,

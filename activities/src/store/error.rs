@@ -431,10 +431,16 @@ pub(crate) fn violated_constraint(error: &sqlx::Error) -> Option<String> {
 /// Transient: connection trouble, pool exhaustion, serialization/deadlock rollbacks, resource
 /// shortage, operator intervention (restart, statement timeout) and lock timeouts. Everything else
 /// (constraint violations, fenced writes, bad SQL, decode errors) cannot be fixed by retrying.
+///
+/// A wire-protocol violation (`Protocol`: "unexpected response from SSLRequest", a message cut
+/// short) is connection trouble too: a connection that lost or garbled bytes on the network or to
+/// a server crash speaks nonsense, and a fresh connection does not. The chaos run found it
+/// blocking deletions as if it were permanent.
 pub(crate) fn sqlx_severity(error: &sqlx::Error) -> Severity {
     match error {
         sqlx::Error::Io(_)
         | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
         | sqlx::Error::PoolTimedOut
         | sqlx::Error::PoolClosed
         | sqlx::Error::WorkerCrashed
@@ -501,6 +507,14 @@ mod tests {
         assert_eq!(live.severity(), Severity::Transient);
         assert_eq!(
             StoreError::Database(sqlx::Error::PoolTimedOut).severity(),
+            Severity::Transient
+        );
+        // Seen by the chaos run through a half-open connection that was reset.
+        let garbled = sqlx::Error::Protocol(
+            "unexpected response from SSLRequest: 0x00 (sqlx_postgres::connection::tls:95)".into(),
+        );
+        assert_eq!(
+            StoreError::Database(garbled).severity(),
             Severity::Transient
         );
         let stale = StoreError::StaleGeneration {

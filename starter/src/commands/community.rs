@@ -315,6 +315,13 @@ async fn submit(
     wait_secs: u64,
     tuning: TuningArgs,
 ) -> CliResult {
+    if tuning.retry_max_secs < tuning.retry_initial_secs.max(1) {
+        return Err(CliError::Usage(format!(
+            "--retry-max-secs {} is below --retry-initial-secs {}: give a longest delay at least \
+             as long as the first",
+            tuning.retry_max_secs, tuning.retry_initial_secs
+        )));
+    }
     let relay_url = std::env::var("RELAY_URL").ok();
     let host = host::resolve(submission.host.as_deref(), relay_url.as_deref())?;
     let signer = SigningKey::from_args(&submission.key)?;
@@ -366,6 +373,7 @@ async fn submit(
         CommunityDeletionInput::new(request_id, host.clone(), requested_by.clone(), reason);
     input.signed = Some(signed);
     input.tuning.retry_initial_secs = tuning.retry_initial_secs.max(1);
+    input.tuning.retry_max_secs = tuning.retry_max_secs;
     input.tuning.heartbeat_timeout_secs = tuning.heartbeat_timeout_secs.max(1);
     input.tuning.delete_parallelism = tuning.delete_parallelism.max(1);
     input.tuning.chunks_per_call = tuning.chunks_per_call.max(1);

@@ -42,6 +42,26 @@ async fn bad_submissions_are_refused_with_a_message_that_says_what_to_do() {
         .await
         .expect_code(2);
     assert!(run.stderr.contains("--host is empty"), "{}", run.stderr);
+    // A retry cap below the first retry delay is refused before anything is recorded.
+    let run = cli
+        .run(&[
+            "community",
+            "submit",
+            "--host",
+            &unique_host("caps"),
+            "--retry-initial-secs",
+            "30",
+            "--retry-max-secs",
+            "5",
+        ])
+        .await
+        .expect_code(2);
+    assert!(
+        run.stderr
+            .contains("--retry-max-secs 5 is below --retry-initial-secs 30"),
+        "{}",
+        run.stderr
+    );
     let unknown = unique_host("nobody");
     let run = cli
         .run(&[
