@@ -13,6 +13,7 @@ mod run;
 mod schedule;
 mod services;
 mod stack;
+mod traffic;
 mod workers;
 
 use std::path::PathBuf;

@@ -22,7 +22,7 @@ use crate::schedule::ApprovalRoute;
 const RETRY_PAUSE: Duration = Duration::from_secs(3);
 
 /// How long a failed submit's request has to appear in the record before submitting again.
-const ADOPT_WITHIN: Duration = Duration::from_secs(30);
+const ADOPT_WITHIN: Duration = Duration::from_secs(90);
 
 /// How long a sent approval or abort has to show up in the record before it is sent again.
 const CONFIRM_WITHIN: Duration = Duration::from_secs(45);
@@ -38,9 +38,15 @@ pub struct Submitted {
     pub digest: String,
 }
 
-/// The first line of a command's error output.
+/// The line of a command's error output that says what failed: its `error:` line (log lines
+/// may come first), else its first line.
 fn first_line(text: &str) -> &str {
-    text.trim().lines().next().unwrap_or("(no output)")
+    let mut lines = text.trim().lines();
+    text.trim()
+        .lines()
+        .find(|line| line.to_ascii_lowercase().starts_with("error"))
+        .or_else(|| lines.next())
+        .unwrap_or("(no output)")
 }
 
 /// One finished command.

@@ -7,13 +7,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use activities::simulator::{SimulationPlan, SimulationReport, simulate};
+use activities::simulator::SimulationReport;
 use anyhow::{Context, Result, anyhow};
 use serde::Serialize;
 use tokio::sync::Mutex;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::faults::{Actuators, FaultRecord};
@@ -24,6 +23,7 @@ use crate::proxies::NetProxy;
 use crate::schedule::{DeletionPlan, Dependency, Schedule};
 use crate::services::Services;
 use crate::stack::{StackEnv, Stores, env};
+use crate::traffic::Traffic;
 use crate::workers::{self, Workers};
 
 /// Everything a run needs besides its schedule.
@@ -193,17 +193,12 @@ pub async fn run(schedule: Schedule, settings: Settings) -> Result<RunRecord> {
         .iter()
         .flat_map(|(t, n)| [t.host.clone(), n.host.clone()])
         .collect();
-    let mut plan = SimulationPlan::new(hosts, settings.rate_per_host, None);
-    plan.record_limit = 1_000_000;
-    plan.max_in_flight_per_host = 2;
-    let traffic_stop = CancellationToken::new();
-    let traffic = {
-        let stores = stores.clone();
-        let stop = traffic_stop.clone().cancelled_owned();
-        tokio::spawn(async move {
-            simulate(&stores.serving, &stores.objects, &stores.cache, &plan, stop).await
-        })
-    };
+    let mut traffic = Traffic::start(
+        &settings.bin_dir.join("buzz-deletion"),
+        &hosts,
+        settings.rate_per_host,
+        &settings.log_dir.join("demo-serve.log"),
+    )?;
 
     let operators = Arc::new(Operators {
         cli: settings.bin_dir.join("buzz-deletion"),
@@ -321,11 +316,13 @@ pub async fn run(schedule: Schedule, settings: Settings) -> Result<RunRecord> {
         ms_since(t0)
     );
 
-    traffic_stop.cancel();
-    let traffic = traffic
-        .await
-        .context("the serving traffic task panicked")?
-        .context("the serving traffic could not run")?;
+    if !traffic.is_running() {
+        return Err(anyhow!(
+            "demo serve exited before the end of the run; see {}",
+            settings.log_dir.join("demo-serve.log").display()
+        ));
+    }
+    let traffic = traffic.stop().await?;
     let (unplanned, starts, children) = {
         let mut workers = actuators.workers.lock().await;
         (

@@ -7,15 +7,23 @@ use std::process::Stdio;
 
 use anyhow::{Context, Result, bail};
 use tokio::process::Command;
+use tokio::sync::Mutex;
 
 use crate::schedule::Dependency;
 
-/// The stack's service scripts.
-#[derive(Debug, Clone)]
+/// The stack's service scripts. One script runs at a time: `up` starts whatever is down, so a
+/// server stopped by another fault while `up` is starting a third would race the tooling, not
+/// the product (a run caught `up` checking a bucket on a gateway stopped under it).
+#[derive(Debug)]
 pub struct Services {
     repo_root: PathBuf,
     state_dir: PathBuf,
+    one_at_a_time: Mutex<()>,
 }
+
+/// Attempts of `up` before a heal is reported as failed (a server may refuse its first start
+/// while another restarts).
+const START_ATTEMPTS: u32 = 3;
 
 impl Services {
     /// For the stack of `state_dir`, with the scripts of `repo_root`.
@@ -23,10 +31,12 @@ impl Services {
         Services {
             repo_root,
             state_dir,
+            one_at_a_time: Mutex::new(()),
         }
     }
 
     async fn script(&self, name: &str, args: &[&str]) -> Result<()> {
+        let _turn = self.one_at_a_time.lock().await;
         let output = Command::new("bash")
             .arg(self.repo_root.join("deploy/local").join(name))
             .args(args)
@@ -54,7 +64,15 @@ impl Services {
     /// Starts whatever of the stack is down. After a Redis restart the dump it reloaded is
     /// removed, so a later start of the stack never brings back keys deleted since.
     pub async fn start(&self, dependency: Dependency) -> Result<()> {
-        self.script("up", &[]).await?;
+        let mut attempt = 1;
+        while let Err(error) = self.script("up", &[]).await {
+            if attempt >= START_ATTEMPTS {
+                return Err(error);
+            }
+            tracing::warn!(attempt, "deploy/local/up failed; starting again: {error:#}");
+            attempt += 1;
+            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        }
         if dependency == Dependency::Redis {
             let dump = self.state_dir.join("redis").join("dump.rdb");
             match std::fs::remove_file(&dump) {

@@ -35,9 +35,10 @@ mod tenant_tree;
 mod token;
 mod uploads;
 
+use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::postgres::PgPoolOptions;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection, PgPool};
 
 pub use audit::AuditEvent;
@@ -70,6 +71,11 @@ const DEFAULT_MAX_CONNECTIONS: u32 = 16;
 /// How long a call waits for a pooled connection before failing (transiently).
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long the server lets a session sit idle inside a transaction before ending it. No
+/// transaction of ours waits on anything but its own statements, so a minute only ever ends a
+/// session whose client is gone or cut off.
+pub const IDLE_IN_TRANSACTION_TIMEOUT: &str = "60s";
+
 /// The Postgres store. Cheap to clone: clones share one connection pool.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -88,6 +94,22 @@ impl Store {
         database_url: &str,
         max_connections: u32,
     ) -> StoreResult<Store> {
+        let redacted = || redact_password(database_url);
+        let options = PgConnectOptions::from_str(database_url)
+            .map_err(|source| StoreError::Connect {
+                url: redacted(),
+                source,
+            })?
+            // A session that sits inside a transaction without sending anything holds its row
+            // locks for everyone. The chaos run caught one: a worker whose request was lost on
+            // the network waited forever for the answer while its `FOR UPDATE` on the request
+            // row blocked every later claim, stalling the deletion for good. The server now
+            // ends such a session (and so its transaction) after a minute; the client's next
+            // read fails with a connection error, which is transient.
+            .options([(
+                "idle_in_transaction_session_timeout",
+                IDLE_IN_TRANSACTION_TIMEOUT,
+            )]);
         let pool = PgPoolOptions::new()
             .max_connections(max_connections.max(1))
             .acquire_timeout(ACQUIRE_TIMEOUT)
@@ -101,10 +123,10 @@ impl Store {
                     Ok(true)
                 })
             })
-            .connect(database_url)
+            .connect_with(options)
             .await
             .map_err(|source| StoreError::Connect {
-                url: redact_password(database_url),
+                url: redacted(),
                 source,
             })?;
         Ok(Store { pool })
