@@ -36,6 +36,24 @@ async fn register_input(request_id: Uuid, host: &str, requested_by: &str) -> Reg
 /// The consumer the store tests consume signatures as.
 const CONSUMER: &str = "store-test/activity";
 
+/// A worker cut off inside a transaction must not hold its row locks for ever: every session of
+/// the pool carries the server-side idle-in-transaction limit (the chaos run's stalled claim).
+#[tokio::test]
+async fn every_pooled_session_is_ended_by_the_server_when_idle_in_a_transaction() {
+    for store in [worker_store().await, serving_store().await, store().await] {
+        let mut sessions = Vec::new();
+        for _ in 0..3 {
+            let mut conn = store.pool().acquire().await.expect("a pooled session");
+            let limit: String = sqlx::query_scalar("SHOW idle_in_transaction_session_timeout")
+                .fetch_one(&mut *conn)
+                .await
+                .expect("SHOW");
+            assert_eq!(limit, "1min");
+            sessions.push(conn);
+        }
+    }
+}
+
 #[tokio::test]
 async fn schema_is_current_after_migrate() {
     let store = store().await;

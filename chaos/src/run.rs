@@ -339,6 +339,10 @@ pub async fn run(schedule: Schedule, settings: Settings) -> Result<RunRecord> {
     }
 
     eprintln!("chaos: checking the invariants");
+    // Fresh connections: the run's own ones lived through every restart.
+    let stores = Stores::connect()
+        .await
+        .context("reconnecting to the stores to check the invariants")?;
     let violations = check(
         &stores,
         &deletions,
@@ -517,17 +521,17 @@ async fn check(
                 detail: format!("no end within {} s of the last fault", end_bound.as_secs()),
             }),
         }
-        if let Some(end) = &deletion.end {
-            if end.at_ms > last_fault_healed_ms + bound_ms {
-                found.push(Violation {
-                    invariant: "every request reaches an end",
-                    subject: subject.clone(),
-                    detail: format!(
-                        "ended {} ms after the last fault, beyond the bound of {bound_ms} ms",
-                        end.at_ms - last_fault_healed_ms
-                    ),
-                });
-            }
+        if let Some(end) = &deletion.end
+            && end.at_ms > last_fault_healed_ms + bound_ms
+        {
+            found.push(Violation {
+                invariant: "every request reaches an end",
+                subject: subject.clone(),
+                detail: format!(
+                    "ended {} ms after the last fault, beyond the bound of {bound_ms} ms",
+                    end.at_ms - last_fault_healed_ms
+                ),
+            });
         }
         if let Some(request) = &deletion.request {
             let completed = matches!(
