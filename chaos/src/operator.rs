@@ -338,10 +338,72 @@ impl Operators {
         }
     }
 
+    /// Whether the request passed its irreversible point (an abort is then refused).
+    async fn irreversible(&self, request_id: Uuid) -> bool {
+        sqlx::query_scalar::<_, bool>(
+            "SELECT irreversible_at IS NOT NULL FROM deletion.requests WHERE id = $1",
+        )
+        .bind(request_id)
+        .fetch_one(self.store.pool())
+        .await
+        .unwrap_or(false)
+    }
+
+    /// Aborts `request` right after its approval, until the abort is recorded or the request has
+    /// passed its irreversible point (the abort is then refused and the deletion completes).
+    pub async fn abort_unless_irreversible(
+        &self,
+        request: &Submitted,
+        deadline: Instant,
+    ) -> Result<u32> {
+        let mut sent = 0u32;
+        loop {
+            if self.aborted(request.request_id).await || self.irreversible(request.request_id).await
+            {
+                return Ok(sent);
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "request {}: neither aborted nor irreversible after {sent} abort(s)",
+                    request.request_id
+                );
+            }
+            let run = self.send_abort(request).await?;
+            sent += 1;
+            if run.code != 0 {
+                eprintln!(
+                    "chaos: {}: abort after approval not accepted (exit {}): {}",
+                    request.request_id,
+                    run.code,
+                    first_line(&run.stderr)
+                );
+                tokio::time::sleep(RETRY_PAUSE).await;
+            } else {
+                let _ = self.confirmed(request.request_id, true).await;
+            }
+        }
+    }
+
+    async fn send_abort(&self, request: &Submitted) -> Result<Run> {
+        let id = request.request_id.to_string();
+        let key = self.requester_key.display().to_string();
+        self.cli(&[
+            "community",
+            "abort",
+            &id,
+            "--reason",
+            "chaos run: abort",
+            "--key",
+            &key,
+            "--worker-wait",
+            "60",
+        ])
+        .await
+    }
+
     /// Aborts `request` until the abort is recorded; gives up at `deadline`.
     pub async fn abort(&self, request: &Submitted, deadline: Instant) -> Result<u32> {
         let id = request.request_id.to_string();
-        let key = self.requester_key.display().to_string();
         let mut sent = 0u32;
         loop {
             if self.aborted(request.request_id).await {
@@ -350,19 +412,7 @@ impl Operators {
             if Instant::now() > deadline {
                 bail!("request {id}: abort never recorded after {sent} send(s)");
             }
-            let run = self
-                .cli(&[
-                    "community",
-                    "abort",
-                    &id,
-                    "--reason",
-                    "chaos run: abort before approval",
-                    "--key",
-                    &key,
-                    "--worker-wait",
-                    "60",
-                ])
-                .await?;
+            let run = self.send_abort(request).await?;
             sent += 1;
             if run.code == 0 {
                 if self.confirmed(request.request_id, true).await {

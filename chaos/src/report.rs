@@ -128,10 +128,12 @@ pub fn render(record: &RunRecord, replay: &str) -> String {
             },
             None => "NO END".to_owned(),
         };
-        let how = if d.plan.abort {
-            "abort".to_owned()
-        } else {
-            format!("approve by {:?}", d.plan.route)
+        let how = match d.plan.abort {
+            Some(crate::schedule::AbortPoint::BeforeApproval) => "abort before approval".to_owned(),
+            Some(crate::schedule::AbortPoint::AfterApproval) => {
+                format!("approve by {:?}, then abort at once", d.plan.route)
+            }
+            None => format!("approve by {:?}", d.plan.route),
         };
         let _ = writeln!(
             out,

@@ -20,7 +20,7 @@ use crate::invariants::{self, Violation};
 use crate::operator::{Operators, Submitted};
 use crate::population::{self, Seeded, Snapshot};
 use crate::proxies::NetProxy;
-use crate::schedule::{DeletionPlan, Dependency, Schedule};
+use crate::schedule::{AbortPoint, DeletionPlan, Dependency, Schedule};
 use crate::services::Services;
 use crate::stack::{StackEnv, Stores, env};
 use crate::traffic::Traffic;
@@ -401,10 +401,18 @@ async fn drive(
     };
     outcome.submitted_ms = Some(ms_since(t0));
     outcome.request = Some(submitted.clone());
-    let decided = if plan.abort {
-        operators.abort(&submitted, deadline).await
-    } else {
-        operators.approve(&submitted, plan.route, deadline).await
+    let decided = match plan.abort {
+        Some(AbortPoint::BeforeApproval) => operators.abort(&submitted, deadline).await,
+        None => operators.approve(&submitted, plan.route, deadline).await,
+        Some(AbortPoint::AfterApproval) => {
+            match operators.approve(&submitted, plan.route, deadline).await {
+                Ok(approvals) => operators
+                    .abort_unless_irreversible(&submitted, deadline)
+                    .await
+                    .map(|aborts| approvals + aborts),
+                Err(error) => Err(error),
+            }
+        }
     };
     match decided {
         Ok(sends) => {
@@ -489,7 +497,7 @@ async fn check(
                     &deletion.target_host,
                     &target_after,
                 ));
-                if deletion.plan.abort {
+                if deletion.plan.abort == Some(AbortPoint::BeforeApproval) {
                     found.push(Violation {
                         invariant: "every aborted target is whole and served again",
                         subject: subject.clone(),

@@ -188,6 +188,18 @@ pub enum ApprovalRoute {
     WebUiSignal,
 }
 
+/// When a planned abort is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AbortPoint {
+    /// Before the approval: always before the irreversible point, so it must be accepted.
+    BeforeApproval,
+    /// Right after the approval is recorded, racing the fence, drain and freeze: accepted (the
+    /// fence is lifted and the community served again) or refused once the irreversible point
+    /// is passed (the deletion then completes). Either way the invariants must hold.
+    AfterApproval,
+}
+
 /// One deletion of the run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DeletionPlan {
@@ -201,8 +213,8 @@ pub struct DeletionPlan {
     pub neighbour: Shape,
     /// How it is approved.
     pub route: ApprovalRoute,
-    /// Aborted before approval (so before the irreversible point) instead of approved.
-    pub abort: bool,
+    /// Aborted (and when) instead of only approved.
+    pub abort: Option<AbortPoint>,
 }
 
 /// What the run is asked for.
@@ -308,10 +320,29 @@ impl Schedule {
         // deletions in every stage; at least one abort and one Web UI approval when there is room.
         let submit_span = params.window_ms * 2 / 3;
         let slot = submit_span / params.deletions as u64;
-        let forced_abort = (params.deletions >= 3).then(|| rng.below(params.deletions as u64));
+        // From three deletions on, one is aborted before its approval; from four on, another
+        // is aborted right after it (racing the irreversible point).
+        let n = params.deletions as u64;
+        let forced_abort = (params.deletions >= 3).then(|| rng.below(n));
+        let forced_late_abort = forced_abort
+            .filter(|_| params.deletions >= 4)
+            .map(|f| (f + 1 + rng.below(n - 1)) % n);
         for index in 0..params.deletions {
             let i = index as u64;
-            let abort = forced_abort == Some(i) || rng.chance(150);
+            let aborted = rng.chance(150);
+            // Drawn for every deletion so the other draws do not depend on it.
+            let after_approval = rng.chance(500);
+            let abort = if forced_abort == Some(i) {
+                Some(AbortPoint::BeforeApproval)
+            } else if forced_late_abort == Some(i) {
+                Some(AbortPoint::AfterApproval)
+            } else {
+                aborted.then_some(if after_approval {
+                    AbortPoint::AfterApproval
+                } else {
+                    AbortPoint::BeforeApproval
+                })
+            };
             let route = if rng.chance(300) {
                 ApprovalRoute::WebUiSignal
             } else {
@@ -327,18 +358,18 @@ impl Schedule {
             });
         }
         // A run of aborts only would leave no completion to check: keep one a deletion.
-        if deletions.iter().all(|d| d.abort) {
+        if deletions.iter().all(|d| d.abort.is_some()) {
             let keep = forced_abort.map_or(0, |f| (f as usize + 1) % params.deletions);
-            deletions[keep].abort = false;
+            deletions[keep].abort = None;
         }
         // At least one approval goes through the Web UI's signal path when two or more run.
         let signalled = deletions
             .iter()
-            .any(|d| !d.abort && d.route == ApprovalRoute::WebUiSignal);
+            .any(|d| d.abort.is_none() && d.route == ApprovalRoute::WebUiSignal);
         if params.deletions >= 2 && !signalled {
             let approved: Vec<usize> = deletions
                 .iter()
-                .filter(|d| !d.abort)
+                .filter(|d| d.abort.is_none())
                 .map(|d| d.index)
                 .collect();
             let pick = approved[usize::try_from(rng.below(approved.len() as u64)).unwrap_or(0)];
@@ -467,22 +498,50 @@ mod tests {
     }
 
     #[test]
+    fn a_run_of_four_or_more_aborts_both_before_and_after_an_approval() {
+        for seed in 0..50 {
+            let schedule = Schedule::draw(seed, params()).unwrap_or_else(|e| panic!("{e}"));
+            let points: Vec<AbortPoint> =
+                schedule.deletions.iter().filter_map(|d| d.abort).collect();
+            assert!(points.contains(&AbortPoint::BeforeApproval), "seed {seed}");
+            assert!(points.contains(&AbortPoint::AfterApproval), "seed {seed}");
+        }
+    }
+
+    #[test]
     fn a_run_of_three_or_more_has_an_abort_and_a_web_ui_approval() {
         for seed in 0..50 {
             let schedule = Schedule::draw(seed, params()).unwrap_or_else(|e| panic!("{e}"));
-            assert!(schedule.deletions.iter().any(|d| d.abort), "seed {seed}");
             assert!(
-                schedule.deletions.iter().any(|d| !d.abort),
+                schedule.deletions.iter().any(|d| d.abort.is_some()),
+                "seed {seed}"
+            );
+            assert!(
+                schedule.deletions.iter().any(|d| d.abort.is_none()),
                 "seed {seed}: nothing to delete"
             );
             assert!(
                 schedule
                     .deletions
                     .iter()
-                    .any(|d| !d.abort && d.route == ApprovalRoute::WebUiSignal),
+                    .any(|d| d.abort.is_none() && d.route == ApprovalRoute::WebUiSignal),
                 "seed {seed}"
             );
         }
+    }
+
+    #[test]
+    fn aborts_come_both_before_and_after_the_approval_across_seeds() {
+        let points: Vec<AbortPoint> = (0..50)
+            .flat_map(|seed| {
+                Schedule::draw(seed, params())
+                    .unwrap_or_else(|e| panic!("{e}"))
+                    .deletions
+            })
+            .filter_map(|d| d.abort)
+            .collect();
+        assert!(points.contains(&AbortPoint::BeforeApproval));
+        assert!(points.contains(&AbortPoint::AfterApproval));
     }
 
     #[test]
