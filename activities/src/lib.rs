@@ -4,6 +4,7 @@
 #![deny(unsafe_code)]
 
 pub mod cache;
+mod claim;
 pub mod community;
 pub mod demo;
 pub mod failure;

@@ -13,13 +13,11 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use temporalio_common::error::ApplicationFailure;
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
-use workflows::contract::PERMANENT_FAILURE_TYPE;
 use workflows::sweep::{SWEEP_UNKNOWN_KEY_SAMPLE, SweepInput, SweepRecord};
 
-use crate::failure::{Classified, Severity};
+use crate::failure::{Classified, Report, Severity, activity_error};
 use crate::objects::{ObjectStore, ObjectStoreError};
 use crate::stack_check::PROBE_PREFIX;
 use crate::store::{Store, StoreError, TaxonomySweep, TaxonomySweepInput};
@@ -103,22 +101,12 @@ impl Classified for SweepError {
             SweepError::Cancelled => Severity::Transient,
         }
     }
-}
 
-fn into_activity_error(error: SweepError) -> ActivityError {
-    match (&error, error.severity()) {
-        (SweepError::Cancelled, _) => ActivityError::cancelled(),
-        (_, Severity::Permanent) => ActivityError::application(
-            ApplicationFailure::builder(error.to_string())
-                .type_name(PERMANENT_FAILURE_TYPE.to_owned())
-                .non_retryable(true)
-                .build(),
-        ),
-        (_, Severity::Transient) => ActivityError::application(
-            ApplicationFailure::builder(error.to_string())
-                .type_name("BuzzTransientFailure".to_owned())
-                .build(),
-        ),
+    fn report(&self) -> Report {
+        match self {
+            SweepError::Cancelled => Report::Cancelled,
+            _ => Report::BySeverity,
+        }
     }
 }
 
@@ -213,7 +201,7 @@ impl SweepActivities {
         ctx: ActivityContext,
         input: SweepInput,
     ) -> Result<SweepRecord, ActivityError> {
-        self.scan(&ctx, input).await.map_err(into_activity_error)
+        self.scan(&ctx, input).await.map_err(activity_error)
     }
 }
 

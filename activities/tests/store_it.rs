@@ -15,6 +15,7 @@ use activities::store::{
 use activities::taxonomy::tenant_prefixes;
 use store_support::*;
 use uuid::Uuid;
+use workflows::approval::TwoPersonRefusal;
 use workflows::community::contracts::{
     AbortRequest, EventInput, RegisterInput, RequestEvent, UnblockRequest,
 };
@@ -863,6 +864,22 @@ async fn approval_refuses_wrong_digest_self_approval_and_a_second_approval_witho
             )))
         ),
         "the requester's key cannot approve: {own:?}"
+    );
+    no_change(&fixture).await;
+    // Another key under the requester's name is the requester too (the one rule's name half).
+    let mut own_name = approve(APPROVER, &digest).await;
+    own_name.approved_by = " OPERATOR-A ".into();
+    let own_name = store
+        .record_approval(fixture.request_id, &own_name, CONSUMER)
+        .await;
+    assert!(
+        matches!(
+            own_name,
+            Err(StoreError::Identity(IdentityError::SecondPerson(
+                TwoPersonRefusal::SameName { .. }
+            )))
+        ),
+        "the requester's name cannot approve: {own_name:?}"
     );
     no_change(&fixture).await;
 

@@ -9,11 +9,13 @@ mod store_support;
 use std::time::Duration;
 
 use activities::failure::{Classified, Severity};
+use activities::identity::IdentityError;
 use activities::store::RequestFilter;
 use activities::user::{StageStart, UserStore, UserStoreError};
 use store_support::{operators, store, worker_store};
 use uuid::Uuid;
-use workflows::operator::{Action, Kind};
+use workflows::approval::TwoPersonRefusal;
+use workflows::operator::{Action, Kind, SignatureRefusal};
 use workflows::user::policy::{MAX_STAGES, initial_stage};
 use workflows::user::{
     CommitTransitionInput, RegisterUserInput, StoredInventoryError, TransitionCommand,
@@ -101,6 +103,99 @@ fn stored_inventory_refusal(
         }
         other => panic!("the stored inventory must be refused, got {other:?}"),
     }
+}
+
+/// The store checks the one approval rule itself: the frozen digest exactly, and a second person
+/// by key and by name. Every refusal changes nothing; a second operator then approves.
+#[tokio::test]
+async fn approval_refuses_another_digest_the_requesters_key_and_the_requesters_name() {
+    let (store, _) = stores().await;
+    let id = Uuid::new_v4();
+    let target = format!("demo:rule-{}", id.simple());
+    let inventory = UserInventory::demo_sized(&target, 2).unwrap();
+    let owner = store_support::store().await;
+    let requester = operators::operator_in(owner.pool(), "operator-a").await;
+    let approver = operators::operator_in(owner.pool(), "operator-b").await;
+    let digest = inventory.digest();
+    store
+        .register(
+            &RegisterUserInput {
+                request_id: id,
+                workflow_id: workflow_id(id),
+                target: target.clone(),
+                requested_by: "operator-a".into(),
+                reason: None,
+                inventory_digest: digest.clone(),
+                inventory: inventory.clone(),
+                signed: Some(requester.sign(Action::Submit, Kind::User, id, &target, None)),
+            },
+            "user-store-it/register",
+        )
+        .await
+        .expect("registering the request");
+    let approval = |label: &str, key: &operators::TestOperator, digest: &str| UserApprovalInput {
+        request_id: id,
+        approval: UserApproveRequest {
+            approved_by: label.into(),
+            inventory_digest: digest.into(),
+            note: None,
+            signed: Some(key.sign(Action::Approve, Kind::User, id, &target, Some(digest))),
+        },
+    };
+    let unchanged = || async {
+        let stage: String = sqlx::query_scalar("SELECT stage FROM deletion.requests WHERE id = $1")
+            .bind(id)
+            .fetch_one(owner.pool())
+            .await
+            .unwrap();
+        assert_eq!(stage, "inventoried");
+        assert!(store.approval(id).await.unwrap().is_none());
+    };
+
+    let other_digest = "0".repeat(64);
+    let wrong = store
+        .record_approval(&approval("operator-b", &approver, &other_digest), "it/1")
+        .await;
+    assert!(
+        matches!(&wrong, Err(UserStoreError::ApprovalRefused { reason, .. })
+            if reason.contains("does not match the frozen digest")),
+        "{wrong:?}"
+    );
+    unchanged().await;
+    let own_key = store
+        .record_approval(&approval("operator-b", &requester, &digest), "it/2")
+        .await;
+    assert!(
+        matches!(
+            &own_key,
+            Err(UserStoreError::Identity(IdentityError::Statement(
+                SignatureRefusal::SameOperator { .. }
+            )))
+        ),
+        "{own_key:?}"
+    );
+    unchanged().await;
+    let own_name = store
+        .record_approval(&approval(" OPERATOR-A ", &approver, &digest), "it/3")
+        .await;
+    assert!(
+        matches!(
+            &own_name,
+            Err(UserStoreError::Identity(IdentityError::SecondPerson(
+                TwoPersonRefusal::SameName { .. }
+            )))
+        ),
+        "{own_name:?}"
+    );
+    assert_eq!(own_name.unwrap_err().severity(), Severity::Permanent);
+    unchanged().await;
+
+    let record = store
+        .record_approval(&approval("operator-b", &approver, &digest), "it/4")
+        .await
+        .expect("a second operator approves");
+    assert_eq!(record.approved_by, "operator-b");
+    assert_eq!(record.inventory_digest, digest);
 }
 
 #[tokio::test]

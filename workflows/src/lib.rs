@@ -5,6 +5,7 @@
 //! `activities` crate implements every contract declared here under the same name.
 #![deny(unsafe_code)]
 
+pub mod approval;
 pub mod community;
 pub mod contract;
 pub mod operator;

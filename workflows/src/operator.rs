@@ -401,19 +401,6 @@ pub fn check_binding<'s>(
     Ok(signed)
 }
 
-/// The two-person rule on keys: the approving key must not be the requesting key.
-pub fn check_second_operator(
-    requester_fingerprint: Option<&str>,
-    approval: &SignedAction,
-) -> Result<(), SignatureRefusal> {
-    match requester_fingerprint {
-        Some(requester) if requester == approval.operator => Err(SignatureRefusal::SameOperator {
-            fingerprint: approval.operator.clone(),
-        }),
-        _ => Ok(()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -546,13 +533,5 @@ mod tests {
         let mut bad = signed(Action::Submit, None);
         bad.digest = Some("-".into());
         assert!(bad.check_well_formed().is_err());
-    }
-
-    #[test]
-    fn the_two_person_rule_compares_fingerprints() {
-        let approval = signed(Action::Approve, Some("d1"));
-        assert!(check_second_operator(Some("SHA256:other"), &approval).is_ok());
-        let refusal = check_second_operator(Some("SHA256:abc"), &approval).unwrap_err();
-        assert!(refusal.to_string().contains("two-person rule"));
     }
 }

@@ -1,14 +1,12 @@
 //! The failures a community activity can end with, and how each becomes a Temporal failure.
 
-use temporalio_common::error::ApplicationFailure;
 use temporalio_sdk::activities::ActivityError;
 use workflows::contract::{
-    ABORT_REFUSED_FAILURE_TYPE, LATE_OBJECT_VERSION_FAILURE_TYPE, PERMANENT_FAILURE_TYPE,
-    STALE_GENERATION_FAILURE_TYPE,
+    ABORT_REFUSED_FAILURE_TYPE, LATE_OBJECT_VERSION_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE,
 };
 
 use crate::cache::CacheError;
-use crate::failure::{Classified, Severity};
+use crate::failure::{Classified, Report, Severity, activity_error};
 use crate::objects::ObjectStoreError;
 use crate::store::StoreError;
 use crate::taxonomy::TaxonomyError;
@@ -144,6 +142,33 @@ impl Classified for PhaseError {
             | PhaseError::Cancelled => Severity::Transient,
         }
     }
+
+    /// Permanent failures become non-retryable application failures the workflow blocks on;
+    /// transient ones stay retryable so Temporal backs off and tries again.
+    ///
+    /// A stale generation is retryable on purpose: it means another attempt claimed the request
+    /// after this one. If this attempt is the one Temporal is waiting for (a zombie claimed after
+    /// it), the retry re-claims and goes on; if this attempt is itself the zombie, Temporal
+    /// already timed it out and discards its failure. Either way a stale generation never blocks
+    /// the request. A late object version and an abort refused by the irreversible marker get
+    /// non-retryable types of their own so the workflow can tell them apart.
+    fn report(&self) -> Report {
+        let typed = |type_name, non_retryable| Report::Typed {
+            type_name,
+            non_retryable,
+        };
+        if matches!(self, PhaseError::Cancelled) {
+            Report::Cancelled
+        } else if matches!(self, PhaseError::LateObjectVersion { .. }) {
+            typed(LATE_OBJECT_VERSION_FAILURE_TYPE, true)
+        } else if self.is_stale_generation() {
+            typed(STALE_GENERATION_FAILURE_TYPE, false)
+        } else if self.is_abort_refusal() {
+            typed(ABORT_REFUSED_FAILURE_TYPE, true)
+        } else {
+            Report::BySeverity
+        }
+    }
 }
 
 impl PhaseError {
@@ -161,46 +186,10 @@ impl PhaseError {
     }
 }
 
-/// Permanent failures become non-retryable application failures the workflow blocks on;
-/// transient ones stay retryable so Temporal backs off and tries again.
-///
-/// A stale generation is retryable on purpose: it means another attempt claimed the request
-/// after this one. If this attempt is the one Temporal is waiting for (a zombie claimed after
-/// it), the retry re-claims and goes on; if this attempt is itself the zombie, Temporal already
-/// timed it out and discards its failure. Either way a stale generation never blocks the request.
-/// An abort refused by the irreversible marker gets its own non-retryable type so the workflow
-/// can tell it from a failure to abort.
+/// Sends a phase failure to Temporal through the one mapping, [`crate::failure::activity_error`]
+/// (see [`PhaseError::report`] for the failures with a type of their own).
 pub fn into_activity_error(error: PhaseError) -> ActivityError {
-    if matches!(error, PhaseError::Cancelled) {
-        return ActivityError::cancelled();
-    }
-    let message = error.to_string();
-    let failure = if matches!(error, PhaseError::LateObjectVersion { .. }) {
-        ApplicationFailure::builder(message)
-            .type_name(LATE_OBJECT_VERSION_FAILURE_TYPE.to_owned())
-            .non_retryable(true)
-            .build()
-    } else if error.is_stale_generation() {
-        ApplicationFailure::builder(message)
-            .type_name(STALE_GENERATION_FAILURE_TYPE.to_owned())
-            .build()
-    } else if error.is_abort_refusal() {
-        ApplicationFailure::builder(message)
-            .type_name(ABORT_REFUSED_FAILURE_TYPE.to_owned())
-            .non_retryable(true)
-            .build()
-    } else {
-        match error.severity() {
-            Severity::Permanent => ApplicationFailure::builder(message)
-                .type_name(PERMANENT_FAILURE_TYPE.to_owned())
-                .non_retryable(true)
-                .build(),
-            Severity::Transient => ApplicationFailure::builder(message)
-                .type_name("BuzzTransientFailure".to_owned())
-                .build(),
-        }
-    };
-    ActivityError::application(failure)
+    activity_error(error)
 }
 
 /// Result of one phase.
@@ -259,7 +248,7 @@ mod tests {
         });
         assert_eq!(
             as_sent(tampered),
-            Some((PERMANENT_FAILURE_TYPE.to_owned(), true))
+            Some((workflows::contract::PERMANENT_FAILURE_TYPE.to_owned(), true))
         );
         let refused = PhaseError::Store(StoreError::IrreversibleStarted {
             request_id: uuid::Uuid::nil(),

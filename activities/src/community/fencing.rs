@@ -61,9 +61,8 @@ pub async fn fence(
         .claim(input.request_id, &[Stage::Approved, Stage::Fenced])
         .await?;
     if token.stage == Stage::Fenced {
-        let generation = token.fence_generation.unwrap_or_default();
         return Ok(FenceOutcome {
-            fence_generation: u64::try_from(generation).unwrap_or_default(),
+            fence_generation: reported_fence_generation(token.fence_generation)?,
         });
     }
     let progress = ProgressCell::default();
@@ -76,7 +75,7 @@ pub async fn fence(
             match acts.store.fence(&token).await {
                 Ok(generation) => {
                     return Ok(FenceOutcome {
-                        fence_generation: u64::try_from(generation).unwrap_or_default(),
+                        fence_generation: reported_fence_generation(Some(generation))?,
                     });
                 }
                 Err(StoreError::ServingWritesLive {
@@ -198,5 +197,48 @@ async fn wait_for_stalled_leases(
             .min(deadline.saturating_duration_since(now))
             .max(Duration::from_millis(50));
         tokio::time::sleep(nap).await;
+    }
+}
+
+/// The fence generation a request recorded, as the workflow's contracts carry it. A fenced
+/// request always recorded the generation it fenced at (in the same transaction), and generations
+/// count up from 0: a missing or negative one is a damaged row, refused permanently rather than
+/// reported as generation 0 (the generation every later irreversible call is checked against).
+pub(super) fn reported_fence_generation(generation: Option<i64>) -> PhaseResult<u64> {
+    let corrupt = |reason: String| {
+        PhaseError::Store(StoreError::Corrupt {
+            what: "fence generation",
+            reason,
+        })
+    };
+    let generation = generation
+        .ok_or_else(|| corrupt("the fenced request recorded no fence generation".into()))?;
+    u64::try_from(generation)
+        .map_err(|_| corrupt(format!("fence generation {generation} is negative")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::failure::{Classified, Severity};
+
+    #[test]
+    fn a_missing_or_negative_fence_generation_is_a_permanent_corrupt_row_not_zero() {
+        assert_eq!(reported_fence_generation(Some(0)).ok(), Some(0));
+        assert_eq!(reported_fence_generation(Some(7)).ok(), Some(7));
+        for bad in [None, Some(-1)] {
+            let refused = reported_fence_generation(bad).unwrap_err();
+            assert!(
+                matches!(
+                    refused,
+                    PhaseError::Store(StoreError::Corrupt {
+                        what: "fence generation",
+                        ..
+                    })
+                ),
+                "{refused:?}"
+            );
+            assert_eq!(refused.severity(), Severity::Permanent);
+        }
     }
 }

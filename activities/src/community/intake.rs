@@ -11,6 +11,7 @@ use crate::store::{FrozenInventory, Stage};
 
 use super::CommunityActivities;
 use super::failure::PhaseResult;
+use super::fencing::reported_fence_generation;
 use super::heartbeat::{ProgressCell, heartbeating};
 use super::listing::{DiscardVersions, scan_tenant_prefixes};
 use super::uploads::scan_tenant_uploads;
@@ -125,6 +126,6 @@ pub async fn abort(acts: &CommunityActivities, input: AbortInput) -> PhaseResult
         .unfence_for_abort(input.request_id, &input.abort)
         .await?;
     Ok(AbortOutcome {
-        fence_generation: u64::try_from(generation).unwrap_or_default(),
+        fence_generation: reported_fence_generation(Some(generation))?,
     })
 }

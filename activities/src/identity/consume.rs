@@ -13,6 +13,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
+use workflows::approval::same_operator_name;
 use workflows::operator::SignedAction;
 
 use super::error::{IdentityError, IdentityResult};
@@ -88,7 +89,7 @@ pub async fn consume_signature(
         });
     }
     let label = label.trim();
-    if !label.is_empty() && !label.eq_ignore_ascii_case(&key.name) {
+    if !label.is_empty() && !same_operator_name(label, &key.name) {
         return Err(IdentityError::NameMismatch {
             label: label.to_owned(),
             fingerprint: signed.operator.clone(),

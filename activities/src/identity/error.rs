@@ -1,5 +1,6 @@
 //! Why an operator key or signature is refused; every refusal is permanent but a database hiccup.
 
+use workflows::approval::TwoPersonRefusal;
 use workflows::operator::SignatureRefusal;
 
 use crate::failure::{Classified, Severity};
@@ -149,9 +150,24 @@ pub enum IdentityError {
         /// The name.
         name: String,
     },
+    /// The approver gives the requester's name (another key of the requester); the same key is
+    /// [`SignatureRefusal::SameOperator`].
+    #[error(transparent)]
+    SecondPerson(TwoPersonRefusal),
     /// The database failed.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+}
+
+impl From<TwoPersonRefusal> for IdentityError {
+    fn from(refusal: TwoPersonRefusal) -> Self {
+        match refusal {
+            TwoPersonRefusal::SameKey { fingerprint } => {
+                IdentityError::Statement(SignatureRefusal::SameOperator { fingerprint })
+            }
+            refusal @ TwoPersonRefusal::SameName { .. } => IdentityError::SecondPerson(refusal),
+        }
+    }
 }
 
 impl Classified for IdentityError {

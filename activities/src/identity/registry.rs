@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgPool;
+use workflows::approval::same_operator_name;
 
 use super::error::{IdentityError, IdentityResult};
 use super::keys::{OperatorKey, parse_public_key};
@@ -88,7 +89,7 @@ async fn register_once(
         .fetch_optional(&mut *tx)
         .await?;
     if let Some(existing) = existing {
-        if existing.revoked_at.is_none() && existing.name.eq_ignore_ascii_case(name) {
+        if existing.revoked_at.is_none() && same_operator_name(&existing.name, name) {
             return Ok(Some(existing));
         }
         return Err(IdentityError::DuplicateKey {

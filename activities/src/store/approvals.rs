@@ -4,14 +4,16 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use uuid::Uuid;
 use workflows::community::contracts::{ApprovalRecord, ApproveRequest};
 
+use workflows::approval::{self, Operator};
 use workflows::operator::{Action, SignedAction};
 
 use super::Store;
 use super::audit::{record_advance, require_named};
 use super::error::{StoreError, StoreResult};
-use super::signed::{consume_community_signature, same_operator, signed_target};
+use super::signed::{consume_community_signature, signed_target};
 use super::stage::Stage;
 use super::token::lock_request;
+use crate::identity::IdentityError;
 
 /// An approval row as stored.
 #[derive(Debug, sqlx::FromRow)]
@@ -90,8 +92,15 @@ impl Store {
             });
         }
         row.require_stage(&[Stage::Inventoried])?;
-        let frozen_digest = row.inventory_digest.clone().unwrap_or_default();
-        if approval.digest.trim() != frozen_digest {
+        // An inventoried request without a digest is damaged, not "frozen as empty".
+        let frozen_digest = row
+            .inventory_digest
+            .clone()
+            .ok_or_else(|| StoreError::Corrupt {
+                what: "request",
+                reason: format!("request {request_id} is inventoried without an inventory digest"),
+            })?;
+        if approval::check_digest(Some(&frozen_digest), &approval.digest).is_err() {
             return Err(StoreError::DigestMismatch {
                 request_id,
                 what: "approved inventory",
@@ -99,16 +108,25 @@ impl Store {
                 actual: approval.digest.clone(),
             });
         }
-        let requester: Option<String> =
-            sqlx::query_scalar("SELECT requested_fingerprint FROM deletion.requests WHERE id = $1")
-                .bind(request_id)
-                .fetch_one(&mut *tx)
-                .await?;
-        if let Some(signed) = &approval.signed
-            && requester.as_deref() == Some(signed.operator.as_str())
-        {
-            return Err(same_operator(&signed.operator).into());
-        }
+        let (requester, requested_by): (Option<String>, String) = sqlx::query_as(
+            "SELECT requested_fingerprint, requested_by FROM deletion.requests WHERE id = $1",
+        )
+        .bind(request_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        // The one two-person rule; the label is checked against the key's registered name when
+        // the signature is consumed.
+        approval::check_two_person(
+            Operator {
+                fingerprint: requester.as_deref(),
+                name: &requested_by,
+            },
+            Operator {
+                fingerprint: approval.signed.as_ref().map(|s| s.operator.as_str()),
+                name: &approval.approved_by,
+            },
+        )
+        .map_err(IdentityError::from)?;
         let host = signed_target(&mut tx, request_id)
             .await?
             .unwrap_or_default();

@@ -32,7 +32,6 @@ pub(crate) async fn require_bound_evidence(
             .bind(row.id)
             .fetch_optional(&mut *conn)
             .await?;
-    let request_digest = row.inventory_digest.as_deref().unwrap_or_default();
 
     let mut differences = Vec::new();
     if inventory.community_id != community_id {
@@ -48,13 +47,18 @@ pub(crate) async fn require_bound_evidence(
             row.host.as_deref().unwrap_or_default()
         ));
     }
-    match approved_digest.as_deref() {
-        None => differences.push("the request has no approval row".to_owned()),
-        Some(approved) if approved != request_digest => differences.push(format!(
-            "the approval is of digest {approved} but the request row's inventory digest is \
-             {request_digest}"
+    match (approved_digest.as_deref(), row.inventory_digest.as_deref()) {
+        (None, _) => differences.push("the request has no approval row".to_owned()),
+        (Some(approved), None) => differences.push(format!(
+            "the approval is of digest {approved} but the request row has no inventory digest"
         )),
-        Some(_) => {}
+        (Some(approved), Some(request_digest)) if approved != request_digest => {
+            differences.push(format!(
+                "the approval is of digest {approved} but the request row's inventory digest \
+                 is {request_digest}"
+            ))
+        }
+        (Some(_), Some(_)) => {}
     }
     // The third side of the binding, inventory ↔ request digest, is `frozen_inventory_in`'s own
     // check: it refuses a document that does not hash to the request's digest.

@@ -462,14 +462,15 @@ impl Store {
         .bind(set == ChunkSet::Late)
         .fetch_all(&mut *conn)
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(chunk_no, prefix, entries)| ManifestChunk {
-                chunk_no: u32::try_from(chunk_no).unwrap_or_default(),
-                prefix,
-                entries: entries.0,
+        rows.into_iter()
+            .map(|(chunk_no, prefix, entries)| {
+                Ok(ManifestChunk {
+                    chunk_no: stored_chunk_no(chunk_no)?,
+                    prefix,
+                    entries: entries.0,
+                })
             })
-            .collect())
+            .collect()
     }
 
     /// Stamps the chunk as deleted: every version acknowledged (`deleted + already_missing` must
@@ -635,4 +636,42 @@ async fn chunk_progress_in(
         versions_total: count_u64(versions_total),
         versions_stamped: count_u64(versions_stamped),
     })
+}
+
+/// A stored chunk number as the `u32` chunks are numbered with. Chunks are written from `u32`
+/// numbers, so a negative one is a damaged row: refused (permanently) rather than read as chunk 0,
+/// which would stamp or delete another chunk's versions.
+fn stored_chunk_no(chunk_no: i32) -> StoreResult<u32> {
+    u32::try_from(chunk_no).map_err(|_| StoreError::Corrupt {
+        what: "manifest chunk",
+        reason: format!("chunk number {chunk_no} is not a valid chunk number"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chunk_number_outside_u32_is_a_corrupt_row_not_chunk_zero() {
+        assert_eq!(stored_chunk_no(0).ok(), Some(0));
+        assert_eq!(stored_chunk_no(i32::MAX).ok(), Some(2_147_483_647));
+        for bad in [-1, i32::MIN] {
+            let refused = stored_chunk_no(bad).unwrap_err();
+            assert!(
+                matches!(
+                    refused,
+                    StoreError::Corrupt {
+                        what: "manifest chunk",
+                        ..
+                    }
+                ),
+                "{refused:?}"
+            );
+            assert_eq!(
+                crate::failure::Classified::severity(&refused),
+                crate::failure::Severity::Permanent
+            );
+        }
+    }
 }

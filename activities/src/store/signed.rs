@@ -3,7 +3,7 @@
 
 use sqlx::PgConnection;
 use uuid::Uuid;
-use workflows::operator::{Action, Expected, Kind, SignatureRefusal, SignedAction, check_binding};
+use workflows::operator::{Action, Expected, Kind, SignedAction, check_binding};
 
 use super::error::StoreResult;
 use crate::identity::{ConsumedSignature, IdentityError, consume_signature};
@@ -53,11 +53,4 @@ pub(crate) async fn signed_target(
             _ => host,
         },
     ))
-}
-
-/// The refusal of an approval made with the requester's key.
-pub(crate) fn same_operator(fingerprint: &str) -> IdentityError {
-    IdentityError::Statement(SignatureRefusal::SameOperator {
-        fingerprint: fingerprint.to_owned(),
-    })
 }

@@ -15,6 +15,7 @@ use super::error::{StoreError, StoreResult};
 use super::evidence::{evidence_required, require_bound_evidence, require_token_community};
 use super::fence::FenceState;
 use super::stage::{Stage, stage_list};
+use crate::claim::{RequestKind, claim_request};
 
 /// Proof that an activity attempt is the latest to have claimed a request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -203,13 +204,9 @@ impl Store {
         if evidence_required(stage) {
             require_bound_evidence(&mut tx, &row).await?;
         }
-        let exec_generation: i64 = sqlx::query_scalar(
-            "UPDATE deletion.requests SET exec_generation = exec_generation + 1, updated_at = now() \
-             WHERE id = $1 RETURNING exec_generation",
-        )
-        .bind(request_id)
-        .fetch_one(&mut *tx)
-        .await?;
+        let exec_generation = claim_request(&mut tx, request_id, RequestKind::Community)
+            .await?
+            .ok_or_else(|| not_found(request_id))?;
         tx.commit().await?;
         Ok(ExecToken {
             request_id,

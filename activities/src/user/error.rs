@@ -4,7 +4,9 @@ use uuid::Uuid;
 use workflows::user::StoredInventoryError;
 use workflows::user::policy::MAX_STAGES;
 
-use crate::failure::{Classified, Severity};
+use workflows::contract::{RETRY_NOT_DUE_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE};
+
+use crate::failure::{Classified, Report, Severity};
 
 /// SQLSTATE class of integrity-constraint violations: the write contradicts the schema's
 /// invariants, so retrying the same write cannot succeed.
@@ -171,6 +173,23 @@ impl Classified for UserStoreError {
             | UserStoreError::StoredInventory { .. }
             | UserStoreError::TooManyStages { .. }
             | UserStoreError::RetryNotDue { .. } => Severity::Permanent,
+        }
+    }
+
+    /// Permanent failures are non-retryable with a type the workflow and the Web UI can tell
+    /// apart: a stale generation (or superseded execution) and a start before the retry deadline
+    /// have their own; transient ones are retried with backoff.
+    fn report(&self) -> Report {
+        let typed = |type_name| Report::Typed {
+            type_name,
+            non_retryable: true,
+        };
+        if self.is_stale_generation() {
+            typed(STALE_GENERATION_FAILURE_TYPE)
+        } else if self.is_retry_not_due() {
+            typed(RETRY_NOT_DUE_FAILURE_TYPE)
+        } else {
+            Report::BySeverity
         }
     }
 }

@@ -11,11 +11,7 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 use temporalio_macros::activities;
-use temporalio_sdk::ApplicationFailure;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
-use workflows::contract::{
-    PERMANENT_FAILURE_TYPE, RETRY_NOT_DUE_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE,
-};
 use workflows::user::resume::ResumeInput;
 use workflows::user::stop::{InterruptStageInput, InterruptedStage};
 use workflows::user::{
@@ -27,7 +23,6 @@ use workflows::user::{
 pub use error::UserStoreError;
 pub use store::{StageRowView, StageStart, UserRequestSummary, UserRequestView, UserStore};
 
-use crate::failure::{Classified, Severity};
 use faults::{FaultPoint, FaultPoints};
 use handlers::{HandlerError, run_dummy_handler};
 
@@ -236,28 +231,11 @@ impl UserActivities {
     }
 }
 
-/// Maps a store error to Temporal's retry decision: transient errors are retried with backoff,
-/// permanent ones fail the activity non-retryably with a type the workflow and the Web UI can
-/// tell apart (a stale generation is its own type).
+/// Maps a store error to Temporal's retry decision through the one mapping
+/// ([`crate::failure::activity_error`]; see `UserStoreError::report` for the failures with a type
+/// of their own).
 fn activity_error(error: UserStoreError) -> ActivityError {
-    match error.severity() {
-        Severity::Transient => ActivityError::from(error),
-        Severity::Permanent => {
-            let type_name = if error.is_stale_generation() {
-                STALE_GENERATION_FAILURE_TYPE
-            } else if error.is_retry_not_due() {
-                RETRY_NOT_DUE_FAILURE_TYPE
-            } else {
-                PERMANENT_FAILURE_TYPE
-            };
-            ActivityError::application(
-                ApplicationFailure::builder(error.to_string())
-                    .type_name(type_name.to_string())
-                    .non_retryable(true)
-                    .build(),
-            )
-        }
-    }
+    crate::failure::activity_error(error)
 }
 
 #[cfg(test)]

@@ -9,9 +9,8 @@ use uuid::Uuid;
 
 use super::contracts::{AbortRequest, ApprovalRecord, ApproveRequest, UnblockRequest};
 use super::phase::Phase;
-use crate::operator::{
-    Action, Expected, Kind, SignatureRefusal, check_binding, check_second_operator,
-};
+use crate::approval::{self, DigestRefusal, Operator, TwoPersonRefusal};
+use crate::operator::{Action, Expected, Kind, SignatureRefusal, check_binding};
 
 /// Why an approval was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -42,8 +41,8 @@ pub enum ApprovalRefusal {
     /// the requester's key (two-person rule).
     #[error(transparent)]
     Signature(#[from] SignatureRefusal),
-    /// The approver is the requester, by name (runs started before signatures, see
-    /// [`Subject::signed`]).
+    /// The approver gives the requester's name (another key of the requester, or a run started
+    /// before signatures, see [`Subject::signed`]).
     #[error(
         "approver {approver:?} is the requester; a second operator must approve (two-person rule)"
     )]
@@ -208,9 +207,10 @@ pub struct ApprovalGate<'a> {
 }
 
 /// Checks an approval: not yet approved, awaiting approval, a named approver, exactly the frozen
-/// digest, signed for this request and digest with a key other than the requester's (the
-/// two-person rule compares key fingerprints; the registry and the signature itself are checked
-/// by the activity that records the approval).
+/// digest, signed for this request and digest, and by a second person: the one approval rule of
+/// [`crate::approval`] (another key than the requester's and another name; runs made before
+/// signatures compare names only). The registry and the signature itself are checked by the
+/// activity that records the approval.
 pub fn check_approval(
     gate: &ApprovalGate<'_>,
     request: &ApproveRequest,
@@ -231,32 +231,51 @@ pub fn check_approval(
     if approver.is_empty() {
         return Err(ApprovalRefusal::MissingApprover);
     }
-    let frozen = match gate.frozen_digest {
-        Some(frozen) if frozen == request.digest => frozen,
-        frozen => {
-            return Err(ApprovalRefusal::DigestMismatch {
+    let frozen =
+        approval::check_digest(gate.frozen_digest, &request.digest).map_err(|refusal| {
+            let frozen = match refusal {
+                DigestRefusal::Mismatch { frozen, .. } => frozen,
+                DigestRefusal::NotFrozen { .. } => String::new(),
+            };
+            ApprovalRefusal::DigestMismatch {
                 given: request.digest.clone(),
-                frozen: frozen.unwrap_or_default().to_string(),
-            });
-        }
+                frozen,
+            }
+        })?;
+    let requester = Operator {
+        fingerprint: gate.requester,
+        name: gate.requested_by,
+    };
+    let approver = Operator {
+        fingerprint: None,
+        name: approver,
     };
     if !gate.subject.signed {
-        if same_operator(approver, gate.requested_by) {
-            return Err(ApprovalRefusal::SelfApproval {
-                approver: request.approved_by.clone(),
-            });
-        }
-        return Ok(());
+        return check_two_person(requester, approver, request);
     }
     let expected = gate.subject.expects(Action::Approve, Some(frozen));
     let signed = check_binding(request.signed.as_ref(), &expected)?;
-    check_second_operator(gate.requester, signed)?;
-    Ok(())
+    let approver = Operator {
+        fingerprint: Some(signed.operator.as_str()),
+        ..approver
+    };
+    check_two_person(requester, approver, request)
 }
 
-/// Whether two operator names denote the same person: equal after trimming, ignoring case.
-fn same_operator(a: &str, b: &str) -> bool {
-    a.trim().to_lowercase() == b.trim().to_lowercase()
+/// The two-person rule, with its refusals in this workflow's words.
+fn check_two_person(
+    requester: Operator<'_>,
+    approver: Operator<'_>,
+    request: &ApproveRequest,
+) -> Result<(), ApprovalRefusal> {
+    approval::check_two_person(requester, approver).map_err(|refusal| match refusal {
+        TwoPersonRefusal::SameKey { fingerprint } => {
+            ApprovalRefusal::Signature(SignatureRefusal::SameOperator { fingerprint })
+        }
+        TwoPersonRefusal::SameName { .. } => ApprovalRefusal::SelfApproval {
+            approver: request.approved_by.clone(),
+        },
+    })
 }
 
 /// What an abort is checked against.
@@ -421,6 +440,39 @@ mod tests {
             ))
         ));
         assert!(refusal.unwrap_err().to_string().contains("two-person rule"));
+    }
+
+    #[test]
+    fn another_key_under_the_requesters_name_cannot_approve() {
+        let mut request = approve(" ALICE ", "d1");
+        request.signed = Some(signed(Action::Approve, "SHA256:alice-new", Some("d1")));
+        assert_eq!(
+            check_approval(&awaiting("d1"), &request),
+            Err(ApprovalRefusal::SelfApproval {
+                approver: " ALICE ".into()
+            })
+        );
+    }
+
+    #[test]
+    fn an_unsigned_run_compares_names() {
+        let gate = ApprovalGate {
+            subject: Subject {
+                signed: false,
+                ..subject()
+            },
+            requester: None,
+            ..awaiting("d1")
+        };
+        let mut own = approve("Alice", "d1");
+        own.signed = None;
+        assert!(matches!(
+            check_approval(&gate, &own),
+            Err(ApprovalRefusal::SelfApproval { .. })
+        ));
+        let mut other = approve("bob", "d1");
+        other.signed = None;
+        assert_eq!(check_approval(&gate, &other), Ok(()));
     }
 
     #[test]

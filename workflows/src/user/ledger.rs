@@ -3,6 +3,8 @@
 
 use uuid::Uuid;
 
+use crate::approval::{self, Operator};
+
 use super::contracts::{RetryState, UserApprovalRecord, UserApproveRequest};
 use super::messages::{RunOptions, RunOutcome, RunReport, UserPhase};
 
@@ -58,11 +60,13 @@ impl Default for RunLedger {
 }
 
 impl RunLedger {
-    /// Why an approval must be refused, if it must: wrong phase, empty or self approval, or a
-    /// digest other than the frozen one.
+    /// Why an approval must be refused, if it must: wrong phase, an empty approver, an approver
+    /// who is the requester (the one rule of [`crate::approval`]: the approval's key, unverified
+    /// here, and its name against the requester's), or a digest other than the frozen one. The
+    /// signature's binding is checked by the workflow, its validity by the recording activity.
     pub fn approval_refusal(
         &self,
-        requested_by: &str,
+        requester: Operator<'_>,
         frozen_digest: Option<&str>,
         request: &UserApproveRequest,
     ) -> Option<String> {
@@ -76,19 +80,16 @@ impl RunLedger {
         if approver.is_empty() {
             return Some("approved_by must name the approving operator".into());
         }
-        if approver.eq_ignore_ascii_case(requested_by.trim()) {
-            return Some(format!(
-                "two-person rule: {approver} requested this deletion and cannot approve it"
-            ));
+        let approver = Operator {
+            fingerprint: request.signed.as_ref().map(|s| s.operator.as_str()),
+            name: approver,
+        };
+        if let Err(refusal) = approval::check_two_person(requester, approver) {
+            return Some(refusal.to_string());
         }
-        match frozen_digest {
-            Some(frozen) if frozen == request.inventory_digest => None,
-            Some(frozen) => Some(format!(
-                "inventory digest {} does not match the frozen digest {frozen}",
-                request.inventory_digest
-            )),
-            None => Some("the request has no frozen inventory".into()),
-        }
+        approval::check_digest(frozen_digest, &request.inventory_digest)
+            .err()
+            .map(|refusal| refusal.to_string())
     }
 
     /// Why a `run` update must be rejected before it is accepted, if it must. Time-dependent
@@ -238,6 +239,13 @@ mod tests {
         }
     }
 
+    fn alice() -> Operator<'static> {
+        Operator {
+            fingerprint: Some("SHA256:alice"),
+            name: "alice",
+        }
+    }
+
     fn awaiting() -> RunLedger {
         RunLedger {
             phase: UserPhase::AwaitingApproval,
@@ -249,25 +257,53 @@ mod tests {
     fn approval_requires_the_frozen_digest_and_a_second_operator() {
         let ledger = awaiting();
         assert_eq!(
-            ledger.approval_refusal("alice", Some("d1"), &approve("bob", "d1")),
+            ledger.approval_refusal(alice(), Some("d1"), &approve("bob", "d1")),
             None
         );
         assert!(
             ledger
-                .approval_refusal("alice", Some("d1"), &approve("bob", "d2"))
+                .approval_refusal(alice(), Some("d1"), &approve("bob", "d2"))
                 .unwrap()
                 .contains("does not match the frozen digest d1")
         );
         assert!(
             ledger
-                .approval_refusal("alice", Some("d1"), &approve(" Alice ", "d1"))
+                .approval_refusal(alice(), Some("d1"), &approve(" Alice ", "d1"))
                 .unwrap()
                 .contains("two-person rule")
         );
         assert!(
             ledger
-                .approval_refusal("alice", Some("d1"), &approve(" ", "d1"))
+                .approval_refusal(alice(), Some("d1"), &approve(" ", "d1"))
                 .is_some()
+        );
+    }
+
+    #[test]
+    fn the_requesters_key_cannot_approve_under_another_name() {
+        let mut request = approve("bob", "d1");
+        request.signed = Some(crate::operator::SignedAction {
+            action: crate::operator::Action::Approve,
+            kind: crate::operator::Kind::User,
+            request_id: Uuid::from_u128(1),
+            target: "u1".into(),
+            digest: Some("d1".into()),
+            operator: "SHA256:alice".into(),
+            signed_at: "2026-11-30T12:00:00Z".into(),
+            nonce: "0123456789abcdef0123456789abcdef".into(),
+            signature: "sig".into(),
+        });
+        let refusal = awaiting()
+            .approval_refusal(alice(), Some("d1"), &request)
+            .unwrap();
+        assert!(
+            refusal.contains("key SHA256:alice requested this deletion"),
+            "{refusal}"
+        );
+        request.signed.as_mut().unwrap().operator = "SHA256:bob".into();
+        assert_eq!(
+            awaiting().approval_refusal(alice(), Some("d1"), &request),
+            None
         );
     }
 
@@ -279,7 +315,7 @@ mod tests {
         };
         assert!(
             ledger
-                .approval_refusal("alice", Some("d1"), &approve("bob", "d1"))
+                .approval_refusal(alice(), Some("d1"), &approve("bob", "d1"))
                 .unwrap()
                 .contains("not awaiting approval")
         );

@@ -40,10 +40,11 @@ use super::policy::{Position, decide, initial_stage, reconstruct, successor_stag
 use super::resume::{StartMode, UserTuning, run_token};
 use super::stage::StageStatus;
 use super::stop::{HandlerAtStop, StopAnswer, StopRequest, stopped_at};
+use crate::approval::Operator;
 use crate::contract::{
     PERMANENT_FAILURE_TYPE, RETRY_NOT_DUE_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE,
 };
-use crate::operator::{Action, Expected, Kind, SignedAction, check_binding, check_second_operator};
+use crate::operator::{Action, Expected, Kind, SignedAction, check_binding};
 use crate::search;
 
 /// How long after a handler failure its row may be retried.
@@ -290,13 +291,17 @@ impl UserDeletion {
 impl UserDeletion {
     fn approval_refusal(&self, request: &UserApproveRequest) -> Option<String> {
         let digest = self.inventory.as_ref().ok().map(UserInventory::digest);
-        if let Some(refusal) =
-            self.ledger
-                .approval_refusal(&self.requested_by, digest.as_deref(), request)
+        let requester = Operator {
+            fingerprint: self.submitted.as_ref().map(|s| s.operator.as_str()),
+            name: &self.requested_by,
+        };
+        if let Some(refusal) = self
+            .ledger
+            .approval_refusal(requester, digest.as_deref(), request)
         {
             return Some(refusal);
         }
-        // Signed for this request and its frozen digest, by a key other than the requester's.
+        // Signed for this request and its frozen digest.
         let expected = Expected {
             action: Action::Approve,
             kind: Kind::User,
@@ -304,9 +309,7 @@ impl UserDeletion {
             target: &self.target,
             digest: digest.as_deref(),
         };
-        let requester = self.submitted.as_ref().map(|s| s.operator.as_str());
         check_binding(request.signed.as_ref(), &expected)
-            .and_then(|signed| check_second_operator(requester, signed))
             .err()
             .map(|refusal| refusal.to_string())
     }

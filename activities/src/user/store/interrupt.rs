@@ -5,6 +5,7 @@ use uuid::Uuid;
 use workflows::user::stop::InterruptedStage;
 
 use super::{UserStore, UserStoreResult, audit};
+use crate::claim::{RequestKind, claim_request};
 use crate::user::error::UserStoreError;
 
 impl UserStore {
@@ -19,14 +20,9 @@ impl UserStore {
         requested_by: Option<&str>,
     ) -> UserStoreResult<InterruptedStage> {
         let mut tx = self.pool.begin().await?;
-        let exec_generation: i64 = sqlx::query_scalar(
-            "UPDATE deletion.requests SET exec_generation = exec_generation + 1, updated_at = now() \
-             WHERE id = $1 AND kind = 'user' RETURNING exec_generation",
-        )
-        .bind(request_id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or(UserStoreError::UnknownRequest(request_id))?;
+        let exec_generation = claim_request(&mut tx, request_id, RequestKind::User)
+            .await?
+            .ok_or(UserStoreError::UnknownRequest(request_id))?;
         let status: String = sqlx::query_scalar(
             "SELECT status FROM deletion.user_stage_history \
              WHERE id = $1 AND request_id = $2 AND is_current",

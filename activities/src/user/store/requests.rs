@@ -8,7 +8,8 @@ use workflows::user::{
     RegisterUserInput, RegisteredUserRequest, UserApprovalInput, UserApprovalRecord, UserInventory,
 };
 
-use workflows::operator::{Action, Expected, Kind, SignatureRefusal, check_binding};
+use workflows::approval::{Operator, check_digest, check_two_person, same_operator_name};
+use workflows::operator::{Action, Expected, Kind, check_binding};
 
 use super::{UserStore, UserStoreResult, audit, rfc3339};
 use crate::identity::{IdentityError, consume_signature};
@@ -160,8 +161,8 @@ impl UserStore {
         .fetch_optional(&mut *tx)
         .await?;
         if let Some((approved_by, approved_at, inventory_digest, note)) = existing {
-            if approved_by.eq_ignore_ascii_case(approval.approved_by.trim())
-                && inventory_digest == approval.inventory_digest
+            if same_operator_name(&approved_by, &approval.approved_by)
+                && check_digest(Some(&inventory_digest), &approval.inventory_digest).is_ok()
             {
                 return Ok(UserApprovalRecord {
                     approved_by,
@@ -180,12 +181,8 @@ impl UserStore {
                 actual: stage,
             });
         }
-        if digest.as_deref() != Some(approval.inventory_digest.as_str()) {
-            return Err(refused(format!(
-                "inventory digest {} does not match the frozen digest {}",
-                approval.inventory_digest,
-                digest.unwrap_or_default()
-            )));
+        if let Err(refusal) = check_digest(digest.as_deref(), &approval.inventory_digest) {
+            return Err(refused(refusal.to_string()));
         }
         let label = approval.approved_by.trim();
         if label.is_empty() {
@@ -193,21 +190,30 @@ impl UserStore {
                 "approved_by must name the approving operator (requested by {requested_by:?})"
             )));
         }
+        let target = target.ok_or_else(|| {
+            UserStoreError::CorruptRow(format!("user request {request_id} has no target"))
+        })?;
         let expected = Expected {
             action: Action::Approve,
             kind: Kind::User,
             request_id,
-            target: target.as_deref().unwrap_or_default(),
+            target: &target,
             digest: Some(&approval.inventory_digest),
         };
         let signed =
             check_binding(approval.signed.as_ref(), &expected).map_err(IdentityError::from)?;
-        if requester.as_deref() == Some(signed.operator.as_str()) {
-            return Err(IdentityError::from(SignatureRefusal::SameOperator {
-                fingerprint: signed.operator.clone(),
-            })
-            .into());
-        }
+        // The one two-person rule: another key and another name than the requester's.
+        check_two_person(
+            Operator {
+                fingerprint: requester.as_deref(),
+                name: &requested_by,
+            },
+            Operator {
+                fingerprint: Some(&signed.operator),
+                name: label,
+            },
+        )
+        .map_err(IdentityError::from)?;
         let consumed = consume_signature(&mut tx, signed, label, consumer).await?;
         let approver = consumed.name.as_str();
 

@@ -7,6 +7,7 @@ use workflows::user::resume::ResumeInput;
 use workflows::user::{ResumedRequest, RetryState, UserApprovalRecord, UserInventory};
 
 use super::{UserStore, UserStoreResult, audit, rfc3339};
+use crate::claim::{RequestKind, claim_request};
 use crate::user::error::UserStoreError;
 
 /// The request columns a resume reads.
@@ -67,15 +68,14 @@ impl UserStore {
         .bind(request_id)
         .fetch_optional(&mut *tx)
         .await?;
-        let exec_generation: i64 = sqlx::query_scalar(
-            "UPDATE deletion.requests \
-             SET exec_generation = exec_generation + 1, owner_run_id = $2, updated_at = now() \
-             WHERE id = $1 RETURNING exec_generation",
-        )
-        .bind(request_id)
-        .bind(&input.run_id)
-        .fetch_one(&mut *tx)
-        .await?;
+        let exec_generation = claim_request(&mut tx, request_id, RequestKind::User)
+            .await?
+            .ok_or(UserStoreError::UnknownRequest(request_id))?;
+        sqlx::query("UPDATE deletion.requests SET owner_run_id = $2 WHERE id = $1")
+            .bind(request_id)
+            .bind(&input.run_id)
+            .execute(&mut *tx)
+            .await?;
         audit(
             &mut tx,
             request_id,

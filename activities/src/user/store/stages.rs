@@ -15,6 +15,7 @@ use workflows::user::{
 
 use super::views::{StageRowView, stage_columns};
 use super::{UserStore, UserStoreResult, audit, rfc3339};
+use crate::claim::{RequestKind, claim_request};
 use crate::user::error::UserStoreError;
 
 type Tx<'a> = sqlx::Transaction<'a, sqlx::Postgres>;
@@ -323,7 +324,7 @@ impl UserStore {
         run_token: Option<&str>,
     ) -> UserStoreResult<StageStart> {
         let mut tx = self.pool.begin().await?;
-        let (request_stage, generation) = lock_request(&mut tx, request_id).await?;
+        let (request_stage, _) = lock_request(&mut tx, request_id).await?;
         if !matches!(request_stage.as_str(), "running" | "retry_wait") {
             return Err(UserStoreError::WrongRequestStage {
                 request_id,
@@ -351,15 +352,13 @@ impl UserStore {
             });
         }
         refuse_before_deadline(&mut tx, request_id, stage_id).await?;
-        let generation = generation + 1;
-        sqlx::query(
-            "UPDATE deletion.requests SET exec_generation = $2, stage = 'running', updated_at = now() \
-             WHERE id = $1",
-        )
-        .bind(request_id)
-        .bind(generation)
-        .execute(&mut *tx)
-        .await?;
+        let generation = claim_request(&mut tx, request_id, RequestKind::User)
+            .await?
+            .ok_or(UserStoreError::UnknownRequest(request_id))?;
+        sqlx::query("UPDATE deletion.requests SET stage = 'running' WHERE id = $1")
+            .bind(request_id)
+            .execute(&mut *tx)
+            .await?;
         let row = sqlx::query_as::<_, StageRowView>(concat!(
             "UPDATE deletion.user_stage_history \
              SET status = 'running', attempt = attempt + 1, exec_generation = $2, executor_id = $3, \
