@@ -241,103 +241,6 @@ impl Operators {
             .is_ok_and(|stage| stage == "aborted")
     }
 
-    /// Waits up to [`CONFIRM_WITHIN`] for the approval (or the abort) of `request_id` to be
-    /// recorded.
-    async fn confirmed(&self, request_id: Uuid, abort: bool) -> bool {
-        let until = Instant::now() + CONFIRM_WITHIN;
-        while Instant::now() < until {
-            let done = if abort {
-                self.aborted(request_id).await
-            } else {
-                self.approved(request_id).await
-            };
-            if done {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-        false
-    }
-
-    /// Approves `request` by `route` until the approval is recorded; gives up at `deadline`.
-    /// Returns how many times it was sent.
-    pub async fn approve(
-        &self,
-        request: &Submitted,
-        route: ApprovalRoute,
-        deadline: Instant,
-    ) -> Result<u32> {
-        let id = request.request_id.to_string();
-        let key = self.approver_key.display().to_string();
-        let mut sent = 0u32;
-        loop {
-            if self.approved(request.request_id).await {
-                return Ok(sent);
-            }
-            if Instant::now() > deadline {
-                bail!("request {id}: approval never recorded after {sent} send(s)");
-            }
-            let base = [
-                "community",
-                "approve",
-                &id,
-                "--digest",
-                &request.digest,
-                "--key",
-                &key,
-                "--note",
-                "chaos run",
-            ];
-            let run = match route {
-                ApprovalRoute::Cli => {
-                    let mut args = base.to_vec();
-                    args.extend(["--worker-wait", "60"]);
-                    self.cli(&args).await?
-                }
-                ApprovalRoute::WebUiSignal => {
-                    let mut args = vec!["community", "sign"];
-                    args.extend_from_slice(&base[1..]);
-                    let signed = self.cli(&args).await?;
-                    if signed.code != 0 {
-                        signed
-                    } else {
-                        self.exec(
-                            &self.temporal_cli,
-                            &[
-                                "workflow",
-                                "signal",
-                                "-w",
-                                &request.workflow_id,
-                                "--name",
-                                "approve",
-                                "--input",
-                                signed.stdout.trim(),
-                                "--address",
-                                &self.temporal_address,
-                                "--namespace",
-                                "default",
-                            ],
-                        )
-                        .await?
-                    }
-                }
-            };
-            sent += 1;
-            if run.code == 0 {
-                if self.confirmed(request.request_id, false).await {
-                    return Ok(sent);
-                }
-            } else {
-                eprintln!(
-                    "chaos: {id}: approve failed (exit {}): {}",
-                    run.code,
-                    first_line(&run.stderr)
-                );
-                tokio::time::sleep(RETRY_PAUSE).await;
-            }
-        }
-    }
-
     /// Whether the request passed its irreversible point (an abort is then refused).
     async fn irreversible(&self, request_id: Uuid) -> bool {
         sqlx::query_scalar::<_, bool>(
@@ -349,41 +252,117 @@ impl Operators {
         .unwrap_or(false)
     }
 
-    /// Aborts `request` right after its approval, until the abort is recorded or the request has
-    /// passed its irreversible point (the abort is then refused and the deletion completes).
-    pub async fn abort_unless_irreversible(
-        &self,
-        request: &Submitted,
-        deadline: Instant,
-    ) -> Result<u32> {
-        let mut sent = 0u32;
-        loop {
-            if self.aborted(request.request_id).await || self.irreversible(request.request_id).await
-            {
-                return Ok(sent);
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "request {}: neither aborted nor irreversible after {sent} abort(s)",
-                    request.request_id
-                );
-            }
-            let run = self.send_abort(request).await?;
-            sent += 1;
-            if run.code != 0 {
-                eprintln!(
-                    "chaos: {}: abort after approval not accepted (exit {}): {}",
-                    request.request_id,
-                    run.code,
-                    first_line(&run.stderr)
-                );
-                tokio::time::sleep(RETRY_PAUSE).await;
-            } else {
-                let _ = self.confirmed(request.request_id, true).await;
+    /// Whether the record shows `goal` reached.
+    async fn reached(&self, request_id: Uuid, goal: Goal) -> bool {
+        match goal {
+            Goal::Approved => self.approved(request_id).await,
+            Goal::Aborted => self.aborted(request_id).await,
+            Goal::AbortedOrIrreversible => {
+                self.aborted(request_id).await || self.irreversible(request_id).await
             }
         }
     }
 
+    /// Waits up to [`CONFIRM_WITHIN`] for `goal` to show in the record.
+    async fn confirmed(&self, request_id: Uuid, goal: Goal) -> bool {
+        let until = Instant::now() + CONFIRM_WITHIN;
+        while Instant::now() < until {
+            if self.reached(request_id, goal).await {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        false
+    }
+
+    /// Sends `action` until the record shows `goal`; gives up at `deadline`. Returns how many
+    /// times it was sent.
+    async fn until_recorded(
+        &self,
+        request: &Submitted,
+        action: Action,
+        goal: Goal,
+        deadline: Instant,
+    ) -> Result<u32> {
+        let id = request.request_id;
+        let mut sent = 0u32;
+        loop {
+            if self.reached(id, goal).await {
+                return Ok(sent);
+            }
+            if Instant::now() > deadline {
+                bail!("request {id}: {goal:?} never recorded after {sent} {action:?} send(s)");
+            }
+            let run = match action {
+                Action::Approve(route) => self.send_approval(request, route).await?,
+                Action::Abort => self.send_abort(request).await?,
+            };
+            sent += 1;
+            if run.code == 0 {
+                // Not yet recorded after a while: the loop checks again and sends again.
+                let _ = self.confirmed(id, goal).await;
+            } else {
+                eprintln!(
+                    "chaos: {id}: {action:?} not accepted (exit {}): {}",
+                    run.code,
+                    first_line(&run.stderr)
+                );
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+        }
+    }
+
+    /// One approval of `request` by `route`.
+    async fn send_approval(&self, request: &Submitted, route: ApprovalRoute) -> Result<Run> {
+        let id = request.request_id.to_string();
+        let key = self.approver_key.display().to_string();
+        let approval = [
+            "approve",
+            &id,
+            "--digest",
+            &request.digest,
+            "--key",
+            &key,
+            "--note",
+            "chaos run",
+        ];
+        match route {
+            ApprovalRoute::Cli => {
+                let mut args = vec!["community"];
+                args.extend_from_slice(&approval);
+                args.extend(["--worker-wait", "60"]);
+                self.cli(&args).await
+            }
+            ApprovalRoute::WebUiSignal => {
+                let mut args = vec!["community", "sign"];
+                args.extend_from_slice(&approval);
+                let signed = self.cli(&args).await?;
+                if signed.code != 0 {
+                    return Ok(signed);
+                }
+                self.exec(
+                    &self.temporal_cli,
+                    &[
+                        "workflow",
+                        "signal",
+                        "-w",
+                        &request.workflow_id,
+                        "--name",
+                        "approve",
+                        "--input",
+                        signed.stdout.trim(),
+                        "--address",
+                        &self.temporal_address,
+                        "--namespace",
+                        "default",
+                    ],
+                )
+                .await
+            }
+        }
+    }
+
+    /// One abort of `request`, by the requester.
     async fn send_abort(&self, request: &Submitted) -> Result<Run> {
         let id = request.request_id.to_string();
         let key = self.requester_key.display().to_string();
@@ -401,31 +380,56 @@ impl Operators {
         .await
     }
 
+    /// Approves `request` by `route` until the approval is recorded; gives up at `deadline`.
+    pub async fn approve(
+        &self,
+        request: &Submitted,
+        route: ApprovalRoute,
+        deadline: Instant,
+    ) -> Result<u32> {
+        self.until_recorded(request, Action::Approve(route), Goal::Approved, deadline)
+            .await
+    }
+
     /// Aborts `request` until the abort is recorded; gives up at `deadline`.
     pub async fn abort(&self, request: &Submitted, deadline: Instant) -> Result<u32> {
-        let id = request.request_id.to_string();
-        let mut sent = 0u32;
-        loop {
-            if self.aborted(request.request_id).await {
-                return Ok(sent);
-            }
-            if Instant::now() > deadline {
-                bail!("request {id}: abort never recorded after {sent} send(s)");
-            }
-            let run = self.send_abort(request).await?;
-            sent += 1;
-            if run.code == 0 {
-                if self.confirmed(request.request_id, true).await {
-                    return Ok(sent);
-                }
-            } else {
-                eprintln!(
-                    "chaos: {id}: abort failed (exit {}): {}",
-                    run.code,
-                    first_line(&run.stderr)
-                );
-                tokio::time::sleep(RETRY_PAUSE).await;
-            }
-        }
+        self.until_recorded(request, Action::Abort, Goal::Aborted, deadline)
+            .await
     }
+
+    /// Aborts `request` right after its approval, until the abort is recorded or the request has
+    /// passed its irreversible point (the abort is then refused and the deletion completes).
+    pub async fn abort_unless_irreversible(
+        &self,
+        request: &Submitted,
+        deadline: Instant,
+    ) -> Result<u32> {
+        self.until_recorded(
+            request,
+            Action::Abort,
+            Goal::AbortedOrIrreversible,
+            deadline,
+        )
+        .await
+    }
+}
+
+/// What an operator sends.
+#[derive(Debug, Clone, Copy)]
+enum Action {
+    /// An approval, by this route.
+    Approve(ApprovalRoute),
+    /// An abort.
+    Abort,
+}
+
+/// What the record must show for a send to count.
+#[derive(Debug, Clone, Copy)]
+enum Goal {
+    /// An approval row.
+    Approved,
+    /// The `aborted` stage.
+    Aborted,
+    /// The `aborted` stage, or the irreversible mark (the abort was refused).
+    AbortedOrIrreversible,
 }
