@@ -228,11 +228,17 @@ pub async fn run(schedule: Schedule, settings: Settings) -> Result<RunRecord> {
         });
     }
 
+    // The schedule never overlaps two faults on one resource, but a slow heal (a restart that
+    // waits for another) can run past the next fault's moment: that fault then waits, and its
+    // actual start is what the timeline records.
+    let mut resources: BTreeMap<String, Arc<Mutex<()>>> = BTreeMap::new();
     let mut faults = JoinSet::new();
     for fault in schedule.faults.iter().cloned() {
         let actuators = Arc::clone(&actuators);
+        let resource = Arc::clone(resources.entry(fault.resource_name()).or_default());
         faults.spawn(async move {
             tokio::time::sleep_until(t0 + Duration::from_millis(fault.at_ms)).await;
+            let _held = resource.lock().await;
             let began_ms = ms_since(t0);
             eprintln!(
                 "chaos: +{:>6} ms  fault #{} {} begins",

@@ -129,6 +129,14 @@ impl Fault {
     pub fn end_ms(&self) -> u64 {
         self.at_ms + self.hold_ms
     }
+
+    /// The thing this fault occupies (a server with its proxy, or a worker slot), as a name.
+    pub fn resource_name(&self) -> String {
+        match self.kind.resource(self.worker) {
+            Resource::Worker(slot) => format!("worker-{slot}"),
+            Resource::Dependency(d) => d.name().to_owned(),
+        }
+    }
 }
 
 /// What a community holds when it is seeded.
