@@ -14,6 +14,7 @@ pub mod objects;
 pub mod serving;
 pub mod simulator;
 pub mod stack_check;
+pub mod stack_env;
 pub mod store;
 pub mod sweep;
 pub mod taxonomy;

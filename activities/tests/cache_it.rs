@@ -12,9 +12,9 @@ use uuid::Uuid;
 const HOW_TO_START: &str = "run `bash deploy/local/up && source .state/env`";
 
 fn redis_url() -> String {
-    std::env::var("REDIS_URL").unwrap_or_else(|_| {
-        panic!("REDIS_URL is not set, so the Redis server cannot be found: {HOW_TO_START}")
-    })
+    activities::stack_env::StackEnv::process()
+        .redis_url()
+        .unwrap_or_else(|e| panic!("the Redis server cannot be found: {e}"))
 }
 
 /// A connected cache, or a panic saying how to start the server.

@@ -16,20 +16,10 @@ use uuid::Uuid;
 
 const HOW_TO_START: &str = "run `bash deploy/local/up && source .state/env`";
 
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| {
-        panic!("{name} is not set, so the RGW (S3) server cannot be found: {HOW_TO_START}")
-    })
-}
-
 fn config() -> S3Config {
-    S3Config {
-        endpoint: env("BUZZ_S3_ENDPOINT"),
-        bucket: env("BUZZ_S3_BUCKET"),
-        region: env("BUZZ_S3_REGION"),
-        access_key: env("BUZZ_S3_ACCESS_KEY"),
-        secret_key: env("BUZZ_S3_SECRET_KEY"),
-    }
+    activities::stack_env::StackEnv::process()
+        .s3()
+        .unwrap_or_else(|e| panic!("the RGW (S3) server cannot be found: {e}"))
 }
 
 /// A store on the configured bucket, proven reachable and versioned, or a panic saying how to

@@ -61,7 +61,7 @@ fn continued_as(events: &[Value]) -> Option<String> {
 async fn temporal_json(args: &[&str]) -> Result<Value> {
     let exe = std::env::var("TEMPORAL_CLI_EXE").unwrap_or_else(|_| "temporal".to_owned());
     let address = env("TEMPORAL_ADDRESS")?;
-    let namespace = std::env::var("TEMPORAL_NAMESPACE").unwrap_or_else(|_| "default".to_owned());
+    let namespace = activities::stack_env::StackEnv::process().temporal_namespace();
     let output = Command::new(&exe)
         .args(args)
         .args([

@@ -2,9 +2,10 @@
 //! worker reads. An unreachable server fails the run with its name and how to start it.
 
 use activities::cache::Cache;
-use activities::objects::{ObjectStore, S3Config};
+use activities::objects::ObjectStore;
+use activities::stack_env::StackEnv;
 use activities::store::Store;
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow};
 
 const HOW_TO_START: &str = "start the local stack with `bash deploy/local/up && source .state/env`";
 
@@ -19,12 +20,12 @@ pub struct Stack {
     pub cache: Cache,
 }
 
-/// Reads a required variable.
-pub fn env(name: &str) -> Result<String> {
-    match std::env::var(name) {
-        Ok(value) if !value.trim().is_empty() => Ok(value),
-        _ => bail!("{name} is not set: {HOW_TO_START}"),
-    }
+/// Reads a required variable (trimmed; blank counts as unset) through
+/// [`activities::stack_env`].
+pub fn env(name: &'static str) -> Result<String> {
+    StackEnv::process()
+        .required(name)
+        .map_err(|e| anyhow!("{} is not set: {HOW_TO_START}", e.name()))
 }
 
 impl Stack {
@@ -40,13 +41,9 @@ impl Stack {
             .check_schema_current()
             .await
             .context("the schema is not current: run `target/debug/buzz-deletion migrate`")?;
-        let s3 = S3Config {
-            endpoint: env("BUZZ_S3_ENDPOINT")?,
-            bucket: env("BUZZ_S3_BUCKET")?,
-            region: std::env::var("BUZZ_S3_REGION").unwrap_or_else(|_| "us-east-1".to_owned()),
-            access_key: env("BUZZ_S3_ACCESS_KEY")?,
-            secret_key: env("BUZZ_S3_SECRET_KEY")?,
-        };
+        let s3 = StackEnv::process()
+            .s3()
+            .map_err(|e| anyhow!("{} is not set: {HOW_TO_START}", e.name()))?;
         let objects = ObjectStore::connect(&s3).await?;
         objects.check_bucket().await.with_context(|| {
             format!(

@@ -6,9 +6,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use activities::cache::Cache;
-use activities::objects::{ObjectStore, S3Config};
+use activities::objects::ObjectStore;
+use activities::stack_env::{self, StackEnvError};
 use activities::store::Store;
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow};
 use url::Url;
 
 use crate::schedule::Dependency;
@@ -16,12 +17,17 @@ use crate::schedule::Dependency;
 const HOW_TO_START: &str = "run it through `deploy/local/chaos`, which starts the local stack and \
      sources its environment";
 
-/// Reads a required variable.
-pub fn env(name: &str) -> Result<String> {
-    match std::env::var(name) {
-        Ok(value) if !value.trim().is_empty() => Ok(value),
-        _ => bail!("{name} is not set: {HOW_TO_START}"),
-    }
+/// A missing variable, with how a chaos run gets its environment.
+fn missing(error: StackEnvError) -> anyhow::Error {
+    anyhow!("{} is not set: {HOW_TO_START}", error.name())
+}
+
+/// Reads a required variable (trimmed; blank counts as unset) through
+/// [`activities::stack_env`].
+pub fn env(name: &'static str) -> Result<String> {
+    stack_env::StackEnv::process()
+        .required(name)
+        .map_err(missing)
 }
 
 /// Where each dependency really listens, and the variables that name it.
@@ -131,13 +137,7 @@ impl Stores {
         let serving = Store::connect(&env("BUZZ_SERVING_DATABASE_URL")?)
             .await
             .context("PostgreSQL is not reachable as the serving role")?;
-        let s3 = S3Config {
-            endpoint: env("BUZZ_S3_ENDPOINT")?,
-            bucket: env("BUZZ_S3_BUCKET")?,
-            region: std::env::var("BUZZ_S3_REGION").unwrap_or_else(|_| "us-east-1".to_owned()),
-            access_key: env("BUZZ_S3_ACCESS_KEY")?,
-            secret_key: env("BUZZ_S3_SECRET_KEY")?,
-        };
+        let s3 = stack_env::StackEnv::process().s3().map_err(missing)?;
         let objects = ObjectStore::connect(&s3).await?;
         objects
             .check_bucket()

@@ -3,6 +3,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use activities::stack_env::{self, StackEnv};
 use temporalio_client::{Client, ClientOptions, ConnectionOptions};
 
 use crate::error::CliError;
@@ -12,6 +13,10 @@ const TEMPORAL_HINT: &str = "start the local stack with `bash deploy/local/up &&
 const POSTGRES_HINT: &str = "start the local stack with `bash deploy/local/up && source .state/env`, \
      or set DATABASE_URL (the worker role; BUZZ_OWNER_DATABASE_URL for `migrate`, \
      BUZZ_SERVING_DATABASE_URL for `demo`); run `buzz-deletion migrate` on a new database";
+
+/// The CLI's Temporal address when TEMPORAL_ADDRESS is unset (the local dev server; the worker,
+/// by contrast, requires the variable).
+const DEFAULT_TEMPORAL_ADDRESS: &str = "127.0.0.1:7233";
 
 /// Where Temporal is, read from the environment.
 #[derive(Debug, Clone)]
@@ -25,16 +30,12 @@ pub struct TemporalTarget {
 impl TemporalTarget {
     /// Reads TEMPORAL_ADDRESS (default 127.0.0.1:7233) and TEMPORAL_NAMESPACE (default `default`).
     pub fn from_env() -> Self {
-        let read = |name: &str, default: &str| {
-            std::env::var(name)
-                .ok()
-                .map(|v| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
-                .unwrap_or_else(|| default.to_owned())
-        };
+        let env = StackEnv::process();
         Self {
-            address: read("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
-            namespace: read("TEMPORAL_NAMESPACE", "default"),
+            address: env
+                .optional(stack_env::TEMPORAL_ADDRESS)
+                .unwrap_or_else(|| DEFAULT_TEMPORAL_ADDRESS.to_owned()),
+            namespace: env.temporal_namespace(),
         }
     }
 }
@@ -85,8 +86,9 @@ pub fn task_queue() -> String {
 
 /// Reads DATABASE_URL: the worker role, for every command but `migrate` and `demo`.
 pub fn database_url() -> Result<String, CliError> {
-    env_url("DATABASE_URL")
-        .ok_or_else(|| CliError::Usage(format!("DATABASE_URL is not set: {POSTGRES_HINT}")))
+    StackEnv::process()
+        .database_url()
+        .map_err(|e| CliError::Usage(format!("{} is not set: {POSTGRES_HINT}", e.name())))
 }
 
 /// The schema owner's URL for `migrate`: BUZZ_OWNER_DATABASE_URL, else DATABASE_URL.
@@ -101,20 +103,13 @@ pub fn serving_database_url() -> Result<(&'static str, String), CliError> {
 }
 
 /// Variable holding the schema owner's connection string.
-pub const OWNER_URL_ENV: &str = "BUZZ_OWNER_DATABASE_URL";
+pub const OWNER_URL_ENV: &str = stack_env::OWNER_DATABASE_URL;
 /// Variable holding the serving role's connection string.
-pub const SERVING_URL_ENV: &str = "BUZZ_SERVING_DATABASE_URL";
-
-fn env_url(name: &str) -> Option<String> {
-    std::env::var(name)
-        .ok()
-        .map(|v| v.trim().to_owned())
-        .filter(|v| !v.is_empty())
-}
+pub const SERVING_URL_ENV: &str = stack_env::SERVING_DATABASE_URL;
 
 /// `(variable, url)`: `name` if set, else DATABASE_URL.
 fn url_or_database_url(name: &'static str) -> Result<(&'static str, String), CliError> {
-    match env_url(name) {
+    match StackEnv::process().optional(name) {
         Some(url) => Ok((name, url)),
         None => database_url().map(|url| ("DATABASE_URL", url)),
     }

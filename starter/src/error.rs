@@ -43,5 +43,13 @@ impl CliError {
     }
 }
 
+impl From<activities::stack_env::StackEnvError> for CliError {
+    /// A missing variable of the stack's environment is a usage error (exit 2); the message
+    /// names the variable and how to set it.
+    fn from(error: activities::stack_env::StackEnvError) -> Self {
+        CliError::Usage(error.to_string())
+    }
+}
+
 /// Result of a command: the exit code to use when it ran to an answer.
 pub type CliResult = Result<i32, CliError>;

@@ -3,13 +3,17 @@
 use std::time::Duration;
 
 use activities::objects::S3Config;
+use activities::stack_env::{StackEnv, StackEnvError};
 
 use crate::deployment::DeploymentConfig;
 
 /// A required variable is missing or malformed.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The variable is unset or blank.
+    /// A variable of the stack's environment (database, Redis, S3, Temporal) is unset or blank.
+    #[error(transparent)]
+    Stack(#[from] StackEnvError),
+    /// A worker-only variable is unset or blank.
     #[error("{name} is not set: {hint}")]
     Missing {
         /// Variable name.
@@ -28,9 +32,6 @@ pub enum ConfigError {
         reason: String,
     },
 }
-
-const LOCAL_HINT: &str =
-    "export it, or run `bash deploy/local/up && source .state/env` for the local stack";
 
 /// Where Temporal is and which namespace to use.
 #[derive(Debug, Clone)]
@@ -98,20 +99,9 @@ impl WorkerConfig {
 
     /// Reads the configuration through `lookup` (the environment, or a map in tests).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let get = |name: &'static str| -> Result<String, ConfigError> {
-            lookup(name)
-                .map(|v| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
-                .ok_or(ConfigError::Missing {
-                    name,
-                    hint: LOCAL_HINT,
-                })
-        };
+        let stack = StackEnv::new(&lookup);
         let optional = |name: &str, default: &str| -> String {
-            lookup(name)
-                .map(|v| v.trim().to_owned())
-                .filter(|v| !v.is_empty())
-                .unwrap_or_else(|| default.to_owned())
+            stack.optional(name).unwrap_or_else(|| default.to_owned())
         };
         let parse_u64 = |name: &'static str, default: &str| -> Result<u64, ConfigError> {
             let value = optional(name, default);
@@ -129,18 +119,12 @@ impl WorkerConfig {
         })?;
         Ok(Self {
             temporal: TemporalConfig {
-                address: get("TEMPORAL_ADDRESS")?,
-                namespace: optional("TEMPORAL_NAMESPACE", "default"),
+                address: stack.temporal_address()?,
+                namespace: stack.temporal_namespace(),
             },
-            database_url: get("DATABASE_URL")?,
-            redis_url: get("REDIS_URL")?,
-            s3: S3Config {
-                endpoint: get("BUZZ_S3_ENDPOINT")?,
-                bucket: get("BUZZ_S3_BUCKET")?,
-                region: optional("BUZZ_S3_REGION", "us-east-1"),
-                access_key: get("BUZZ_S3_ACCESS_KEY")?,
-                secret_key: get("BUZZ_S3_SECRET_KEY")?,
-            },
+            database_url: stack.database_url()?,
+            redis_url: stack.redis_url()?,
+            s3: stack.s3()?,
             metrics_port,
             shutdown_grace: Duration::from_secs(parse_u64("BUZZ_SHUTDOWN_GRACE_SECS", "60")?),
             task_queue: optional("BUZZ_TASK_QUEUE", workflows::TASK_QUEUE),
@@ -197,6 +181,10 @@ mod tests {
             let error = WorkerConfig::from_lookup(|k| env.get(k).map(|v| v.to_string()))
                 .expect_err("a blank required variable must be refused");
             assert!(error.to_string().starts_with(missing), "{error}");
+            assert!(
+                matches!(&error, ConfigError::Stack(e) if e.name() == missing),
+                "{error:?}"
+            );
         }
     }
 

@@ -28,17 +28,13 @@ pub const APPROVER: &str = "operator-b";
 
 /// The connection string in `name` (DATABASE_URL = the worker role, BUZZ_OWNER_DATABASE_URL =
 /// the schema owner, BUZZ_SERVING_DATABASE_URL = the serving role).
-pub fn database_url(name: &str) -> String {
-    match std::env::var(name) {
-        Ok(url) if !url.trim().is_empty() => url,
-        _ => panic!(
-            "{name} is not set: run `bash deploy/local/up && source .state/env` (PostgreSQL \
-             on 127.0.0.1:55432) before `cargo test`"
-        ),
-    }
+pub fn database_url(name: &'static str) -> String {
+    activities::stack_env::StackEnv::process()
+        .required(name)
+        .unwrap_or_else(|e| panic!("{e} (PostgreSQL on 127.0.0.1:55432) before `cargo test`"))
 }
 
-async fn connect(name: &str) -> Store {
+async fn connect(name: &'static str) -> Store {
     let url = database_url(name);
     match Store::connect_with_pool_size(&url, 4).await {
         Ok(store) => store,

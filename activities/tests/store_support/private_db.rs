@@ -12,13 +12,9 @@ use uuid::Uuid;
 
 /// The shared test database's URL as the schema owner (who may create databases).
 fn shared_url() -> String {
-    match std::env::var("BUZZ_OWNER_DATABASE_URL") {
-        Ok(url) if !url.trim().is_empty() => url,
-        _ => panic!(
-            "BUZZ_OWNER_DATABASE_URL is not set: run `bash deploy/local/up && source .state/env` (PostgreSQL \
-             on 127.0.0.1:55432) before `cargo test`"
-        ),
-    }
+    activities::stack_env::StackEnv::process()
+        .owner_database_url()
+        .unwrap_or_else(|e| panic!("{e} (PostgreSQL on 127.0.0.1:55432) before `cargo test`"))
 }
 
 /// `url` with its database name replaced by `database`, and the shared database's name.

@@ -3,6 +3,7 @@
 use activities::cache::Cache;
 use activities::demo::{SeedPlan, seed_community};
 use activities::objects::{ObjectStore, S3Config};
+use activities::stack_env::StackEnv;
 
 use crate::cli::{DemoCommand, SeedArgs};
 use crate::connect;
@@ -18,28 +19,9 @@ pub async fn run(format: OutputFormat, command: DemoCommand) -> CliResult {
     }
 }
 
-/// Reads a required variable, or says how to get it.
-fn env(name: &'static str) -> Result<String, CliError> {
-    std::env::var(name)
-        .ok()
-        .map(|v| v.trim().to_owned())
-        .filter(|v| !v.is_empty())
-        .ok_or_else(|| {
-            CliError::Usage(format!(
-                "{name} is not set: run `bash deploy/local/up && source .state/env`, or export it"
-            ))
-        })
-}
-
-/// S3 settings from the BUZZ_S3_* variables.
+/// S3 settings from the BUZZ_S3_* variables (see [`activities::stack_env`]).
 pub fn s3_config_from_env() -> Result<S3Config, CliError> {
-    Ok(S3Config {
-        endpoint: env("BUZZ_S3_ENDPOINT")?,
-        bucket: env("BUZZ_S3_BUCKET")?,
-        region: std::env::var("BUZZ_S3_REGION").unwrap_or_else(|_| "us-east-1".to_owned()),
-        access_key: env("BUZZ_S3_ACCESS_KEY")?,
-        secret_key: env("BUZZ_S3_SECRET_KEY")?,
-    })
+    Ok(StackEnv::process().s3()?)
 }
 
 /// Connects S3 and Redis from the environment, naming whichever is unreachable.
@@ -62,7 +44,7 @@ pub async fn connect_data_stores() -> Result<(ObjectStore, Cache), CliError> {
             detail: e.to_string(),
             hint: "start the local stack with `bash deploy/local/up && source .state/env`",
         })?;
-    let redis_url = env("REDIS_URL")?;
+    let redis_url = StackEnv::process().redis_url()?;
     let cache = Cache::connect(&redis_url)
         .await
         .map_err(|e| CliError::Unavailable {

@@ -41,14 +41,12 @@ pub enum OperatorsCommand {
 
 /// Runs one `operators` subcommand.
 pub async fn run(format: OutputFormat, command: OperatorsCommand) -> CliResult {
-    let url = std::env::var(connect::OWNER_URL_ENV)
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-        .ok_or_else(|| {
+    let url = activities::stack_env::StackEnv::process()
+        .owner_database_url()
+        .map_err(|e| {
             CliError::Usage(format!(
-                "{} is not set: the operator registry is managed by the schema owner only \
-                 (the worker role may read it, never change it)",
-                connect::OWNER_URL_ENV
+                "{e}\nthe operator registry is managed by the schema owner only \
+                 (the worker role may read it, never change it)"
             ))
         })?;
     let store = connect::owner_store_at(&url).await?;

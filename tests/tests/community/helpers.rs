@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use activities::cache::Cache;
 use activities::demo::{SeedPlan, SeedReport, seed_community};
-use activities::objects::{ObjectStore, ObjectVersion, S3Config};
+use activities::objects::{ObjectStore, ObjectVersion};
+use activities::stack_env::StackEnv;
 use activities::store::{Store, TableSnapshot};
 use activities::taxonomy::tenant_prefixes;
 use serde_json::Value;
@@ -26,11 +27,10 @@ pub fn outage_lock() -> &'static tokio::sync::RwLock<()> {
     LOCK.get_or_init(|| tokio::sync::RwLock::new(()))
 }
 
-fn env(name: &str) -> String {
-    match std::env::var(name) {
-        Ok(v) if !v.trim().is_empty() => v,
-        _ => panic!("{name} is not set: {HOW_TO_START}"),
-    }
+fn env(name: &'static str) -> String {
+    StackEnv::process()
+        .required(name)
+        .unwrap_or_else(|e| panic!("{e}\n{HOW_TO_START}"))
 }
 
 /// The repository root.
@@ -86,13 +86,9 @@ pub async fn stack() -> Stack {
         .unwrap_or_else(|e| {
             panic!("PostgreSQL not reachable as the serving role: {e}\n{HOW_TO_START}")
         });
-    let s3 = S3Config {
-        endpoint: env("BUZZ_S3_ENDPOINT"),
-        bucket: env("BUZZ_S3_BUCKET"),
-        region: std::env::var("BUZZ_S3_REGION").unwrap_or_else(|_| "us-east-1".into()),
-        access_key: env("BUZZ_S3_ACCESS_KEY"),
-        secret_key: env("BUZZ_S3_SECRET_KEY"),
-    };
+    let s3 = StackEnv::process()
+        .s3()
+        .unwrap_or_else(|e| panic!("{e}\n{HOW_TO_START}"));
     let objects = ObjectStore::connect(&s3).await.unwrap_or_else(|e| {
         panic!(
             "S3 (Ceph RGW) not usable at {}: {e}\n{HOW_TO_START}",

@@ -267,11 +267,10 @@ fn database_url() -> String {
     required_url("DATABASE_URL")
 }
 
-fn required_url(name: &str) -> String {
-    match std::env::var(name) {
-        Ok(url) if !url.trim().is_empty() => url,
-        _ => panic!("{name} is not set: the user-deletion tests need PostgreSQL; {STACK_HINT}"),
-    }
+fn required_url(name: &'static str) -> String {
+    activities::stack_env::StackEnv::process()
+        .required(name)
+        .unwrap_or_else(|e| panic!("the user-deletion tests need PostgreSQL: {e}"))
 }
 
 /// The user-deletion store over the local stack's Postgres as the schema owner

@@ -1,0 +1,311 @@
+//! The one reader of the stack's environment: where Postgres, Redis, the S3 bucket and Temporal
+//! are, as `deploy/local/up` writes them to `.state/env` and a deployment exports them.
+//!
+//! It lives in `activities` because every binary and test that reads these variables (worker, CLI,
+//! bench, chaos, the integration and end-to-end tests) already depends on this crate, and because
+//! the typed result it builds, [`S3Config`], is defined here. It is pure: every read goes through
+//! an injected lookup function ([`StackEnv::process`] for the real environment, a map in tests),
+//! so the rules — what is required, what is trimmed, which default applies — are unit-tested
+//! without touching the process environment. Each caller asks only for what it uses; settings
+//! that belong to one binary (the worker's tuning knobs, the CLI's task queue) stay with it.
+
+use crate::objects::S3Config;
+
+/// Worker role's Postgres connection string (least privilege).
+pub const DATABASE_URL: &str = "DATABASE_URL";
+/// Schema owner's Postgres connection string (migrations, seeding, inspection).
+pub const OWNER_DATABASE_URL: &str = "BUZZ_OWNER_DATABASE_URL";
+/// Serving role's Postgres connection string (tenant writes and leases, as the relay makes them).
+pub const SERVING_DATABASE_URL: &str = "BUZZ_SERVING_DATABASE_URL";
+/// Redis connection string.
+pub const REDIS_URL: &str = "REDIS_URL";
+/// Base URL of the S3 server.
+pub const S3_ENDPOINT: &str = "BUZZ_S3_ENDPOINT";
+/// The shared, versioned bucket.
+pub const S3_BUCKET: &str = "BUZZ_S3_BUCKET";
+/// S3 signing region (optional, see [`DEFAULT_S3_REGION`]).
+pub const S3_REGION: &str = "BUZZ_S3_REGION";
+/// S3 access key id.
+pub const S3_ACCESS_KEY: &str = "BUZZ_S3_ACCESS_KEY";
+/// S3 secret access key.
+pub const S3_SECRET_KEY: &str = "BUZZ_S3_SECRET_KEY";
+/// Temporal frontend, `host:port` or a URL.
+pub const TEMPORAL_ADDRESS: &str = "TEMPORAL_ADDRESS";
+/// Temporal namespace (optional, see [`DEFAULT_TEMPORAL_NAMESPACE`]).
+pub const TEMPORAL_NAMESPACE: &str = "TEMPORAL_NAMESPACE";
+
+/// Region used when `BUZZ_S3_REGION` is unset or blank: any non-empty value signs correctly for
+/// Ceph RGW, and `us-east-1` is what the SDKs assume for real S3.
+pub const DEFAULT_S3_REGION: &str = "us-east-1";
+/// Namespace used when `TEMPORAL_NAMESPACE` is unset or blank.
+pub const DEFAULT_TEMPORAL_NAMESPACE: &str = "default";
+
+/// What to do when a variable is missing.
+pub const HOW_TO_SET: &str =
+    "export it, or run `bash deploy/local/up && source .state/env` for the local stack";
+
+/// A required variable of the stack's environment is not usable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StackEnvError {
+    /// The variable is unset, empty or only whitespace.
+    #[error("{name} is not set (or is blank): {HOW_TO_SET}")]
+    Missing {
+        /// Variable name.
+        name: &'static str,
+    },
+}
+
+impl StackEnvError {
+    /// The variable at fault.
+    pub fn name(&self) -> &'static str {
+        match self {
+            StackEnvError::Missing { name } => name,
+        }
+    }
+}
+
+/// Reads the stack's variables through a lookup function.
+///
+/// Values are trimmed; a value that is empty after trimming counts as unset.
+#[derive(Debug, Clone, Copy)]
+pub struct StackEnv<L> {
+    lookup: L,
+}
+
+/// Lookup function of the real process environment.
+pub type ProcessLookup = fn(&str) -> Option<String>;
+
+fn process_lookup(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+impl StackEnv<ProcessLookup> {
+    /// A reader of the process environment.
+    pub fn process() -> Self {
+        StackEnv {
+            lookup: process_lookup,
+        }
+    }
+}
+
+impl<L: Fn(&str) -> Option<String>> StackEnv<L> {
+    /// A reader that looks variables up through `lookup` (a map in tests).
+    pub fn new(lookup: L) -> Self {
+        StackEnv { lookup }
+    }
+
+    /// The trimmed value of `name`, or `None` when it is unset or blank.
+    pub fn optional(&self, name: &str) -> Option<String> {
+        (self.lookup)(name)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    }
+
+    /// The trimmed value of `name`, or an error naming it and saying how to set it.
+    pub fn required(&self, name: &'static str) -> Result<String, StackEnvError> {
+        self.optional(name).ok_or(StackEnvError::Missing { name })
+    }
+
+    /// `DATABASE_URL`: the worker role's connection string.
+    pub fn database_url(&self) -> Result<String, StackEnvError> {
+        self.required(DATABASE_URL)
+    }
+
+    /// `BUZZ_OWNER_DATABASE_URL`: the schema owner's connection string.
+    pub fn owner_database_url(&self) -> Result<String, StackEnvError> {
+        self.required(OWNER_DATABASE_URL)
+    }
+
+    /// `BUZZ_SERVING_DATABASE_URL`: the serving role's connection string.
+    pub fn serving_database_url(&self) -> Result<String, StackEnvError> {
+        self.required(SERVING_DATABASE_URL)
+    }
+
+    /// `REDIS_URL`.
+    pub fn redis_url(&self) -> Result<String, StackEnvError> {
+        self.required(REDIS_URL)
+    }
+
+    /// `TEMPORAL_ADDRESS`, as written (`host:port` or a URL).
+    pub fn temporal_address(&self) -> Result<String, StackEnvError> {
+        self.required(TEMPORAL_ADDRESS)
+    }
+
+    /// `TEMPORAL_NAMESPACE`, or [`DEFAULT_TEMPORAL_NAMESPACE`].
+    pub fn temporal_namespace(&self) -> String {
+        self.optional(TEMPORAL_NAMESPACE)
+            .unwrap_or_else(|| DEFAULT_TEMPORAL_NAMESPACE.to_owned())
+    }
+
+    /// The bucket settings from the `BUZZ_S3_*` variables; the region defaults to
+    /// [`DEFAULT_S3_REGION`], the other four are required.
+    pub fn s3(&self) -> Result<S3Config, StackEnvError> {
+        Ok(S3Config {
+            endpoint: self.required(S3_ENDPOINT)?,
+            bucket: self.required(S3_BUCKET)?,
+            region: self
+                .optional(S3_REGION)
+                .unwrap_or_else(|| DEFAULT_S3_REGION.to_owned()),
+            access_key: self.required(S3_ACCESS_KEY)?,
+            secret_key: self.required(S3_SECRET_KEY)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn full_env() -> HashMap<&'static str, String> {
+        [
+            (
+                DATABASE_URL,
+                "postgres://buzz_worker:w@127.0.0.1:55432/buzz",
+            ),
+            (OWNER_DATABASE_URL, "postgres://buzz:o@127.0.0.1:55432/buzz"),
+            (
+                SERVING_DATABASE_URL,
+                "postgres://buzz_serving:s@127.0.0.1:55432/buzz",
+            ),
+            (REDIS_URL, "redis://127.0.0.1:56379"),
+            (S3_ENDPOINT, "http://127.0.0.1:57480"),
+            (S3_BUCKET, "buzz-media"),
+            (S3_REGION, "eu-west-3"),
+            (S3_ACCESS_KEY, "access"),
+            (S3_SECRET_KEY, "secret"),
+            (TEMPORAL_ADDRESS, "127.0.0.1:7233"),
+            (TEMPORAL_NAMESPACE, "buzz"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k, v.to_owned()))
+        .collect()
+    }
+
+    fn reader(env: &HashMap<&'static str, String>) -> StackEnv<impl Fn(&str) -> Option<String>> {
+        StackEnv::new(move |name: &str| env.get(name).cloned())
+    }
+
+    /// Every required read, by the variable it reads.
+    fn read_required(
+        env: &StackEnv<impl Fn(&str) -> Option<String>>,
+        name: &str,
+    ) -> Result<String, StackEnvError> {
+        match name {
+            DATABASE_URL => env.database_url(),
+            OWNER_DATABASE_URL => env.owner_database_url(),
+            SERVING_DATABASE_URL => env.serving_database_url(),
+            REDIS_URL => env.redis_url(),
+            TEMPORAL_ADDRESS => env.temporal_address(),
+            _ => env.s3().map(|s3| format!("{s3:?}")),
+        }
+    }
+
+    const REQUIRED: [&str; 9] = [
+        DATABASE_URL,
+        OWNER_DATABASE_URL,
+        SERVING_DATABASE_URL,
+        REDIS_URL,
+        TEMPORAL_ADDRESS,
+        S3_ENDPOINT,
+        S3_BUCKET,
+        S3_ACCESS_KEY,
+        S3_SECRET_KEY,
+    ];
+
+    #[test]
+    fn a_full_environment_is_read_exactly() {
+        let env = full_env();
+        let env = reader(&env);
+        assert_eq!(
+            env.database_url().as_deref(),
+            Ok("postgres://buzz_worker:w@127.0.0.1:55432/buzz")
+        );
+        assert_eq!(
+            env.owner_database_url().as_deref(),
+            Ok("postgres://buzz:o@127.0.0.1:55432/buzz")
+        );
+        assert_eq!(
+            env.serving_database_url().as_deref(),
+            Ok("postgres://buzz_serving:s@127.0.0.1:55432/buzz")
+        );
+        assert_eq!(env.redis_url().as_deref(), Ok("redis://127.0.0.1:56379"));
+        assert_eq!(env.temporal_address().as_deref(), Ok("127.0.0.1:7233"));
+        assert_eq!(env.temporal_namespace(), "buzz");
+        assert_eq!(
+            env.s3(),
+            Ok(S3Config {
+                endpoint: "http://127.0.0.1:57480".into(),
+                bucket: "buzz-media".into(),
+                region: "eu-west-3".into(),
+                access_key: "access".into(),
+                secret_key: "secret".into(),
+            })
+        );
+    }
+
+    #[test]
+    fn each_missing_required_variable_is_named_with_the_fix() {
+        for missing in REQUIRED {
+            let mut env = full_env();
+            env.remove(missing);
+            let error = read_required(&reader(&env), missing)
+                .expect_err("a missing required variable must be refused");
+            assert_eq!(error, StackEnvError::Missing { name: missing });
+            assert_eq!(error.name(), missing);
+            let message = error.to_string();
+            assert!(message.starts_with(missing), "{message}");
+            assert!(
+                message.contains("bash deploy/local/up && source .state/env"),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn empty_and_whitespace_values_count_as_missing() {
+        for missing in REQUIRED {
+            for blank in ["", "   ", "\t\n"] {
+                let mut env = full_env();
+                env.insert(missing, blank.to_owned());
+                let error = read_required(&reader(&env), missing)
+                    .expect_err("a blank required variable must be refused");
+                assert_eq!(error.name(), missing, "{blank:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn values_are_trimmed() {
+        let mut env = full_env();
+        env.insert(REDIS_URL, "  redis://127.0.0.1:56379\n".into());
+        env.insert(S3_BUCKET, "\tbuzz-media ".into());
+        let env = reader(&env);
+        assert_eq!(env.redis_url().as_deref(), Ok("redis://127.0.0.1:56379"));
+        assert_eq!(env.s3().map(|s3| s3.bucket).as_deref(), Ok("buzz-media"));
+    }
+
+    #[test]
+    fn the_region_defaults_to_us_east_1_when_unset_or_blank() {
+        for region in [None, Some(""), Some("  ")] {
+            let mut env = full_env();
+            match region {
+                None => env.remove(S3_REGION),
+                Some(blank) => env.insert(S3_REGION, blank.to_owned()),
+            };
+            let s3 = reader(&env).s3().expect("the region is optional");
+            assert_eq!(s3.region, DEFAULT_S3_REGION, "{region:?}");
+            assert_eq!(s3.region, "us-east-1");
+        }
+    }
+
+    #[test]
+    fn the_namespace_defaults_to_default_when_unset_or_blank() {
+        let mut env = full_env();
+        env.remove(TEMPORAL_NAMESPACE);
+        assert_eq!(reader(&env).temporal_namespace(), "default");
+        env.insert(TEMPORAL_NAMESPACE, " ".into());
+        assert_eq!(reader(&env).temporal_namespace(), "default");
+    }
+}
