@@ -79,6 +79,35 @@ fn recording_queue(path: &str) -> String {
 }
 
 /// A client of the local Temporal server (TEMPORAL_ADDRESS).
+/// What every recording starts with: the stack, the Temporal client, and a worker on the
+/// path's own task queue with the CLI bound to it.
+struct Recording {
+    stack: Stack,
+    client: Client,
+    queue: String,
+    cli: Cli,
+    _worker: WorkerProcess,
+}
+
+/// Starts recording `name` on a queue of its own for `path`; `None` when the file exists
+/// already (a recorded history is never rewritten).
+async fn begin(name: &str, path: &str) -> Option<Recording> {
+    if already_recorded(name) {
+        return None;
+    }
+    let stack = stack().await;
+    let client = temporal().await;
+    let queue = recording_queue(path);
+    let worker = WorkerProcess::start(&queue, &[]).await;
+    Some(Recording {
+        stack,
+        client,
+        cli: Cli::new(&queue),
+        queue,
+        _worker: worker,
+    })
+}
+
 async fn temporal() -> Client {
     let address = env("TEMPORAL_ADDRESS");
     let url = url::Url::parse(&format!("http://{address}")).unwrap_or_else(|e| panic!("{e}"));
@@ -277,14 +306,16 @@ async fn signed_payload(cli: &Cli, args: &[&str]) -> String {
 #[ignore = "records a history on the local stack: deploy/local/record-histories"]
 async fn community_happy_path() {
     let name = "community_happy_path.json";
-    if already_recorded(name) {
+    let Some(Recording {
+        stack,
+        client,
+        cli,
+        _worker,
+        ..
+    }) = begin(name, "happy").await
+    else {
         return;
-    }
-    let stack = stack().await;
-    let client = temporal().await;
-    let queue = recording_queue("happy");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    };
     let host = unique_host("record-happy");
     seed(&stack, &host, tiny_plan()).await;
     let (id, digest) = cli.submit(&host, "alice", &["--reason", "recording"]).await;
@@ -297,14 +328,16 @@ async fn community_happy_path() {
 #[ignore = "records a history on the local stack: deploy/local/record-histories"]
 async fn community_blocked_then_unblocked() {
     let name = "community_blocked_then_unblocked.json";
-    if already_recorded(name) {
+    let Some(Recording {
+        stack,
+        client,
+        cli,
+        _worker,
+        ..
+    }) = begin(name, "blocked").await
+    else {
         return;
-    }
-    let stack = stack().await;
-    let client = temporal().await;
-    let queue = recording_queue("blocked");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    };
     let host = unique_host("record-blocked");
     let target = seed(&stack, &host, tiny_plan()).await;
     // A key no writer makes blocks the inventory until an operator removes it and unblocks.
@@ -364,14 +397,16 @@ async fn community_blocked_then_unblocked() {
 #[ignore = "records a history on the local stack: deploy/local/record-histories"]
 async fn community_aborted_before_irreversible_point() {
     let name = "community_aborted_before_irreversible_point.json";
-    if already_recorded(name) {
+    let Some(Recording {
+        stack,
+        client,
+        cli,
+        _worker,
+        ..
+    }) = begin(name, "aborted").await
+    else {
         return;
-    }
-    let stack = stack().await;
-    let client = temporal().await;
-    let queue = recording_queue("aborted");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    };
     let host = unique_host("record-aborted");
     seed(&stack, &host, tiny_plan()).await;
     let (id, _digest) = cli.submit(&host, "alice", &[]).await;
@@ -395,14 +430,16 @@ async fn community_aborted_before_irreversible_point() {
 #[ignore = "records a history on the local stack: deploy/local/record-histories"]
 async fn community_cancelled() {
     let name = "community_cancelled.json";
-    if already_recorded(name) {
+    let Some(Recording {
+        stack,
+        client,
+        cli,
+        _worker,
+        ..
+    }) = begin(name, "cancelled").await
+    else {
         return;
-    }
-    let stack = stack().await;
-    let client = temporal().await;
-    let queue = recording_queue("cancelled");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    };
     let host = unique_host("record-cancelled");
     seed(&stack, &host, tiny_plan()).await;
     let (id, _digest) = cli.submit(&host, "alice", &[]).await;
@@ -469,14 +506,16 @@ async fn community_continue_as_new() {
 #[ignore = "records a history on the local stack: deploy/local/record-histories"]
 async fn community_web_ui_signals() {
     let name = "community_web_ui_signals.json";
-    if already_recorded(name) {
+    let Some(Recording {
+        stack,
+        client,
+        cli,
+        _worker,
+        ..
+    }) = begin(name, "signals").await
+    else {
         return;
-    }
-    let stack = stack().await;
-    let client = temporal().await;
-    let queue = recording_queue("signals");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    };
     let host = unique_host("record-signals");
     seed(&stack, &host, tiny_plan()).await;
     let (id, digest) = cli.submit(&host, "alice", &[]).await;
@@ -590,14 +629,16 @@ fn user_workflow(id: &str) -> String {
 #[ignore = "records a history on the local stack: deploy/local/record-histories"]
 async fn user_step_mode_failed_stage_retried() {
     let name = "user_step_mode_failed_stage_retried.json";
-    if already_recorded(name) {
+    let Some(Recording {
+        stack,
+        client,
+        cli,
+        _worker,
+        ..
+    }) = begin(name, "user-steps").await
+    else {
         return;
-    }
-    let stack = stack().await;
-    let client = temporal().await;
-    let queue = recording_queue("user-steps");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    };
     let id = user_request(&cli, "record-steps").await;
     let step = |extra: &'static [&'static str]| {
         let cli = cli.clone();
@@ -638,14 +679,16 @@ async fn user_step_mode_failed_stage_retried() {
 #[ignore = "records a history on the local stack: deploy/local/record-histories"]
 async fn user_no_agents() {
     let name = "user_no_agents.json";
-    if already_recorded(name) {
+    let Some(Recording {
+        stack: _,
+        client,
+        cli,
+        _worker,
+        ..
+    }) = begin(name, "user-no-agents").await
+    else {
         return;
-    }
-    let _stack = stack().await;
-    let client = temporal().await;
-    let queue = recording_queue("user-no-agents");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    };
     let id = user_request(&cli, "record-no-agents").await;
     let c = DEMO_FORMER_PARTICIPANT_COMMUNITY.to_string();
     cli.run(&["user", "run", &id, "--demo-no-agents-in", &c])
@@ -658,14 +701,16 @@ async fn user_no_agents() {
 #[ignore = "records a history on the local stack: deploy/local/record-histories"]
 async fn taxonomy_sweep() {
     let name = "taxonomy_sweep.json";
-    if already_recorded(name) {
+    let Some(Recording {
+        stack: _,
+        client,
+        cli,
+        queue,
+        _worker,
+    }) = begin(name, "sweep").await
+    else {
         return;
-    }
-    let _stack = stack().await;
-    let client = temporal().await;
-    let queue = recording_queue("sweep");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    };
     // Exit 1 only says the shared bucket holds unknown keys; the record is JSON either way.
     let swept = cli.run(&["sweep", "run", "--max-objects", "50"]).await;
     assert!(matches!(swept.code, 0 | 1), "{}", swept.stderr);
