@@ -258,3 +258,24 @@ buzz_register_operators() {
     rm -f "$dir/$name.add.err"
   done
 }
+
+# The one build every script runs: the whole workspace, every target (binaries and
+# test binaries alike). Cargo resolves features per selection of packages and
+# targets, and the test targets bring dev-dependency features (the SDK's `testing`)
+# into shared crates, so a narrower build (`-p starter`, `--bins`) compiles a second
+# copy of most of the dependency graph. With one selection everywhere, the suite,
+# the demo, the chaos run and the history recorder reuse each other's artifacts and
+# CI compiles the workspace once per profile (clippy's check pass and this one).
+buzz_build() {
+  cargo build -q --workspace --all-targets
+}
+
+# Directory holding the binaries buzz_build made (honours CARGO_TARGET_DIR and
+# the workspace's target-dir settings).
+buzz_bin_dir() {
+  local target
+  target=$(cargo metadata -q --format-version 1 --no-deps |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])') ||
+    buzz_die "cargo metadata failed; is this the buzz-deletion checkout?"
+  printf '%s/debug' "$target"
+}
