@@ -139,7 +139,7 @@ fn add_current_names(map: &mut Map<String, Value>) {
     }
 }
 
-/// Pretty-printed JSON of `value`, for a text view that shows a JSON cell.
+/// A JSON value as a table cell: strings bare, null empty, anything else as JSON.
 pub fn display_json(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),

@@ -155,13 +155,9 @@ async fn submit(
         Err(e) => return Err(e),
     };
     // Nothing is started while no worker polls: the request would wait unregistered.
-    if let Err(no_worker) = env
-        .waits
+    env.waits
         .require_worker(&env.client, "user deletion request")
-        .await
-    {
-        return Err(no_worker);
-    }
+        .await?;
     let id = Uuid::new_v4();
     let signed = match signer.sign(
         Action::Submit,

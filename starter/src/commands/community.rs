@@ -93,7 +93,7 @@ pub async fn run(waits: &WorkerWait, command: CommunityCommand) -> CliResult {
                 request,
             )
             .await?;
-            let document = serde_json::to_value(&outcome).map_err(encoding)?;
+            let document = serde_json::to_value(outcome).map_err(encoding)?;
             Report::new(&document, object_table("abort", &document) + "\n")
         }
         CommunityCommand::Unblock {
@@ -113,7 +113,7 @@ pub async fn run(waits: &WorkerWait, command: CommunityCommand) -> CliResult {
                 request,
             )
             .await?;
-            let document = serde_json::to_value(&outcome).map_err(encoding)?;
+            let document = serde_json::to_value(outcome).map_err(encoding)?;
             Report::new(&document, object_table("unblock", &document) + "\n")
         }
         CommunityCommand::Status { id } => {
@@ -888,73 +888,69 @@ fn status_report(status: &DeletionStatus, pending: Option<&PendingActivityView>)
 }
 
 fn status_text(status: &DeletionStatus, pending: Option<&PendingActivityView>) -> String {
-    {
-        {
-            let p = &status.progress;
-            format!(
-                "{}\n",
-                key_values(
-                    "deletion status",
-                    &[
-                        ("request_id", status.request_id.to_string()),
-                        ("host", status.host.clone()),
-                        ("phase", status.phase.to_string()),
-                        (
-                            "blocked",
-                            status
-                                .blocked
-                                .as_ref()
-                                .map(|b| format!("in {} since {}: {}", b.phase, b.since, b.reason))
-                                .unwrap_or_else(|| "no".to_owned()),
-                        ),
-                        ("last_error", status.last_error.clone().unwrap_or_default()),
-                        (
-                            "approval",
-                            status
-                                .approval
-                                .as_ref()
-                                .map(|a| format!("{} at {}", a.approved_by, a.approved_at))
-                                .unwrap_or_default(),
-                        ),
-                        (
-                            "inventory_digest",
-                            status
-                                .inventory
-                                .as_ref()
-                                .map(|i| i.digest.clone())
-                                .unwrap_or_default(),
-                        ),
-                        (
-                            "objects",
+    let p = &status.progress;
+    format!(
+        "{}\n",
+        key_values(
+            "deletion status",
+            &[
+                ("request_id", status.request_id.to_string()),
+                ("host", status.host.clone()),
+                ("phase", status.phase.to_string()),
+                (
+                    "blocked",
+                    status
+                        .blocked
+                        .as_ref()
+                        .map(|b| format!("in {} since {}: {}", b.phase, b.since, b.reason))
+                        .unwrap_or_else(|| "no".to_owned()),
+                ),
+                ("last_error", status.last_error.clone().unwrap_or_default()),
+                (
+                    "approval",
+                    status
+                        .approval
+                        .as_ref()
+                        .map(|a| format!("{} at {}", a.approved_by, a.approved_at))
+                        .unwrap_or_default(),
+                ),
+                (
+                    "inventory_digest",
+                    status
+                        .inventory
+                        .as_ref()
+                        .map(|i| i.digest.clone())
+                        .unwrap_or_default(),
+                ),
+                (
+                    "objects",
+                    format!(
+                        "{} of {} versions deleted",
+                        p.versions_deleted, p.versions_total
+                    ),
+                ),
+                ("chunks", format!("{} of {}", p.chunks_done, p.chunks_total)),
+                ("rows purged", p.rows_purged.to_string()),
+                ("keys purged", p.keys_purged.to_string()),
+                (
+                    "pending activity",
+                    pending
+                        .map(|a| {
                             format!(
-                                "{} of {} versions deleted",
-                                p.versions_deleted, p.versions_total
-                            ),
-                        ),
-                        ("chunks", format!("{} of {}", p.chunks_done, p.chunks_total)),
-                        ("rows purged", p.rows_purged.to_string()),
-                        ("keys purged", p.keys_purged.to_string()),
-                        (
-                            "pending activity",
-                            pending
-                                .map(|a| {
-                                    format!(
-                                        "{} attempt {}{}",
-                                        a.activity,
-                                        a.attempt,
-                                        a.last_failure
-                                            .as_ref()
-                                            .map(|f| format!(", last failure: {f}"))
-                                            .unwrap_or_default()
-                                    )
-                                })
-                                .unwrap_or_default(),
-                        ),
-                    ],
-                )
-            )
-        }
-    }
+                                "{} attempt {}{}",
+                                a.activity,
+                                a.attempt,
+                                a.last_failure
+                                    .as_ref()
+                                    .map(|f| format!(", last failure: {f}"))
+                                    .unwrap_or_default()
+                            )
+                        })
+                        .unwrap_or_default(),
+                ),
+            ],
+        )
+    )
 }
 
 /// One line describing where a deletion stands, for `watch`.
@@ -1131,56 +1127,52 @@ async fn list(args: ListArgs) -> CliResult {
     } else {
         Default::default()
     };
-    {
-        {
-            let rows: Vec<serde_json::Value> = requests
-                .iter()
-                .map(|r| {
-                    let mut row = serde_json::to_value(r).unwrap_or_default();
-                    if let serde_json::Value::Object(map) = &mut row {
-                        map.insert(
-                            "live".to_owned(),
-                            serde_json::to_value(live.get(&r.workflow_id)).unwrap_or_default(),
-                        );
-                    }
-                    current_names(row)
-                })
-                .collect();
-            let mut table = Table::new(
-                "deletion requests",
-                &[
-                    "request_id",
-                    "kind",
-                    "target",
-                    "stage",
-                    "live phase",
-                    "requested_by",
-                    "blocked",
-                    "created_at",
-                ],
-            );
-            for r in &requests {
-                let phase = live
-                    .get(&r.workflow_id)
-                    .and_then(|l| l.phase.clone())
-                    .unwrap_or_default();
-                table.row(vec![
-                    r.id.to_string(),
-                    r.kind.clone(),
-                    r.host
-                        .clone()
-                        .or_else(|| r.target.clone())
-                        .unwrap_or_default(),
-                    r.stage.clone(),
-                    phase,
-                    r.requested_by.clone(),
-                    r.blocked_reason.clone().unwrap_or_default(),
-                    r.created_at.to_rfc3339(),
-                ]);
+    let rows: Vec<serde_json::Value> = requests
+        .iter()
+        .map(|r| {
+            let mut row = serde_json::to_value(r).unwrap_or_default();
+            if let serde_json::Value::Object(map) = &mut row {
+                map.insert(
+                    "live".to_owned(),
+                    serde_json::to_value(live.get(&r.workflow_id)).unwrap_or_default(),
+                );
             }
-            Report::new(&rows, table.render())
-        }
+            current_names(row)
+        })
+        .collect();
+    let mut table = Table::new(
+        "deletion requests",
+        &[
+            "request_id",
+            "kind",
+            "target",
+            "stage",
+            "live phase",
+            "requested_by",
+            "blocked",
+            "created_at",
+        ],
+    );
+    for r in &requests {
+        let phase = live
+            .get(&r.workflow_id)
+            .and_then(|l| l.phase.clone())
+            .unwrap_or_default();
+        table.row(vec![
+            r.id.to_string(),
+            r.kind.clone(),
+            r.host
+                .clone()
+                .or_else(|| r.target.clone())
+                .unwrap_or_default(),
+            r.stage.clone(),
+            phase,
+            r.requested_by.clone(),
+            r.blocked_reason.clone().unwrap_or_default(),
+            r.created_at.to_rfc3339(),
+        ]);
     }
+    Report::new(&rows, table.render())
 }
 
 async fn inspect(id: Uuid) -> CliResult {
@@ -1195,69 +1187,62 @@ async fn inspect(id: Uuid) -> CliResult {
         Err(e) => return Err(store_failure(e)),
     };
     let document = inspection_document(&inspection)?;
-    {
-        {
-            let r = &inspection.request;
-            let mut text = format!(
-                "{}\n",
-                key_values(
-                    "request",
-                    &[
-                        ("request_id", r.id.to_string()),
-                        ("host", r.host.clone().unwrap_or_default()),
-                        ("stage", r.stage.clone()),
-                        ("requested_by", r.requested_by.clone()),
-                        (
-                            "inventory_digest",
-                            r.inventory_digest.clone().unwrap_or_default()
-                        ),
-                        ("blocked", r.blocked_reason.clone().unwrap_or_default()),
-                        (
-                            "approval",
-                            inspection
-                                .approval
-                                .as_ref()
-                                .map(|a| format!(
-                                    "{} at {} ({})",
-                                    a.approved_by, a.approved_at, a.digest
-                                ))
-                                .unwrap_or_default(),
-                        ),
-                        (
-                            "chunks",
-                            format!(
-                                "{} of {} stamped, {} of {} versions",
-                                inspection.chunks.chunks_stamped,
-                                inspection.chunks.chunks_total,
-                                inspection.chunks.versions_stamped,
-                                inspection.chunks.versions_total
-                            ),
-                        ),
-                    ],
-                )
-            );
-            let mut checkpoints = Table::new("checkpoints", &["stage", "reached_at", "detail"]);
-            for c in &inspection.checkpoints {
-                checkpoints.row(vec![
-                    c.stage.clone(),
-                    c.reached_at.to_rfc3339(),
-                    c.detail.to_string(),
-                ]);
-            }
-            text.push_str(&format!("{}\n", checkpoints.render()));
-            let mut audit = Table::new("audit trail", &["at", "actor", "event", "detail"]);
-            for e in &inspection.audit {
-                audit.row(vec![
-                    e.at.to_rfc3339(),
-                    e.actor.clone(),
-                    e.event.clone(),
-                    e.detail.to_string(),
-                ]);
-            }
-            text.push_str(&audit.render());
-            Report::new(&document, text)
-        }
+    let r = &inspection.request;
+    let mut text = format!(
+        "{}\n",
+        key_values(
+            "request",
+            &[
+                ("request_id", r.id.to_string()),
+                ("host", r.host.clone().unwrap_or_default()),
+                ("stage", r.stage.clone()),
+                ("requested_by", r.requested_by.clone()),
+                (
+                    "inventory_digest",
+                    r.inventory_digest.clone().unwrap_or_default()
+                ),
+                ("blocked", r.blocked_reason.clone().unwrap_or_default()),
+                (
+                    "approval",
+                    inspection
+                        .approval
+                        .as_ref()
+                        .map(|a| format!("{} at {} ({})", a.approved_by, a.approved_at, a.digest))
+                        .unwrap_or_default(),
+                ),
+                (
+                    "chunks",
+                    format!(
+                        "{} of {} stamped, {} of {} versions",
+                        inspection.chunks.chunks_stamped,
+                        inspection.chunks.chunks_total,
+                        inspection.chunks.versions_stamped,
+                        inspection.chunks.versions_total
+                    ),
+                ),
+            ],
+        )
+    );
+    let mut checkpoints = Table::new("checkpoints", &["stage", "reached_at", "detail"]);
+    for c in &inspection.checkpoints {
+        checkpoints.row(vec![
+            c.stage.clone(),
+            c.reached_at.to_rfc3339(),
+            c.detail.to_string(),
+        ]);
     }
+    text.push_str(&format!("{}\n", checkpoints.render()));
+    let mut audit = Table::new("audit trail", &["at", "actor", "event", "detail"]);
+    for e in &inspection.audit {
+        audit.row(vec![
+            e.at.to_rfc3339(),
+            e.actor.clone(),
+            e.event.clone(),
+            e.detail.to_string(),
+        ]);
+    }
+    text.push_str(&audit.render());
+    Report::new(&document, text)
 }
 
 /// The JSON answer of `community inspect`: the request carries `request_id` next to its
