@@ -23,7 +23,8 @@ fn the_old_digest_flag_warns_on_stderr_and_runs_the_same_command() {
     let new = approve("--inventory-digest");
     let old_err = String::from_utf8_lossy(&old.stderr);
     let new_err = String::from_utf8_lossy(&new.stderr);
-    let warning = "warning: --digest is deprecated and goes away in release 0.2.0; use --inventory-digest";
+    let warning =
+        "warning: --digest is deprecated and goes away in release 0.2.0; use --inventory-digest";
     assert_eq!(old_err.matches(warning).count(), 1, "{old_err}");
     assert!(!new_err.contains("deprecated"), "{new_err}");
     // Same command, same refusal, same exit code (2: the signing key is missing).
