@@ -112,8 +112,8 @@ pub async fn run(cmd: UserCommand, env: &UserCliEnv) -> CliResult {
             let stop_wait = std::time::Duration::from_secs(stop_wait_secs);
             run_stages(env, id, options, stop_wait).await
         }
-        UserCommand::Stop { id, wait_secs } => {
-            recover::stop(env, id, std::time::Duration::from_secs(wait_secs)).await
+        UserCommand::Stop { id, stop_wait_secs } => {
+            recover::stop(env, id, std::time::Duration::from_secs(stop_wait_secs)).await
         }
         UserCommand::Resume {
             id,
@@ -407,7 +407,7 @@ impl RequestSnapshot {
             out.push_str(&key_values(
                 "request",
                 &[
-                    ("id", r.id.to_string()),
+                    ("request_id", r.id.to_string()),
                     ("target", optional(r.target.clone())),
                     ("stage", r.stage.clone()),
                     ("requested_by", r.requested_by.clone()),

@@ -136,6 +136,17 @@ fn sweep_schedule_and_unschedule_accept_id_as_schedule_id_with_a_warning() {
 }
 
 #[test]
+fn user_stop_accepts_wait_secs_as_stop_wait_secs_like_user_run_with_a_warning() {
+    assert_deprecated_alias(
+        &["user", "stop", ID],
+        "--wait-secs",
+        "--stop-wait-secs",
+        "5",
+        &[],
+    );
+}
+
+#[test]
 fn global_flags_and_values_that_look_like_old_flags_do_not_warn() {
     let parsed = parsed(&[
         "--output",
@@ -176,6 +187,7 @@ fn every_hidden_alias_in_the_grammar_is_a_documented_deprecated_spelling() {
             "buzz-deletion community sign approve: --digest",
             "buzz-deletion sweep schedule: --id",
             "buzz-deletion sweep unschedule: --id",
+            "buzz-deletion user stop: --wait-secs",
         ]
     );
 }

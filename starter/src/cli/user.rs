@@ -86,9 +86,10 @@ pub enum UserCommand {
         /// Request id.
         #[arg(value_name = "REQUEST_ID")]
         id: Uuid,
-        /// How long to wait for the run to acknowledge the stop.
-        #[arg(long, default_value_t = DEFAULT_STOP_WAIT_SECS)]
-        wait_secs: u64,
+        /// How long to wait for the run to acknowledge the stop (the same flag as `user run`'s;
+        /// `--wait-secs` is the deprecated spelling).
+        #[arg(long, alias = "wait-secs", default_value_t = DEFAULT_STOP_WAIT_SECS)]
+        stop_wait_secs: u64,
     },
     /// Start a new workflow for a request whose workflow is gone (terminated, or lost with its
     /// namespace), from what Postgres holds. Refused while a workflow for it is running.
