@@ -272,7 +272,7 @@ async fn run_stages(
         return Err(refuse(1, &format!("no user-deletion request {id}")));
     };
     // A finished request is answered from Postgres alone: a rerun cannot change anything.
-    let report = if request.stage == "completed" {
+    let run = if request.stage == "completed" {
         RunReport {
             run: 0,
             handlers_run: 0,
@@ -303,19 +303,19 @@ async fn run_stages(
     };
     let snapshot = RequestSnapshot::read(&env.store, id).await?;
     let document = request_named(json!({
-        "run": report,
+        "run": run,
         "request": snapshot.request,
         "approval": snapshot.approval,
         "progress": snapshot.progress,
         "stages": snapshot.stages,
     }));
-    let summary = describe_outcome(&report.outcome);
+    let summary = describe_outcome(&run.outcome);
     let text = format!("{}run: {summary}\n", snapshot.render());
-    let report_ = Report::new(&document, text)?;
-    if report.outcome.needs_attention() {
-        return Ok(report_.failing(1, summary));
+    let report = Report::new(&document, text)?;
+    if run.outcome.needs_attention() {
+        return Ok(report.failing(1, summary));
     }
-    Ok(report_)
+    Ok(report)
 }
 
 async fn status(env: &UserCliEnv, id: Uuid) -> CliResult {
