@@ -27,6 +27,9 @@ pub enum OutputFormat {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
     document: Value,
+    /// The document as printed, serialized from the command's own type so its fields keep
+    /// their declared order (a [`Value`] would sort them).
+    json: String,
     text: String,
     one_line: bool,
     exit_code: i32,
@@ -36,10 +39,13 @@ pub struct Report {
 impl Report {
     /// A result shown as `document` (JSON) or `text` (table), exit code 0.
     pub fn new(document: &impl Serialize, text: impl Into<String>) -> Result<Report, CliError> {
-        let document = serde_json::to_value(document)
-            .map_err(|e| CliError::Other(anyhow::anyhow!("encoding the result: {e}")))?;
+        let encoding =
+            |e: serde_json::Error| CliError::Other(anyhow::anyhow!("encoding the result: {e}"));
+        let json = serde_json::to_string_pretty(document).map_err(encoding)?;
+        let document = serde_json::to_value(document).map_err(encoding)?;
         Ok(Report {
             document,
+            json,
             text: text.into(),
             one_line: false,
             exit_code: 0,
@@ -50,6 +56,8 @@ impl Report {
     /// A result that is one compact JSON line in every format (a payload to paste elsewhere).
     pub fn json_line(document: &impl Serialize) -> Result<Report, CliError> {
         let mut report = Report::new(document, String::new())?;
+        report.json = serde_json::to_string(document)
+            .map_err(|e| CliError::Other(anyhow::anyhow!("encoding the result: {e}")))?;
         report.one_line = true;
         Ok(report)
     }
@@ -80,12 +88,7 @@ impl Report {
     /// What goes to stdout in `format`.
     pub fn render(&self, format: OutputFormat) -> String {
         match (format, self.one_line) {
-            (_, true) => format!("{}\n", self.document),
-            (OutputFormat::Json, false) => {
-                let pretty = serde_json::to_string_pretty(&self.document)
-                    .unwrap_or_else(|_| self.document.to_string());
-                format!("{pretty}\n")
-            }
+            (_, true) | (OutputFormat::Json, false) => format!("{}\n", self.json),
             (OutputFormat::Table, false) => self.text.clone(),
         }
     }

@@ -265,26 +265,25 @@ async fn sign(command: SignCommand) -> CliResult {
             approved_by,
             note,
             key,
-        } => serde_json::to_value(
-            signed_approval(id, approved_by, inventory_digest, note, &key).await?,
+        } => Report::json_line(
+            &signed_approval(id, approved_by, inventory_digest, note, &key).await?,
         ),
         SignCommand::Abort {
             id,
             reason,
             aborted_by,
             key,
-        } => serde_json::to_value(signed_abort(id, aborted_by, reason, &key).await?),
+        } => Report::json_line(&signed_abort(id, aborted_by, reason, &key).await?),
         SignCommand::Unblock {
             id,
             reason,
             unblocked_by,
             key,
-        } => serde_json::to_value(signed_unblock(id, unblocked_by, reason, &key).await?),
-    }
-    .map_err(encoding)?;
+        } => Report::json_line(&signed_unblock(id, unblocked_by, reason, &key).await?),
+    };
     // The payload is the workflow's signal input: its field names are the workflow's contract
     // (recorded histories replay it), so it is printed as is, in every output format.
-    Report::json_line(&payload)
+    payload
 }
 
 fn encoding(error: serde_json::Error) -> CliError {

@@ -143,3 +143,20 @@ fn community_status_carries_inventory_digest_at_the_top_and_in_the_approval() {
     assert_eq!(document["inventory"]["digest"], "sha256:frozen");
     assert!(document.get("pending_activity").is_some());
 }
+
+#[test]
+fn a_document_keeps_the_field_order_of_its_type() {
+    #[derive(Serialize)]
+    struct Declared {
+        zebra: u8,
+        apple: u8,
+    }
+    let report = Report::new(&Declared { zebra: 1, apple: 2 }, "").expect("report");
+    let json = report.render(OutputFormat::Json);
+    assert!(json.find("zebra") < json.find("apple"), "{json}");
+    let line = Report::json_line(&Declared { zebra: 1, apple: 2 }).expect("report");
+    assert_eq!(
+        line.render(OutputFormat::Table),
+        "{\"zebra\":1,\"apple\":2}\n"
+    );
+}
