@@ -51,5 +51,12 @@ impl From<activities::stack_env::StackEnvError> for CliError {
     }
 }
 
-/// Result of a command: the exit code to use when it ran to an answer.
-pub type CliResult = Result<i32, CliError>;
+impl From<activities::user::UserStoreError> for CliError {
+    /// The user-deletion store failed (a refusal it decides is mapped by the caller).
+    fn from(error: activities::user::UserStoreError) -> Self {
+        CliError::Other(anyhow::Error::new(error).context("Postgres"))
+    }
+}
+
+/// Result of a command: its report (which carries its exit code) when it ran to an answer.
+pub type CliResult = Result<crate::output::Report, CliError>;

@@ -9,6 +9,7 @@ pub mod error;
 pub mod host;
 pub mod output;
 pub mod signing;
+pub mod update;
 pub mod user_cmd;
 pub mod user_list;
 pub mod worker_wait;
@@ -16,10 +17,12 @@ pub mod worker_wait;
 use cli::{Cli, Command};
 use error::CliResult;
 
-/// Runs one parsed invocation and returns its exit code (errors are printed to stderr).
+/// Runs one parsed invocation, prints its report through [`output::emit`] and returns its exit
+/// code (errors are printed to stderr).
 pub async fn run(cli: Cli) -> i32 {
+    let format = cli.output;
     match dispatch(cli).await {
-        Ok(code) => code,
+        Ok(report) => output::emit(format, &report),
         Err(error) => {
             eprintln!("error: {error:#}");
             error.exit_code()
@@ -28,7 +31,6 @@ pub async fn run(cli: Cli) -> i32 {
 }
 
 async fn dispatch(cli: Cli) -> CliResult {
-    let format = cli.output;
     if cli.allow_privileged_db_role {
         connect::allow_privileged_db_role();
     }
@@ -37,12 +39,12 @@ async fn dispatch(cli: Cli) -> CliResult {
         wait: std::time::Duration::from_secs(cli.worker_wait.max(1)),
     };
     match cli.command {
-        Command::Migrate => commands::migrate::run(format).await,
-        Command::StackCheck { sleep_secs } => commands::stack_check::run(format, sleep_secs).await,
-        Command::Community(command) => commands::community::run(format, &waits, command).await,
-        Command::Demo(command) => commands::demo::run(format, command).await,
-        Command::Sweep(command) => commands::sweep::run(format, command).await,
-        Command::Operators(command) => commands::operators::run(format, command).await,
+        Command::Migrate => commands::migrate::run().await,
+        Command::StackCheck { sleep_secs } => commands::stack_check::run(sleep_secs).await,
+        Command::Community(command) => commands::community::run(&waits, command).await,
+        Command::Demo(command) => commands::demo::run(command).await,
+        Command::Sweep(command) => commands::sweep::run(command).await,
+        Command::Operators(command) => commands::operators::run(command).await,
         Command::User(command) => {
             let store = connect::store().await?;
             let env = user_cmd::UserCliEnv {
@@ -50,11 +52,8 @@ async fn dispatch(cli: Cli) -> CliResult {
                 task_queue: connect::task_queue(),
                 waits,
                 store: activities::user::UserStore::new(store.pool().clone()),
-                output: format,
             };
-            user_cmd::run(command, &env)
-                .await
-                .map_err(error::CliError::Other)
+            user_cmd::run(command, &env).await
         }
     }
 }

@@ -1,8 +1,6 @@
 //! `buzz-deletion`: the operator CLI. Exit codes: 0 ok, 1 failed/refused/blocked, 2 usage.
 #![deny(unsafe_code)]
 
-use clap::Parser;
-
 #[tokio::main]
 async fn main() {
     // One process-wide TLS provider, before any client is built.
@@ -13,7 +11,14 @@ async fn main() {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = starter::cli::Cli::parse();
-    let code = starter::run(cli).await;
+    let parsed = match starter::cli::parse(std::env::args_os()) {
+        Ok(parsed) => parsed,
+        // Help and version print and exit 0; usage errors exit 2.
+        Err(usage) => usage.exit(),
+    };
+    for warning in &parsed.warnings {
+        eprintln!("{warning}");
+    }
+    let code = starter::run(parsed.cli).await;
     std::process::exit(code);
 }

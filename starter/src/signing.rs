@@ -9,28 +9,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use activities::identity::{OperatorKey, fresh_nonce, operator_by_fingerprint, parse_public_key};
-use clap::Args;
 use sqlx::PgPool;
 use uuid::Uuid;
+use workflows::approval::same_operator_name;
 use workflows::operator::{Action, Kind, SIGNATURE_NAMESPACE, SignedAction, statement_text};
 
 use crate::error::CliError;
 
-/// The environment variable naming the operator's key when `--key` is not given.
-pub const KEY_ENV: &str = "BUZZ_OPERATOR_KEY";
-
-/// Which SSH key signs the action.
-#[derive(Debug, Clone, Args)]
-pub struct KeyArgs {
-    /// The operator's SSH key: a private key file, or a `.pub` file whose private key is in
-    /// the ssh-agent (SSH_AUTH_SOCK). Must be registered (`buzz-deletion operators list`).
-    #[arg(long = "key", env = KEY_ENV, value_name = "PATH")]
-    pub key: Option<PathBuf>,
-    /// Sign with this RFC 3339 UTC time instead of now (whole seconds, `…Z`); for tests of the
-    /// freshness window.
-    #[arg(long, hide = true)]
-    pub signed_at: Option<String>,
-}
+pub use crate::cli::{KEY_ENV, KeyArgs};
 
 /// An operator's key, ready to sign.
 #[derive(Debug, Clone)]
@@ -113,7 +99,7 @@ impl SigningKey {
             .map_err(|e| CliError::Other(anyhow::anyhow!("reading the operator registry: {e}")))?
             .filter(|r| r.revoked_at.is_none());
         match (registered, given) {
-            (Some(record), Some(given)) if !record.name.eq_ignore_ascii_case(given) => {
+            (Some(record), Some(given)) if !same_operator_name(&record.name, given) => {
                 Err(CliError::Refused(format!(
                     "{flag} {given} does not match key {} ({}), which is registered as {}; \
                      sign with your own key or drop {flag}",

@@ -5,10 +5,8 @@
 //! saved; `status` and a rerun of a finished request only read Postgres.
 
 use anyhow::Context;
-use clap::{Subcommand, ValueEnum};
 use serde::Serialize;
 use serde_json::json;
-use temporalio_client::errors::WorkflowUpdateError;
 use temporalio_client::{Client, RpcOptions, WorkflowIdConflictPolicy, WorkflowStartOptions};
 use temporalio_common::search_attributes::SearchAttributes;
 use uuid::Uuid;
@@ -23,134 +21,16 @@ use workflows::user::{
 
 use workflows::operator::{Action, Kind};
 
-use crate::error::CliError;
-use crate::output::{OutputFormat, Table, key_values, print_json};
+use crate::cli::UserCommand;
+use crate::error::{CliError, CliResult};
+use crate::output::{Report, Table, current_names, current_names_at, key_values};
 use crate::signing::{KeyArgs, SigningKey};
-use crate::worker_wait::{SendError, WorkerWait};
+use crate::update::{self, UpdateFailure};
+use crate::worker_wait::WorkerWait;
 
 mod recover;
 
-/// `user …` subcommands.
-#[derive(Debug, Subcommand)]
-pub enum UserCommand {
-    /// Submit a user deletion: records the request with its frozen demo inventory (B, then C)
-    /// and prints its id and inventory digest. Only `demo:` targets are accepted.
-    Submit {
-        /// The user, `demo:<name>`.
-        #[arg(long)]
-        target: String,
-        /// Operator asking for the deletion: optional; if given it must be the registered name
-        /// of the signing key (which is what is recorded).
-        #[arg(long)]
-        requested_by: Option<String>,
-        /// Why.
-        #[arg(long)]
-        reason: Option<String>,
-        /// Freeze a demo inventory of N communities (B, C, then generated ones; 1 to 1000)
-        /// instead of B and C, to exercise the bounds. The digest covers every community.
-        #[arg(long)]
-        demo_communities: Option<u32>,
-        /// The requester's SSH key, which signs the submission.
-        #[command(flatten)]
-        key: KeyArgs,
-    },
-    /// Approve the frozen inventory digest (a second operator; two-person rule). Creates no
-    /// stage rows.
-    Approve {
-        /// Request id.
-        id: Uuid,
-        /// Approving operator: optional; if given it must be the registered name of the
-        /// signing key, which must not be the requester's (two-person rule on keys).
-        #[arg(long)]
-        approved_by: Option<String>,
-        /// The digest printed by `submit`.
-        #[arg(long)]
-        inventory_digest: String,
-        /// Note kept with the approval evidence.
-        #[arg(long)]
-        note: Option<String>,
-        /// The approver's SSH key, which signs the approval of this digest.
-        #[command(flatten)]
-        key: KeyArgs,
-    },
-    /// Let the workflow execute stages, wait until it pauses, and print the stage rows. Exit 1
-    /// when a handler failed (with the saved retry deadline) or the run was refused.
-    Run {
-        /// Request id.
-        id: Uuid,
-        /// Execute one handler and its transition, then pause.
-        #[arg(long)]
-        next_step: bool,
-        /// Make this stage's dummy handler fail.
-        #[arg(long, value_enum)]
-        fail_stage: Option<StageArg>,
-        /// Community whose purge_db observes no agents (repeatable).
-        #[arg(long = "demo-no-agents-in")]
-        demo_no_agents_in: Vec<Uuid>,
-        /// Time each handler takes, heartbeating meanwhile.
-        #[arg(long, default_value_t = 0)]
-        stage_delay_ms: u64,
-        /// Label saved on the stage rows this run starts.
-        #[arg(long)]
-        executor_id: Option<String>,
-        /// After Ctrl-C or SIGTERM, how long to wait for the run to acknowledge its stop.
-        #[arg(long, default_value_t = recover::DEFAULT_STOP_WAIT_SECS)]
-        stop_wait_secs: u64,
-    },
-    /// Stop the request's run in progress: no further handler starts and no further transition
-    /// commits; a handler in flight is cancelled and its row stays current. The next `user run`
-    /// continues from that row. Does nothing when no run is in progress.
-    Stop {
-        /// Request id.
-        id: Uuid,
-        /// How long to wait for the run to acknowledge the stop.
-        #[arg(long, default_value_t = recover::DEFAULT_STOP_WAIT_SECS)]
-        wait_secs: u64,
-    },
-    /// Start a new workflow for a request whose workflow is gone (terminated, or lost with its
-    /// namespace), from what Postgres holds. Refused while a workflow for it is running.
-    Resume {
-        /// Request id.
-        id: Uuid,
-        /// Runs the new workflow serves before it continues as new (0: the default). For tests.
-        #[arg(long, default_value_t = 0, hide = true)]
-        runs_per_execution: u64,
-    },
-    /// Print the request, its approval and its stage rows in predecessor-chain order.
-    Status {
-        /// Request id.
-        id: Uuid,
-    },
-    /// User-deletion requests from Postgres, newest first, filtered by state.
-    List(crate::cli::ListArgs),
-}
-
-/// A stage name on the command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum StageArg {
-    /// The user gate.
-    #[value(name = "gate_user")]
-    GateUser,
-    /// Per-community row purge.
-    #[value(name = "purge_db")]
-    PurgeDb,
-    /// Per-community agent purge.
-    #[value(name = "purge_agents")]
-    PurgeAgents,
-}
-
-impl From<StageArg> for StageKind {
-    fn from(arg: StageArg) -> Self {
-        match arg {
-            StageArg::GateUser => StageKind::GateUser,
-            StageArg::PurgeDb => StageKind::PurgeDb,
-            StageArg::PurgeAgents => StageKind::PurgeAgents,
-        }
-    }
-}
-
-/// What the `user` commands need: a Temporal client, the task queue, the user-deletion store,
-/// the output format.
+/// What the `user` commands need: a Temporal client, the task queue, the user-deletion store.
 #[derive(Debug, Clone)]
 pub struct UserCliEnv {
     /// Connected Temporal client (namespace of the workers).
@@ -161,12 +41,10 @@ pub struct UserCliEnv {
     pub waits: WorkerWait,
     /// The user-deletion store over the deletion database.
     pub store: UserStore,
-    /// JSON (default) or table.
-    pub output: OutputFormat,
 }
 
 /// Runs one `user` command and returns its exit code: 0 ok, 1 failed or refused, 2 usage.
-pub async fn run(cmd: UserCommand, env: &UserCliEnv) -> anyhow::Result<i32> {
+pub async fn run(cmd: UserCommand, env: &UserCliEnv) -> CliResult {
     match cmd {
         UserCommand::Submit {
             target,
@@ -204,10 +82,7 @@ pub async fn run(cmd: UserCommand, env: &UserCliEnv) -> anyhow::Result<i32> {
                 )?;
                 Ok::<_, CliError>((name, signed))
             };
-            let (approved_by, signed) = match signed.await {
-                Ok(signed) => signed,
-                Err(e) => return Ok(fail(e.exit_code(), &e.to_string())),
-            };
+            let (approved_by, signed) = signed.await?;
             let approval = UserApproveRequest {
                 approved_by,
                 inventory_digest,
@@ -237,8 +112,8 @@ pub async fn run(cmd: UserCommand, env: &UserCliEnv) -> anyhow::Result<i32> {
             let stop_wait = std::time::Duration::from_secs(stop_wait_secs);
             run_stages(env, id, options, stop_wait).await
         }
-        UserCommand::Stop { id, wait_secs } => {
-            recover::stop(env, id, std::time::Duration::from_secs(wait_secs)).await
+        UserCommand::Stop { id, stop_wait_secs } => {
+            recover::stop(env, id, std::time::Duration::from_secs(stop_wait_secs)).await
         }
         UserCommand::Resume {
             id,
@@ -259,34 +134,30 @@ async fn submit(
     reason: Option<String>,
     demo_communities: Option<u32>,
     key: &KeyArgs,
-) -> anyhow::Result<i32> {
+) -> CliResult {
     if let Err(refusal) = validate_demo_target(&target) {
-        return Ok(fail(2, &refusal.to_string()));
+        return Err(refuse(2, &refusal.to_string()));
     }
     if let Some(size) = demo_communities
         && let Err(refusal) = UserInventory::demo_sized(&target, size)
     {
-        return Ok(fail(2, &format!("--demo-communities {size}: {refusal}")));
+        return Err(refuse(2, &format!("--demo-communities {size}: {refusal}")));
     }
     let signer = match SigningKey::from_args(key) {
         Ok(signer) => signer,
-        Err(e) => return Ok(fail(e.exit_code(), &e.to_string())),
+        Err(e) => return Err(e),
     };
     let requested_by = match signer
         .operator_name(env.store.pool(), "--requested-by", requested_by.as_deref())
         .await
     {
         Ok(name) => name,
-        Err(e) => return Ok(fail(e.exit_code(), &e.to_string())),
+        Err(e) => return Err(e),
     };
     // Nothing is started while no worker polls: the request would wait unregistered.
-    if let Err(no_worker) = env
-        .waits
+    env.waits
         .require_worker(&env.client, "user deletion request")
-        .await
-    {
-        return Ok(fail(1, &no_worker.to_string()));
-    }
+        .await?;
     let id = Uuid::new_v4();
     let signed = match signer.sign(
         Action::Submit,
@@ -297,7 +168,7 @@ async fn submit(
         key.signed_at.as_deref(),
     ) {
         Ok(signed) => signed,
-        Err(e) => return Ok(fail(e.exit_code(), &e.to_string())),
+        Err(e) => return Err(e),
     };
     let input = UserDeletionInput {
         request_id: id,
@@ -320,89 +191,75 @@ async fn submit(
         .start_workflow(UserDeletion::run, input, options)
         .await
         .context("starting the UserDeletion workflow")?;
-    let sent = env
-        .waits
-        .send_update(
-            &env.client,
-            &handle,
-            "registration",
-            UserDeletion::registration,
-            (),
-        )
-        .await;
-    let registered = match sent {
-        Ok(sent) => sent.get_result(RpcOptions::default()).await,
-        Err(SendError::Update(e)) => Err(e),
-        Err(SendError::NoWorker(e)) => {
-            return Ok(fail(1, &format!("user deletion {id} was started, but {e}")));
-        }
-    };
+    let registered = update::execute(
+        &env.waits,
+        &handle,
+        "registration",
+        UserDeletion::registration,
+        (),
+    )
+    .await;
     let registration: Registration = match registered {
         Ok(registration) => registration,
-        Err(e) => {
-            return Ok(fail(
+        Err(UpdateFailure::NoWorker(e)) => {
+            return Err(refuse(
                 1,
-                &format!("registration failed: {}", update_message(&e)),
+                &format!("user deletion {id} was started, but {e}"),
             ));
         }
+        Err(failure) => return Err(failure.into_cli("registration", NOT_RUNNING)),
     };
-    match env.output {
-        OutputFormat::Json => print_json(&registration)?,
-        OutputFormat::Table => print!(
-            "{}",
-            key_values(
-                "user deletion submitted",
-                &[
-                    ("id", registration.id.to_string()),
-                    ("workflow_id", registration.workflow_id.clone()),
-                    ("target", registration.target.clone()),
-                    ("inventory_digest", registration.inventory_digest.clone()),
-                ],
-            )
-        ),
-    }
-    Ok(0)
+    let text = key_values(
+        "user deletion submitted",
+        &[
+            ("request_id", registration.id.to_string()),
+            ("workflow_id", registration.workflow_id.clone()),
+            ("target", registration.target.clone()),
+            ("inventory_digest", registration.inventory_digest.clone()),
+        ],
+    );
+    Report::new(&registration_document(&registration)?, text)
 }
 
-async fn approve(env: &UserCliEnv, id: Uuid, approval: UserApproveRequest) -> anyhow::Result<i32> {
+/// What a refused update says when the request's workflow is gone.
+const NOT_RUNNING: &str = "the request's workflow is not running";
+
+/// The JSON answer of `user submit`: the registration, with `request_id` next to its
+/// deprecated `id`.
+pub(crate) fn registration_document(
+    registration: &Registration,
+) -> Result<serde_json::Value, CliError> {
+    serde_json::to_value(registration)
+        .map(current_names)
+        .map_err(|e| CliError::Other(anyhow::anyhow!("encoding the result: {e}")))
+}
+
+/// A snapshot document: the request object carries `request_id` next to its deprecated `id`.
+fn request_named(document: serde_json::Value) -> serde_json::Value {
+    current_names_at(document, "request")
+}
+
+async fn approve(env: &UserCliEnv, id: Uuid, approval: UserApproveRequest) -> CliResult {
     if env.store.request_view(id).await?.is_none() {
-        return Ok(fail(1, &format!("no user-deletion request {id}")));
+        return Err(refuse(1, &format!("no user-deletion request {id}")));
     }
     let handle = env
         .client
         .get_workflow_handle::<UserDeletion>(workflow_id(id));
-    let sent = env
-        .waits
-        .send_update(
-            &env.client,
-            &handle,
-            "approval",
-            UserDeletion::approve,
-            approval,
-        )
-        .await;
-    let answered = match sent {
-        Ok(sent) => sent.get_result(RpcOptions::default()).await,
-        Err(SendError::Update(e)) => Err(e),
-        Err(SendError::NoWorker(e)) => return Ok(fail(1, &e.to_string())),
-    };
-    let record: UserApprovalRecord = match answered {
-        Ok(record) => record,
-        Err(e) => {
-            return Ok(fail(
-                1,
-                &format!("approval refused: {}", update_message(&e)),
-            ));
-        }
-    };
+    let record: UserApprovalRecord = update::execute(
+        &env.waits,
+        &handle,
+        "approval",
+        UserDeletion::approve,
+        approval,
+    )
+    .await
+    .map_err(|failure| failure.into_cli("approval", NOT_RUNNING))?;
     let snapshot = RequestSnapshot::read(&env.store, id).await?;
-    let document =
-        json!({"approval": record, "request": snapshot.request, "stages": snapshot.stages});
-    match env.output {
-        OutputFormat::Json => print_json(&document)?,
-        OutputFormat::Table => print!("{}", snapshot.render()),
-    }
-    Ok(0)
+    let document = request_named(
+        json!({"approval": record, "request": snapshot.request, "stages": snapshot.stages}),
+    );
+    Report::new(&document, snapshot.render())
 }
 
 async fn run_stages(
@@ -410,86 +267,73 @@ async fn run_stages(
     id: Uuid,
     options: RunOptions,
     stop_wait: std::time::Duration,
-) -> anyhow::Result<i32> {
+) -> CliResult {
     let Some(request) = env.store.request_view(id).await? else {
-        return Ok(fail(1, &format!("no user-deletion request {id}")));
+        return Err(refuse(1, &format!("no user-deletion request {id}")));
     };
     // A finished request is answered from Postgres alone: a rerun cannot change anything.
-    let report = if request.stage == "completed" {
+    let run = if request.stage == "completed" {
         RunReport {
             run: 0,
             handlers_run: 0,
             outcome: RunOutcome::AlreadyCompleted,
         }
     } else {
-        if let Some(refused) = recover::ensure_workflow(env, &request).await? {
-            return Ok(refused);
-        }
+        recover::ensure_workflow(env, &request).await?;
         let handle = env
             .client
             .get_workflow_handle::<UserDeletion>(workflow_id(id));
-        let sent = env
-            .waits
-            .send_update(
-                &env.client,
-                &handle,
-                "run",
-                UserDeletion::request_run,
-                options,
-            )
-            .await;
-        let answered = match sent {
-            Ok(sent) => {
-                match recover::until_interrupted(sent.get_result(RpcOptions::default())).await? {
-                    Ok(answered) => answered,
-                    Err(interrupt) => {
-                        return recover::stop_after_interrupt(env, id, interrupt, stop_wait).await;
-                    }
-                }
+        let sent = update::send(
+            &env.waits,
+            &handle,
+            "run",
+            UserDeletion::request_run,
+            options,
+        )
+        .await
+        .map_err(|failure| failure.into_cli("run", NOT_RUNNING))?;
+        match recover::until_interrupted(sent.get_result(RpcOptions::default())).await? {
+            Ok(answered) => {
+                answered.map_err(|e| UpdateFailure::Rejected(e).into_cli("run", NOT_RUNNING))?
             }
-            Err(SendError::Update(e)) => Err(e),
-            Err(SendError::NoWorker(e)) => return Ok(fail(1, &e.to_string())),
-        };
-        match answered {
-            Ok(report) => report,
-            Err(e) => return Ok(fail(1, &format!("run refused: {}", update_message(&e)))),
+            Err(interrupt) => {
+                return recover::stop_after_interrupt(env, id, interrupt, stop_wait).await;
+            }
         }
     };
     let snapshot = RequestSnapshot::read(&env.store, id).await?;
-    match env.output {
-        OutputFormat::Json => print_json(&json!({
-            "run": report,
-            "request": snapshot.request,
-            "approval": snapshot.approval,
-            "progress": snapshot.progress,
-            "stages": snapshot.stages,
-        }))?,
-        OutputFormat::Table => {
-            print!("{}", snapshot.render());
-            println!("run: {}", describe_outcome(&report.outcome));
-        }
+    let document = request_named(json!({
+        "run": run,
+        "request": snapshot.request,
+        "approval": snapshot.approval,
+        "progress": snapshot.progress,
+        "stages": snapshot.stages,
+    }));
+    let summary = describe_outcome(&run.outcome);
+    let text = format!("{}run: {summary}\n", snapshot.render());
+    let report = Report::new(&document, text)?;
+    if run.outcome.needs_attention() {
+        return Ok(report.failing(1, summary));
     }
-    if report.outcome.needs_attention() {
-        eprintln!("error: {}", describe_outcome(&report.outcome));
-        return Ok(1);
-    }
-    Ok(0)
+    Ok(report)
 }
 
-async fn status(env: &UserCliEnv, id: Uuid) -> anyhow::Result<i32> {
+async fn status(env: &UserCliEnv, id: Uuid) -> CliResult {
     if env.store.request_view(id).await?.is_none() {
-        return Ok(fail(1, &format!("no user-deletion request {id}")));
+        return Err(refuse(1, &format!("no user-deletion request {id}")));
     }
     let snapshot = RequestSnapshot::read(&env.store, id).await?;
-    match env.output {
-        OutputFormat::Json => print_json(&snapshot)?,
-        OutputFormat::Table => print!("{}", snapshot.render()),
-    }
+    let document = serde_json::to_value(&snapshot)
+        .map(request_named)
+        .map_err(|e| CliError::Other(anyhow::anyhow!("encoding the result: {e}")))?;
+    let report = Report::new(&document, snapshot.render())?;
     if let ProgressView::Unreadable { error } = &snapshot.progress {
-        eprintln!("error: stage history of request {id} cannot be reconstructed: {error}");
-        return Ok(1);
+        return Ok(report.failing(
+            1,
+            format!("stage history of request {id} cannot be reconstructed: {error}"),
+        ));
     }
-    Ok(0)
+    Ok(report)
 }
 
 /// Everything Postgres holds about one request, with the stage rows in chain order.
@@ -563,7 +407,7 @@ impl RequestSnapshot {
             out.push_str(&key_values(
                 "request",
                 &[
-                    ("id", r.id.to_string()),
+                    ("request_id", r.id.to_string()),
                     ("target", optional(r.target.clone())),
                     ("stage", r.stage.clone()),
                     ("requested_by", r.requested_by.clone()),
@@ -756,17 +600,11 @@ fn describe_outcome(outcome: &RunOutcome) -> String {
     }
 }
 
-/// The workflow's own message for a rejected or failed update.
-fn update_message(error: &WorkflowUpdateError) -> String {
-    match error {
-        WorkflowUpdateError::Failed(failure) => failure.message.clone(),
-        WorkflowUpdateError::NotFound(_) => "the request's workflow is not running".into(),
-        other => other.to_string(),
+/// A refusal with the exit code the command has always used: 2 for a usage error, else 1.
+fn refuse(code: i32, message: &str) -> CliError {
+    if code == 2 {
+        CliError::Usage(message.to_owned())
+    } else {
+        CliError::Refused(message.to_owned())
     }
-}
-
-/// Prints `message` as an error and returns `code`.
-fn fail(code: i32, message: &str) -> i32 {
-    eprintln!("error: {message}");
-    code
 }

@@ -6,11 +6,12 @@ use activities::store::RequestFilter;
 use activities::user::UserRequestSummary;
 
 use crate::cli::{ListArgs, ListState};
-use crate::output::{OutputFormat, Table, print_json};
+use crate::error::{CliError, CliResult};
+use crate::output::{Report, Table, current_names_each};
 use crate::user_cmd::UserCliEnv;
 
-/// Prints the requests matching `args` and returns exit code 0.
-pub async fn list(env: &UserCliEnv, args: ListArgs) -> anyhow::Result<i32> {
+/// The requests matching `args`; each carries `request_id` next to its deprecated `id`.
+pub async fn list(env: &UserCliEnv, args: ListArgs) -> CliResult {
     let filter = match args.state {
         ListState::Open => RequestFilter::Open,
         ListState::Blocked => RequestFilter::Blocked,
@@ -21,18 +22,17 @@ pub async fn list(env: &UserCliEnv, args: ListArgs) -> anyhow::Result<i32> {
         .store
         .list_requests(filter, u32::from(args.limit))
         .await?;
-    match env.output {
-        OutputFormat::Json => print_json(&requests)?,
-        OutputFormat::Table => print!("{}", table(&requests).render()),
-    }
-    Ok(0)
+    let document = serde_json::to_value(&requests)
+        .map(current_names_each)
+        .map_err(|e| CliError::Other(anyhow::anyhow!("encoding the result: {e}")))?;
+    Report::new(&document, table(&requests).render())
 }
 
 fn table(requests: &[UserRequestSummary]) -> Table {
     let mut table = Table::new(
         "user deletion requests",
         &[
-            "id",
+            "request_id",
             "target",
             "stage",
             "current stage",

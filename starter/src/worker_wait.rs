@@ -150,12 +150,13 @@ impl WorkerWait {
         }
     }
 
-    /// Sends an update and waits up to the bound for a worker to accept (or reject) it.
+    /// Sends an update and waits up to the bound for a worker to accept (or reject) it. Commands
+    /// call it through [`crate::update`], the one way they send an update.
     ///
     /// Without an answer in time, Temporal is asked whether it holds the update: then it was
     /// sent and is applied exactly once when a worker polls again (its update id makes any
     /// re-send a no-op), and the command reports it as not yet processed.
-    pub async fn send_update<W, U>(
+    pub(crate) async fn send_update<W, U>(
         &self,
         client: &Client,
         handle: &WorkflowHandle<Client, W>,

@@ -8,10 +8,8 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use temporalio_client::{
-    Client, RpcOptions, WorkflowHandle, WorkflowQueryOptions, WorkflowStartOptions,
-    errors::WorkflowQueryError, errors::WorkflowUpdateError,
+    Client, WorkflowHandle, WorkflowQueryOptions, WorkflowStartOptions, errors::WorkflowQueryError,
 };
-use temporalio_common::data_converters::TemporalDeserializable;
 use temporalio_common::search_attributes::SearchAttributes;
 use temporalio_common::{HasWorkflowDefinition, MemoValues, UpdateDefinition};
 use uuid::Uuid;
@@ -29,12 +27,13 @@ use crate::cli::{CommunityCommand, ListArgs, ListState, SignCommand, TuningArgs}
 use crate::connect::{self, TemporalTarget};
 use crate::error::{CliError, CliResult};
 use crate::host;
-use crate::output::{OutputFormat, Table, key_values, print_json};
+use crate::output::{Report, Table, current_names, current_names_at, key_values, object_table};
 use crate::signing::{KeyArgs, SigningKey};
-use crate::worker_wait::{Pollers, SendError, WorkerWait};
+use crate::update;
+use crate::worker_wait::{Pollers, WorkerWait};
 
 /// Runs one `community` subcommand.
-pub async fn run(format: OutputFormat, waits: &WorkerWait, command: CommunityCommand) -> CliResult {
+pub async fn run(waits: &WorkerWait, command: CommunityCommand) -> CliResult {
     match command {
         CommunityCommand::Submit {
             host,
@@ -50,17 +49,17 @@ pub async fn run(format: OutputFormat, waits: &WorkerWait, command: CommunityCom
                 reason,
                 key,
             };
-            submit(format, waits, submission, wait_secs, tuning).await
+            submit(waits, submission, wait_secs, tuning).await
         }
         CommunityCommand::Sign(command) => sign(command).await,
         CommunityCommand::Approve {
             id,
             approved_by,
-            digest,
+            inventory_digest,
             note,
             key,
         } => {
-            let request = signed_approval(id, approved_by, digest, note, &key).await?;
+            let request = signed_approval(id, approved_by, inventory_digest, note, &key).await?;
             let handle = existing_workflow(id).await?;
             let record = execute(
                 waits,
@@ -71,8 +70,11 @@ pub async fn run(format: OutputFormat, waits: &WorkerWait, command: CommunityCom
                 request,
             )
             .await?;
-            print_value(format, "approval recorded", &record)?;
-            Ok(0)
+            let document = current_names(serde_json::to_value(&record).map_err(encoding)?);
+            Report::new(
+                &document,
+                object_table("approval recorded", &document) + "\n",
+            )
         }
         CommunityCommand::Abort {
             id,
@@ -91,8 +93,8 @@ pub async fn run(format: OutputFormat, waits: &WorkerWait, command: CommunityCom
                 request,
             )
             .await?;
-            print_value(format, "abort", &outcome)?;
-            Ok(0)
+            let document = serde_json::to_value(outcome).map_err(encoding)?;
+            Report::new(&document, object_table("abort", &document) + "\n")
         }
         CommunityCommand::Unblock {
             id,
@@ -111,25 +113,24 @@ pub async fn run(format: OutputFormat, waits: &WorkerWait, command: CommunityCom
                 request,
             )
             .await?;
-            print_value(format, "unblock", &outcome)?;
-            Ok(0)
+            let document = serde_json::to_value(outcome).map_err(encoding)?;
+            Report::new(&document, object_table("unblock", &document) + "\n")
         }
         CommunityCommand::Status { id } => {
             let handle = existing_workflow(id).await?;
             let Some(status) = query_status(waits, &handle, id).await? else {
-                return unanswered(format, waits, &handle, id).await;
+                return unanswered(waits, &handle, id).await;
             };
             let pending = pending_activity(&handle).await;
-            print_status(format, &status, pending.as_ref())?;
-            Ok(status_exit_code(&status))
+            Ok(status_report(&status, pending.as_ref())?.with_exit_code(status_exit_code(&status)))
         }
         CommunityCommand::Watch {
             id,
             interval_ms,
             timeout_secs,
-        } => watch(format, waits, id, interval_ms, timeout_secs).await,
-        CommunityCommand::List(args) => list(format, args).await,
-        CommunityCommand::Inspect { id } => inspect(format, id).await,
+        } => watch(waits, id, interval_ms, timeout_secs).await,
+        CommunityCommand::List(args) => list(args).await,
+        CommunityCommand::Inspect { id } => inspect(id).await,
     }
 }
 
@@ -188,7 +189,7 @@ async fn signed_approval(
     note: Option<String>,
     key: &KeyArgs,
 ) -> Result<ApproveRequest, CliError> {
-    let digest = required("--digest", digest)?;
+    let digest = required("--inventory-digest", digest)?;
     let (approved_by, signed) = sign_action(
         Action::Approve,
         id,
@@ -260,27 +261,33 @@ async fn sign(command: SignCommand) -> CliResult {
     let payload = match command {
         SignCommand::Approve {
             id,
-            digest,
+            inventory_digest,
             approved_by,
             note,
             key,
-        } => serde_json::to_string(&signed_approval(id, approved_by, digest, note, &key).await?),
+        } => Report::json_line(
+            &signed_approval(id, approved_by, inventory_digest, note, &key).await?,
+        ),
         SignCommand::Abort {
             id,
             reason,
             aborted_by,
             key,
-        } => serde_json::to_string(&signed_abort(id, aborted_by, reason, &key).await?),
+        } => Report::json_line(&signed_abort(id, aborted_by, reason, &key).await?),
         SignCommand::Unblock {
             id,
             reason,
             unblocked_by,
             key,
-        } => serde_json::to_string(&signed_unblock(id, unblocked_by, reason, &key).await?),
-    }
-    .map_err(|e| CliError::Other(anyhow::anyhow!("encoding the payload: {e}")))?;
-    println!("{payload}");
-    Ok(0)
+        } => Report::json_line(&signed_unblock(id, unblocked_by, reason, &key).await?),
+    };
+    // The payload is the workflow's signal input: its field names are the workflow's contract
+    // (recorded histories replay it), so it is printed as is, in every output format.
+    payload
+}
+
+fn encoding(error: serde_json::Error) -> CliError {
+    CliError::Other(anyhow::anyhow!("encoding the result: {error}"))
 }
 
 fn required(flag: &str, value: String) -> Result<String, CliError> {
@@ -309,7 +316,6 @@ struct Submission {
 }
 
 async fn submit(
-    format: OutputFormat,
     waits: &WorkerWait,
     submission: Submission,
     wait_secs: u64,
@@ -405,43 +411,51 @@ async fn submit(
     let handle = client.get_workflow_handle::<CommunityDeletion>(workflow_id.clone());
     let status = wait_for_inventory(waits, &handle, &store, request_id, wait_secs).await?;
     let digest = status.inventory.as_ref().map(|i| i.digest.clone());
-    let summary = serde_json::json!({
+    let summary = submitted_document(request_id, &workflow_id, &host, community.id, &status);
+    let mut text = format!(
+        "{}\n",
+        key_values(
+            "deletion submitted",
+            &[
+                ("request_id", request_id.to_string()),
+                ("host", host.clone()),
+                ("phase", status.phase.to_string()),
+                ("inventory_digest", digest.unwrap_or_default()),
+            ],
+        )
+    );
+    if let Some(inventory) = &status.inventory {
+        text.push_str(&inventory_text(inventory));
+    }
+    Ok(Report::new(&summary, text)?.with_exit_code(status_exit_code(&status)))
+}
+
+/// The JSON answer of `community submit`: the request, its frozen inventory and what to do next.
+/// `digest` is the deprecated name of `inventory_digest` (see [`crate::output::DEPRECATED_FIELDS`]).
+pub(crate) fn submitted_document(
+    request_id: Uuid,
+    workflow_id: &str,
+    host: &str,
+    community_id: Uuid,
+    status: &DeletionStatus,
+) -> serde_json::Value {
+    let digest = status.inventory.as_ref().map(|i| i.digest.clone());
+    current_names(serde_json::json!({
         "request_id": request_id,
         "workflow_id": workflow_id,
         "host": host,
-        "community_id": community.id,
+        "community_id": community_id,
         "phase": status.phase,
         "digest": digest,
         "inventory": status.inventory,
         "blocked": status.blocked,
         "next": match &digest {
             Some(d) => format!(
-                "a second operator approves with: buzz-deletion community approve {request_id} --approved-by <operator> --digest {d}"
+                "a second operator approves with: buzz-deletion community approve {request_id} --approved-by <operator> --inventory-digest {d}"
             ),
             None => format!("inspect the block with: buzz-deletion community status {request_id}"),
         },
-    });
-    match format {
-        OutputFormat::Json => print_json(&summary)?,
-        OutputFormat::Table => {
-            println!(
-                "{}",
-                key_values(
-                    "deletion submitted",
-                    &[
-                        ("request_id", request_id.to_string()),
-                        ("host", host.clone()),
-                        ("phase", status.phase.to_string()),
-                        ("digest", digest.clone().unwrap_or_default()),
-                    ],
-                )
-            );
-            if let Some(inventory) = &status.inventory {
-                print_inventory(inventory);
-            }
-        }
-    }
-    Ok(status_exit_code(&status))
+    }))
 }
 
 /// Polls the workflow until the inventory is frozen (or the request blocks, or ends).
@@ -567,7 +581,7 @@ async fn bounded_query(
     }
 }
 
-/// Sends an update bounded by the worker wait, then waits for the workflow's answer.
+/// Sends an update through [`update::execute`]; a refusal carries the workflow's reason.
 async fn execute<U>(
     waits: &WorkerWait,
     handle: &WorkflowHandle<Client, CommunityDeletion>,
@@ -579,25 +593,25 @@ async fn execute<U>(
 where
     U: UpdateDefinition<Workflow = <CommunityDeletion as HasWorkflowDefinition>::Run>,
     U::Input: Send,
-    U::Output: TemporalDeserializable + 'static,
+    U::Output: temporalio_common::data_converters::TemporalDeserializable + 'static,
 {
-    let sent = waits
-        .send_update(handle.client(), handle, what, update, input)
+    update::execute(waits, handle, what, update, input)
         .await
-        .map_err(|e| match e {
-            SendError::Update(e) => refused(what, id, e),
-            SendError::NoWorker(e) => e,
-        })?;
-    sent.get_result(RpcOptions::default())
-        .await
-        .map_err(|e| refused(what, id, e))
+        .map_err(|failure| {
+            failure.into_cli(
+                what,
+                &format!(
+                    "request {id}'s workflow is not running any more \
+                     (see `buzz-deletion community inspect {id}`)"
+                ),
+            )
+        })
 }
 
 /// What `status` shows when no worker answers: the request as Postgres records it and the
 /// execution as Temporal records it (DescribeWorkflowExecution needs no worker), marked as
 /// such. Prints it, then fails with the no-worker message (exit 1).
 async fn unanswered(
-    format: OutputFormat,
     waits: &WorkerWait,
     handle: &WorkflowHandle<Client, CommunityDeletion>,
     id: Uuid,
@@ -609,11 +623,7 @@ async fn unanswered(
         waits.explain(&pollers)
     );
     let recorded = RecordedStatus::read(handle, id, pollers).await?;
-    match format {
-        OutputFormat::Json => print_json(&recorded)?,
-        OutputFormat::Table => print!("{}", recorded.render()),
-    }
-    Err(CliError::NoWorker(message))
+    Ok(Report::new(&recorded, recorded.render())?.failing(1, message))
 }
 
 /// A deletion as recorded outside the workflow: the `status` fallback without a worker.
@@ -763,62 +773,17 @@ impl RecordedStatus {
     }
 }
 
-/// Maps an update's failure to what the operator sees: the workflow's own reason.
-fn refused(what: &str, id: Uuid, error: WorkflowUpdateError) -> CliError {
-    match error {
-        WorkflowUpdateError::Failed(failure) => {
-            CliError::Refused(format!("{what} refused: {}", failure.message))
-        }
-        WorkflowUpdateError::NotFound(_) => CliError::Refused(format!(
-            "{what} refused: request {id}'s workflow is not running any more \
-             (see `buzz-deletion community inspect {id}`)"
-        )),
-        other => CliError::Other(anyhow::anyhow!("{what} failed: {other}")),
-    }
-}
-
 fn store_failure(error: StoreError) -> CliError {
     CliError::Other(anyhow::anyhow!("Postgres: {error}"))
 }
 
-fn print_value(
-    format: OutputFormat,
-    title: &str,
-    value: &impl serde::Serialize,
-) -> anyhow::Result<()> {
-    match format {
-        OutputFormat::Json => print_json(value),
-        OutputFormat::Table => {
-            let json = serde_json::to_value(value)?;
-            let pairs: Vec<(String, String)> = match json {
-                serde_json::Value::Object(map) => map
-                    .into_iter()
-                    .map(|(k, v)| (k, display_json(&v)))
-                    .collect(),
-                other => vec![("result".to_owned(), display_json(&other))],
-            };
-            let borrowed: Vec<(&str, String)> =
-                pairs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-            println!("{}", key_values(title, &borrowed));
-            Ok(())
-        }
-    }
-}
-
-fn display_json(value: &serde_json::Value) -> String {
-    match value {
-        serde_json::Value::String(s) => s.clone(),
-        serde_json::Value::Null => String::new(),
-        other => other.to_string(),
-    }
-}
-
-fn print_inventory(inventory: &workflows::community::InventorySummary) {
+fn inventory_text(inventory: &workflows::community::InventorySummary) -> String {
+    let mut text = String::new();
     let mut tables = Table::new("tenant tables", &["table", "rows"]);
     for t in &inventory.tables {
         tables.row(vec![t.table.clone(), t.rows.to_string()]);
     }
-    println!("{}", tables.render());
+    text.push_str(&format!("{}\n", tables.render()));
     let mut prefixes = Table::new(
         "tenant prefixes",
         &["prefix", "versions", "bytes", "digest"],
@@ -831,7 +796,7 @@ fn print_inventory(inventory: &workflows::community::InventorySummary) {
             p.keys_digest.chars().take(16).collect(),
         ]);
     }
-    println!("{}", prefixes.render());
+    text.push_str(&format!("{}\n", prefixes.render()));
     let mut uploads = Table::new(
         "multipart uploads in progress",
         &["prefix", "uploads", "digest"],
@@ -843,8 +808,9 @@ fn print_inventory(inventory: &workflows::community::InventorySummary) {
             u.uploads_digest.chars().take(16).collect(),
         ]);
     }
-    println!("{}", uploads.render());
-    println!("redis keys: {}", inventory.redis_keys);
+    text.push_str(&format!("{}\n", uploads.render()));
+    text.push_str(&format!("redis keys: {}\n", inventory.redis_keys));
+    text
 }
 
 /// The activity the workflow is waiting on, as the Web UI shows it: attempt, last failure and
@@ -894,89 +860,96 @@ fn pending_view(
     })
 }
 
-fn print_status(
-    format: OutputFormat,
+/// The JSON answer of `community status`: the workflow's status, the pending activity, and
+/// `inventory_digest` (the frozen digest, also at `inventory.digest`); the approval carries
+/// `inventory_digest` next to its deprecated `digest`.
+pub(crate) fn status_document(
     status: &DeletionStatus,
     pending: Option<&PendingActivityView>,
-) -> anyhow::Result<()> {
-    match format {
-        OutputFormat::Json => {
-            let mut value = serde_json::to_value(status)?;
-            if let serde_json::Value::Object(map) = &mut value {
-                map.insert(
-                    "pending_activity".to_owned(),
-                    serde_json::to_value(pending)?,
-                );
-            }
-            print_json(&value)
-        }
-        OutputFormat::Table => {
-            let p = &status.progress;
-            println!(
-                "{}",
-                key_values(
-                    "deletion status",
-                    &[
-                        ("request_id", status.request_id.to_string()),
-                        ("host", status.host.clone()),
-                        ("phase", status.phase.to_string()),
-                        (
-                            "blocked",
-                            status
-                                .blocked
-                                .as_ref()
-                                .map(|b| format!("in {} since {}: {}", b.phase, b.since, b.reason))
-                                .unwrap_or_else(|| "no".to_owned()),
-                        ),
-                        ("last_error", status.last_error.clone().unwrap_or_default()),
-                        (
-                            "approval",
-                            status
-                                .approval
-                                .as_ref()
-                                .map(|a| format!("{} at {}", a.approved_by, a.approved_at))
-                                .unwrap_or_default(),
-                        ),
-                        (
-                            "digest",
-                            status
-                                .inventory
-                                .as_ref()
-                                .map(|i| i.digest.clone())
-                                .unwrap_or_default(),
-                        ),
-                        (
-                            "objects",
-                            format!(
-                                "{} of {} versions deleted",
-                                p.versions_deleted, p.versions_total
-                            ),
-                        ),
-                        ("chunks", format!("{} of {}", p.chunks_done, p.chunks_total)),
-                        ("rows purged", p.rows_purged.to_string()),
-                        ("keys purged", p.keys_purged.to_string()),
-                        (
-                            "pending activity",
-                            pending
-                                .map(|a| {
-                                    format!(
-                                        "{} attempt {}{}",
-                                        a.activity,
-                                        a.attempt,
-                                        a.last_failure
-                                            .as_ref()
-                                            .map(|f| format!(", last failure: {f}"))
-                                            .unwrap_or_default()
-                                    )
-                                })
-                                .unwrap_or_default(),
-                        ),
-                    ],
-                )
-            );
-            Ok(())
-        }
+) -> Result<serde_json::Value, CliError> {
+    let mut value = serde_json::to_value(status).map_err(encoding)?;
+    if let serde_json::Value::Object(map) = &mut value {
+        map.insert(
+            "pending_activity".to_owned(),
+            serde_json::to_value(pending).map_err(encoding)?,
+        );
+        map.insert(
+            "inventory_digest".to_owned(),
+            serde_json::to_value(status.inventory.as_ref().map(|i| &i.digest)).map_err(encoding)?,
+        );
     }
+    Ok(current_names_at(value, "approval"))
+}
+
+fn status_report(status: &DeletionStatus, pending: Option<&PendingActivityView>) -> CliResult {
+    let document = status_document(status, pending)?;
+    Report::new(&document, status_text(status, pending))
+}
+
+fn status_text(status: &DeletionStatus, pending: Option<&PendingActivityView>) -> String {
+    let p = &status.progress;
+    format!(
+        "{}\n",
+        key_values(
+            "deletion status",
+            &[
+                ("request_id", status.request_id.to_string()),
+                ("host", status.host.clone()),
+                ("phase", status.phase.to_string()),
+                (
+                    "blocked",
+                    status
+                        .blocked
+                        .as_ref()
+                        .map(|b| format!("in {} since {}: {}", b.phase, b.since, b.reason))
+                        .unwrap_or_else(|| "no".to_owned()),
+                ),
+                ("last_error", status.last_error.clone().unwrap_or_default()),
+                (
+                    "approval",
+                    status
+                        .approval
+                        .as_ref()
+                        .map(|a| format!("{} at {}", a.approved_by, a.approved_at))
+                        .unwrap_or_default(),
+                ),
+                (
+                    "inventory_digest",
+                    status
+                        .inventory
+                        .as_ref()
+                        .map(|i| i.digest.clone())
+                        .unwrap_or_default(),
+                ),
+                (
+                    "objects",
+                    format!(
+                        "{} of {} versions deleted",
+                        p.versions_deleted, p.versions_total
+                    ),
+                ),
+                ("chunks", format!("{} of {}", p.chunks_done, p.chunks_total)),
+                ("rows purged", p.rows_purged.to_string()),
+                ("keys purged", p.keys_purged.to_string()),
+                (
+                    "pending activity",
+                    pending
+                        .map(|a| {
+                            format!(
+                                "{} attempt {}{}",
+                                a.activity,
+                                a.attempt,
+                                a.last_failure
+                                    .as_ref()
+                                    .map(|f| format!(", last failure: {f}"))
+                                    .unwrap_or_default()
+                            )
+                        })
+                        .unwrap_or_default(),
+                ),
+            ],
+        )
+    )
 }
 
 /// One line describing where a deletion stands, for `watch`.
@@ -1016,13 +989,9 @@ fn bar(done: u64, total: u64, width: usize) -> String {
     format!("[{}{}]", "#".repeat(filled), "-".repeat(width - filled))
 }
 
-async fn watch(
-    format: OutputFormat,
-    waits: &WorkerWait,
-    id: Uuid,
-    interval_ms: u64,
-    timeout_secs: u64,
-) -> CliResult {
+/// `community watch`: its live progress lines are written to stdout as they change (a bar
+/// redrawn in place on a terminal); its result, where the deletion ended, is a [`Report`].
+async fn watch(waits: &WorkerWait, id: Uuid, interval_ms: u64, timeout_secs: u64) -> CliResult {
     let handle = existing_workflow(id).await?;
     let interactive = std::io::stdout().is_terminal();
     let started = tokio::time::Instant::now();
@@ -1032,7 +1001,7 @@ async fn watch(
             if interactive {
                 println!();
             }
-            return unanswered(format, waits, &handle, id).await;
+            return unanswered(waits, &handle, id).await;
         };
         let pending = pending_activity(&handle).await;
         let line = progress_line(&status, pending.as_ref());
@@ -1054,16 +1023,7 @@ async fn watch(
             if interactive {
                 println!();
             }
-            if done {
-                if let Some(v) = &status.verification {
-                    println!(
-                        "verified: {} tenant tables empty, {} prefixes list no version, {} empty Redis SCAN passes",
-                        v.tables_checked, v.prefixes_checked, v.redis_empty_passes
-                    );
-                }
-                return Ok(0);
-            }
-            return Ok(1);
+            return watched_report(&status);
         }
         if timeout_secs > 0 && started.elapsed() >= Duration::from_secs(timeout_secs) {
             if interactive {
@@ -1076,6 +1036,30 @@ async fn watch(
         }
         tokio::time::sleep(Duration::from_millis(interval_ms.max(100))).await;
     }
+}
+
+/// Where a watched deletion ended: exit 0 when done (with what verification checked), 1 when
+/// blocked or aborted.
+fn watched_report(status: &DeletionStatus) -> CliResult {
+    let done = status.phase == Phase::RetentionPending;
+    let verified = status.verification.as_ref().filter(|_| done).map(|v| {
+        format!(
+            "{} tenant tables empty, {} prefixes list no version, {} empty Redis SCAN passes",
+            v.tables_checked, v.prefixes_checked, v.redis_empty_passes
+        )
+    });
+    let document = serde_json::json!({
+        "request_id": status.request_id,
+        "phase": status.phase,
+        "blocked": status.blocked,
+        "verified": verified,
+        "verification": status.verification,
+    });
+    let text = verified
+        .as_ref()
+        .map(|v| format!("verified: {v}\n"))
+        .unwrap_or_default();
+    Ok(Report::new(&document, text)?.with_exit_code(if done { 0 } else { 1 }))
 }
 
 /// What Temporal's visibility says about a running deletion (its search attributes).
@@ -1125,7 +1109,7 @@ async fn live_phases() -> std::collections::HashMap<String, LivePhase> {
     live
 }
 
-async fn list(format: OutputFormat, args: ListArgs) -> CliResult {
+async fn list(args: ListArgs) -> CliResult {
     let store = connect::store().await?;
     let filter = match args.state {
         ListState::Open => RequestFilter::Open,
@@ -1142,63 +1126,55 @@ async fn list(format: OutputFormat, args: ListArgs) -> CliResult {
     } else {
         Default::default()
     };
-    match format {
-        OutputFormat::Json => {
-            let rows: Vec<serde_json::Value> = requests
-                .iter()
-                .map(|r| {
-                    let mut row = serde_json::to_value(r).unwrap_or_default();
-                    if let serde_json::Value::Object(map) = &mut row {
-                        map.insert(
-                            "live".to_owned(),
-                            serde_json::to_value(live.get(&r.workflow_id)).unwrap_or_default(),
-                        );
-                    }
-                    row
-                })
-                .collect();
-            print_json(&rows)?
-        }
-        OutputFormat::Table => {
-            let mut table = Table::new(
-                "deletion requests",
-                &[
-                    "id",
-                    "kind",
-                    "target",
-                    "stage",
-                    "live phase",
-                    "requested_by",
-                    "blocked",
-                    "created_at",
-                ],
-            );
-            for r in &requests {
-                let phase = live
-                    .get(&r.workflow_id)
-                    .and_then(|l| l.phase.clone())
-                    .unwrap_or_default();
-                table.row(vec![
-                    r.id.to_string(),
-                    r.kind.clone(),
-                    r.host
-                        .clone()
-                        .or_else(|| r.target.clone())
-                        .unwrap_or_default(),
-                    r.stage.clone(),
-                    phase,
-                    r.requested_by.clone(),
-                    r.blocked_reason.clone().unwrap_or_default(),
-                    r.created_at.to_rfc3339(),
-                ]);
+    let rows: Vec<serde_json::Value> = requests
+        .iter()
+        .map(|r| {
+            let mut row = serde_json::to_value(r).unwrap_or_default();
+            if let serde_json::Value::Object(map) = &mut row {
+                map.insert(
+                    "live".to_owned(),
+                    serde_json::to_value(live.get(&r.workflow_id)).unwrap_or_default(),
+                );
             }
-            print!("{}", table.render());
-        }
+            current_names(row)
+        })
+        .collect();
+    let mut table = Table::new(
+        "deletion requests",
+        &[
+            "request_id",
+            "kind",
+            "target",
+            "stage",
+            "live phase",
+            "requested_by",
+            "blocked",
+            "created_at",
+        ],
+    );
+    for r in &requests {
+        let phase = live
+            .get(&r.workflow_id)
+            .and_then(|l| l.phase.clone())
+            .unwrap_or_default();
+        table.row(vec![
+            r.id.to_string(),
+            r.kind.clone(),
+            r.host
+                .clone()
+                .or_else(|| r.target.clone())
+                .unwrap_or_default(),
+            r.stage.clone(),
+            phase,
+            r.requested_by.clone(),
+            r.blocked_reason.clone().unwrap_or_default(),
+            r.created_at.to_rfc3339(),
+        ]);
     }
-    Ok(0)
+    Report::new(&rows, table.render())
 }
 
-async fn inspect(format: OutputFormat, id: Uuid) -> CliResult {
+async fn inspect(id: Uuid) -> CliResult {
     let store = connect::store().await?;
     let inspection = match store.inspect(id).await {
         Ok(i) => i,
@@ -1209,67 +1185,75 @@ async fn inspect(format: OutputFormat, id: Uuid) -> CliResult {
         }
         Err(e) => return Err(store_failure(e)),
     };
-    match format {
-        OutputFormat::Json => print_json(&inspection)?,
-        OutputFormat::Table => {
-            let r = &inspection.request;
-            println!(
-                "{}",
-                key_values(
-                    "request",
-                    &[
-                        ("id", r.id.to_string()),
-                        ("host", r.host.clone().unwrap_or_default()),
-                        ("stage", r.stage.clone()),
-                        ("requested_by", r.requested_by.clone()),
-                        ("digest", r.inventory_digest.clone().unwrap_or_default()),
-                        ("blocked", r.blocked_reason.clone().unwrap_or_default()),
-                        (
-                            "approval",
-                            inspection
-                                .approval
-                                .as_ref()
-                                .map(|a| format!(
-                                    "{} at {} ({})",
-                                    a.approved_by, a.approved_at, a.digest
-                                ))
-                                .unwrap_or_default(),
-                        ),
-                        (
-                            "chunks",
-                            format!(
-                                "{} of {} stamped, {} of {} versions",
-                                inspection.chunks.chunks_stamped,
-                                inspection.chunks.chunks_total,
-                                inspection.chunks.versions_stamped,
-                                inspection.chunks.versions_total
-                            ),
-                        ),
-                    ],
-                )
-            );
-            let mut checkpoints = Table::new("checkpoints", &["stage", "reached_at", "detail"]);
-            for c in &inspection.checkpoints {
-                checkpoints.row(vec![
-                    c.stage.clone(),
-                    c.reached_at.to_rfc3339(),
-                    c.detail.to_string(),
-                ]);
-            }
-            println!("{}", checkpoints.render());
-            let mut audit = Table::new("audit trail", &["at", "actor", "event", "detail"]);
-            for e in &inspection.audit {
-                audit.row(vec![
-                    e.at.to_rfc3339(),
-                    e.actor.clone(),
-                    e.event.clone(),
-                    e.detail.to_string(),
-                ]);
-            }
-            print!("{}", audit.render());
-        }
+    let document = inspection_document(&inspection)?;
+    let r = &inspection.request;
+    let mut text = format!(
+        "{}\n",
+        key_values(
+            "request",
+            &[
+                ("request_id", r.id.to_string()),
+                ("host", r.host.clone().unwrap_or_default()),
+                ("stage", r.stage.clone()),
+                ("requested_by", r.requested_by.clone()),
+                (
+                    "inventory_digest",
+                    r.inventory_digest.clone().unwrap_or_default()
+                ),
+                ("blocked", r.blocked_reason.clone().unwrap_or_default()),
+                (
+                    "approval",
+                    inspection
+                        .approval
+                        .as_ref()
+                        .map(|a| format!("{} at {} ({})", a.approved_by, a.approved_at, a.digest))
+                        .unwrap_or_default(),
+                ),
+                (
+                    "chunks",
+                    format!(
+                        "{} of {} stamped, {} of {} versions",
+                        inspection.chunks.chunks_stamped,
+                        inspection.chunks.chunks_total,
+                        inspection.chunks.versions_stamped,
+                        inspection.chunks.versions_total
+                    ),
+                ),
+            ],
+        )
+    );
+    let mut checkpoints = Table::new("checkpoints", &["stage", "reached_at", "detail"]);
+    for c in &inspection.checkpoints {
+        checkpoints.row(vec![
+            c.stage.clone(),
+            c.reached_at.to_rfc3339(),
+            c.detail.to_string(),
+        ]);
     }
-    Ok(0)
+    text.push_str(&format!("{}\n", checkpoints.render()));
+    let mut audit = Table::new("audit trail", &["at", "actor", "event", "detail"]);
+    for e in &inspection.audit {
+        audit.row(vec![
+            e.at.to_rfc3339(),
+            e.actor.clone(),
+            e.event.clone(),
+            e.detail.to_string(),
+        ]);
+    }
+    text.push_str(&audit.render());
+    Report::new(&document, text)
+}
+
+/// The JSON answer of `community inspect`: the request carries `request_id` next to its
+/// deprecated `id`, the approval `inventory_digest` next to its deprecated `digest`.
+pub(crate) fn inspection_document(
+    inspection: &activities::store::RequestInspection,
+) -> Result<serde_json::Value, CliError> {
+    let value = serde_json::to_value(inspection).map_err(encoding)?;
+    Ok(current_names_at(
+        current_names_at(value, "request"),
+        "approval",
+    ))
 }
 
 #[cfg(test)]

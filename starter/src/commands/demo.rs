@@ -9,13 +9,13 @@ use crate::cli::{DemoCommand, SeedArgs};
 use crate::connect;
 use crate::error::{CliError, CliResult};
 use crate::host;
-use crate::output::{OutputFormat, Table, print_json};
+use crate::output::{Report, Table};
 
 /// Runs one `demo` subcommand.
-pub async fn run(format: OutputFormat, command: DemoCommand) -> CliResult {
+pub async fn run(command: DemoCommand) -> CliResult {
     match command {
-        DemoCommand::Seed(args) => seed(format, args).await,
-        DemoCommand::Serve(args) => super::demo_serve::serve(format, args).await,
+        DemoCommand::Seed(args) => seed(args).await,
+        DemoCommand::Serve(args) => super::demo_serve::serve(args).await,
     }
 }
 
@@ -56,7 +56,7 @@ pub async fn connect_data_stores() -> Result<(ObjectStore, Cache), CliError> {
     Ok((objects, cache))
 }
 
-async fn seed(format: OutputFormat, args: SeedArgs) -> CliResult {
+async fn seed(args: SeedArgs) -> CliResult {
     let host = host::resolve(Some(&args.host), None)?;
     let store = connect::serving_store().await?;
     let (objects, cache) = connect_data_stores().await?;
@@ -71,27 +71,21 @@ async fn seed(format: OutputFormat, args: SeedArgs) -> CliResult {
     let report = seed_community(&store, &objects, &cache, &host, plan)
         .await
         .map_err(|e| CliError::Other(anyhow::anyhow!("seeding {host} failed: {e}")))?;
-    match format {
-        OutputFormat::Json => print_json(&report)?,
-        OutputFormat::Table => {
-            let mut table = Table::new(
-                format!("seeded {} ({})", report.host, report.community_id),
-                &["what", "count"],
-            );
-            for t in &report.rows {
-                table.row(vec![format!("rows in {}", t.table), t.rows.to_string()]);
-            }
-            table.row(vec![
-                "object versions".into(),
-                report.object_versions.to_string(),
-            ]);
-            table.row(vec![
-                "delete markers".into(),
-                report.delete_markers.to_string(),
-            ]);
-            table.row(vec!["redis keys".into(), report.redis_keys.to_string()]);
-            print!("{}", table.render());
-        }
+    let mut table = Table::new(
+        format!("seeded {} ({})", report.host, report.community_id),
+        &["what", "count"],
+    );
+    for t in &report.rows {
+        table.row(vec![format!("rows in {}", t.table), t.rows.to_string()]);
     }
-    Ok(0)
+    table.row(vec![
+        "object versions".into(),
+        report.object_versions.to_string(),
+    ]);
+    table.row(vec![
+        "delete markers".into(),
+        report.delete_markers.to_string(),
+    ]);
+    table.row(vec!["redis keys".into(), report.redis_keys.to_string()]);
+    Report::new(&report, table.render())
 }

@@ -10,11 +10,11 @@ use crate::commands::demo::connect_data_stores;
 use crate::connect;
 use crate::error::{CliError, CliResult};
 use crate::host;
-use crate::output::{OutputFormat, Table, print_json};
+use crate::output::{Report, Table};
 
 /// Serves the hosts, then prints what each community saw. Exit 0 when no write failed
 /// (refusals during a deletion are expected), 1 otherwise.
-pub async fn serve(format: OutputFormat, args: ServeArgs) -> CliResult {
+pub async fn serve(args: ServeArgs) -> CliResult {
     // Installed before any write so an early signal stops the run instead of killing it.
     let stop = shutdown_signal()?;
     let hosts = args
@@ -39,12 +39,8 @@ pub async fn serve(format: OutputFormat, args: ServeArgs) -> CliResult {
     let report = simulate(&store, &objects, &cache, &plan, stop)
         .await
         .map_err(|e| CliError::Refused(e.to_string()))?;
-    match format {
-        OutputFormat::Json => print_json(&report)?,
-        OutputFormat::Table => print!("{}", table(&report).render()),
-    }
     let failed: u64 = report.communities.iter().map(|c| c.totals.failed).sum();
-    Ok(if failed == 0 { 0 } else { 1 })
+    Ok(Report::new(&report, table(&report).render())?.with_exit_code(i32::from(failed > 0)))
 }
 
 /// Completes on the first SIGINT or SIGTERM. The handlers are registered now, not when first

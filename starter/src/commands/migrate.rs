@@ -2,11 +2,11 @@
 
 use crate::connect;
 use crate::error::{CliError, CliResult};
-use crate::output::{OutputFormat, print_json};
+use crate::output::Report;
 
 /// Applies every pending migration as the schema owner (BUZZ_OWNER_DATABASE_URL, else
 /// DATABASE_URL), then confirms the schema is current.
-pub async fn run(format: OutputFormat) -> CliResult {
+pub async fn run() -> CliResult {
     let store = connect::owner_store().await?;
     store.migrate().await.map_err(|e| {
         CliError::Other(anyhow::anyhow!(
@@ -24,11 +24,8 @@ pub async fn run(format: OutputFormat) -> CliResult {
         .map(|m| m.version)
         .max()
         .unwrap_or_default();
-    match format {
-        OutputFormat::Json => {
-            print_json(&serde_json::json!({"migrated": true, "schema_version": latest}))?
-        }
-        OutputFormat::Table => println!("schema is current (version {latest})"),
-    }
-    Ok(0)
+    Report::new(
+        &serde_json::json!({"migrated": true, "schema_version": latest}),
+        format!("schema is current (version {latest})\n"),
+    )
 }

@@ -5,10 +5,10 @@ use workflows::stack_check::{StackCheck, StackCheckInput};
 
 use crate::connect::{self, TemporalTarget};
 use crate::error::{CliError, CliResult};
-use crate::output::{OutputFormat, print_json};
+use crate::output::Report;
 
 /// Starts a StackCheck workflow and waits for its report (needs a running worker).
-pub async fn run(format: OutputFormat, sleep_secs: u64) -> CliResult {
+pub async fn run(sleep_secs: u64) -> CliResult {
     let client = connect::temporal(&TemporalTarget::from_env()).await?;
     let nonce = uuid::Uuid::new_v4().to_string();
     let workflow_id = format!("stack-check-{nonce}");
@@ -33,15 +33,12 @@ pub async fn run(format: OutputFormat, sleep_secs: u64) -> CliResult {
             report.touched.s3_echo
         )));
     }
-    match format {
-        OutputFormat::Json => print_json(&report)?,
-        OutputFormat::Table => println!(
-            "postgres schema v{} · redis keys round-tripped {} · s3 version {} · slept {} s",
-            report.touched.postgres_schema_version,
-            report.touched.redis_keys_round_tripped,
-            report.touched.s3_version_id,
-            report.slept_secs
-        ),
-    }
-    Ok(0)
+    let text = format!(
+        "postgres schema v{} · redis keys round-tripped {} · s3 version {} · slept {} s\n",
+        report.touched.postgres_schema_version,
+        report.touched.redis_keys_round_tripped,
+        report.touched.s3_version_id,
+        report.slept_secs
+    );
+    Report::new(&report, text)
 }

@@ -6,7 +6,6 @@
 use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use clap::Subcommand;
 use temporalio_client::schedules::{
     CreateScheduleOptions, ScheduleAction, ScheduleDescription, ScheduleDescriptionAction,
     ScheduleError, ScheduleOverlapPolicy, ScheduleSpec,
@@ -15,65 +14,25 @@ use temporalio_client::tonic::Code;
 use temporalio_client::{Client, WorkflowGetResultOptions, WorkflowStartOptions};
 use uuid::Uuid;
 use workflows::sweep::{
-    DEFAULT_SWEEP_OBJECT_CAP, SWEEP_UNKNOWN_KEY_SAMPLE, SWEEP_WORKFLOW_ID_PREFIX, SweepInput,
-    SweepRecord, TaxonomySweep,
+    SWEEP_UNKNOWN_KEY_SAMPLE, SWEEP_WORKFLOW_ID_PREFIX, SweepInput, SweepRecord, TaxonomySweep,
 };
 
+use crate::cli::SweepCommand;
 use crate::connect::{self, TemporalTarget};
 use crate::error::{CliError, CliResult};
-use crate::output::{OutputFormat, Table, key_values, print_json};
-
-/// Schedule id `sweep schedule` and `sweep unschedule` use unless told otherwise.
-pub const DEFAULT_SCHEDULE_ID: &str = "buzz-taxonomy-sweep";
-
-/// `sweep …` subcommands.
-#[derive(Debug, Subcommand)]
-pub enum SweepCommand {
-    /// Sweep the whole bucket now and print the record (exit 1 when unknown shapes were found).
-    Run {
-        /// Stop listing after this many objects.
-        #[arg(long, env = "BUZZ_SWEEP_MAX_OBJECTS", default_value_t = DEFAULT_SWEEP_OBJECT_CAP,
-              value_parser = clap::value_parser!(u64).range(1..))]
-        max_objects: u64,
-    },
-    /// Create (or update) a Temporal Schedule that runs TaxonomySweep periodically.
-    Schedule {
-        /// Interval between sweeps: a whole number with a unit, e.g. `24h`, `90m`, `1d`.
-        #[arg(long, value_parser = parse_every)]
-        every: Duration,
-        /// Schedule id.
-        #[arg(long, default_value = DEFAULT_SCHEDULE_ID)]
-        id: String,
-        /// Object cap of each scheduled sweep.
-        #[arg(long, env = "BUZZ_SWEEP_MAX_OBJECTS", default_value_t = DEFAULT_SWEEP_OBJECT_CAP,
-              value_parser = clap::value_parser!(u64).range(1..))]
-        max_objects: u64,
-    },
-    /// Delete the sweep schedule (recorded sweeps stay in Postgres).
-    Unschedule {
-        /// Schedule id.
-        #[arg(long, default_value = DEFAULT_SCHEDULE_ID)]
-        id: String,
-    },
-    /// The latest recorded sweeps, newest first (from Postgres).
-    List {
-        /// At most this many.
-        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
-        limit: u32,
-    },
-}
+use crate::output::{Report, Table, key_values};
 
 /// Runs one `sweep` subcommand.
-pub async fn run(format: OutputFormat, command: SweepCommand) -> CliResult {
+pub async fn run(command: SweepCommand) -> CliResult {
     match command {
-        SweepCommand::Run { max_objects } => run_once(format, max_objects).await,
+        SweepCommand::Run { max_objects } => run_once(max_objects).await,
         SweepCommand::Schedule {
             every,
-            id,
+            schedule_id,
             max_objects,
-        } => schedule(format, &id, every, max_objects).await,
-        SweepCommand::Unschedule { id } => unschedule(format, &id).await,
-        SweepCommand::List { limit } => list(format, limit).await,
+        } => schedule(&schedule_id, every, max_objects).await,
+        SweepCommand::Unschedule { schedule_id } => unschedule(&schedule_id).await,
+        SweepCommand::List { limit } => list(limit).await,
     }
 }
 
@@ -84,31 +43,7 @@ fn input(max_objects: u64) -> SweepInput {
     }
 }
 
-/// Parses `<whole number><unit>` with unit `s`, `m`, `h` or `d`; zero is refused.
-pub fn parse_every(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| format!("{text:?} has no unit: write e.g. 24h, 90m, 1d"))?;
-    let (number, unit) = text.split_at(split);
-    let number: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} does not start with a whole number"))?;
-    let unit_secs = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 60 * 60,
-        "d" => 24 * 60 * 60,
-        other => return Err(format!("unknown unit {other:?}: use s, m, h or d")),
-    };
-    match number.checked_mul(unit_secs) {
-        Some(0) => Err("the interval must be longer than zero".to_owned()),
-        Some(secs) => Ok(Duration::from_secs(secs)),
-        None => Err(format!("{text:?} is too long")),
-    }
-}
-
-async fn run_once(format: OutputFormat, max_objects: u64) -> CliResult {
+async fn run_once(max_objects: u64) -> CliResult {
     let client = connect::temporal(&TemporalTarget::from_env()).await?;
     let workflow_id = format!("{SWEEP_WORKFLOW_ID_PREFIX}-{}", Uuid::new_v4());
     let handle = client
@@ -123,17 +58,14 @@ async fn run_once(format: OutputFormat, max_objects: u64) -> CliResult {
         .get_result(WorkflowGetResultOptions::default())
         .await
         .map_err(|e| CliError::Other(anyhow::anyhow!("TaxonomySweep {workflow_id} failed: {e}")))?;
-    match format {
-        OutputFormat::Json => print_json(&record)?,
-        OutputFormat::Table => print_record(&record),
-    }
     // Like the predecessor: unknown shapes are something for an operator to look at.
-    Ok(i32::from(record.unknown_object_count > 0))
+    let code = i32::from(record.unknown_object_count > 0);
+    Ok(Report::new(&record, record_text(&record))?.with_exit_code(code))
 }
 
-fn print_record(record: &SweepRecord) {
-    println!(
-        "{}",
+fn record_text(record: &SweepRecord) -> String {
+    let mut text = format!(
+        "{}\n",
         key_values(
             "taxonomy sweep",
             &[
@@ -148,17 +80,18 @@ fn print_record(record: &SweepRecord) {
         )
     );
     if !record.unknown_key_sample.is_empty() {
-        println!(
-            "unknown key shapes (first {}):",
+        text.push_str(&format!(
+            "unknown key shapes (first {}):\n",
             record.unknown_key_sample.len()
-        );
+        ));
         for key in &record.unknown_key_sample {
-            println!("  {key}");
+            text.push_str(&format!("  {key}\n"));
         }
     }
+    text
 }
 
-async fn schedule(format: OutputFormat, id: &str, every: Duration, max_objects: u64) -> CliResult {
+async fn schedule(id: &str, every: Duration, max_objects: u64) -> CliResult {
     let id = required_id(id)?;
     let client = connect::temporal(&TemporalTarget::from_env()).await?;
     let task_queue = connect::task_queue();
@@ -198,21 +131,18 @@ async fn schedule(format: OutputFormat, id: &str, every: Duration, max_objects: 
     };
     let description = describe(&client, &id).await?;
     let summary = schedule_summary(&id, outcome, &description);
-    match format {
-        OutputFormat::Json => print_json(&summary)?,
-        OutputFormat::Table => {
-            let pairs: Vec<(&str, String)> = summary
-                .as_object()
-                .map(|o| {
-                    o.iter()
-                        .map(|(k, v)| (k.as_str(), display_value(v)))
-                        .collect()
-                })
-                .unwrap_or_default();
-            println!("{}", key_values("sweep schedule", &pairs));
-        }
-    }
-    Ok(0)
+    let pairs: Vec<(&str, String)> = summary
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .map(|(k, v)| (k.as_str(), display_value(v)))
+                .collect()
+        })
+        .unwrap_or_default();
+    Report::new(
+        &summary,
+        format!("{}\n", key_values("sweep schedule", &pairs)),
+    )
 }
 
 async fn describe(client: &Client, id: &str) -> Result<ScheduleDescription, CliError> {
@@ -265,7 +195,7 @@ fn schedule_summary(
     })
 }
 
-async fn unschedule(format: OutputFormat, id: &str) -> CliResult {
+async fn unschedule(id: &str) -> CliResult {
     let id = required_id(id)?;
     let client = connect::temporal(&TemporalTarget::from_env()).await?;
     match client
@@ -282,14 +212,10 @@ async fn unschedule(format: OutputFormat, id: &str) -> CliResult {
         Err(e) => return Err(schedule_failure("delete", &id, e)),
     }
     let summary = serde_json::json!({"schedule_id": id, "outcome": "deleted"});
-    match format {
-        OutputFormat::Json => print_json(&summary)?,
-        OutputFormat::Table => println!("schedule {id} deleted"),
-    }
-    Ok(0)
+    Report::new(&summary, format!("schedule {id} deleted\n"))
 }
 
-async fn list(format: OutputFormat, limit: u32) -> CliResult {
+async fn list(limit: u32) -> CliResult {
     let store = connect::store().await?;
     let sweeps = store
         .latest_sweeps(limit)
@@ -299,38 +225,34 @@ async fn list(format: OutputFormat, limit: u32) -> CliResult {
         .into_iter()
         .map(activities::sweep::as_record)
         .collect();
-    match format {
-        OutputFormat::Json => print_json(&records)?,
-        OutputFormat::Table => {
-            let mut table = Table::new(
-                "taxonomy sweeps",
-                &[
-                    "finished_at",
-                    "listed",
-                    "unknown",
-                    "reached_cap",
-                    "first unknown key",
-                ],
-            );
-            for r in &records {
-                table.row(vec![
-                    r.finished_at.clone(),
-                    r.listed_objects.to_string(),
-                    r.unknown_object_count.to_string(),
-                    r.reached_cap.to_string(),
-                    r.unknown_key_sample.first().cloned().unwrap_or_default(),
-                ]);
-            }
-            print!("{}", table.render());
-        }
+    let mut table = Table::new(
+        "taxonomy sweeps",
+        &[
+            "finished_at",
+            "listed",
+            "unknown",
+            "reached_cap",
+            "first unknown key",
+        ],
+    );
+    for r in &records {
+        table.row(vec![
+            r.finished_at.clone(),
+            r.listed_objects.to_string(),
+            r.unknown_object_count.to_string(),
+            r.reached_cap.to_string(),
+            r.unknown_key_sample.first().cloned().unwrap_or_default(),
+        ]);
     }
-    Ok(0)
+    Report::new(&records, table.render())
 }
 
 fn required_id(id: &str) -> Result<String, CliError> {
     let id = id.trim();
     if id.is_empty() {
-        Err(CliError::Usage("--id must not be empty".to_owned()))
+        Err(CliError::Usage(
+            "--schedule-id must not be empty".to_owned(),
+        ))
     } else {
         Ok(id.to_owned())
     }
@@ -353,27 +275,5 @@ fn display_value(value: &serde_json::Value) -> String {
             .collect::<Vec<_>>()
             .join(", "),
         other => other.to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_accepts_a_whole_number_with_a_unit() {
-        assert_eq!(parse_every("24h"), Ok(Duration::from_secs(86_400)));
-        assert_eq!(parse_every("90m"), Ok(Duration::from_secs(5_400)));
-        assert_eq!(parse_every("1d"), Ok(Duration::from_secs(86_400)));
-        assert_eq!(parse_every("45s"), Ok(Duration::from_secs(45)));
-    }
-
-    #[test]
-    fn every_refuses_zero_a_missing_unit_and_an_unknown_one() {
-        assert!(parse_every("0h").is_err());
-        assert!(parse_every("24").is_err());
-        assert!(parse_every("h").is_err());
-        assert!(parse_every("2w").is_err());
-        assert!(parse_every("1.5h").is_err());
     }
 }

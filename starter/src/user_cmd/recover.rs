@@ -21,13 +21,10 @@ use workflows::user::{
     workflow_id,
 };
 
-use super::{RequestSnapshot, UserCliEnv, describe_outcome, fail, update_message};
-use crate::output::{OutputFormat, print_json};
-use crate::worker_wait::SendError;
-
-/// How long `user run` waits for its run to acknowledge a stop after SIGINT or SIGTERM, unless
-/// `--stop-wait-secs` says otherwise.
-pub const DEFAULT_STOP_WAIT_SECS: u64 = 30;
+use super::{NOT_RUNNING, RequestSnapshot, UserCliEnv, describe_outcome, refuse, request_named};
+use crate::error::{CliError, CliResult};
+use crate::output::Report;
+use crate::update::{self, UpdateFailure};
 
 /// The signal that interrupted `user run`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,25 +73,25 @@ pub(super) async fn stop_after_interrupt(
     id: Uuid,
     interrupt: Interrupt,
     wait: Duration,
-) -> anyhow::Result<i32> {
+) -> CliResult {
     eprintln!(
         "{}: asking the run of request {id} to stop (no further handler, no further transition); \
          waiting up to {} s for it to acknowledge",
         interrupt.name(),
         wait.as_secs()
     );
-    let code = stop_and_report(env, id, wait, interrupt.name()).await?;
-    Ok(if code == 0 {
-        interrupt.exit_code()
+    let report = stop_and_report(env, id, wait, interrupt.name()).await?;
+    Ok(if report.exit_code() == 0 {
+        report.with_exit_code(interrupt.exit_code())
     } else {
-        code
+        report
     })
 }
 
 /// `user stop ID`: the same stop, from another terminal.
-pub(super) async fn stop(env: &UserCliEnv, id: Uuid, wait: Duration) -> anyhow::Result<i32> {
+pub(super) async fn stop(env: &UserCliEnv, id: Uuid, wait: Duration) -> CliResult {
     if env.store.request_view(id).await?.is_none() {
-        return Ok(fail(1, &format!("no user-deletion request {id}")));
+        return Err(refuse(1, &format!("no user-deletion request {id}")));
     }
     stop_and_report(env, id, wait, "operator").await
 }
@@ -104,29 +101,21 @@ async fn stop_and_report(
     id: Uuid,
     wait: Duration,
     requested_by: &str,
-) -> anyhow::Result<i32> {
+) -> CliResult {
     let handle = env
         .client
         .get_workflow_handle::<UserDeletion>(workflow_id(id));
     let request = StopRequest {
         requested_by: Some(requested_by.to_string()),
     };
-    let sent = env
-        .waits
-        .send_update(&env.client, &handle, "stop", UserDeletion::stop, request)
-        .await;
-    let sent = match sent {
-        Ok(sent) => sent,
-        Err(SendError::Update(e)) => {
-            return Ok(fail(1, &format!("stop refused: {}", update_message(&e))));
-        }
-        Err(SendError::NoWorker(e)) => return Ok(fail(1, &e.to_string())),
-    };
+    let sent = update::send(&env.waits, &handle, "stop", UserDeletion::stop, request)
+        .await
+        .map_err(|failure| failure.into_cli("stop", NOT_RUNNING))?;
     let answer = match tokio::time::timeout(wait, sent.get_result(RpcOptions::default())).await {
         Ok(Ok(answer)) => answer,
-        Ok(Err(e)) => return Ok(fail(1, &format!("stop failed: {}", update_message(&e)))),
+        Ok(Err(e)) => return Err(UpdateFailure::Rejected(e).into_cli("stop", NOT_RUNNING)),
         Err(_elapsed) => {
-            return Ok(fail(
+            return Err(refuse(
                 1,
                 &format!(
                     "the stop was accepted, but the run did not acknowledge it within {} s: no \
@@ -149,36 +138,31 @@ async fn stop_and_report(
         }
     };
     let snapshot = RequestSnapshot::read(&env.store, id).await?;
-    match env.output {
-        OutputFormat::Json => print_json(&json!({
-            "stop": answer,
-            "request": snapshot.request,
-            "progress": snapshot.progress,
-            "stages": snapshot.stages,
-        }))?,
-        OutputFormat::Table => {
-            print!("{}", snapshot.render());
-            println!("stop: {summary}");
-        }
-    }
+    let document = request_named(json!({
+        "stop": answer,
+        "request": snapshot.request,
+        "progress": snapshot.progress,
+        "stages": snapshot.stages,
+    }));
+    let text = format!("{}stop: {summary}\n", snapshot.render());
     eprintln!("stop: {summary}");
-    Ok(0)
+    Report::new(&document, text)
 }
 
 /// `user resume ID`: starts a new workflow for the request from what Postgres holds, after
 /// checking that none is running.
-pub(super) async fn resume(env: &UserCliEnv, id: Uuid, tuning: UserTuning) -> anyhow::Result<i32> {
+pub(super) async fn resume(env: &UserCliEnv, id: Uuid, tuning: UserTuning) -> CliResult {
     let Some(request) = env.store.request_view(id).await? else {
-        return Ok(fail(1, &format!("no user-deletion request {id}")));
+        return Err(refuse(1, &format!("no user-deletion request {id}")));
     };
     if request.stage == "completed" {
-        return Ok(fail(
+        return Err(refuse(
             1,
             &format!("request {id} is completed; there is nothing to resume"),
         ));
     }
     if let Some(run_id) = running_workflow(env, id).await? {
-        return Ok(fail(
+        return Err(refuse(
             1,
             &format!(
                 "resume refused: workflow {} (run {run_id}) is running for request {id}. Use \
@@ -188,45 +172,38 @@ pub(super) async fn resume(env: &UserCliEnv, id: Uuid, tuning: UserTuning) -> an
             ),
         ));
     }
-    let run_id = match start_resumed(env, &request, tuning).await? {
-        Ok(run_id) => run_id,
-        Err(refusal) => return Ok(fail(1, &format!("resume refused: {refusal}"))),
-    };
+    let run_id = start_resumed(env, &request, tuning).await?;
     let snapshot = RequestSnapshot::read(&env.store, id).await?;
-    match env.output {
-        OutputFormat::Json => print_json(&json!({
-            "resumed": {"workflow_id": workflow_id(id), "run_id": run_id},
-            "request": snapshot.request,
-            "approval": snapshot.approval,
-            "progress": snapshot.progress,
-            "stages": snapshot.stages,
-        }))?,
-        OutputFormat::Table => {
-            print!("{}", snapshot.render());
-            println!("resumed: workflow {} run {run_id}", workflow_id(id));
-        }
-    }
-    Ok(0)
+    let document = request_named(json!({
+        "resumed": {"workflow_id": workflow_id(id), "run_id": run_id},
+        "request": snapshot.request,
+        "approval": snapshot.approval,
+        "progress": snapshot.progress,
+        "stages": snapshot.stages,
+    }));
+    let text = format!(
+        "{}resumed: workflow {} run {run_id}\n",
+        snapshot.render(),
+        workflow_id(id)
+    );
+    Report::new(&document, text)
 }
 
 /// Before `user run` sends its update: when no workflow runs for the request (terminated from
-/// the Web UI, lost with a namespace), resumes it from Postgres. Some(exit code) when that was
-/// refused.
+/// the Web UI, lost with a namespace), resumes it from Postgres; refused when that was.
 pub(super) async fn ensure_workflow(
     env: &UserCliEnv,
     request: &UserRequestView,
-) -> anyhow::Result<Option<i32>> {
+) -> Result<(), CliError> {
     if running_workflow(env, request.id).await?.is_some() {
-        return Ok(None);
+        return Ok(());
     }
     eprintln!(
         "no workflow is running for request {}; resuming it from Postgres (as `user resume`)",
         request.id
     );
-    match start_resumed(env, request, UserTuning::default()).await? {
-        Ok(_) => Ok(None),
-        Err(refusal) => Ok(Some(fail(1, &format!("resume refused: {refusal}")))),
-    }
+    start_resumed(env, request, UserTuning::default()).await?;
+    Ok(())
 }
 
 /// The run id of the request's running workflow, if one runs.
@@ -243,19 +220,19 @@ async fn running_workflow(env: &UserCliEnv, id: Uuid) -> anyhow::Result<Option<S
     }
 }
 
-/// Starts a `UserDeletion` in resume mode and waits until it has taken up the request. Ok(run
-/// id), or Err(why it was refused). A concurrent resume that won the start is accepted.
+/// Starts a `UserDeletion` in resume mode and waits until it has taken up the request; its run
+/// id. A concurrent resume that won the start is accepted.
 async fn start_resumed(
     env: &UserCliEnv,
     request: &UserRequestView,
     tuning: UserTuning,
-) -> anyhow::Result<Result<String, String>> {
+) -> Result<String, CliError> {
     if let Err(no_worker) = env
         .waits
         .require_worker(&env.client, "user deletion resume")
         .await
     {
-        return Ok(Err(no_worker.to_string()));
+        return Err(refuse(1, &format!("resume refused: {no_worker}")));
     }
     let id = request.id;
     let input = UserDeletionInput {
@@ -287,28 +264,24 @@ async fn start_resumed(
         Err(e) => {
             // Another `user run` or `user resume` may have started it a moment ago.
             return match running_workflow(env, id).await? {
-                Some(run_id) => Ok(Ok(run_id)),
-                None => Err(e).context("starting the resumed UserDeletion workflow"),
+                Some(run_id) => Ok(run_id),
+                None => Err(CliError::Other(
+                    anyhow::Error::new(e).context("starting the resumed UserDeletion workflow"),
+                )),
             };
         }
     };
-    let sent = env
-        .waits
-        .send_update(
-            &env.client,
-            &handle,
-            "resume",
-            UserDeletion::registration,
-            (),
-        )
-        .await;
-    let taken_up = match sent {
-        Ok(sent) => sent.get_result(RpcOptions::default()).await,
-        Err(SendError::Update(e)) => Err(e),
-        Err(SendError::NoWorker(e)) => return Ok(Err(e.to_string())),
-    };
-    match taken_up {
-        Ok(_) => Ok(Ok(handle.info().run_id.clone().unwrap_or_default())),
-        Err(e) => Ok(Err(update_message(&e))),
-    }
+    update::execute(
+        &env.waits,
+        &handle,
+        "resume",
+        UserDeletion::registration,
+        (),
+    )
+    .await
+    .map_err(|failure| match failure {
+        UpdateFailure::NoWorker(e) => refuse(1, &format!("resume refused: {e}")),
+        rejected => rejected.into_cli("resume", NOT_RUNNING),
+    })?;
+    Ok(handle.info().run_id.clone().unwrap_or_default())
 }

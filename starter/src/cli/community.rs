@@ -1,63 +1,9 @@
-//! Command-line grammar of `buzz-deletion`.
+//! `community …`: the grammar of whole-community deletion.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Subcommand};
 use uuid::Uuid;
 
-use crate::output::OutputFormat;
-use crate::signing::KeyArgs;
-
-/// Operator CLI for buzz-deletion: erase a community or a user, with proof.
-///
-/// Exit codes: 0 ok, 1 failed, refused or blocked, 2 usage error.
-#[derive(Debug, Parser)]
-#[command(name = "buzz-deletion", version, about)]
-pub struct Cli {
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Json, global = true)]
-    pub output: OutputFormat,
-    /// Seconds a command that needs a worker (submit, approve, abort, unblock, status, watch,
-    /// the `user` commands) waits for one to answer before saying that none does.
-    #[arg(long, global = true, value_name = "SECS",
-          default_value_t = crate::worker_wait::DEFAULT_WORKER_WAIT_SECS)]
-    pub worker_wait: u64,
-    /// Run even if the database role is a superuser or owns the schemas. Only for a throwaway
-    /// local stack (same as BUZZ_ALLOW_PRIVILEGED_DB_ROLE=throwaway-local-stack); `migrate`
-    /// always connects as the owner and needs no flag.
-    #[arg(long, global = true)]
-    pub allow_privileged_db_role: bool,
-    /// What to do.
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-/// Top-level commands.
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Apply the database migrations (idempotent).
-    Migrate,
-    /// Run a StackCheck workflow: one activity touching Postgres, Redis and S3, then a timer.
-    StackCheck {
-        /// Durable timer after the activity, in seconds.
-        #[arg(long, default_value_t = 1)]
-        sleep_secs: u64,
-    },
-    /// Whole-community deletion.
-    #[command(subcommand)]
-    Community(CommunityCommand),
-    /// User deletion (demo targets only; reference 003 on Temporal).
-    #[command(subcommand)]
-    User(crate::user_cmd::UserCommand),
-    /// Demo data and the serving simulator.
-    #[command(subcommand)]
-    Demo(DemoCommand),
-    /// Bucket-wide taxonomy sweep: run once, schedule, unschedule, list records.
-    #[command(subcommand)]
-    Sweep(crate::commands::sweep::SweepCommand),
-    /// The operator registry: SSH public keys allowed to sign operator actions (owner only,
-    /// BUZZ_OWNER_DATABASE_URL).
-    #[command(subcommand)]
-    Operators(crate::commands::operators::OperatorsCommand),
-}
+use super::KeyArgs;
 
 /// `community …` subcommands.
 #[derive(Debug, Subcommand)]
@@ -87,14 +33,16 @@ pub enum CommunityCommand {
     /// Approve the exact frozen inventory digest (a second operator; two-person rule).
     Approve {
         /// Request id.
+        #[arg(value_name = "REQUEST_ID")]
         id: Uuid,
         /// Approving operator: optional; if given it must be the registered name of the
         /// signing key, which must not be the requester's (two-person rule on keys).
         #[arg(long)]
         approved_by: Option<String>,
-        /// The frozen inventory digest printed by `submit` / `status`.
-        #[arg(long)]
-        digest: String,
+        /// The frozen inventory digest printed by `submit` / `status` (`--digest` is the
+        /// deprecated spelling).
+        #[arg(long, alias = "digest")]
+        inventory_digest: String,
         /// Note kept with the approval evidence.
         #[arg(long)]
         note: Option<String>,
@@ -105,6 +53,7 @@ pub enum CommunityCommand {
     /// End the request before the irreversible point; the community is served again.
     Abort {
         /// Request id.
+        #[arg(value_name = "REQUEST_ID")]
         id: Uuid,
         /// Operator aborting: optional; if given it must be the signing key's registered name.
         #[arg(long)]
@@ -119,6 +68,7 @@ pub enum CommunityCommand {
     /// Resume a blocked request after remediating its recorded failure.
     Unblock {
         /// Request id.
+        #[arg(value_name = "REQUEST_ID")]
         id: Uuid,
         /// Operator unblocking: optional; if given it must be the signing key's registered
         /// name.
@@ -138,11 +88,13 @@ pub enum CommunityCommand {
     /// Current phase, progress, blocked reason and approval of one request.
     Status {
         /// Request id.
+        #[arg(value_name = "REQUEST_ID")]
         id: Uuid,
     },
     /// Follow a request live until it completes (exit 0), blocks or aborts (exit 1).
     Watch {
         /// Request id.
+        #[arg(value_name = "REQUEST_ID")]
         id: Uuid,
         /// Polling interval in milliseconds.
         #[arg(long, default_value_t = 1000)]
@@ -156,6 +108,7 @@ pub enum CommunityCommand {
     /// Everything recorded about one request: approval, checkpoints, chunks, audit trail.
     Inspect {
         /// Request id.
+        #[arg(value_name = "REQUEST_ID")]
         id: Uuid,
     },
 }
@@ -166,10 +119,11 @@ pub enum SignCommand {
     /// The payload of signal `approve`.
     Approve {
         /// Request id.
+        #[arg(value_name = "REQUEST_ID")]
         id: Uuid,
-        /// The frozen inventory digest you approve.
-        #[arg(long)]
-        digest: String,
+        /// The frozen inventory digest you approve (`--digest` is the deprecated spelling).
+        #[arg(long, alias = "digest")]
+        inventory_digest: String,
         /// Your registered name (optional; must match the key).
         #[arg(long)]
         approved_by: Option<String>,
@@ -183,6 +137,7 @@ pub enum SignCommand {
     /// The payload of signal `abort`.
     Abort {
         /// Request id.
+        #[arg(value_name = "REQUEST_ID")]
         id: Uuid,
         /// Why.
         #[arg(long)]
@@ -197,6 +152,7 @@ pub enum SignCommand {
     /// The payload of signal `unblock`.
     Unblock {
         /// Request id.
+        #[arg(value_name = "REQUEST_ID")]
         id: Uuid,
         /// The remediation done.
         #[arg(long)]
@@ -256,60 +212,4 @@ pub enum ListState {
     Completed,
     /// Everything.
     All,
-}
-
-/// `demo …` subcommands.
-#[derive(Debug, Subcommand)]
-pub enum DemoCommand {
-    /// Create a community (if needed) and write demo data through the serving API.
-    Seed(SeedArgs),
-    /// Simulate live serving traffic to communities until SIGINT/SIGTERM or the duration ends,
-    /// then print per-community counts (attempted, admitted, refused, failed) as JSON.
-    Serve(ServeArgs),
-}
-
-/// Knobs of `demo serve`.
-#[derive(Debug, Clone, Args)]
-pub struct ServeArgs {
-    /// Community hosts to serve, comma-separated (each must exist).
-    #[arg(long, value_delimiter = ',', required = true)]
-    pub hosts: Vec<String>,
-    /// Writes started per second per host.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
-    pub rate: u32,
-    /// Stop after this many seconds (0: run until SIGINT/SIGTERM).
-    #[arg(long, default_value_t = 0)]
-    pub duration: u64,
-    /// Writes in flight at once per host.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
-    pub in_flight: u16,
-    /// Also print up to this many admitted writes per community (0: counts only).
-    #[arg(long, default_value_t = 0)]
-    pub record_admitted: usize,
-}
-
-/// Knobs of `demo seed`.
-#[derive(Debug, Clone, Args)]
-pub struct SeedArgs {
-    /// Community host name (created if missing).
-    #[arg(long)]
-    pub host: String,
-    /// Distinct object keys per tenant prefix family (media, thumbs, meta).
-    #[arg(long, default_value_t = 10)]
-    pub objects: u32,
-    /// Versions written per object key.
-    #[arg(long, default_value_t = 2)]
-    pub versions: u32,
-    /// Keys that get a delete marker on top of their versions.
-    #[arg(long, default_value_t = 2)]
-    pub delete_markers: u32,
-    /// Rows per tenant table.
-    #[arg(long, default_value_t = 10)]
-    pub rows: u32,
-    /// Redis keys in the community namespace.
-    #[arg(long, default_value_t = 10)]
-    pub redis_keys: u32,
-    /// S3 writes in flight at once.
-    #[arg(long, default_value_t = 16)]
-    pub parallelism: usize,
 }

@@ -1,0 +1,136 @@
+//! `user …`: the grammar of user deletion.
+
+use clap::{Subcommand, ValueEnum};
+use uuid::Uuid;
+use workflows::user::StageKind;
+
+use super::KeyArgs;
+
+/// How long `user run` waits for its run to acknowledge a stop after SIGINT or SIGTERM, and
+/// `user stop` for the acknowledgement, unless told otherwise.
+pub const DEFAULT_STOP_WAIT_SECS: u64 = 30;
+
+/// `user …` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Submit a user deletion: records the request with its frozen demo inventory (B, then C)
+    /// and prints its id and inventory digest. Only `demo:` targets are accepted.
+    Submit {
+        /// The user, `demo:<name>`.
+        #[arg(long)]
+        target: String,
+        /// Operator asking for the deletion: optional; if given it must be the registered name
+        /// of the signing key (which is what is recorded).
+        #[arg(long)]
+        requested_by: Option<String>,
+        /// Why.
+        #[arg(long)]
+        reason: Option<String>,
+        /// Freeze a demo inventory of N communities (B, C, then generated ones; 1 to 1000)
+        /// instead of B and C, to exercise the bounds. The digest covers every community.
+        #[arg(long)]
+        demo_communities: Option<u32>,
+        /// The requester's SSH key, which signs the submission.
+        #[command(flatten)]
+        key: KeyArgs,
+    },
+    /// Approve the frozen inventory digest (a second operator; two-person rule). Creates no
+    /// stage rows.
+    Approve {
+        /// Request id.
+        #[arg(value_name = "REQUEST_ID")]
+        id: Uuid,
+        /// Approving operator: optional; if given it must be the registered name of the
+        /// signing key, which must not be the requester's (two-person rule on keys).
+        #[arg(long)]
+        approved_by: Option<String>,
+        /// The frozen inventory digest printed by `submit` / `status`.
+        #[arg(long)]
+        inventory_digest: String,
+        /// Note kept with the approval evidence.
+        #[arg(long)]
+        note: Option<String>,
+        /// The approver's SSH key, which signs the approval of this digest.
+        #[command(flatten)]
+        key: KeyArgs,
+    },
+    /// Let the workflow execute stages, wait until it pauses, and print the stage rows. Exit 1
+    /// when a handler failed (with the saved retry deadline) or the run was refused.
+    Run {
+        /// Request id.
+        #[arg(value_name = "REQUEST_ID")]
+        id: Uuid,
+        /// Execute one handler and its transition, then pause.
+        #[arg(long)]
+        next_step: bool,
+        /// Make this stage's dummy handler fail.
+        #[arg(long, value_enum)]
+        fail_stage: Option<StageArg>,
+        /// Community whose purge_db observes no agents (repeatable).
+        #[arg(long = "demo-no-agents-in")]
+        demo_no_agents_in: Vec<Uuid>,
+        /// Time each handler takes, heartbeating meanwhile.
+        #[arg(long, default_value_t = 0)]
+        stage_delay_ms: u64,
+        /// Label saved on the stage rows this run starts.
+        #[arg(long)]
+        executor_id: Option<String>,
+        /// After Ctrl-C or SIGTERM, how long to wait for the run to acknowledge its stop.
+        #[arg(long, default_value_t = DEFAULT_STOP_WAIT_SECS)]
+        stop_wait_secs: u64,
+    },
+    /// Stop the request's run in progress: no further handler starts and no further transition
+    /// commits; a handler in flight is cancelled and its row stays current. The next `user run`
+    /// continues from that row. Does nothing when no run is in progress.
+    Stop {
+        /// Request id.
+        #[arg(value_name = "REQUEST_ID")]
+        id: Uuid,
+        /// How long to wait for the run to acknowledge the stop (the same flag as `user run`'s;
+        /// `--wait-secs` is the deprecated spelling).
+        #[arg(long, alias = "wait-secs", default_value_t = DEFAULT_STOP_WAIT_SECS)]
+        stop_wait_secs: u64,
+    },
+    /// Start a new workflow for a request whose workflow is gone (terminated, or lost with its
+    /// namespace), from what Postgres holds. Refused while a workflow for it is running.
+    Resume {
+        /// Request id.
+        #[arg(value_name = "REQUEST_ID")]
+        id: Uuid,
+        /// Runs the new workflow serves before it continues as new (0: the default). For tests.
+        #[arg(long, default_value_t = 0, hide = true)]
+        runs_per_execution: u64,
+    },
+    /// Print the request, its approval and its stage rows in predecessor-chain order.
+    Status {
+        /// Request id.
+        #[arg(value_name = "REQUEST_ID")]
+        id: Uuid,
+    },
+    /// User-deletion requests from Postgres, newest first, filtered by state.
+    List(super::ListArgs),
+}
+
+/// A stage name on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StageArg {
+    /// The user gate.
+    #[value(name = "gate_user")]
+    GateUser,
+    /// Per-community row purge.
+    #[value(name = "purge_db")]
+    PurgeDb,
+    /// Per-community agent purge.
+    #[value(name = "purge_agents")]
+    PurgeAgents,
+}
+
+impl From<StageArg> for StageKind {
+    fn from(arg: StageArg) -> Self {
+        match arg {
+            StageArg::GateUser => StageKind::GateUser,
+            StageArg::PurgeDb => StageKind::PurgeDb,
+            StageArg::PurgeAgents => StageKind::PurgeAgents,
+        }
+    }
+}
