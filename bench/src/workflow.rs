@@ -107,7 +107,7 @@ async fn drive(
         .as_str()
         .and_then(|id| id.parse().ok())
         .with_context(|| format!("submit printed no request id: {submitted}"))?;
-    let digest = submitted["digest"]
+    let digest = submitted["inventory_digest"]
         .as_str()
         .with_context(|| format!("submit printed no digest: {submitted}"))?
         .to_owned();
@@ -126,7 +126,7 @@ async fn drive(
             &request_id.to_string(),
             "--approved-by",
             "bench-approver",
-            "--digest",
+            "--inventory-digest",
             &digest,
             "--key",
             &approver,

@@ -162,7 +162,7 @@ impl Operators {
                     .and_then(|s| s.parse().ok())
                     .ok_or_else(|| anyhow!("submit printed no request_id: {out}"))?;
                 let workflow_id = out["workflow_id"].as_str().unwrap_or_default().to_owned();
-                let digest = out["digest"].as_str().map(str::to_owned);
+                let digest = out["inventory_digest"].as_str().map(str::to_owned);
                 return self
                     .await_digest(request_id, workflow_id, digest, deadline)
                     .await;
@@ -319,7 +319,7 @@ impl Operators {
         let approval = [
             "approve",
             &id,
-            "--digest",
+            "--inventory-digest",
             &request.digest,
             "--key",
             &key,
