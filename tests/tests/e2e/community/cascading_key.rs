@@ -199,11 +199,11 @@ async fn cascading_key_into_tenant_data_blocks_until_dropped_then_the_deletion_c
     cli.watch_to_end(&id).await;
 
     let after = snapshot(&stack, target.community_id).await;
-    assert_eq!(after.row_count(), 0, "{:?}", after.rows);
-    assert!(after.versions.is_empty() && after.keys.is_empty());
-    assert_eq!(
-        snapshot(&stack, neighbour.community_id).await,
-        neighbour_before
+    after.assert_gone("the target");
+    assert_identical(
+        &neighbour_before,
+        &snapshot(&stack, neighbour.community_id).await,
+        "the neighbour",
     );
     assert_eq!(
         notes(&stack.store).await,

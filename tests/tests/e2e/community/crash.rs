@@ -70,13 +70,7 @@ async fn sigkilled_worker_mid_delete_is_finished_by_a_new_worker_without_restamp
     .expect_code(0);
 
     let after = snapshot(&stack, target.community_id).await;
-    assert_eq!(after.row_count(), 0);
-    assert!(
-        after.versions.is_empty(),
-        "versions left: {}",
-        after.versions.len()
-    );
-    assert!(after.keys.is_empty());
+    after.assert_gone("the target");
 
     let inspection = cli
         .run(&["community", "inspect", &id])

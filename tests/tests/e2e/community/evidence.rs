@@ -110,11 +110,16 @@ async fn a_request_repointed_at_a_neighbour_blocks_the_fence_naming_the_mismatch
         FenceState::Serving,
         "the neighbour is never quiesced or fenced"
     );
-    assert_eq!(
-        snapshot(&stack, neighbour.community_id).await,
-        neighbour_before
+    assert_identical(
+        &neighbour_before,
+        &snapshot(&stack, neighbour.community_id).await,
+        "neighbour",
     );
-    assert_eq!(snapshot(&stack, target.community_id).await, target_before);
+    assert_identical(
+        &target_before,
+        &snapshot(&stack, target.community_id).await,
+        "target",
+    );
     let request = stack
         .store
         .get_request(id.parse().unwrap_or_default())
@@ -135,11 +140,11 @@ async fn a_request_repointed_at_a_neighbour_blocks_the_fence_naming_the_mismatch
         .expect_code(0);
     cli.watch_to_end(&id).await;
     let gone = snapshot(&stack, target.community_id).await;
-    assert!(gone.versions.is_empty() && gone.keys.is_empty() && gone.row_count() == 0);
-    assert_eq!(
-        snapshot(&stack, neighbour.community_id).await,
-        neighbour_before,
-        "the neighbour is untouched, byte for byte"
+    gone.assert_gone("the target");
+    assert_identical(
+        &neighbour_before,
+        &snapshot(&stack, neighbour.community_id).await,
+        "the neighbour is untouched, byte for byte",
     );
 }
 
@@ -242,9 +247,10 @@ async fn a_block_in_object_deletion_before_the_marker_can_be_aborted() {
             before.table
         );
     }
-    assert_eq!(
-        snapshot(&stack, neighbour.community_id).await,
-        neighbour_before
+    assert_identical(
+        &neighbour_before,
+        &snapshot(&stack, neighbour.community_id).await,
+        "neighbour",
     );
     assert_eq!(
         fence_state(&stack, neighbour.community_id).await,
@@ -351,10 +357,10 @@ async fn after_the_marker_an_abort_is_refused_audited_and_the_deletion_completes
         .expect_code(0);
     cli.watch_to_end(&id).await;
     let gone = snapshot(&stack, target.community_id).await;
-    assert!(gone.versions.is_empty() && gone.keys.is_empty() && gone.row_count() == 0);
-    assert_eq!(
-        snapshot(&stack, neighbour.community_id).await,
-        neighbour_before,
-        "the neighbour is untouched, byte for byte"
+    gone.assert_gone("the target");
+    assert_identical(
+        &neighbour_before,
+        &snapshot(&stack, neighbour.community_id).await,
+        "the neighbour is untouched, byte for byte",
     );
 }

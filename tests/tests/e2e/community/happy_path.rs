@@ -46,13 +46,7 @@ async fn target_is_erased_in_all_three_stores_and_neighbours_are_byte_identical(
     assert!(watched.stdout.contains("verified"), "{}", watched.stdout);
 
     let after = snapshot(&stack, target.community_id).await;
-    assert_eq!(after.row_count(), 0, "target rows left: {:?}", after.rows);
-    assert!(
-        after.versions.is_empty(),
-        "target versions left: {:?}",
-        after.versions
-    );
-    assert!(after.keys.is_empty(), "target keys left: {:?}", after.keys);
+    after.assert_gone("the target");
     assert!(
         stack
             .store
@@ -63,10 +57,10 @@ async fn target_is_erased_in_all_three_stores_and_neighbours_are_byte_identical(
         "the community row itself must be gone"
     );
     for (community, before) in &neighbours {
-        assert_eq!(
-            &snapshot(&stack, *community).await,
+        assert_identical(
             before,
-            "neighbour {community} changed"
+            &snapshot(&stack, *community).await,
+            &format!("neighbour {community}"),
         );
     }
 

@@ -430,7 +430,7 @@ async fn malformed_signals_at_every_point_are_refused_on_record_and_never_wedge_
     // 1. Blocked before the irreversible point.
     let untouched = snapshot(&stack, community).await;
     every_malformed_signal(&stack, &cli, &signals, id, "", "blocked before the point").await;
-    assert_eq!(snapshot(&stack, community).await, untouched);
+    assert_identical(&untouched, &snapshot(&stack, community).await, "community");
     let stray_versions: Vec<ObjectVersionRef> = stack
         .objects
         .snapshot_prefix(&format!("media/{community}/"))
@@ -501,7 +501,7 @@ async fn malformed_signals_at_every_point_are_refused_on_record_and_never_wedge_
         "malformed updates changed nothing"
     );
     every_malformed_signal(&stack, &cli, &signals, id, &digest, "awaiting approval").await;
-    assert_eq!(snapshot(&stack, community).await, untouched);
+    assert_identical(&untouched, &snapshot(&stack, community).await, "community");
     let approve = signed_payload(
         &cli,
         &["approve", &id.to_string(), "--approved-by", "bob"],
@@ -575,7 +575,7 @@ async fn malformed_signals_at_every_point_are_refused_on_record_and_never_wedge_
     .expect_code(0);
 
     let after = snapshot(&stack, community).await;
-    assert!(after.versions.is_empty() && after.keys.is_empty() && after.row_count() == 0);
+    after.assert_gone("the target");
     let end = durable(&stack, id).await;
     assert_eq!(
         end.approved_by.as_deref(),

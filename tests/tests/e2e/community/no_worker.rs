@@ -266,7 +266,11 @@ async fn without_a_worker_every_command_answers_in_bounded_time_and_held_updates
             .unwrap_or_else(|e| panic!("{e}"))
             .is_none()
     );
-    assert_eq!(snapshot(&stack, target.community_id).await, before);
+    assert_identical(
+        &before,
+        &snapshot(&stack, target.community_id).await,
+        "target",
+    );
 
     // A worker comes back: each held update is applied once.
     let _worker = WorkerProcess::start(&queue, &[]).await;
@@ -290,7 +294,7 @@ async fn without_a_worker_every_command_answers_in_bounded_time_and_held_updates
         Some("bob")
     );
     let gone = snapshot(&stack, target.community_id).await;
-    assert!(gone.versions.is_empty() && gone.keys.is_empty() && gone.row_count() == 0);
+    gone.assert_gone("the target");
 
     let aborted = cli
         .wait_status(&abort_id, 120, |s| s["phase"] == "aborted")
@@ -306,10 +310,10 @@ async fn without_a_worker_every_command_answers_in_bounded_time_and_held_updates
         1,
         "aborted exactly once: {abort_audit:#?}"
     );
-    assert_eq!(
-        snapshot(&stack, abort_target.community_id).await,
-        abort_before,
-        "aborted before the irreversible point: everything kept"
+    assert_identical(
+        &abort_before,
+        &snapshot(&stack, abort_target.community_id).await,
+        "aborted before the irreversible point: everything kept",
     );
     let user = cli
         .run(&["user", "status", &user_id])

@@ -428,7 +428,7 @@ async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_n
     assert_eq!(record["signed"]["operator"], bob.fingerprint.as_str());
     cli.watch_to_end(&id_arg).await;
     let gone = snapshot(&stack, target.community_id).await;
-    assert!(gone.versions.is_empty() && gone.keys.is_empty() && gone.row_count() == 0);
+    gone.assert_gone("the target");
     let status = cli
         .run(&["community", "inspect", &id_arg])
         .await

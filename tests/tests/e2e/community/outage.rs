@@ -78,5 +78,5 @@ async fn redis_outage_mid_deletion_is_retried_and_the_deletion_completes() {
     // Fresh connections: the test's own Redis connection died with the server.
     let stack = e2e::prelude::stack().await;
     let after = snapshot(&stack, target.community_id).await;
-    assert!(after.versions.is_empty() && after.keys.is_empty() && after.row_count() == 0);
+    after.assert_gone("the target");
 }

@@ -282,13 +282,7 @@ async fn lease_times(stack: &Stack, lease: Uuid) -> (Option<DateTime<Utc>>, Date
 /// Panics unless the community holds nothing in any store and its row is gone.
 async fn assert_erased(stack: &Stack, community: Uuid) {
     let after = snapshot(stack, community).await;
-    assert_eq!(after.row_count(), 0, "target rows left: {:?}", after.rows);
-    assert!(
-        after.versions.is_empty(),
-        "target versions left: {:?}",
-        after.versions
-    );
-    assert!(after.keys.is_empty(), "target keys left: {:?}", after.keys);
+    after.assert_gone("the target");
     assert!(
         stack
             .store

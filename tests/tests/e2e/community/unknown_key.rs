@@ -105,7 +105,7 @@ async fn unknown_key_shape_blocks_naming_the_key_until_removed_and_unblocked() {
     cli.approve(&id, "bob", &digest).await.expect_code(0);
     cli.watch_to_end(&id).await;
     let after = snapshot(&stack, target.community_id).await;
-    assert!(after.versions.is_empty() && after.keys.is_empty() && after.row_count() == 0);
+    after.assert_gone("the target");
     let audit = cli
         .run(&["community", "inspect", &id])
         .await

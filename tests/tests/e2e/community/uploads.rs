@@ -144,22 +144,10 @@ async fn unfinished_multipart_uploads_are_inventoried_aborted_and_verified_gone_
     .await
     .expect_code(0);
 
-    let after = snapshot(&stack, target.community_id).await;
-    assert!(
-        after.versions.is_empty(),
-        "versions left: {:?}",
-        after.versions
-    );
-    assert_eq!(after.row_count(), 0);
-    assert!(after.keys.is_empty());
-    for prefix in tenant_prefixes(target.community_id) {
-        let left = stack
-            .objects
-            .snapshot_uploads(&prefix)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(left.is_empty(), "uploads left under {prefix}: {left:?}");
-    }
+    // Rows, versions, delete markers, keys and the unfinished uploads under every prefix.
+    snapshot(&stack, target.community_id)
+        .await
+        .assert_gone("the target");
     // The reproduced bug: a stalled serving process completing its upload after the deletion.
     for (upload, e_tag) in &started {
         if let Some(e_tag) = e_tag {
@@ -216,9 +204,10 @@ async fn unfinished_multipart_uploads_are_inventoried_aborted_and_verified_gone_
 
     // The neighbour: rows, versions (with delete markers) and keys, and its uploads with their
     // parts' ETags (MD5 of the bytes), all as they were.
-    assert_eq!(
-        snapshot(&stack, neighbour.community_id).await,
-        neighbour_before
+    assert_identical(
+        &neighbour_before,
+        &snapshot(&stack, neighbour.community_id).await,
+        "neighbour",
     );
     assert_eq!(
         uploads_with_parts(&stack.objects, neighbour.community_id).await,
@@ -441,5 +430,5 @@ async fn an_upload_of_unknown_key_shape_blocks_the_inventory_naming_it_until_abo
     cli.approve(&id, "bob", &digest).await.expect_code(0);
     cli.watch_to_end(&id).await;
     let after = snapshot(&stack, target.community_id).await;
-    assert!(after.versions.is_empty() && after.keys.is_empty() && after.row_count() == 0);
+    after.assert_gone("the target");
 }
