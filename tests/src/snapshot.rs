@@ -268,3 +268,84 @@ pub async fn object_versions(stack: &Stack, community: Uuid) -> Vec<ObjectVersio
     }
     versions
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn version(key: &str, id: &str, kind: VersionKind) -> ObjectVersion {
+        ObjectVersion {
+            key: key.to_owned(),
+            version_id: id.to_owned(),
+            kind,
+            size: 0,
+            is_latest: true,
+        }
+    }
+
+    fn empty() -> Snapshot {
+        Snapshot {
+            rows: vec![TableSnapshot {
+                table: "buzz.events".to_owned(),
+                rows: Vec::new(),
+            }],
+            versions: Vec::new(),
+            bodies: BTreeMap::new(),
+            uploads: Vec::new(),
+            keys: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn one_leftover_of_any_kind_is_not_gone() {
+        empty().assert_gone("nothing");
+        let mut leftovers = Vec::new();
+        let mut row = empty();
+        row.rows[0].rows.push("{}".to_owned());
+        leftovers.push(row);
+        let mut marker = empty();
+        marker
+            .versions
+            .push(version("media/x", "v1", VersionKind::DeleteMarker));
+        leftovers.push(marker);
+        let mut upload = empty();
+        upload.uploads.push(MultipartUpload {
+            key: "media/x".to_owned(),
+            upload_id: "u1".to_owned(),
+        });
+        leftovers.push(upload);
+        let mut key = empty();
+        key.keys.push(("c:x".to_owned(), vec![1]));
+        leftovers.push(key);
+        for left in leftovers {
+            assert!(!left.is_empty());
+            let caught = std::panic::catch_unwind(|| left.assert_gone("target"));
+            assert!(caught.is_err(), "{left:?} passed as gone");
+        }
+    }
+
+    #[test]
+    fn one_changed_byte_is_named_in_the_diff_and_fails_the_identity() {
+        let mut before = empty();
+        before
+            .versions
+            .push(version("media/x", "v1", VersionKind::Object));
+        before.bodies.insert(
+            ("media/x".to_owned(), "v1".to_owned()),
+            Body(b"abc".to_vec()),
+        );
+        let mut after = before.clone();
+        after.bodies.insert(
+            ("media/x".to_owned(), "v1".to_owned()),
+            Body(b"abd".to_vec()),
+        );
+        let diff = before.diff(&after);
+        assert_eq!(diff.len(), 1, "{diff:?}");
+        assert!(diff[0].starts_with("~ bytes of media/x@v1"), "{diff:?}");
+        assert!(
+            std::panic::catch_unwind(|| assert_identical(&before, &after, "neighbour")).is_err()
+        );
+        assert_identical(&before, &before.clone(), "neighbour");
+        assert!(before.diff(&before).is_empty());
+    }
+}
