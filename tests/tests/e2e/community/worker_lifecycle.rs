@@ -183,11 +183,10 @@ async fn worker_and_cli_refuse_the_schema_owner_unless_told_the_stack_is_throwaw
 
     // The CLI: ordinary commands refuse the owner too, `--allow-privileged-db-role` lets them run.
     let cli = |args: &'static [&'static str], url: String| async move {
-        let output = Command::new(bin("buzz-deletion"))
-            .args(args)
-            .env("DATABASE_URL", url)
+        let output = Cli::inherited()
+            .with_env("DATABASE_URL", &url)
+            .command(args)
             .env_remove("BUZZ_ALLOW_PRIVILEGED_DB_ROLE")
-            .stdin(Stdio::null())
             .output()
             .await
             .unwrap_or_else(|e| panic!("could not run buzz-deletion: {e}"));
