@@ -1,38 +1,19 @@
 //! The outcome every variant must have: the target gone from all three stores, the neighbour
 //! byte-identical.
 
-use activities::objects::ObjectVersion;
-use activities::store::TableSnapshot;
 use activities::taxonomy::tenant_prefixes;
 use anyhow::Result;
 use uuid::Uuid;
 
 use crate::stack::Stack;
 
-/// Everything a community holds, for before/after equality.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CommunitySnapshot {
-    /// Rows per tenant table plus the community row, each as canonical JSON text.
-    pub rows: Vec<TableSnapshot>,
-    /// Every version and delete marker under its three prefixes.
-    pub versions: Vec<ObjectVersion>,
-    /// Every key with its DUMP serialization.
-    pub keys: Vec<(String, Vec<u8>)>,
-}
+/// Everything a community holds, for before/after equality: the e2e harness's snapshot (rows,
+/// every version with the bytes of every data version, unfinished uploads, Redis keys with values).
+pub use e2e::snapshot::Snapshot;
 
 /// Snapshots a community in all three stores.
-pub async fn snapshot(stack: &Stack, community: Uuid) -> Result<CommunitySnapshot> {
-    let rows = stack.store.snapshot_rows(community).await?;
-    let mut versions = Vec::new();
-    for prefix in tenant_prefixes(community) {
-        versions.extend(stack.objects.snapshot_prefix(&prefix).await?);
-    }
-    let keys = stack.cache.snapshot_namespace(community).await?;
-    Ok(CommunitySnapshot {
-        rows,
-        versions,
-        keys,
-    })
+pub async fn snapshot(stack: &Stack, community: Uuid) -> Result<Snapshot> {
+    Snapshot::capture(&stack.store, &stack.objects, &stack.cache, community).await
 }
 
 /// What is left of a deleted target; all zero means gone.

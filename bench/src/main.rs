@@ -26,7 +26,7 @@ use clap::Parser;
 use uuid::Uuid;
 
 use crate::args::BenchArgs;
-use crate::check::{CommunitySnapshot, remains, snapshot};
+use crate::check::{Snapshot, remains, snapshot};
 use crate::floor::run_floor;
 use crate::report::{Checked, Outcome, Report, SizeResult};
 use crate::stack::Stack;
@@ -215,7 +215,7 @@ async fn seed(stack: &Stack, tag: &str, plan: activities::demo::SeedPlan) -> Res
 struct VariantContext<'a> {
     stack: &'a Stack,
     neighbour: Uuid,
-    neighbour_before: &'a CommunitySnapshot,
+    neighbour_before: &'a Snapshot,
     plan: activities::demo::SeedPlan,
     size: u32,
 }

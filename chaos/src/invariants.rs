@@ -219,6 +219,17 @@ pub fn whole(
         ));
     }
 
+    // The bytes of every data version the snapshot held (a lost version is reported above).
+    for ((key, version_id), body) in &before.bodies {
+        if after
+            .bodies
+            .get(&(key.clone(), version_id.clone()))
+            .is_some_and(|now| now != body)
+        {
+            say(format!("the bytes of {key}@{version_id} changed"));
+        }
+    }
+
     // Unfinished uploads: serving traffic starts none, so they must be exactly the same.
     if before.uploads != after.uploads {
         say(format!(
@@ -441,6 +452,7 @@ mod tests {
                 rows: rows.iter().map(|r| (*r).to_owned()).collect(),
             }],
             versions: versions.to_vec(),
+            bodies: Default::default(),
             uploads: Vec::new(),
             keys: keys.iter().map(|k| ((*k).to_owned(), vec![1])).collect(),
         }
@@ -482,6 +494,23 @@ mod tests {
             &["x", "q"],
         );
         assert_eq!(whole("w", "h", &before, &stranger, &writes).len(), 3);
+    }
+
+    #[test]
+    fn a_changed_byte_of_a_kept_version_is_caught() {
+        let mut before = snapshot(&[], &[version("k", "1")], &[]);
+        before.bodies.insert(
+            ("k".into(), "1".into()),
+            e2e::snapshot::Body(b"abc".to_vec()),
+        );
+        let mut after = before.clone();
+        let writes = AdmittedWrites::default();
+        assert_eq!(whole("w", "h", &before, &after, &writes), Vec::new());
+        after.bodies.insert(
+            ("k".into(), "1".into()),
+            e2e::snapshot::Body(b"abd".to_vec()),
+        );
+        assert_eq!(whole("w", "h", &before, &after, &writes).len(), 1);
     }
 
     #[test]

@@ -1,13 +1,11 @@
 //! The communities of the run: each deletion's target and its neighbour, seeded through the
 //! serving API with the shape the schedule drew (versions, delete markers, an empty object, a
 //! multi-MiB object, unfinished multipart uploads, rows in every tenant table, Redis keys), and
-//! snapshots of everything a community holds in the three stores.
+//! snapshots of everything a community holds in the three stores (the e2e harness's `Snapshot`).
 
 use activities::demo::{SeedPlan, seed_community, writer_key};
-use activities::objects::{MultipartUpload, ObjectVersion};
 use activities::serving::acquire_serving_write;
-use activities::store::TableSnapshot;
-use activities::taxonomy::{PrefixRoot, VersionKind, tenant_prefixes};
+use activities::taxonomy::PrefixRoot;
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
@@ -102,58 +100,13 @@ pub async fn seed(stores: &Stores, host: &str, shape: Shape) -> Result<Seeded> {
     })
 }
 
-/// Everything a community holds in the three stores.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Snapshot {
-    /// Rows per tenant table plus the community row (each row as canonical JSON text).
-    pub rows: Vec<TableSnapshot>,
-    /// Every version and delete marker under its three prefixes.
-    pub versions: Vec<ObjectVersion>,
-    /// Every unfinished multipart upload under its three prefixes.
-    pub uploads: Vec<MultipartUpload>,
-    /// Every Redis key of its namespace with its DUMP serialization.
-    pub keys: Vec<(String, Vec<u8>)>,
-}
+/// Everything a community holds in the three stores: the e2e harness's snapshot (rows, every
+/// version with the bytes of every data version, unfinished uploads, Redis keys with values).
+pub use e2e::snapshot::Snapshot;
 
-impl Snapshot {
-    /// Rows across tables.
-    pub fn row_count(&self) -> usize {
-        self.rows.iter().map(|t| t.rows.len()).sum()
-    }
-
-    /// Whether nothing at all is left.
-    pub fn is_empty(&self) -> bool {
-        self.row_count() == 0
-            && self.versions.is_empty()
-            && self.uploads.is_empty()
-            && self.keys.is_empty()
-    }
-
-    /// Delete markers among the versions.
-    pub fn delete_markers(&self) -> usize {
-        self.versions
-            .iter()
-            .filter(|v| v.kind == VersionKind::DeleteMarker)
-            .count()
-    }
-}
-
-/// Snapshots `community` in all three stores.
+/// Snapshots `community` in all three stores (rows as the owner sees them).
 pub async fn snapshot(stores: &Stores, community: Uuid) -> Result<Snapshot> {
-    let rows = stores.owner.snapshot_rows(community).await?;
-    let mut versions = Vec::new();
-    let mut uploads = Vec::new();
-    for prefix in tenant_prefixes(community) {
-        versions.extend(stores.objects.snapshot_prefix(&prefix).await?);
-        uploads.extend(stores.objects.snapshot_uploads(&prefix).await?);
-    }
-    let keys = stores.cache.snapshot_namespace(community).await?;
-    Ok(Snapshot {
-        rows,
-        versions,
-        uploads,
-        keys,
-    })
+    Snapshot::capture(&stores.owner, &stores.objects, &stores.cache, community).await
 }
 
 #[cfg(test)]

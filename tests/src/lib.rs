@@ -1,1 +1,25 @@
-//! End-to-end test crate; the tests live under tests/.
+//! The end-to-end test harness, shared by every test under `tests/tests/e2e/` and by the
+//! history recordings: handles on the local stack built from its environment, the operator CLI
+//! as a process, worker processes and in-process workers, the operators' test keys, seeding, and
+//! the two assertions every deletion test makes (the target gone, the neighbours byte-identical).
+#![deny(unsafe_code)]
+
+pub mod cli;
+pub mod env;
+pub mod operators;
+pub mod seed;
+pub mod snapshot;
+pub mod stack;
+pub mod temporal;
+pub mod user;
+pub mod workers;
+
+/// What a community test uses: `use e2e::prelude::*;`.
+pub mod prelude {
+    pub use crate::cli::{Cli, CliRun};
+    pub use crate::env::{bin, repo_root};
+    pub use crate::seed::{seed, small_plan, unique_host};
+    pub use crate::snapshot::{Snapshot, assert_identical, object_versions, snapshot};
+    pub use crate::stack::{Stack, outage_lock, stack};
+    pub use crate::workers::{WorkerProcess, unique_queue};
+}

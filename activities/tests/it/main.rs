@@ -1,0 +1,15 @@
+//! Every integration test of the activities crate in one test binary (one link instead of ten),
+//! one module per concern, against the real local stack. Filter by module path, e.g. `cargo test
+//! -p activities --test it store::`.
+
+mod cache;
+mod catalog_property;
+mod catalog_shapes;
+mod evidence;
+mod objects;
+mod operators;
+mod roles;
+mod serving;
+mod store;
+mod store_support;
+mod user_store;

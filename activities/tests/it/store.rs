@@ -1,0 +1,1388 @@
+//! The exclusion-proof store against a real PostgreSQL (`bash deploy/local/up && source
+//! .state/env`). Every test creates its own communities under unique hosts, so tests run in
+//! parallel without seeing each other's rows.
+
+use crate::store_support;
+
+use std::time::Duration;
+
+use activities::failure::{Classified, Severity};
+use activities::identity::IdentityError;
+use activities::store::{
+    ChunkAck, FenceState, RequestFilter, Stage, StoreError, TaxonomySweepInput, catalog_scan_in,
+    is_append_only_refusal, is_fenced_write,
+};
+use activities::taxonomy::tenant_prefixes;
+use store_support::*;
+use uuid::Uuid;
+use workflows::approval::TwoPersonRefusal;
+use workflows::community::contracts::{
+    AbortRequest, EventInput, RegisterInput, RequestEvent, UnblockRequest,
+};
+use workflows::operator::{Action, Kind, SignatureRefusal};
+
+const LEASE_TTL: Duration = Duration::from_secs(30);
+
+/// A registration signed by `requested_by`'s test key (over the canonical, lowercase host the
+/// store binds the signature to).
+async fn register_input(request_id: Uuid, host: &str, requested_by: &str) -> RegisterInput {
+    let owner = store().await;
+    let mut input =
+        signed_registration(&owner, request_id, &host.to_lowercase(), requested_by, "-").await;
+    input.host = host.to_owned();
+    input.reason = None;
+    input
+}
+
+/// The consumer the store tests consume signatures as.
+const CONSUMER: &str = "store-test/activity";
+
+/// A worker cut off inside a transaction must not hold its row locks for ever: every session of
+/// the pool carries the server-side idle-in-transaction limit (the chaos run's stalled claim).
+#[tokio::test]
+async fn every_pooled_session_is_ended_by_the_server_when_idle_in_a_transaction() {
+    for store in [worker_store().await, serving_store().await, store().await] {
+        let mut sessions = Vec::new();
+        for _ in 0..3 {
+            let mut conn = store.pool().acquire().await.expect("a pooled session");
+            let limit: String = sqlx::query_scalar("SHOW idle_in_transaction_session_timeout")
+                .fetch_one(&mut *conn)
+                .await
+                .expect("SHOW");
+            assert_eq!(limit, "1min");
+            sessions.push(conn);
+        }
+    }
+}
+
+#[tokio::test]
+async fn schema_is_current_after_migrate() {
+    let store = store().await;
+    store.migrate().await.expect("migrating again is a no-op");
+    store.check_schema_current().await.expect("schema current");
+}
+
+#[tokio::test]
+async fn stale_generation_cannot_advance_a_stage() {
+    let store = store().await;
+    let mut fixture = submitted(&store, 2).await;
+    let stale = fixture.token.clone();
+    let current = fixture.claim(&[Stage::Submitted]).await;
+    let inventory = inventory_of(&store, &fixture.community).await;
+
+    let refused = store.freeze_inventory(&stale, &inventory).await;
+    match refused {
+        Err(StoreError::StaleGeneration {
+            expected, actual, ..
+        }) => {
+            assert_eq!(expected, stale.exec_generation);
+            assert_eq!(actual, current.exec_generation);
+        }
+        other => panic!("stale freeze must be refused, got {other:?}"),
+    }
+    assert_eq!(fixture.stage().await, Stage::Submitted);
+    assert_eq!(fixture.request().await.inventory_digest, None);
+
+    let digest = store
+        .freeze_inventory(&current, &inventory)
+        .await
+        .expect("current token");
+    assert_eq!(fixture.stage().await, Stage::Inventoried);
+    assert_eq!(fixture.request().await.inventory_digest, Some(digest));
+}
+
+#[tokio::test]
+async fn a_stage_advance_is_a_compare_and_set_from_the_expected_stage() {
+    let store = store().await;
+    let fixture = submitted(&store, 0).await;
+    let inventory = inventory_of(&store, &fixture.community).await;
+    store
+        .freeze_inventory(&fixture.token, &inventory)
+        .await
+        .expect("freeze");
+
+    // Same (current) token, but the request already left `submitted`.
+    let again = store.freeze_inventory(&fixture.token, &inventory).await;
+    assert!(
+        matches!(again, Err(StoreError::WrongStage { .. })),
+        "{again:?}"
+    );
+    let skip = store
+        .advance(
+            &fixture.token,
+            Stage::PostgresPurged,
+            Stage::CachePurged,
+            serde_json::json!({}),
+        )
+        .await;
+    assert!(
+        matches!(skip, Err(StoreError::WrongStage { .. })),
+        "{skip:?}"
+    );
+    let dedicated = store
+        .advance(
+            &fixture.token,
+            Stage::Inventoried,
+            Stage::Approved,
+            serde_json::json!({}),
+        )
+        .await;
+    assert!(
+        matches!(dedicated, Err(StoreError::TransitionNotGeneric { .. })),
+        "{dedicated:?}"
+    );
+    assert_eq!(fixture.stage().await, Stage::Inventoried);
+}
+
+#[tokio::test]
+async fn stale_generation_cannot_stamp_a_chunk() {
+    let store = store().await;
+    let mut fixture = drained(&store, 0, 25, 10).await;
+    let stale = fixture.token.clone();
+    store
+        .mark_irreversible(&stale)
+        .await
+        .expect("irreversible point");
+    let current = fixture.claim(&[Stage::Drained]).await;
+
+    let ack = ChunkAck {
+        deleted: 10,
+        already_missing: 0,
+    };
+    let refused = store.stamp_chunk(&stale, 0, ack).await;
+    assert!(
+        matches!(refused, Err(StoreError::StaleGeneration { .. })),
+        "{refused:?}"
+    );
+    let progress = store
+        .chunk_progress(fixture.request_id)
+        .await
+        .expect("progress");
+    assert_eq!(progress.chunks_stamped, 0);
+
+    assert!(
+        store
+            .stamp_chunk(&current, 0, ack)
+            .await
+            .expect("current token stamps")
+    );
+    let progress = store
+        .chunk_progress(fixture.request_id)
+        .await
+        .expect("progress");
+    assert_eq!((progress.chunks_total, progress.chunks_stamped), (3, 1));
+    assert_eq!(
+        (progress.versions_total, progress.versions_stamped),
+        (25, 10)
+    );
+}
+
+#[tokio::test]
+async fn no_chunk_is_stamped_twice() {
+    let store = store().await;
+    let fixture = drained(&store, 0, 12, 10).await;
+    store
+        .mark_irreversible(&fixture.token)
+        .await
+        .expect("irreversible point");
+    let ack = ChunkAck {
+        deleted: 7,
+        already_missing: 3,
+    };
+    assert!(
+        store
+            .stamp_chunk(&fixture.token, 0, ack)
+            .await
+            .expect("first stamp")
+    );
+    assert!(
+        !store
+            .stamp_chunk(&fixture.token, 0, ack)
+            .await
+            .expect("replayed stamp")
+    );
+
+    let progress = store
+        .chunk_progress(fixture.request_id)
+        .await
+        .expect("progress");
+    assert_eq!(
+        (progress.chunks_stamped, progress.versions_stamped),
+        (1, 10)
+    );
+    let stamps = store
+        .audit_events(fixture.request_id)
+        .await
+        .expect("audit")
+        .into_iter()
+        .filter(|event| event.event == "chunk_stamped")
+        .count();
+    assert_eq!(
+        stamps, 1,
+        "a replayed stamp is not audited as a second deletion"
+    );
+}
+
+#[tokio::test]
+async fn a_chunk_is_stamped_only_when_every_version_is_acknowledged() {
+    let store = store().await;
+    let fixture = drained(&store, 0, 10, 10).await;
+    let ack = ChunkAck {
+        deleted: 10,
+        already_missing: 0,
+    };
+    let early = store.stamp_chunk(&fixture.token, 0, ack).await;
+    assert!(
+        matches!(early, Err(StoreError::IrreversibleNotMarked { .. })),
+        "{early:?}"
+    );
+
+    store
+        .mark_irreversible(&fixture.token)
+        .await
+        .expect("irreversible point");
+    let partial = ChunkAck {
+        deleted: 9,
+        already_missing: 0,
+    };
+    let refused = store.stamp_chunk(&fixture.token, 0, partial).await;
+    assert!(
+        matches!(refused, Err(StoreError::ChunkIncomplete { .. })),
+        "{refused:?}"
+    );
+    let pending = store
+        .mark_bindings_removed(&fixture.token, serde_json::json!({}))
+        .await;
+    assert!(
+        matches!(pending, Err(StoreError::ChunksPending { pending: 1, .. })),
+        "{pending:?}"
+    );
+
+    assert!(
+        store
+            .stamp_chunk(&fixture.token, 0, ack)
+            .await
+            .expect("stamp")
+    );
+    let chunks = store
+        .pending_chunks(&fixture.token, 10)
+        .await
+        .expect("pending");
+    assert!(chunks.is_empty());
+    store
+        .mark_bindings_removed(&fixture.token, serde_json::json!({ "deleted": 10 }))
+        .await
+        .expect("all chunks stamped");
+    assert_eq!(fixture.stage().await, Stage::BindingsRemoved);
+}
+
+#[tokio::test]
+async fn manifest_entries_outside_the_tenant_are_refused() {
+    let store = store().await;
+    let fixture = fenced(&store, 0).await;
+    let other = community(&store).await;
+    let [media, _, _] = tenant_prefixes(fixture.community.id);
+
+    let foreign = media_entries(other.id, 1);
+    let refused = store
+        .append_manifest_chunk(&fixture.token, 0, &media, &foreign)
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::ManifestMismatch { .. })),
+        "{refused:?}"
+    );
+    let [other_media, _, _] = tenant_prefixes(other.id);
+    let own = media_entries(fixture.community.id, 1);
+    let wrong_prefix = store
+        .append_manifest_chunk(&fixture.token, 0, &other_media, &own)
+        .await;
+    assert!(
+        matches!(wrong_prefix, Err(StoreError::ManifestMismatch { .. })),
+        "{wrong_prefix:?}"
+    );
+    let progress = store
+        .chunk_progress(fixture.request_id)
+        .await
+        .expect("progress");
+    assert_eq!(progress.chunks_total, 0);
+}
+
+#[tokio::test]
+async fn binding_refuses_a_summary_that_differs_from_the_stored_chunks() {
+    let store = store().await;
+    let fixture = fenced(&store, 0).await;
+    let entries = media_entries(fixture.community.id, 5);
+    let [media, _, _] = tenant_prefixes(fixture.community.id);
+    store
+        .append_manifest_chunk(&fixture.token, 0, &media, &entries)
+        .await
+        .expect("append");
+
+    // The summary of four of the five entries: its digest and count do not match the chunk.
+    let short = media_manifest(fixture.community.id, &entries[..4], 10);
+    let refused = store
+        .bind_destructive_manifest(&fixture.token, &short)
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::ManifestMismatch { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(fixture.stage().await, Stage::Fenced);
+
+    let exact = media_manifest(fixture.community.id, &entries, 10);
+    store
+        .bind_destructive_manifest(&fixture.token, &exact)
+        .await
+        .expect("bind");
+    assert_eq!(fixture.stage().await, Stage::Drained);
+    let loaded = store
+        .load_destructive_manifest(fixture.request_id)
+        .await
+        .expect("manifest re-validates");
+    assert_eq!(loaded, exact);
+}
+
+#[tokio::test]
+async fn stale_holder_cannot_release_someone_elses_lease() {
+    let store = store().await;
+    let community = community(&store).await;
+    let lease = store
+        .acquire_serving_write_lease(community.id, "s3_put", "relay-a", LEASE_TTL)
+        .await
+        .expect("acquire");
+
+    let mut impostor = lease.clone();
+    impostor.owner = "relay-b".into();
+    assert!(
+        !store
+            .release_serving_write_lease(&impostor)
+            .await
+            .expect("release")
+    );
+    let mut unknown = lease.clone();
+    unknown.id = Uuid::new_v4();
+    assert!(
+        !store
+            .release_serving_write_lease(&unknown)
+            .await
+            .expect("release")
+    );
+    assert_eq!(
+        store
+            .live_serving_writes(community.id)
+            .await
+            .expect("live")
+            .count,
+        1
+    );
+
+    assert!(
+        store
+            .release_serving_write_lease(&lease)
+            .await
+            .expect("release")
+    );
+    assert!(
+        !store
+            .release_serving_write_lease(&lease)
+            .await
+            .expect("second release")
+    );
+    assert_eq!(
+        store
+            .live_serving_writes(community.id)
+            .await
+            .expect("live")
+            .count,
+        0
+    );
+    let renewed = store.renew_serving_write_lease(&lease, LEASE_TTL).await;
+    assert!(
+        matches!(renewed, Err(StoreError::LeaseLost { .. })),
+        "{renewed:?}"
+    );
+}
+
+#[tokio::test]
+async fn second_open_request_for_a_community_is_refused_naming_the_first() {
+    let store = store().await;
+    let community = community(&store).await;
+    let first = Uuid::new_v4();
+    store
+        .register_community_request(
+            &register_input(first, &community.host, REQUESTER).await,
+            CONSUMER,
+        )
+        .await
+        .expect("first request");
+
+    let second = Uuid::new_v4();
+    let refused = store
+        .register_community_request(
+            &register_input(second, &community.host, REQUESTER).await,
+            CONSUMER,
+        )
+        .await;
+    match refused {
+        Err(error @ StoreError::OpenRequestExists { .. }) => {
+            assert!(error.to_string().contains(&first.to_string()), "{error}");
+            assert_eq!(error.severity(), Severity::Permanent);
+        }
+        other => panic!("expected OpenRequestExists, got {other:?}"),
+    }
+    assert!(store.find_request(second).await.expect("lookup").is_none());
+    let open = store
+        .find_open_request_for_community(community.id)
+        .await
+        .expect("open request");
+    assert_eq!(open.map(|request| request.id), Some(first));
+}
+
+#[tokio::test]
+async fn registering_the_same_request_twice_returns_the_first_registration() {
+    let store = store().await;
+    let community = community(&store).await;
+    let request_id = Uuid::new_v4();
+    let input = register_input(request_id, &community.host.to_uppercase(), REQUESTER).await;
+    let first = store
+        .register_community_request(&input, CONSUMER)
+        .await
+        .expect("first");
+    let again = store
+        .register_community_request(&input, CONSUMER)
+        .await
+        .expect("replay");
+    assert_eq!(first, again);
+    assert_eq!(first.community_id, Some(community.id));
+    assert_eq!(first.host.as_deref(), Some(community.host.as_str()));
+}
+
+#[tokio::test]
+async fn unknown_host_is_refused_permanently() {
+    let store = store().await;
+    let host = format!("missing-{}.test.example", Uuid::new_v4().simple());
+    let refused = store
+        .register_community_request(
+            &register_input(Uuid::new_v4(), &host, REQUESTER).await,
+            CONSUMER,
+        )
+        .await;
+    match refused {
+        Err(error @ StoreError::UnknownHost { .. }) => {
+            assert_eq!(error.severity(), Severity::Permanent);
+            assert!(error.to_string().contains(&host));
+        }
+        other => panic!("expected UnknownHost, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn audit_trail_and_approvals_refuse_update_and_delete() {
+    let store = store().await;
+    let fixture = approved(&store, 0).await;
+    let before = store.audit_events(fixture.request_id).await.expect("audit");
+    assert!(before.iter().any(|event| event.event == "submitted"));
+
+    let update =
+        sqlx::query("UPDATE deletion.audit_events SET actor = 'mallory' WHERE request_id = $1")
+            .bind(fixture.request_id)
+            .execute(store.pool())
+            .await;
+    let error = update.expect_err("UPDATE of the audit trail must fail");
+    assert!(is_append_only_refusal(&error), "{error}");
+    let delete = sqlx::query("DELETE FROM deletion.audit_events WHERE request_id = $1")
+        .bind(fixture.request_id)
+        .execute(store.pool())
+        .await;
+    let error = delete.expect_err("DELETE from the audit trail must fail");
+    assert!(is_append_only_refusal(&error), "{error}");
+    let delete = sqlx::query("DELETE FROM deletion.approvals WHERE request_id = $1")
+        .bind(fixture.request_id)
+        .execute(store.pool())
+        .await;
+    assert!(delete.is_err_and(|error| is_append_only_refusal(&error)));
+
+    let after = store.audit_events(fixture.request_id).await.expect("audit");
+    assert_eq!(before, after);
+    assert!(
+        store
+            .approval_of(fixture.request_id)
+            .await
+            .expect("approval")
+            .is_some()
+    );
+}
+
+#[tokio::test]
+async fn tenant_table_without_the_fence_trigger_makes_the_inventory_fail_closed() {
+    let store = store().await;
+    let community = community(&store).await;
+    let table = format!("test_unfenced_{}", Uuid::new_v4().simple());
+    // The table exists only inside this uncommitted transaction, so tests scanning the catalog
+    // in parallel never see it.
+    let mut tx = store.pool().begin().await.expect("begin");
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "CREATE TABLE buzz.{table} (id bigserial PRIMARY KEY, community_id uuid NOT NULL)"
+    )))
+    .execute(&mut *tx)
+    .await
+    .expect("create unfenced tenant table");
+
+    let scan = catalog_scan_in(&mut tx, community.id).await;
+    match scan {
+        Err(StoreError::CatalogUnfenced { tables, .. }) => {
+            assert_eq!(tables, vec![format!("buzz.{table}")]);
+        }
+        other => panic!("expected CatalogUnfenced, got {other:?}"),
+    }
+
+    // A disabled trigger is no fence either.
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "CREATE TRIGGER buzz_write_fence BEFORE INSERT OR UPDATE ON buzz.{table} \
+         FOR EACH ROW EXECUTE FUNCTION buzz.refuse_fenced_write()"
+    )))
+    .execute(&mut *tx)
+    .await
+    .expect("create trigger");
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "ALTER TABLE buzz.{table} DISABLE TRIGGER buzz_write_fence"
+    )))
+    .execute(&mut *tx)
+    .await
+    .expect("disable trigger");
+    let scan = catalog_scan_in(&mut tx, community.id).await;
+    assert!(
+        matches!(scan, Err(StoreError::CatalogUnfenced { .. })),
+        "{scan:?}"
+    );
+    tx.rollback().await.expect("rollback");
+
+    store
+        .catalog_scan(community.id)
+        .await
+        .expect("committed catalog is fenced");
+}
+
+#[tokio::test]
+async fn a_tenant_table_added_later_is_discovered_and_counted() {
+    let store = store().await;
+    let community = community(&store).await;
+    store.seed_rows(community.id, 3).await.expect("seed");
+    let table = format!("test_later_{}", Uuid::new_v4().simple());
+    let mut tx = store.pool().begin().await.expect("begin");
+    for sql in [
+        format!("CREATE TABLE buzz.{table} (id bigserial PRIMARY KEY, community_id uuid NOT NULL)"),
+        format!(
+            "CREATE TRIGGER buzz_write_fence BEFORE INSERT OR UPDATE ON buzz.{table} \
+             FOR EACH ROW EXECUTE FUNCTION buzz.refuse_fenced_write()"
+        ),
+        format!("ALTER TABLE buzz.{table} ENABLE ALWAYS TRIGGER buzz_write_fence"),
+        format!(
+            "INSERT INTO buzz.{table} (community_id) VALUES ('{}'), ('{}')",
+            community.id, community.id
+        ),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .execute(&mut *tx)
+            .await
+            .expect("setup");
+    }
+    let scan = catalog_scan_in(&mut tx, community.id).await.expect("scan");
+    tx.rollback().await.expect("rollback");
+
+    let qualified = format!("buzz.{table}");
+    assert!(scan.tenant_tables.contains(&qualified));
+    assert_eq!(scan.fenced_tables, scan.tenant_tables);
+    let counted = scan
+        .row_counts
+        .iter()
+        .find(|count| count.table == qualified);
+    assert_eq!(counted.map(|count| count.rows), Some(2));
+    for model_table in [
+        "buzz.channels",
+        "buzz.events",
+        "buzz.memberships",
+        "buzz.pubkey_allowlist",
+        "buzz.agents",
+        "buzz.media_uploads",
+    ] {
+        let rows = scan
+            .row_counts
+            .iter()
+            .find(|count| count.table == model_table)
+            .map(|c| c.rows);
+        assert_eq!(rows, Some(3), "{model_table}");
+    }
+    assert!(!scan.tenant_tables.contains(&"buzz.communities".to_owned()));
+}
+
+#[tokio::test]
+async fn fenced_community_rejects_row_writes_while_others_keep_writing() {
+    let store = store().await;
+    let fixture = fenced(&store, 2).await;
+    let bystander = community(&store).await;
+
+    let insert = store.seed_rows(fixture.community.id, 1).await;
+    match insert {
+        Err(StoreError::Database(error)) => assert!(is_fenced_write(&error), "{error}"),
+        other => panic!("insert into a fenced community must fail with BZ001, got {other:?}"),
+    }
+    let update = sqlx::query("UPDATE buzz.channels SET topic = 'changed' WHERE community_id = $1")
+        .bind(fixture.community.id)
+        .execute(store.pool())
+        .await;
+    assert!(update.is_err_and(|error| is_fenced_write(&error)));
+    let rename = sqlx::query("UPDATE buzz.communities SET display_name = 'x' WHERE id = $1")
+        .bind(fixture.community.id)
+        .execute(store.pool())
+        .await;
+    assert!(rename.is_err_and(|error| is_fenced_write(&error)));
+    let counts = store
+        .count_community_rows(fixture.community.id)
+        .await
+        .expect("counts");
+    assert!(
+        counts
+            .iter()
+            .filter(|c| c.table != "buzz.communities")
+            .all(|c| c.rows == 2)
+    );
+
+    store
+        .seed_rows(bystander.id, 1)
+        .await
+        .expect("another community still writes");
+    let leased = store
+        .acquire_serving_write_lease(fixture.community.id, "redis_write", "relay-a", LEASE_TTL)
+        .await;
+    assert!(
+        matches!(leased, Err(StoreError::CommunityFenced { .. })),
+        "{leased:?}"
+    );
+}
+
+#[tokio::test]
+async fn quiescing_refuses_new_leases_while_an_admitted_one_can_finish() {
+    let store = store().await;
+    let fixture = approved(&store, 0).await;
+    let admitted = store
+        .acquire_serving_write_lease(fixture.community.id, "s3_put", "relay-a", LEASE_TTL)
+        .await
+        .expect("admitted before quiescing");
+    store
+        .begin_quiescing(&fixture.token)
+        .await
+        .expect("quiesce");
+
+    let refused = store
+        .acquire_serving_write_lease(fixture.community.id, "s3_put", "relay-b", LEASE_TTL)
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::CommunityQuiescing { .. })),
+        "{refused:?}"
+    );
+    let renewed = store
+        .renew_serving_write_lease(&admitted, LEASE_TTL)
+        .await
+        .expect("the admitted write may renew while quiescing");
+    assert!(renewed >= admitted.expires_at);
+    store
+        .verify_serving_write_lease(&admitted)
+        .await
+        .expect("still valid");
+    assert!(
+        store
+            .release_serving_write_lease(&admitted)
+            .await
+            .expect("release")
+    );
+    assert_eq!(
+        store
+            .live_serving_writes(fixture.community.id)
+            .await
+            .expect("live")
+            .count,
+        0
+    );
+}
+
+#[tokio::test]
+async fn fence_refuses_while_a_lease_is_live() {
+    let store = store().await;
+    let fixture = approved(&store, 0).await;
+    let lease = store
+        .acquire_serving_write_lease(fixture.community.id, "push", "relay-a", LEASE_TTL)
+        .await
+        .expect("acquire");
+    let quiesced_at = store
+        .begin_quiescing(&fixture.token)
+        .await
+        .expect("quiesce");
+    assert_eq!(
+        store.begin_quiescing(&fixture.token).await.expect("retry"),
+        quiesced_at,
+        "retrying quiescing does not bump the generation"
+    );
+
+    let refused = store.fence(&fixture.token).await;
+    match refused {
+        Err(error @ StoreError::ServingWritesLive { .. }) => {
+            assert_eq!(
+                error.severity(),
+                Severity::Transient,
+                "the fence waits and retries"
+            );
+            if let StoreError::ServingWritesLive {
+                count, operations, ..
+            } = error
+            {
+                assert_eq!((count, operations), (1, vec!["push".to_owned()]));
+            }
+        }
+        other => panic!("expected ServingWritesLive, got {other:?}"),
+    }
+    assert_eq!(fixture.stage().await, Stage::Approved);
+    let fence = store
+        .fence_status(fixture.community.id)
+        .await
+        .expect("status")
+        .expect("row");
+    assert_eq!(
+        (fence.state, fence.generation),
+        (FenceState::Quiescing, quiesced_at)
+    );
+
+    assert!(
+        store
+            .release_serving_write_lease(&lease)
+            .await
+            .expect("release")
+    );
+    let generation = store
+        .fence(&fixture.token)
+        .await
+        .expect("fence once drained");
+    assert_eq!(generation, quiesced_at + 1);
+    let request = fixture.request().await;
+    assert_eq!(
+        (request.stage.as_str(), request.fence_generation),
+        ("fenced", Some(generation))
+    );
+    let mut token = fixture.token.clone();
+    token.exec_generation = request.exec_generation;
+    token.fence_generation = request.fence_generation;
+    store.verify_fence(&token).await.expect("fence held");
+}
+
+#[tokio::test]
+async fn an_expired_lease_does_not_hold_the_fence() {
+    let store = store().await;
+    let fixture = approved(&store, 0).await;
+    store
+        .acquire_serving_write_lease(
+            fixture.community.id,
+            "s3_put",
+            "crashed-relay",
+            Duration::from_millis(300),
+        )
+        .await
+        .expect("acquire");
+    store
+        .begin_quiescing(&fixture.token)
+        .await
+        .expect("quiesce");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    store
+        .fence(&fixture.token)
+        .await
+        .expect("an expired lease proves nothing");
+}
+
+#[tokio::test]
+async fn approval_refuses_wrong_digest_self_approval_and_a_second_approval_without_change() {
+    let store = store().await;
+    let (fixture, digest) = inventoried(&store, 1).await;
+    let host = fixture.community.host.clone();
+    let approve = |approved_by: &str, digest: &str| {
+        let (approved_by, digest, host) = (approved_by.to_owned(), digest.to_owned(), host.clone());
+        async move {
+            let mut approval = signed_approval(
+                &store_support::store().await,
+                fixture.request_id,
+                &host,
+                &approved_by,
+                &digest,
+            )
+            .await;
+            approval.approved_by = approved_by;
+            approval.note = Some("looked at it".into());
+            approval
+        }
+    };
+    let no_change = |fixture: &Fixture| {
+        let store = fixture.store.clone();
+        let request_id = fixture.request_id;
+        async move {
+            assert!(
+                store
+                    .approval_of(request_id)
+                    .await
+                    .expect("approval")
+                    .is_none()
+            );
+            assert_eq!(
+                store.get_request(request_id).await.expect("request").stage,
+                "inventoried"
+            );
+        }
+    };
+
+    let wrong = store
+        .record_approval(
+            fixture.request_id,
+            &approve(APPROVER, &"0".repeat(64)).await,
+            CONSUMER,
+        )
+        .await;
+    assert!(
+        matches!(wrong, Err(StoreError::DigestMismatch { .. })),
+        "{wrong:?}"
+    );
+    no_change(&fixture).await;
+    let own = store
+        .record_approval(
+            fixture.request_id,
+            &approve(" Operator-A ", &digest).await,
+            CONSUMER,
+        )
+        .await;
+    assert!(
+        matches!(
+            own,
+            Err(StoreError::Identity(IdentityError::Statement(
+                SignatureRefusal::SameOperator { .. }
+            )))
+        ),
+        "the requester's key cannot approve: {own:?}"
+    );
+    no_change(&fixture).await;
+    // Another key under the requester's name is the requester too (the one rule's name half).
+    let mut own_name = approve(APPROVER, &digest).await;
+    own_name.approved_by = " OPERATOR-A ".into();
+    let own_name = store
+        .record_approval(fixture.request_id, &own_name, CONSUMER)
+        .await;
+    assert!(
+        matches!(
+            own_name,
+            Err(StoreError::Identity(IdentityError::SecondPerson(
+                TwoPersonRefusal::SameName { .. }
+            )))
+        ),
+        "the requester's name cannot approve: {own_name:?}"
+    );
+    no_change(&fixture).await;
+
+    let record = store
+        .record_approval(
+            fixture.request_id,
+            &approve(APPROVER, &digest).await,
+            CONSUMER,
+        )
+        .await
+        .expect("approval by a second operator");
+    assert_eq!(
+        (record.approved_by.as_str(), record.digest.as_str()),
+        (APPROVER, digest.as_str())
+    );
+    let second = store
+        .record_approval(
+            fixture.request_id,
+            &approve("operator-c", &digest).await,
+            CONSUMER,
+        )
+        .await;
+    assert!(
+        matches!(second, Err(StoreError::AlreadyApproved { .. })),
+        "{second:?}"
+    );
+    assert_eq!(
+        store
+            .approval_of(fixture.request_id)
+            .await
+            .expect("approval"),
+        Some(record)
+    );
+    assert_eq!(fixture.stage().await, Stage::Approved);
+}
+
+#[tokio::test]
+async fn abort_after_the_irreversible_point_is_refused() {
+    let store = store().await;
+    let fixture = drained(&store, 0, 3, 10).await;
+    store
+        .mark_irreversible(&fixture.token)
+        .await
+        .expect("irreversible point");
+    let abort = AbortRequest {
+        actor: APPROVER.into(),
+        reason: "changed my mind".into(),
+        signed: None,
+    };
+    let refused = store.unfence_for_abort(fixture.request_id, &abort).await;
+    assert!(
+        matches!(refused, Err(StoreError::IrreversibleStarted { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(fixture.stage().await, Stage::Drained);
+    let fence = store
+        .fence_status(fixture.community.id)
+        .await
+        .expect("status")
+        .expect("row");
+    assert_eq!(fence.state, FenceState::Fenced);
+    store
+        .verify_fence(&fixture.token)
+        .await
+        .expect("fence still held");
+}
+
+#[tokio::test]
+async fn abort_before_the_irreversible_point_lifts_the_fence_and_stales_every_attempt() {
+    let store = store().await;
+    let fixture = fenced(&store, 1).await;
+    let fenced_at = store
+        .fence_status(fixture.community.id)
+        .await
+        .expect("status")
+        .expect("row");
+    let abort = AbortRequest {
+        actor: APPROVER.into(),
+        reason: "wrong tenant".into(),
+        signed: None,
+    };
+    let generation = store
+        .unfence_for_abort(fixture.request_id, &abort)
+        .await
+        .expect("abort");
+    assert_eq!(generation, fenced_at.generation + 1);
+    assert_eq!(
+        store
+            .unfence_for_abort(fixture.request_id, &abort)
+            .await
+            .expect("idempotent"),
+        generation
+    );
+
+    let request = fixture.request().await;
+    assert_eq!(request.stage, "aborted");
+    assert!(request.completed_at.is_some());
+    let stale = store.verify_token(&fixture.token).await;
+    assert!(
+        matches!(stale, Err(StoreError::StaleGeneration { .. })),
+        "{stale:?}"
+    );
+    store
+        .seed_rows(fixture.community.id, 1)
+        .await
+        .expect("served again");
+    let lease = store
+        .acquire_serving_write_lease(fixture.community.id, "s3_put", "relay-a", LEASE_TTL)
+        .await
+        .expect("serving writes admitted again");
+    assert_eq!(lease.fence_generation, generation);
+    store
+        .register_community_request(
+            &register_input(Uuid::new_v4(), &fixture.community.host, REQUESTER).await,
+            CONSUMER,
+        )
+        .await
+        .expect("an aborted request is no longer the open one");
+}
+
+#[tokio::test]
+async fn tampered_frozen_inventory_is_refused_on_read() {
+    let store = store().await;
+    let (fixture, digest) = inventoried(&store, 2).await;
+    let loaded = store
+        .load_frozen_inventory(fixture.request_id)
+        .await
+        .expect("load");
+    assert_eq!(loaded.digest(), digest);
+
+    sqlx::query(
+        "UPDATE deletion.requests SET inventory = jsonb_set(inventory, '{redis_keys}', to_jsonb(1000)) \
+         WHERE id = $1",
+    )
+    .bind(fixture.request_id)
+    .execute(store.pool())
+    .await
+    .expect("tamper");
+    let refused = store.load_frozen_inventory(fixture.request_id).await;
+    match refused {
+        Err(error @ StoreError::DigestMismatch { .. }) => {
+            assert_eq!(error.severity(), Severity::Permanent);
+        }
+        other => panic!("expected DigestMismatch, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn purge_deletes_every_row_of_the_community_and_leaves_another_byte_identical() {
+    let store = store().await;
+    let bystander = community(&store).await;
+    store
+        .seed_rows(bystander.id, 5)
+        .await
+        .expect("seed bystander");
+    let before = store.snapshot_rows(bystander.id).await.expect("snapshot");
+
+    let mut fixture = drained(&store, 23, 0, 10).await;
+    store
+        .mark_bindings_removed(&fixture.token, serde_json::json!({ "deleted": 0 }))
+        .await
+        .expect("empty manifest");
+    let stale = fixture.claim(&[Stage::BindingsRemoved]).await;
+    let token = fixture.claim(&[Stage::BindingsRemoved]).await;
+
+    let refused = store.purge_postgres(&stale, 7, |_, _| {}).await;
+    assert!(
+        matches!(refused, Err(StoreError::StaleGeneration { .. })),
+        "{refused:?}"
+    );
+    let counts = store
+        .count_community_rows(fixture.community.id)
+        .await
+        .expect("counts");
+    assert!(
+        counts.iter().all(|count| count.rows > 0),
+        "a stale purge deleted nothing"
+    );
+
+    let mut heartbeats = 0;
+    let report = store
+        .purge_postgres(&token, 7, |_, _| heartbeats += 1)
+        .await
+        .expect("purge");
+    assert!(
+        heartbeats >= 6 * 4,
+        "one progress call per batch, got {heartbeats}"
+    );
+    assert_eq!(report.rows_deleted, 6 * 23 + 1);
+    assert!(
+        report
+            .tables
+            .iter()
+            .any(|t| t.table == "buzz.communities" && t.rows == 1)
+    );
+    let counts = store
+        .count_community_rows(fixture.community.id)
+        .await
+        .expect("counts");
+    assert!(counts.iter().all(|count| count.rows == 0), "{counts:?}");
+    assert!(
+        store
+            .community_by_id(fixture.community.id)
+            .await
+            .expect("lookup")
+            .is_none()
+    );
+    assert_eq!(fixture.stage().await, Stage::PostgresPurged);
+
+    let after = store.snapshot_rows(bystander.id).await.expect("snapshot");
+    assert_eq!(before, after, "another community's rows are byte-identical");
+
+    for (from, to) in [
+        (Stage::PostgresPurged, Stage::CachePurged),
+        (Stage::CachePurged, Stage::LogicallyVerified),
+        (Stage::LogicallyVerified, Stage::RetentionPending),
+    ] {
+        store
+            .advance(&token, from, to, serde_json::json!({}))
+            .await
+            .expect("advance");
+    }
+    let inspection = store.inspect(fixture.request_id).await.expect("inspect");
+    assert!(inspection.request.completed_at.is_some());
+    assert!(inspection.approval.is_some());
+    let reached: Vec<&str> = inspection
+        .checkpoints
+        .iter()
+        .map(|c| c.stage.as_str())
+        .collect();
+    for stage in Stage::ALL.iter().filter(|stage| **stage != Stage::Aborted) {
+        assert!(
+            reached.contains(&stage.as_str()),
+            "checkpoint {stage} missing: {reached:?}"
+        );
+    }
+    assert_eq!(
+        inspection.purged.iter().map(|t| t.rows).sum::<u64>(),
+        6 * 23 + 1
+    );
+}
+
+#[tokio::test]
+async fn a_blocked_request_cannot_be_claimed_until_unblocked() {
+    let store = store().await;
+    let (fixture, _) = inventoried(&store, 0).await;
+    store
+        .record_event(
+            &EventInput {
+                request_id: fixture.request_id,
+                event: RequestEvent::Blocked {
+                    phase: "preflight".into(),
+                    reason: "s3:ListBucketVersions denied".into(),
+                },
+            },
+            CONSUMER,
+        )
+        .await
+        .expect("block");
+    let claimed = store.claim(fixture.request_id, &[Stage::Inventoried]).await;
+    assert!(
+        matches!(claimed, Err(StoreError::Blocked { .. })),
+        "{claimed:?}"
+    );
+    let blocked = store
+        .list_requests(RequestFilter::Blocked, 1000)
+        .await
+        .expect("list");
+    assert!(
+        blocked
+            .iter()
+            .any(|request| request.id == fixture.request_id)
+    );
+
+    let unblock = UnblockRequest {
+        actor: APPROVER.into(),
+        reason: "granted the permission".into(),
+        signed: Some(operators::operator(APPROVER).await.sign(
+            Action::Unblock,
+            Kind::Community,
+            fixture.request_id,
+            &fixture.community.host,
+            None,
+        )),
+    };
+    store
+        .record_unblock(fixture.request_id, &unblock, CONSUMER)
+        .await
+        .expect("unblock");
+    let again = store
+        .record_unblock(fixture.request_id, &unblock, "store-test/another")
+        .await;
+    assert!(
+        matches!(again, Err(StoreError::NotBlocked { .. })),
+        "{again:?}"
+    );
+    store
+        .claim(fixture.request_id, &[Stage::Inventoried])
+        .await
+        .expect("claimable again");
+    let events: Vec<String> = store
+        .audit_events(fixture.request_id)
+        .await
+        .expect("audit")
+        .into_iter()
+        .map(|event| event.event)
+        .collect();
+    assert!(events.contains(&"blocked".to_owned()) && events.contains(&"unblocked".to_owned()));
+}
+
+#[tokio::test]
+async fn taxonomy_sweeps_are_recorded_and_listed_newest_first() {
+    let store = store().await;
+    let sample = vec![format!("junk/{}", Uuid::new_v4())];
+    let recorded = store
+        .record_taxonomy_sweep(&TaxonomySweepInput {
+            started_at: chrono::Utc::now(),
+            object_cap: 1000,
+            listed_objects: 42,
+            unknown_object_count: 1,
+            unknown_key_sample: sample.clone(),
+            reached_cap: false,
+        })
+        .await
+        .expect("record");
+    assert_eq!(recorded.found.unknown_key_sample, sample);
+    let latest = store.latest_sweeps(1000).await.expect("latest");
+    assert!(latest.iter().any(|sweep| sweep.id == recorded.id));
+}
+
+#[tokio::test]
+async fn late_chunks_are_appended_after_the_frozen_ones_only_after_the_purges_and_stamped_apart() {
+    use activities::store::ChunkSet;
+    use activities::taxonomy::{ManifestEntry, VersionKind};
+
+    let store = store().await;
+    let mut fixture = drained(&store, 0, 2, 2).await;
+    let community = fixture.community.id;
+    let [media, _, _] = tenant_prefixes(community);
+    let late_key = format!("media/{}/{:064x}", community.hyphenated(), 0xfeed_u32);
+    let late = ManifestEntry::new(late_key.clone(), "v-late", VersionKind::Object);
+    let frozen = ManifestEntry::decode(&media_entries(community, 2)[0]).expect("decode");
+
+    // Not while the frozen manifest is being deleted.
+    let early = store
+        .append_late_chunk(&fixture.token, &media, &[late.encode()])
+        .await;
+    assert!(
+        matches!(early, Err(StoreError::WrongStage { .. })),
+        "{early:?}"
+    );
+
+    store
+        .mark_irreversible(&fixture.token)
+        .await
+        .expect("irreversible");
+    let ack = ChunkAck {
+        deleted: 2,
+        already_missing: 0,
+    };
+    assert!(
+        store
+            .stamp_chunk(&fixture.token, 0, ack)
+            .await
+            .expect("stamp")
+    );
+    store
+        .mark_bindings_removed(&fixture.token, serde_json::json!({}))
+        .await
+        .expect("bindings removed");
+    let token = fixture.claim(&[Stage::BindingsRemoved]).await;
+    store
+        .purge_postgres(&token, 100, |_, _| {})
+        .await
+        .expect("purge");
+    let token = fixture.claim(&[Stage::PostgresPurged]).await;
+    store
+        .advance(
+            &token,
+            Stage::PostgresPurged,
+            Stage::CachePurged,
+            serde_json::json!({}),
+        )
+        .await
+        .expect("cache purged");
+    let token = fixture.claim(&[Stage::CachePurged]).await;
+    let manifest_before = store
+        .load_destructive_manifest(fixture.request_id)
+        .await
+        .expect("manifest");
+
+    // What the manifest holds, and what it does not.
+    assert!(
+        store
+            .manifest_lists_version(fixture.request_id, &media, &frozen)
+            .await
+            .expect("q")
+    );
+    assert!(
+        !store
+            .manifest_lists_version(fixture.request_id, &media, &late)
+            .await
+            .expect("q")
+    );
+    // A neighbour's key is refused, and so is a key of the wrong shape.
+    let neighbour = format!("media/{}/{:064x}", Uuid::new_v4().hyphenated(), 1);
+    for foreign in [
+        ManifestEntry::new(neighbour, "v", VersionKind::Object).encode(),
+        ManifestEntry::new(
+            format!("media/{community}/notes.txt"),
+            "v",
+            VersionKind::Object,
+        )
+        .encode(),
+    ] {
+        let refused = store.append_late_chunk(&token, &media, &[foreign]).await;
+        assert!(
+            matches!(refused, Err(StoreError::ManifestMismatch { .. })),
+            "{refused:?}"
+        );
+    }
+
+    let chunk = store
+        .append_late_chunk(&token, &media, &[late.encode()])
+        .await
+        .expect("append late chunk");
+    assert_eq!(chunk.chunk_no, 1, "numbered after every frozen chunk");
+    assert_eq!(chunk.versions, 1);
+    assert!(
+        store
+            .manifest_lists_version(fixture.request_id, &media, &late)
+            .await
+            .expect("q")
+    );
+    // Frozen chunks are not readable in this stage; the late one is.
+    let frozen_read = store
+        .pending_chunks_of(&token, ChunkSet::Frozen, None, 10)
+        .await;
+    assert!(
+        matches!(frozen_read, Err(StoreError::WrongStage { .. })),
+        "{frozen_read:?}"
+    );
+    let pending = store
+        .pending_chunks_of(&token, ChunkSet::Late, None, 10)
+        .await
+        .expect("pending late");
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].entries, vec![late.encode()]);
+    // A late chunk is stamped only as a late chunk, and only once.
+    let one = ChunkAck {
+        deleted: 1,
+        already_missing: 0,
+    };
+    let wrong_set = store.stamp_chunk_of(&token, ChunkSet::Frozen, 1, one).await;
+    assert!(wrong_set.is_err(), "{wrong_set:?}");
+    assert!(
+        store
+            .stamp_chunk_of(&token, ChunkSet::Late, 1, one)
+            .await
+            .expect("stamp late")
+    );
+    assert!(
+        !store
+            .stamp_chunk_of(&token, ChunkSet::Late, 1, one)
+            .await
+            .expect("restamp")
+    );
+    assert_eq!(
+        store
+            .late_chunk_progress(fixture.request_id)
+            .await
+            .expect("p"),
+        (1, 1, 1)
+    );
+    assert!(
+        store
+            .pending_chunks_of(&token, ChunkSet::Late, None, 10)
+            .await
+            .expect("pending")
+            .is_empty()
+    );
+
+    // The bound manifest (summary and digest) is what it was; the trail names the late chunk.
+    assert_eq!(
+        store
+            .load_destructive_manifest(fixture.request_id)
+            .await
+            .expect("manifest"),
+        manifest_before
+    );
+    let events = store.audit_events(fixture.request_id).await.expect("audit");
+    let appended = events
+        .iter()
+        .find(|e| e.event == "late_chunk_appended")
+        .expect("late_chunk_appended");
+    assert_eq!(appended.detail["chunk_no"], 1);
+    assert_eq!(appended.detail["digest"], chunk.digest.as_str());
+    assert_eq!(appended.detail["entries"][0], late.encode().as_str());
+    let stamps: Vec<_> = events
+        .iter()
+        .filter(|e| e.event == "chunk_stamped")
+        .collect();
+    assert_eq!(stamps.len(), 2);
+    assert_eq!(stamps[1].detail["late"], true);
+    assert_eq!(stamps[0].detail["late"], false);
+}

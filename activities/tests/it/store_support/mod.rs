@@ -1,0 +1,324 @@
+//! Shared fixtures for the store and serving-lease tests: a migrated store on the real local
+//! PostgreSQL, fresh communities with unique hosts (tests run in parallel), and requests driven
+//! to a given stage through the store's own calls.
+#![allow(dead_code)]
+
+pub use e2e::operators;
+pub mod private_db;
+pub mod request_flow;
+
+use activities::store::{
+    CatalogInventory, Community, ExecToken, FrozenInventory, Request, Stage, Store,
+};
+use activities::taxonomy::{KeyStreamDigest, ManifestEntry, VersionKind, tenant_prefixes};
+use tokio::sync::OnceCell;
+use uuid::Uuid;
+use workflows::community::contracts::{
+    ApproveRequest, ManifestSummary, PrefixSummary, RegisterInput,
+};
+use workflows::operator::{Action, Kind};
+
+/// Migrations run once per test process (sqlx also serialises concurrent runs with a lock).
+static MIGRATED: OnceCell<()> = OnceCell::const_new();
+
+/// The requester and approver used by fixtures (two different people).
+pub const REQUESTER: &str = "operator-a";
+pub const APPROVER: &str = "operator-b";
+
+/// The connection string in `name` (DATABASE_URL = the worker role, BUZZ_OWNER_DATABASE_URL =
+/// the schema owner, BUZZ_SERVING_DATABASE_URL = the serving role).
+pub fn database_url(name: &'static str) -> String {
+    activities::stack_env::StackEnv::process()
+        .required(name)
+        .unwrap_or_else(|e| panic!("{e} (PostgreSQL on 127.0.0.1:55432) before `cargo test`"))
+}
+
+async fn connect(name: &'static str) -> Store {
+    let url = database_url(name);
+    match Store::connect_with_pool_size(&url, 4).await {
+        Ok(store) => store,
+        Err(error) => panic!(
+            "PostgreSQL not reachable at {}: run `bash deploy/local/up && source .state/env` \
+             ({error})",
+            activities::store::redact_password(&url)
+        ),
+    }
+}
+
+/// A store as the worker role (DATABASE_URL), on a migrated schema.
+pub async fn worker_store() -> Store {
+    store().await;
+    connect("DATABASE_URL").await
+}
+
+/// A store as the serving role (BUZZ_SERVING_DATABASE_URL), on a migrated schema: what a relay's
+/// serving path connects as.
+pub async fn serving_store() -> Store {
+    store().await;
+    connect("BUZZ_SERVING_DATABASE_URL").await
+}
+
+/// A store on the local PostgreSQL as the schema owner (BUZZ_OWNER_DATABASE_URL), with the
+/// schema migrated: fixtures, inspection and deliberate tampering. Panics, naming the server and
+/// how to start it, when PostgreSQL is unreachable.
+pub async fn store() -> Store {
+    let url = database_url("BUZZ_OWNER_DATABASE_URL");
+    let store = match Store::connect_with_pool_size(&url, 4).await {
+        Ok(store) => store,
+        Err(error) => panic!(
+            "PostgreSQL not reachable at {}: run `bash deploy/local/up && source .state/env` \
+             ({error})",
+            activities::store::redact_password(&url)
+        ),
+    };
+    MIGRATED
+        .get_or_init(|| async {
+            if let Err(error) = store.migrate().await {
+                panic!("migrating the test database failed: {error}");
+            }
+        })
+        .await;
+    store
+}
+
+/// A fresh community under a unique host.
+pub async fn community(store: &Store) -> Community {
+    let host = format!("t-{}.test.example", Uuid::new_v4().simple());
+    store
+        .create_community(&host)
+        .await
+        .expect("create community")
+}
+
+/// A request in the state one stage of a test needs, with the token of its latest claim.
+pub struct Fixture {
+    pub store: Store,
+    pub community: Community,
+    pub request_id: Uuid,
+    pub token: ExecToken,
+}
+
+impl Fixture {
+    pub async fn request(&self) -> Request {
+        self.store
+            .get_request(self.request_id)
+            .await
+            .expect("get request")
+    }
+
+    pub async fn stage(&self) -> Stage {
+        self.request()
+            .await
+            .community_stage()
+            .expect("community stage")
+    }
+
+    /// Claims the request again (making every older token stale).
+    pub async fn claim(&mut self, allowed: &[Stage]) -> ExecToken {
+        self.token = self
+            .store
+            .claim(self.request_id, allowed)
+            .await
+            .expect("claim");
+        self.token.clone()
+    }
+}
+
+/// Registers a request for a fresh community (with `rows` demo rows per table) and claims it.
+pub async fn submitted(store: &Store, rows: u64) -> Fixture {
+    let community = community(store).await;
+    if rows > 0 {
+        store
+            .seed_rows(community.id, rows)
+            .await
+            .expect("seed rows");
+    }
+    let request_id = Uuid::new_v4();
+    store
+        .register_community_request(
+            &signed_registration(store, request_id, &community.host, REQUESTER, "test").await,
+            "store-test/register",
+        )
+        .await
+        .expect("register request");
+    let token = store
+        .claim(request_id, &[Stage::Submitted])
+        .await
+        .expect("claim");
+    Fixture {
+        store: store.clone(),
+        community,
+        request_id,
+        token,
+    }
+}
+
+/// A registration of `host` signed by `requested_by`'s test key.
+pub async fn signed_registration(
+    store: &Store,
+    request_id: Uuid,
+    host: &str,
+    requested_by: &str,
+    reason: &str,
+) -> RegisterInput {
+    let requester = operators::operator_in(store.pool(), requested_by).await;
+    RegisterInput {
+        request_id,
+        workflow_id: format!("community-deletion-{request_id}"),
+        host: host.to_owned(),
+        requested_by: requested_by.into(),
+        reason: Some(reason.into()),
+        signed: Some(requester.sign(Action::Submit, Kind::Community, request_id, host, None)),
+    }
+}
+
+/// An approval of `digest` signed by `approved_by`'s test key.
+pub async fn signed_approval(
+    store: &Store,
+    request_id: Uuid,
+    host: &str,
+    approved_by: &str,
+    digest: &str,
+) -> ApproveRequest {
+    let approver = operators::operator_in(store.pool(), approved_by).await;
+    ApproveRequest {
+        approved_by: approved_by.into(),
+        digest: digest.into(),
+        note: None,
+        signed: Some(approver.sign(
+            Action::Approve,
+            Kind::Community,
+            request_id,
+            host,
+            Some(digest),
+        )),
+    }
+}
+
+/// The empty digest of a prefix without versions.
+pub fn empty_prefix(prefix: String) -> PrefixSummary {
+    let (keys_digest, versions) = KeyStreamDigest::new().finish();
+    PrefixSummary {
+        prefix,
+        versions,
+        bytes: 0,
+        keys_digest,
+    }
+}
+
+/// The inventory of the community as the inventory activity would freeze it (no objects).
+pub async fn inventory_of(store: &Store, community: &Community) -> FrozenInventory {
+    let catalog: CatalogInventory = store
+        .catalog_scan(community.id)
+        .await
+        .expect("catalog scan");
+    let prefixes = tenant_prefixes(community.id)
+        .into_iter()
+        .map(empty_prefix)
+        .collect();
+    FrozenInventory::new(community.id, community.host.clone(), catalog, prefixes, 0)
+}
+
+/// Frozen inventory; returns the fixture and the digest.
+pub async fn inventoried(store: &Store, rows: u64) -> (Fixture, String) {
+    let fixture = submitted(store, rows).await;
+    let inventory = inventory_of(store, &fixture.community).await;
+    let digest = store
+        .freeze_inventory(&fixture.token, &inventory)
+        .await
+        .expect("freeze inventory");
+    (fixture, digest)
+}
+
+/// Approved by a second operator, claimed at `approved`.
+pub async fn approved(store: &Store, rows: u64) -> Fixture {
+    let (mut fixture, digest) = inventoried(store, rows).await;
+    store
+        .record_approval(
+            fixture.request_id,
+            &signed_approval(
+                store,
+                fixture.request_id,
+                &fixture.community.host,
+                APPROVER,
+                &digest,
+            )
+            .await,
+            "store-test/approve",
+        )
+        .await
+        .expect("approve");
+    fixture.claim(&[Stage::Approved]).await;
+    fixture
+}
+
+/// Quiesced and fenced, claimed at `fenced`.
+pub async fn fenced(store: &Store, rows: u64) -> Fixture {
+    let mut fixture = approved(store, rows).await;
+    store
+        .begin_quiescing(&fixture.token)
+        .await
+        .expect("quiesce");
+    store.fence(&fixture.token).await.expect("fence");
+    fixture.claim(&[Stage::Fenced]).await;
+    fixture
+}
+
+/// `n` media versions of the community, encoded as manifest entries.
+pub fn media_entries(community_id: Uuid, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let hash = format!("{:064x}", i + 1);
+            let key = format!("media/{}/{hash}", community_id.hyphenated());
+            ManifestEntry::new(key, format!("v{i}"), VersionKind::Object).encode()
+        })
+        .collect()
+}
+
+/// The manifest summary for `entries` under the media prefix, split into chunks of `chunk_size`.
+pub fn media_manifest(
+    community_id: Uuid,
+    entries: &[String],
+    chunk_size: usize,
+) -> ManifestSummary {
+    let [media, thumbs, meta] = tenant_prefixes(community_id);
+    let mut digest = KeyStreamDigest::new();
+    for entry in entries {
+        digest.fold_encoded(entry);
+    }
+    let (keys_digest, versions) = digest.finish();
+    ManifestSummary {
+        chunks: entries.len().div_ceil(chunk_size) as u64,
+        versions,
+        prefixes: vec![
+            PrefixSummary {
+                prefix: media,
+                versions,
+                bytes: 0,
+                keys_digest,
+            },
+            empty_prefix(thumbs),
+            empty_prefix(meta),
+        ],
+    }
+}
+
+/// Manifest of `versions` media versions in chunks of `chunk_size`, bound; claimed at `drained`.
+pub async fn drained(store: &Store, rows: u64, versions: usize, chunk_size: usize) -> Fixture {
+    let mut fixture = fenced(store, rows).await;
+    let entries = media_entries(fixture.community.id, versions);
+    let [media, _, _] = tenant_prefixes(fixture.community.id);
+    for (chunk_no, chunk) in entries.chunks(chunk_size).enumerate() {
+        store
+            .append_manifest_chunk(&fixture.token, chunk_no as u32, &media, chunk)
+            .await
+            .expect("append chunk");
+    }
+    let summary = media_manifest(fixture.community.id, &entries, chunk_size);
+    store
+        .bind_destructive_manifest(&fixture.token, &summary)
+        .await
+        .expect("bind manifest");
+    fixture.claim(&[Stage::Drained]).await;
+    fixture
+}

@@ -1,0 +1,288 @@
+//! The operator CLI (`target/debug/buzz-deletion`) run as a process with the stack's
+//! environment, and what one run printed. A signed command that names its operator
+//! (`--approved-by bob`) and gives no `--key` signs with that operator's e2e key
+//! ([`crate::operators`]).
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::process::Command;
+
+use crate::env::bin;
+
+/// What one process run printed.
+#[derive(Debug)]
+pub struct CliRun {
+    /// Exit code.
+    pub code: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl CliRun {
+    /// The run of a finished process.
+    pub fn from_output(output: &std::process::Output) -> CliRun {
+        CliRun {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    /// Standard output parsed as JSON (panics with both streams when it is not).
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}); code {}\nstdout: {}\nstderr: {}",
+                self.code, self.stdout, self.stderr
+            )
+        })
+    }
+
+    /// Panics unless the exit code is `code`; hands the run on.
+    pub fn expect_code(self, code: i32) -> Self {
+        self.expect_exit(code);
+        self
+    }
+
+    /// Panics unless the exit code is `code`; keeps the run where it is.
+    pub fn expect_exit(&self, code: i32) -> &Self {
+        assert_eq!(
+            self.code, code,
+            "expected exit {code}\nstdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+}
+
+/// Runs `program ARGS…` with extra environment and captures its output.
+pub async fn exec(program: &str, args: &[&str], envs: &[(&str, &str)]) -> CliRun {
+    let output = Command::new(program)
+        .args(args)
+        .envs(envs.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("could not run {program}: {e}"));
+    CliRun::from_output(&output)
+}
+
+/// The operator CLI with the environment of this process plus its own.
+#[derive(Clone)]
+pub struct Cli {
+    env: Vec<(String, String)>,
+}
+
+impl Cli {
+    /// A CLI that starts workflows on `task_queue` of the shared dev server.
+    pub fn new(task_queue: &str) -> Cli {
+        Cli::inherited()
+            .with_env("BUZZ_TASK_QUEUE", task_queue)
+            .with_env("RUST_LOG", "warn")
+    }
+
+    /// A CLI with this process's environment and nothing else.
+    pub fn inherited() -> Cli {
+        Cli { env: Vec::new() }
+    }
+
+    /// The same CLI with extra environment (e.g. a test's own `DATABASE_URL`).
+    pub fn with_env(mut self, name: &str, value: &str) -> Cli {
+        self.env.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// `buzz-deletion ARGS…`, not yet started (killed when dropped).
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(bin("buzz-deletion"));
+        command
+            .args(args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        command
+    }
+
+    /// Runs `buzz-deletion ARGS…` and captures its output. A signed command that names its
+    /// operator and gives no `--key` signs with that operator's e2e key, registered in the
+    /// database of this CLI's `BUZZ_OWNER_DATABASE_URL` when it has one of its own.
+    pub async fn run(&self, args: &[&str]) -> CliRun {
+        let owner = self
+            .env
+            .iter()
+            .find(|(name, _)| name == "BUZZ_OWNER_DATABASE_URL")
+            .map(|(_, url)| url.as_str());
+        let args = crate::operators::with_operator_key(args, owner).await;
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let output = self
+            .command(&args)
+            .output()
+            .await
+            .unwrap_or_else(|e| panic!("could not run buzz-deletion: {e}"));
+        CliRun::from_output(&output)
+    }
+
+    /// Submits a deletion with fast test tuning; returns (request id, digest).
+    pub async fn submit(&self, host: &str, requested_by: &str, extra: &[&str]) -> (String, String) {
+        let mut args = vec![
+            "community",
+            "submit",
+            "--host",
+            host,
+            "--requested-by",
+            requested_by,
+            "--retry-initial-secs",
+            "1",
+            "--heartbeat-timeout-secs",
+            "5",
+        ];
+        args.extend_from_slice(extra);
+        let run = self.run(&args).await.expect_code(0);
+        let json = run.json();
+        let id = json["request_id"].as_str().unwrap_or_default().to_owned();
+        let digest = json["digest"].as_str().unwrap_or_default().to_owned();
+        assert!(
+            !id.is_empty() && !digest.is_empty(),
+            "submit printed {json}"
+        );
+        (id, digest)
+    }
+
+    /// `community unblock ID --unblocked-by ACTOR --reason REASON`.
+    pub async fn unblock(&self, id: &str, actor: &str, reason: &str) -> CliRun {
+        self.run(&[
+            "community",
+            "unblock",
+            id,
+            "--unblocked-by",
+            actor,
+            "--reason",
+            reason,
+        ])
+        .await
+    }
+
+    /// `community watch ID` until the deletion ends (up to 240 s), which must be a completion.
+    pub async fn watch_to_end(&self, id: &str) {
+        self.run(&["community", "watch", id, "--timeout-secs", "240"])
+            .await
+            .expect_code(0);
+    }
+
+    /// `community approve ID --approved-by APPROVER --digest DIGEST`.
+    pub async fn approve(&self, id: &str, approver: &str, digest: &str) -> CliRun {
+        self.run(&[
+            "community",
+            "approve",
+            id,
+            "--approved-by",
+            approver,
+            "--digest",
+            digest,
+        ])
+        .await
+    }
+
+    /// The signed payload `community sign ARGS…` prints (what the Web UI's dialog is given).
+    pub async fn signed_payload(&self, args: &[&str]) -> String {
+        let mut all = vec!["community", "sign"];
+        all.extend_from_slice(args);
+        self.run(&all).await.expect_code(0).stdout.trim().to_owned()
+    }
+
+    /// `user approve ID --approved-by BY --inventory-digest DIGEST`.
+    pub async fn user_approve(&self, id: &str, by: &str, digest: &str) -> CliRun {
+        self.run(&[
+            "user",
+            "approve",
+            id,
+            "--approved-by",
+            by,
+            "--inventory-digest",
+            digest,
+        ])
+        .await
+    }
+
+    /// `user submit --target TARGET --requested-by REQUESTER`, then `user approve` by
+    /// `approver` with the printed digest (both must exit 0); returns the request id.
+    pub async fn user_submit_and_approve(
+        &self,
+        target: &str,
+        requester: &str,
+        approver: &str,
+    ) -> String {
+        let submitted = self
+            .run(&[
+                "user",
+                "submit",
+                "--target",
+                target,
+                "--requested-by",
+                requester,
+            ])
+            .await
+            .expect_code(0)
+            .json();
+        let id = submitted["id"].as_str().unwrap_or_default().to_owned();
+        let digest = submitted["inventory_digest"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            !id.is_empty() && !digest.is_empty(),
+            "submit printed {submitted}"
+        );
+        self.user_approve(&id, approver, &digest)
+            .await
+            .expect_code(0);
+        id
+    }
+
+    /// Polls `community status` until `done` says so (or panics after `secs`).
+    pub async fn wait_status(&self, id: &str, secs: u64, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+        loop {
+            let run = self.run(&["community", "status", id]).await;
+            if let Ok(status) = serde_json::from_str::<Value>(&run.stdout)
+                && done(&status)
+            {
+                return status;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "status of {id} never matched within {secs} s; last: {}\n{}",
+                run.stdout,
+                run.stderr
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// Waits (up to 60 s) until the request's audit trail holds `count` events named `event`.
+    pub async fn wait_audit(&self, id: &str, event: &str, count: usize) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let inspection = self.run(&["community", "inspect", id]).await;
+            let seen = serde_json::from_str::<Value>(&inspection.stdout)
+                .ok()
+                .and_then(|v| v["audit"].as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .filter(|e| e["event"] == event)
+                .count();
+            if seen >= count {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{id}: {count} {event} events never recorded (saw {seen})"
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! Handles on the shared local stack (PostgreSQL as the owner and the serving role, the S3
+//! bucket, Redis), every one built from the stack's environment, and the lock that keeps tests
+//! off a server another test has stopped.
+
+use std::sync::OnceLock;
+
+use activities::cache::Cache;
+use activities::objects::ObjectStore;
+use activities::stack_env::{self, StackEnv};
+use activities::store::Store;
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+use tokio::sync::OnceCell;
+
+use crate::env::{HOW_TO_START, required};
+
+/// Tests that stop a shared server take this for writing; every other test of the shared stack
+/// takes it for reading.
+pub fn outage_lock() -> &'static tokio::sync::RwLock<()> {
+    static LOCK: OnceLock<tokio::sync::RwLock<()>> = OnceLock::new();
+    LOCK.get_or_init(|| tokio::sync::RwLock::new(()))
+}
+
+/// Connections to the three data stores of the local stack.
+///
+/// Postgres is reached as two roles: `store` is the schema owner (BUZZ_OWNER_DATABASE_URL:
+/// migrations, snapshots, inspection and deliberate tampering), `serving` the serving role
+/// (BUZZ_SERVING_DATABASE_URL: tenant writes and leases, as the relay makes them). Workers and the
+/// CLI run as the worker role (DATABASE_URL), which they inherit from this process.
+pub struct Stack {
+    /// Postgres as the schema owner.
+    pub store: Store,
+    /// Postgres as the serving role.
+    pub serving: Store,
+    /// S3 bucket.
+    pub objects: ObjectStore,
+    /// Redis.
+    pub cache: Cache,
+}
+
+/// Connects to the local stack, migrating the database; panics naming the unreachable server.
+pub async fn stack() -> Stack {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    // Workers and CLI runs inherit DATABASE_URL: it must be the worker role.
+    required(stack_env::DATABASE_URL);
+    let store = Store::connect(&required(stack_env::OWNER_DATABASE_URL))
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL not reachable as the owner: {e}\n{HOW_TO_START}"));
+    migrate_once(store.pool()).await;
+    let serving = Store::connect(&required(stack_env::SERVING_DATABASE_URL))
+        .await
+        .unwrap_or_else(|e| {
+            panic!("PostgreSQL not reachable as the serving role: {e}\n{HOW_TO_START}")
+        });
+    let s3 = StackEnv::process()
+        .s3()
+        .unwrap_or_else(|e| panic!("{e}\n{HOW_TO_START}"));
+    let objects = ObjectStore::connect(&s3).await.unwrap_or_else(|e| {
+        panic!(
+            "S3 (Ceph RGW) not usable at {}: {e}\n{HOW_TO_START}",
+            s3.endpoint
+        )
+    });
+    objects.check_bucket().await.unwrap_or_else(|e| {
+        panic!(
+            "S3 bucket not usable at {}: {e}\n{HOW_TO_START}",
+            s3.endpoint
+        )
+    });
+    let redis_url = required(stack_env::REDIS_URL);
+    let cache = Cache::connect(&redis_url)
+        .await
+        .unwrap_or_else(|e| panic!("Redis not reachable at {redis_url}: {e}\n{HOW_TO_START}"));
+    Stack {
+        store,
+        serving,
+        objects,
+        cache,
+    }
+}
+
+/// Applies the migrations once per test process, through `pool` (an owner connection).
+pub async fn migrate_once(pool: &PgPool) {
+    static MIGRATED: OnceCell<()> = OnceCell::const_new();
+    MIGRATED
+        .get_or_init(|| async {
+            activities::store::MIGRATOR
+                .run(pool)
+                .await
+                .unwrap_or_else(|e| panic!("migrations failed: {e}"));
+        })
+        .await;
+}
+
+/// A pool of the schema owner (BUZZ_OWNER_DATABASE_URL) on a migrated database, with at most
+/// `connections` connections. Each call opens its own: a pool belongs to the runtime that opened
+/// it, and every test has its own.
+pub async fn owner_pool(connections: u32) -> PgPool {
+    let url = required(stack_env::OWNER_DATABASE_URL);
+    let pool = PgPoolOptions::new()
+        .max_connections(connections)
+        .connect(&url)
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL not reachable as the owner: {e}\n{HOW_TO_START}"));
+    migrate_once(&pool).await;
+    pool
+}

@@ -1,0 +1,88 @@
+//! `buzz-deletion-worker` processes: the one way the tests launch the worker binary (its own
+//! startup code, as deployed), each on a task queue of its own so tests run in parallel and a test
+//! may SIGKILL or SIGTERM its worker without touching anyone else's.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::{Child, Command};
+use uuid::Uuid;
+
+use crate::env::bin;
+
+/// A task queue no other test uses.
+pub fn unique_queue(tag: &str) -> String {
+    format!("test-{tag}-{}", Uuid::new_v4().simple())
+}
+
+/// The worker binary with the stack's environment (inherited), a metrics port of its own, stdin
+/// and stdout closed and `extra_env` on top; stderr (and `RUST_LOG`) are the caller's choice.
+pub fn worker_command(extra_env: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(bin("buzz-deletion-worker"));
+    command
+        .env("BUZZ_METRICS_PORT", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    for (k, v) in extra_env {
+        command.env(k, v);
+    }
+    command
+}
+
+/// A `buzz-deletion-worker` process on its own task queue.
+pub struct WorkerProcess {
+    child: Child,
+}
+
+impl WorkerProcess {
+    /// Starts a worker on `task_queue` with extra environment, and waits until it polls.
+    pub async fn start(task_queue: &str, extra_env: &[(&str, &str)]) -> WorkerProcess {
+        let mut command = worker_command(&[("BUZZ_TASK_QUEUE", task_queue), ("RUST_LOG", "warn")]);
+        for (k, v) in extra_env {
+            command.env(k, v);
+        }
+        let child = command
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("could not start buzz-deletion-worker: {e}"));
+        // Connecting takes about a second; workflow tasks wait on the queue meanwhile anyway.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        WorkerProcess { child }
+    }
+
+    /// SIGKILLs the worker (no drain, no cleanup): a crash.
+    pub async fn crash(mut self) {
+        self.child
+            .kill()
+            .await
+            .unwrap_or_else(|e| panic!("kill worker: {e}"));
+        let _ = self.child.wait().await;
+    }
+}
+
+/// A worker built in this process by the worker's own startup code
+/// (`worker::startup::build_worker`: every workflow and activity the binary registers), on
+/// `task_queue` of `client`'s server, over the stores of `stack`.
+pub fn startup_worker(
+    runtime: &temporalio_sdk::Runtime,
+    stack: &crate::stack::Stack,
+    client: &temporalio_client::Client,
+    task_queue: &str,
+    shutdown_grace: Duration,
+) -> temporalio_sdk::Worker {
+    let deps = worker::startup::Dependencies {
+        store: stack.store.clone(),
+        objects: stack.objects.clone(),
+        cache: stack.cache.clone(),
+        client: client.clone(),
+    };
+    worker::startup::build_worker(
+        runtime,
+        &deps,
+        task_queue,
+        Default::default(),
+        shutdown_grace,
+    )
+    .unwrap_or_else(|e| panic!("building the worker: {e}"))
+}

@@ -1,0 +1,219 @@
+//! A foreign key `ON DELETE CASCADE` from a table outside the tenant model into a tenant table
+//! would let the purge delete rows nobody approved. Added after approval, it blocks the request
+//! at preflight, naming the constraint, before anything irreversible; the operator drops it and
+//! unblocks; the deletion completes and the outside table keeps every row.
+//!
+//! The story needs a committed cascading key, which would block every other deletion in the same
+//! database, so it runs on a database of its own (worker and CLI get its `DATABASE_URL`); objects
+//! and Redis keys are per community and stay on the shared stack.
+
+use activities::store::Store;
+use sqlx::Connection;
+use uuid::Uuid;
+
+use activities::stack_env;
+use e2e::env::required;
+use e2e::prelude::*;
+
+/// A database of the test's own next to the shared one, reachable as each of the three roles.
+struct PrivateDatabase {
+    name: String,
+    /// The schema owner: creates, migrates and tampers.
+    owner: String,
+    /// The worker role: what the worker and the CLI run as.
+    worker: String,
+    /// The serving role: what seeds tenant data, as the relay would.
+    serving: String,
+}
+
+/// `url` with its database name replaced by `name`.
+fn on_database(url: &str, name: &str) -> String {
+    let slash = url.rfind('/').unwrap_or(url.len());
+    format!("{}/{name}", &url[..slash])
+}
+
+/// Creates a database of the test's own (as the owner, who may create databases).
+async fn private_database(tag: &str) -> PrivateDatabase {
+    let owner = required(stack_env::OWNER_DATABASE_URL);
+    let slash = owner.rfind('/').unwrap_or(owner.len());
+    let shared_name = owner
+        .get(slash + 1..)
+        .unwrap_or_default()
+        .split('?')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let name = format!(
+        "{shared_name}_{tag}_{}",
+        &Uuid::new_v4().simple().to_string()[..10]
+    );
+    let mut admin = sqlx::PgConnection::connect(&owner)
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL not reachable: {e}"));
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+        .execute(&mut admin)
+        .await
+        .unwrap_or_else(|e| panic!("create database {name}: {e}"));
+    let _ = admin.close().await;
+    PrivateDatabase {
+        owner: on_database(&owner, &name),
+        worker: on_database(&required(stack_env::DATABASE_URL), &name),
+        serving: on_database(&required(stack_env::SERVING_DATABASE_URL), &name),
+        name,
+    }
+}
+
+async fn drop_database(name: &str) {
+    let owner = required(stack_env::OWNER_DATABASE_URL);
+    let mut admin = sqlx::PgConnection::connect(&owner)
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL not reachable: {e}"));
+    let sql = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
+    // A killed worker's backends end a moment after its sockets close; until then the drop is
+    // refused (they belong to the worker role).
+    let mut attempts = 0;
+    loop {
+        match sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+            .execute(&mut admin)
+            .await
+        {
+            Ok(_) => return,
+            Err(_) if attempts < 40 => {
+                attempts += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            }
+            Err(e) => panic!("drop database {name}: {e}"),
+        }
+    }
+}
+
+async fn exec(store: &Store, sql: &str) {
+    sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+        .execute(store.pool())
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+async fn notes(store: &Store) -> Vec<String> {
+    sqlx::query_scalar("SELECT n::text FROM public.channel_notes n ORDER BY id")
+        .fetch_all(store.pool())
+        .await
+        .unwrap_or_else(|e| panic!("notes: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cascading_key_into_tenant_data_blocks_until_dropped_then_the_deletion_completes() {
+    let _shared = outage_lock().read().await;
+    let shared = stack().await;
+    let db = private_database("cascade").await;
+    let name = db.name.clone();
+    let store = Store::connect(&db.owner)
+        .await
+        .unwrap_or_else(|e| panic!("connect {name}: {e}"));
+    store
+        .migrate()
+        .await
+        .unwrap_or_else(|e| panic!("migrate {name}: {e}"));
+    let serving = Store::connect(&db.serving)
+        .await
+        .unwrap_or_else(|e| panic!("connect {name} as the serving role: {e}"));
+    let stack = Stack {
+        store,
+        serving,
+        objects: shared.objects,
+        cache: shared.cache,
+    };
+    let queue = unique_queue("cascade");
+    let worker = WorkerProcess::start(&queue, &[("DATABASE_URL", db.worker.as_str())]).await;
+    let cli = Cli::new(&queue)
+        .with_env("DATABASE_URL", &db.worker)
+        .with_env("BUZZ_OWNER_DATABASE_URL", &db.owner);
+
+    let host = unique_host("cascade");
+    let target = seed(&stack, &host, small_plan()).await;
+    let neighbour = seed(&stack, &unique_host("kept"), small_plan()).await;
+    let neighbour_before = snapshot(&stack, neighbour.community_id).await;
+
+    // Someone else's table: notes on channels, of both communities.
+    exec(
+        &stack.store,
+        "CREATE TABLE public.channel_notes (id bigserial PRIMARY KEY, channel_id uuid, note text)",
+    )
+    .await;
+    exec(
+        &stack.store,
+        "INSERT INTO public.channel_notes (channel_id, note) \
+         SELECT id, 'note on ' || name FROM buzz.channels ORDER BY id",
+    )
+    .await;
+    let notes_before = notes(&stack.store).await;
+    assert!(notes_before.len() >= 2, "{notes_before:?}");
+
+    let (id, digest) = cli.submit(&host, "alice", &[]).await;
+    // After approval-time inventory, the cascading key appears.
+    exec(
+        &stack.store,
+        "ALTER TABLE public.channel_notes ADD CONSTRAINT channel_notes_channel_fk \
+         FOREIGN KEY (channel_id) REFERENCES buzz.channels (id) ON DELETE CASCADE",
+    )
+    .await;
+    cli.approve(&id, "bob", &digest).await.expect_code(0);
+    let status = cli.wait_status(&id, 120, |s| !s["blocked"].is_null()).await;
+    let reason = status["blocked"]["reason"].as_str().unwrap_or_default();
+    for named in [
+        "channel_notes_channel_fk",
+        "public.channel_notes",
+        "buzz.channels",
+        "CASCADE",
+    ] {
+        assert!(
+            reason.contains(named),
+            "the block must name {named}: {status}"
+        );
+    }
+    let request = stack
+        .store
+        .get_request(id.parse().unwrap_or_default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        request.irreversible_at.is_none(),
+        "blocked before the irreversible point"
+    );
+    let target_now = snapshot(&stack, target.community_id).await;
+    assert!(
+        target_now.row_count() > 0 && !target_now.versions.is_empty(),
+        "nothing of the target was deleted while blocked"
+    );
+    assert_eq!(notes(&stack.store).await, notes_before);
+
+    // The operator drops the constraint and unblocks: the phase re-runs, the deletion completes.
+    exec(
+        &stack.store,
+        "ALTER TABLE public.channel_notes DROP CONSTRAINT channel_notes_channel_fk",
+    )
+    .await;
+    cli.unblock(&id, "carol", "dropped channel_notes_channel_fk")
+        .await
+        .expect_code(0);
+    cli.watch_to_end(&id).await;
+
+    let after = snapshot(&stack, target.community_id).await;
+    after.assert_gone("the target");
+    assert_identical(
+        &neighbour_before,
+        &snapshot(&stack, neighbour.community_id).await,
+        "the neighbour",
+    );
+    assert_eq!(
+        notes(&stack.store).await,
+        notes_before,
+        "the non-tenant table keeps every row, byte for byte"
+    );
+    // The worker's connections (worker role) must be gone before the owner drops the database:
+    // `WITH (FORCE)` may only terminate the owner's own backends.
+    worker.crash().await;
+    stack.serving.pool().close().await;
+    stack.store.pool().close().await;
+    drop_database(&name).await;
+}

@@ -1,0 +1,313 @@
+//! Writers that outlive their serving-write lease.
+//!
+//! 1. A serving writer takes a lease and stalls (no heartbeat, never released); its PutObject
+//!    lands after the lease expired and after the fence. The drain waits for the lease's expiry
+//!    plus the protected-operation bound before the manifest is frozen, so the late-landing
+//!    version is in the frozen manifest and deleted with it.
+//! 2. A version planted under the target's prefix after the manifest was frozen (a writer that
+//!    skipped the lease library): verification blocks naming key, version id and kind; after
+//!    `community unblock` the version is appended as a late manifest chunk, deleted and stamped,
+//!    and the request completes. Neighbours are untouched.
+
+use std::time::Duration;
+
+use activities::demo::writer_key;
+use activities::serving::MAX_PROTECTED_OPERATION;
+use activities::taxonomy::PrefixRoot;
+use serde_json::Value;
+use uuid::Uuid;
+
+use e2e::prelude::*;
+
+/// A content hash no other write uses.
+fn fresh_hash() -> String {
+    format!("{:064x}", Uuid::new_v4().as_u128())
+}
+
+/// Every version id S3 lists for `key`.
+async fn versions_of(stack: &Stack, community: Uuid, key: &str) -> Vec<String> {
+    object_versions(stack, community)
+        .await
+        .into_iter()
+        .filter(|v| v.key == key)
+        .map(|v| v.version_id)
+        .collect()
+}
+
+/// `(chunk_no, late, stamped)` of every manifest chunk of the request listing `key@version`.
+async fn chunks_listing(
+    stack: &Stack,
+    request: Uuid,
+    key: &str,
+    version: &str,
+) -> Vec<(i32, bool, bool)> {
+    let rows: Vec<(i32, bool, bool, sqlx::types::Json<Vec<String>>)> = sqlx::query_as(
+        "SELECT chunk_no, late_at IS NOT NULL, deleted_at IS NOT NULL, entries \
+         FROM deletion.manifest_chunks WHERE request_id = $1 ORDER BY chunk_no",
+    )
+    .bind(request)
+    .fetch_all(stack.store.pool())
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    rows.into_iter()
+        .filter(|(_, _, _, entries)| {
+            entries
+                .0
+                .iter()
+                .any(|e| e.contains(key) && e.contains(version))
+        })
+        .map(|(chunk_no, late, stamped, _)| (chunk_no, late, stamped))
+        .collect()
+}
+
+async fn stage_of(stack: &Stack, request: Uuid) -> String {
+    stack
+        .store
+        .get_request(request)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .stage
+}
+
+/// Polls the request row until its stage is `stage` (fast: the row, not the CLI).
+async fn wait_for_stage(stack: &Stack, request: Uuid, stage: &str, secs: u64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        let current = stage_of(stack, request).await;
+        if current == stage {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "request {request} never reached {stage} within {secs} s (at {current})"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn audit_events(inspection: &Value) -> Vec<Value> {
+    inspection["audit"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_landing_after_its_lease_expired_and_after_the_fence_is_frozen_and_deleted() {
+    let _shared = outage_lock().read().await;
+    let stack = stack().await;
+    let queue = unique_queue("stalled");
+    let _worker = WorkerProcess::start(&queue, &[]).await;
+    let cli = Cli::new(&queue);
+    let host = unique_host("stalled");
+    let target = seed(&stack, &host, small_plan()).await;
+    let community = target.community_id;
+
+    // The serving process admits a write (lease of 2 s), then stalls before its PutObject: no
+    // heartbeat renews the lease and nothing releases it.
+    let lease = stack
+        .store
+        .acquire_serving_write_lease(
+            community,
+            "s3_put",
+            "serving:stalled-test",
+            Duration::from_secs(2),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    let (id, digest) = cli.submit(&host, "alice", &[]).await;
+    let request: Uuid = id.parse().unwrap_or_default();
+    cli.approve(&id, "bob", &digest).await.expect_code(0);
+    // The fence closes once the lease expired (it is no longer live)...
+    wait_for_stage(&stack, request, "fenced", 60).await;
+    let expired: bool = sqlx::query_scalar(
+        "SELECT expires_at <= clock_timestamp() AND released_at IS NULL \
+         FROM deletion.serving_write_leases WHERE id = $1",
+    )
+    .bind(lease.id)
+    .fetch_one(stack.store.pool())
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(expired, "the lease expired unreleased before the fence");
+
+    // ...and the stalled process resumes: its PutObject lands after expiry and after the fence,
+    // well inside the protected-operation bound.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        stage_of(&stack, request).await,
+        "fenced",
+        "the manifest must not be frozen while the stalled lease is inside its bound"
+    );
+    let key = writer_key(PrefixRoot::Media, community, &fresh_hash());
+    let version = stack
+        .objects
+        .put_object(&key, b"landed late".to_vec())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        versions_of(&stack, community, &key).await,
+        vec![version.clone()]
+    );
+
+    cli.watch_to_end(&id).await;
+    assert_eq!(stage_of(&stack, request).await, "retention_pending");
+    assert!(
+        versions_of(&stack, community, &key).await.is_empty(),
+        "the late-landing version survived the deletion"
+    );
+    assert!(snapshot(&stack, community).await.versions.is_empty());
+    // It was in the frozen manifest (not a late chunk), and that chunk is stamped.
+    let chunks = chunks_listing(&stack, request, &key, &version).await;
+    assert_eq!(chunks.len(), 1, "{chunks:?}");
+    assert!(
+        !chunks[0].1 && chunks[0].2,
+        "frozen and stamped: {chunks:?}"
+    );
+
+    // The drain waited until expiry plus the bound, and says so.
+    let inspection = cli
+        .run(&["community", "inspect", &id])
+        .await
+        .expect_code(0)
+        .json();
+    let drained = inspection["checkpoints"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c["stage"] == "serving_writes_drained")
+        .unwrap_or_else(|| panic!("no serving_writes_drained checkpoint: {inspection}"));
+    assert_eq!(
+        drained["detail"]["stalled_leases_waited_for"], 1,
+        "{drained}"
+    );
+    let waited_out: bool = sqlx::query_scalar(
+        "SELECT c.reached_at >= l.expires_at + make_interval(secs => $3) \
+         FROM deletion.checkpoints c, deletion.serving_write_leases l \
+         WHERE c.request_id = $1 AND c.stage = 'serving_writes_drained' AND l.id = $2",
+    )
+    .bind(request)
+    .bind(lease.id)
+    .bind(MAX_PROTECTED_OPERATION.as_secs_f64())
+    .fetch_one(stack.store.pool())
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        waited_out,
+        "drained before the lease's expiry {} plus the protected-operation bound",
+        lease.expires_at
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_planted_after_the_freeze_blocks_verification_and_unblock_deletes_it_as_a_late_chunk()
+ {
+    let _shared = outage_lock().read().await;
+    let stack = stack().await;
+    let queue = unique_queue("late");
+    // One version per chunk and two deletes per second per prefix: object deletion takes
+    // seconds, so the plant lands after the freeze and before verification.
+    let _worker = WorkerProcess::start(
+        &queue,
+        &[
+            ("BUZZ_MANIFEST_CHUNK_ENTRIES", "1"),
+            ("BUZZ_DELETE_RATE_PER_PREFIX", "2"),
+        ],
+    )
+    .await;
+    let cli = Cli::new(&queue);
+    let host = unique_host("late");
+    let target = seed(&stack, &host, small_plan()).await;
+    let community = target.community_id;
+    let neighbour = seed(&stack, &unique_host("late-neighbour"), small_plan()).await;
+    let neighbour_before = snapshot(&stack, neighbour.community_id).await;
+
+    let (id, digest) = cli.submit(&host, "alice", &[]).await;
+    let request: Uuid = id.parse().unwrap_or_default();
+    cli.approve(&id, "bob", &digest).await.expect_code(0);
+    wait_for_stage(&stack, request, "drained", 120).await;
+    // A writer that skipped the lease library lands a version after the freeze.
+    let key = writer_key(PrefixRoot::Media, community, &fresh_hash());
+    let version = stack
+        .objects
+        .put_object(&key, b"after the freeze".to_vec())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        chunks_listing(&stack, request, &key, &version)
+            .await
+            .is_empty(),
+        "the plant must not be in the frozen manifest"
+    );
+
+    let status = cli.wait_status(&id, 180, |s| !s["blocked"].is_null()).await;
+    assert_eq!(status["phase"], "verifying", "{status}");
+    let reason = status["blocked"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&key) && reason.contains(&version) && reason.contains("(object)"),
+        "the block must name key, version and kind: {reason}"
+    );
+    let persisted = stack
+        .store
+        .get_request(request)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .blocked_reason
+        .unwrap_or_default();
+    assert!(
+        persisted.contains(&key) && persisted.contains(&version),
+        "{persisted}"
+    );
+    // Blocked, not retried: the version is still there and the request is not complete.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        versions_of(&stack, community, &key).await,
+        vec![version.clone()]
+    );
+    assert_eq!(stage_of(&stack, request).await, "cache_purged");
+
+    cli.unblock(&id, "carol", "stopped the rogue writer")
+        .await
+        .expect_code(0);
+    cli.watch_to_end(&id).await;
+
+    assert_eq!(stage_of(&stack, request).await, "retention_pending");
+    assert!(
+        versions_of(&stack, community, &key).await.is_empty(),
+        "the late version survived"
+    );
+    let after = snapshot(&stack, community).await;
+    after.assert_gone("the target");
+    assert_identical(
+        &neighbour_before,
+        &snapshot(&stack, neighbour.community_id).await,
+        "the neighbour changed",
+    );
+    // The late version went through the manifest: one late chunk, stamped.
+    let chunks = chunks_listing(&stack, request, &key, &version).await;
+    assert_eq!(chunks.len(), 1, "{chunks:?}");
+    let (late_chunk, late, stamped) = chunks[0];
+    assert!(late && stamped, "{chunks:?}");
+    let inspection = cli
+        .run(&["community", "inspect", &id])
+        .await
+        .expect_code(0)
+        .json();
+    let events = audit_events(&inspection);
+    let appended = events
+        .iter()
+        .find(|e| e["event"] == "late_chunk_appended" && e["detail"]["chunk_no"] == late_chunk)
+        .unwrap_or_else(|| panic!("no late_chunk_appended audit event: {events:?}"));
+    assert_eq!(appended["detail"]["versions"], 1, "{appended}");
+    assert!(
+        events.iter().any(|e| e["event"] == "chunk_stamped"
+            && e["detail"]["chunk_no"] == late_chunk
+            && e["detail"]["late"] == true),
+        "the late chunk's stamp is audited: {events:?}"
+    );
+    let order: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
+    let position = |name: &str| order.iter().position(|e| *e == name);
+    assert!(
+        position("blocked") < position("unblocked")
+            && position("unblocked") < position("late_chunk_appended"),
+        "blocked, then unblocked, then the late chunk: {order:?}"
+    );
+}

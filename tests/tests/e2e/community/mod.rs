@@ -1,0 +1,46 @@
+//! End-to-end tests of whole-community deletion on the real local stack (Temporal dev server,
+//! PostgreSQL, Redis, Ceph RGW), each test telling one operator story through the real
+//! `buzz-deletion` CLI and real `buzz-deletion-worker` processes.
+//!
+//! Modules:
+//! The harness (stack, worker processes, the CLI, seeding, snapshots) is the `e2e` library.
+//! - `happy_path`: a target and two neighbours; the target is gone, the neighbours untouched.
+//! - `crash`: the worker is SIGKILLed mid-deletion; a new worker finishes without re-stamping.
+//! - `unknown_key`: an unknown key shape blocks; remediation + unblock completes.
+//! - `cascading_key`: a cascading foreign key into tenant data blocks; drop + unblock completes.
+//! - `late_versions`: a stalled writer's late put is waited for and frozen; a version planted
+//!   after the freeze blocks verification, and unblock deletes it as a late manifest chunk.
+//! - `evidence`: a tampered request row blocks naming the mismatch; abort decided by the marker.
+//! - `refusals`: approval validation, abort, and every refused operator action.
+//! - `outage`: Redis goes down mid-deletion and comes back; the workflow retries and completes.
+//! - `serving_load`: the fence holds under live serving traffic, slow writes and dead leases.
+//! - `stack_check`: the foundation round trip on the dev server and the time-skipping server.
+//! - `sweep`: the taxonomy sweep counts and names a stray key; its schedule is created and removed.
+//! - `uploads`: unfinished multipart uploads are inventoried, aborted and verified gone (a
+//!   neighbour's stay); a per-key AccessDenied blocks naming the key until lifted.
+//! - `metrics`: the worker's Prometheus endpoint reports what a deletion removed.
+//! - `malformed_signals`: malformed Web UI signals at every point are refused on record and
+//!   never fail a workflow task (community and user workflows).
+//! - `no_worker`: without a worker every command answers within its bound; held updates apply
+//!   once a worker returns.
+//! - `operator_identity`: signed actions; the two-person rule on key fingerprints; every bad
+//!   signature refused with nothing changed (CLI and Web UI signal); an ssh-agent key signs; the
+//!   stored signatures verify with ssh-keygen, and fail when a byte changes.
+
+mod cascading_key;
+mod crash;
+mod evidence;
+mod happy_path;
+mod late_versions;
+mod malformed_signals;
+mod metrics;
+mod no_worker;
+mod operator_identity;
+mod outage;
+mod refusals;
+mod serving_load;
+mod stack_check;
+mod sweep;
+mod unknown_key;
+mod uploads;
+mod worker_lifecycle;

@@ -1,0 +1,851 @@
+//! Operator identity on the real stack: every action is signed with a registered SSH key, the
+//! two-person rule compares key fingerprints, and every bad signature — the requester's own key,
+//! a revoked key, an unregistered key, a signature over another request or another digest, a
+//! signature already used, an expired one — is refused with nothing changed, through the CLI's
+//! update and as a Web UI signal (the JSON `community sign` prints, sent with `temporal workflow
+//! signal`). A key held only by an ssh-agent signs; a completed deletion's two signatures verify
+//! with `deploy/local/verify-signatures` (ssh-keygen -Y verify), and fail once a byte changes.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::process::Command;
+use uuid::Uuid;
+use workflows::operator::{Action, Kind};
+
+use e2e::cli::exec;
+use e2e::operators::{TestOperator, fresh_operator, operator, unregistered_operator};
+use e2e::prelude::*;
+use e2e::temporal::temporal_cli;
+
+/// `temporal workflow update execute` of update `name` with the JSON `payload`, as an operator
+/// without our CLI would send it.
+async fn send_update(workflow_id: &str, name: &str, payload: &str) -> CliRun {
+    temporal_cli(&[
+        "workflow",
+        "update",
+        "execute",
+        "-w",
+        workflow_id,
+        "--name",
+        name,
+        "--input",
+        payload,
+    ])
+    .await
+}
+
+/// `temporal workflow signal` of signal `name` with the JSON `payload`: the Web UI's path.
+async fn send_signal(workflow_id: &str, name: &str, payload: &str) -> CliRun {
+    temporal_cli(&[
+        "workflow",
+        "signal",
+        "-w",
+        workflow_id,
+        "--name",
+        name,
+        "--input",
+        payload,
+    ])
+    .await
+}
+
+/// What a refused action must leave unchanged, and what it leaves behind.
+#[derive(Debug, PartialEq, Eq)]
+struct Durable {
+    stage: String,
+    approved_by: Option<String>,
+    signatures: i64,
+}
+
+async fn durable(stack: &Stack, id: Uuid) -> Durable {
+    let request = stack
+        .store
+        .get_request(id)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let approval = stack
+        .store
+        .approval_of(id)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let signatures: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM deletion.operator_signatures WHERE request_id = $1",
+    )
+    .bind(id)
+    .fetch_one(stack.store.pool())
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    Durable {
+        stage: request.stage,
+        approved_by: approval.map(|a| a.approved_by),
+        signatures,
+    }
+}
+
+/// The reasons of the request's `approval_rejected` audit events.
+async fn rejections(stack: &Stack, id: Uuid) -> Vec<String> {
+    stack
+        .store
+        .audit_events(id)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .filter(|e| e.event == "approval_rejected")
+        .map(|e| e.detail["reason"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Sends `payload` as update `approve` (what the CLI does) and as signal `approve` (what the
+/// Web UI does); both must be refused naming `expect`, the signal on record, nothing changed.
+async fn refused_both_ways(
+    stack: &Stack,
+    id: Uuid,
+    workflow_id: &str,
+    payload: &str,
+    expect: &str,
+) {
+    let before = durable(stack, id).await;
+    let update = send_update(workflow_id, "approve", payload).await;
+    assert_ne!(update.code, 0, "update must be refused: {}", update.stdout);
+    assert!(
+        format!("{}{}", update.stdout, update.stderr).contains(expect),
+        "update refusal should name {expect:?}: {} {}",
+        update.stdout,
+        update.stderr
+    );
+    assert_eq!(
+        durable(stack, id).await,
+        before,
+        "a refused update changed state"
+    );
+    let recorded = rejections(stack, id).await.len();
+    let signal = send_signal(workflow_id, "approve", payload).await;
+    assert_eq!(signal.code, 0, "signal sent: {}", signal.stderr);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let reasons = loop {
+        let reasons = rejections(stack, id).await;
+        if reasons.len() > recorded {
+            break reasons;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the refused signal ({expect}) was never recorded"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let last = reasons.last().cloned().unwrap_or_default();
+    assert!(
+        last.contains(expect),
+        "recorded refusal should name {expect:?}: {last}"
+    );
+    assert_eq!(
+        durable(stack, id).await,
+        before,
+        "a refused signal changed state"
+    );
+}
+
+/// The JSON `community sign approve` prints.
+async fn signed_approval(cli: &Cli, id: Uuid, digest: &str, key: &Path, extra: &[&str]) -> Value {
+    let id = id.to_string();
+    let key = key.display().to_string();
+    let mut args = vec![
+        "community",
+        "sign",
+        "approve",
+        &id,
+        "--digest",
+        digest,
+        "--key",
+        &key,
+    ];
+    args.extend_from_slice(extra);
+    let run = cli.run(&args).await.expect_code(0);
+    serde_json::from_str(run.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", run.stdout))
+}
+
+fn workflow_id_of(id: Uuid) -> String {
+    workflows::community::workflow_id(id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_nothing() {
+    let _shared = outage_lock().read().await;
+    let stack = stack().await;
+    let queue = unique_queue("identity");
+    let _worker = WorkerProcess::start(&queue, &[]).await;
+    let cli = Cli::new(&queue);
+    let host = unique_host("identity");
+    let other_host = unique_host("identity-other");
+    let target = seed(&stack, &host, small_plan()).await;
+    seed(&stack, &other_host, small_plan()).await;
+    let alice = operator("alice").await;
+    let bob = operator("bob").await;
+    let (id, digest) = cli.submit(&host, "alice", &[]).await;
+    let id: Uuid = id.parse().unwrap_or_default();
+    let (other_id, other_digest) = cli.submit(&other_host, "alice", &[]).await;
+    let other_id: Uuid = other_id.parse().unwrap_or_default();
+    let workflow_id = workflow_id_of(id);
+    let waiting = durable(&stack, id).await;
+    assert_eq!(
+        waiting,
+        Durable {
+            stage: "inventoried".into(),
+            approved_by: None,
+            signatures: 1,
+        },
+        "only the submit signature is recorded"
+    );
+    let id_arg = id.to_string();
+
+    // No signature at all: the JSON an operator typed before signatures existed.
+    let unsigned = serde_json::json!({"approved_by": "bob", "digest": digest}).to_string();
+    refused_both_ways(&stack, id, &workflow_id, &unsigned, "approve is not signed").await;
+
+    // The requester's own key, through the CLI: the two-person rule compares fingerprints.
+    let own = cli
+        .run(&[
+            "community",
+            "approve",
+            &id_arg,
+            "--digest",
+            &digest,
+            "--key",
+        ])
+        .await;
+    assert_eq!(own.code, 2, "--key needs a value: {}", own.stderr);
+    let alice_key = alice.key_path.display().to_string();
+    let own = cli
+        .run(&[
+            "community",
+            "approve",
+            &id_arg,
+            "--digest",
+            &digest,
+            "--key",
+            &alice_key,
+        ])
+        .await
+        .expect_code(1);
+    assert!(own.stderr.contains("two-person rule"), "{}", own.stderr);
+    // Naming another operator does not help: the name must be the key's.
+    let posing = cli
+        .run(&[
+            "community",
+            "approve",
+            &id_arg,
+            "--digest",
+            &digest,
+            "--key",
+            &alice_key,
+            "--approved-by",
+            "bob",
+        ])
+        .await
+        .expect_code(1);
+    assert!(
+        posing.stderr.contains("registered as alice"),
+        "{}",
+        posing.stderr
+    );
+    let own_payload = signed_approval(&cli, id, &digest, &alice.key_path, &[]).await;
+    refused_both_ways(
+        &stack,
+        id,
+        &workflow_id,
+        &own_payload.to_string(),
+        "two-person rule",
+    )
+    .await;
+
+    // A revoked key: registered, then revoked by the owner.
+    let carol = fresh_operator("revoked").await;
+    let revoked = cli
+        .run(&[
+            "operators",
+            "revoke",
+            &carol.name,
+            "--reason",
+            "left the team",
+        ])
+        .await
+        .expect_code(0);
+    assert!(
+        revoked.json()["revoked_at"].is_string(),
+        "{}",
+        revoked.stdout
+    );
+    let revoked_payload = signed_approval(&cli, id, &digest, &carol.key_path, &[]).await;
+    let run = cli
+        .run(&[
+            "community",
+            "approve",
+            &id_arg,
+            "--digest",
+            &digest,
+            "--key",
+            &carol.key_path.display().to_string(),
+        ])
+        .await
+        .expect_code(1);
+    assert!(run.stderr.contains("was revoked"), "{}", run.stderr);
+    refused_both_ways(
+        &stack,
+        id,
+        &workflow_id,
+        &revoked_payload.to_string(),
+        "was revoked",
+    )
+    .await;
+
+    // A key nobody registered.
+    let stranger = unregistered_operator("stranger");
+    let run = cli
+        .run(&[
+            "community",
+            "approve",
+            &id_arg,
+            "--digest",
+            &digest,
+            "--key",
+            &stranger.key_path.display().to_string(),
+        ])
+        .await
+        .expect_code(1);
+    assert!(
+        run.stderr.contains("not a registered operator key"),
+        "{}",
+        run.stderr
+    );
+    let stranger_payload = signed_approval(&cli, id, &digest, &stranger.key_path, &[]).await;
+    refused_both_ways(
+        &stack,
+        id,
+        &workflow_id,
+        &stranger_payload.to_string(),
+        "not a registered operator key",
+    )
+    .await;
+
+    // Bob's signature over the other request, sent to this one.
+    let mut elsewhere = signed_approval(&cli, other_id, &other_digest, &bob.key_path, &[]).await;
+    elsewhere["digest"] = Value::String(digest.clone());
+    refused_both_ways(
+        &stack,
+        id,
+        &workflow_id,
+        &elsewhere.to_string(),
+        "signature is for request",
+    )
+    .await;
+
+    // Bob's signature over another digest, the message naming the frozen one.
+    let mut stale = signed_approval(&cli, id, &"0".repeat(64), &bob.key_path, &[]).await;
+    stale["digest"] = Value::String(digest.clone());
+    refused_both_ways(
+        &stack,
+        id,
+        &workflow_id,
+        &stale.to_string(),
+        "signature is for digest",
+    )
+    .await;
+
+    // Signed eleven minutes ago: outside the window by the database clock.
+    let old = (chrono::Utc::now() - chrono::Duration::minutes(11))
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let run = cli
+        .run(&[
+            "community",
+            "approve",
+            &id_arg,
+            "--digest",
+            &digest,
+            "--key",
+            &bob.key_path.display().to_string(),
+            "--signed-at",
+            &old,
+        ])
+        .await
+        .expect_code(1);
+    assert!(
+        run.stderr.contains("a signature counts for 600 s"),
+        "{}",
+        run.stderr
+    );
+    let expired = signed_approval(&cli, id, &digest, &bob.key_path, &["--signed-at", &old]).await;
+    refused_both_ways(
+        &stack,
+        id,
+        &workflow_id,
+        &expired.to_string(),
+        "a signature counts for 600 s",
+    )
+    .await;
+
+    // A signature already used: its (key, nonce) was consumed by another action first.
+    let replayed = signed_approval(&cli, id, &digest, &bob.key_path, &[]).await;
+    let nonce = replayed["signed"]["nonce"].as_str().unwrap_or_default();
+    sqlx::query(
+        "INSERT INTO deletion.operator_signatures (fingerprint, nonce, action, kind, request_id, \
+         digest, statement, signature, signed_at, consumed_by) \
+         VALUES ($1, $2, 'approve', 'community', $3, $4, 'captured', 'captured', now(), \
+         'an earlier use of the same signature')",
+    )
+    .bind(&bob.fingerprint)
+    .bind(nonce)
+    .bind(other_id)
+    .bind(&other_digest)
+    .execute(stack.store.pool())
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let waiting = Durable {
+        stage: "inventoried".into(),
+        approved_by: None,
+        signatures: 1,
+    };
+    assert_eq!(durable(&stack, id).await, waiting);
+    refused_both_ways(
+        &stack,
+        id,
+        &workflow_id,
+        &replayed.to_string(),
+        "already used",
+    )
+    .await;
+
+    // The second registered key approves; the deletion completes.
+    let record = cli
+        .approve(&id_arg, "bob", &digest)
+        .await
+        .expect_code(0)
+        .json();
+    assert_eq!(record["approved_by"], "bob");
+    assert_eq!(record["signed"]["operator"], bob.fingerprint.as_str());
+    cli.watch_to_end(&id_arg).await;
+    let gone = snapshot(&stack, target.community_id).await;
+    gone.assert_gone("the target");
+    let status = cli
+        .run(&["community", "inspect", &id_arg])
+        .await
+        .expect_code(0)
+        .json();
+    let actions: Vec<&str> = status["signatures"]
+        .as_array()
+        .map(|s| s.iter().filter_map(|s| s["action"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(actions, ["submit", "approve"], "{status}");
+
+    // An outside check with ssh-keygen -Y verify and the registered keys.
+    let evidence = std::env::temp_dir().join(format!("buzz-evidence-{}", Uuid::new_v4().simple()));
+    let script = repo_root().join("deploy/local/verify-signatures");
+    let script = script.display().to_string();
+    let evidence_arg = evidence.display().to_string();
+    let verified = exec(&script, &[&id_arg, "--keep", &evidence_arg], &[]).await;
+    assert_eq!(verified.code, 0, "{}\n{}", verified.stdout, verified.stderr);
+    assert!(
+        verified
+            .stdout
+            .contains(&format!("submitted by {}", alice.fingerprint))
+            && verified
+                .stdout
+                .contains(&format!("approved by {}", bob.fingerprint)),
+        "{}",
+        verified.stdout
+    );
+    let again = exec(&script, &["--dir", &evidence_arg], &[]).await;
+    assert_eq!(again.code, 0, "{}", again.stdout);
+    let statement = evidence.join("02-approve.statement");
+    let mut bytes = std::fs::read(&statement).unwrap_or_else(|e| panic!("{e}"));
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x01;
+    std::fs::write(&statement, &bytes).unwrap_or_else(|e| panic!("{e}"));
+    let tampered = exec(&script, &["--dir", &evidence_arg], &[]).await;
+    assert_eq!(
+        tampered.code, 1,
+        "one changed byte must fail: {}",
+        tampered.stdout
+    );
+    assert!(
+        tampered.stdout.contains("FAIL approve"),
+        "{}",
+        tampered.stdout
+    );
+    let _ = std::fs::remove_dir_all(&evidence);
+    cli.run(&[
+        "community",
+        "abort",
+        &other_id.to_string(),
+        "--aborted-by",
+        "alice",
+        "--reason",
+        "test done",
+    ])
+    .await
+    .expect_code(0);
+}
+
+/// Generates an ed25519 key pair with ssh-keygen at `path`.
+async fn generate_key(path: &Path) {
+    let path = path.display().to_string();
+    exec(
+        "ssh-keygen",
+        &[
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-C",
+            "agent-held",
+            "-f",
+            &path,
+        ],
+        &[],
+    )
+    .await
+    .expect_code(0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_held_only_by_an_ssh_agent_signs_an_approval() {
+    let _shared = outage_lock().read().await;
+    let stack = stack().await;
+    let queue = unique_queue("agent");
+    let _worker = WorkerProcess::start(&queue, &[]).await;
+    let host = unique_host("agent");
+    seed(&stack, &host, small_plan()).await;
+    let dir = std::env::temp_dir().join(format!("buzz-agent-{}", Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let key = dir.join("id_ed25519");
+    generate_key(&key).await;
+    let public = dir.join("id_ed25519.pub");
+    let name = format!("agent-{}", &Uuid::new_v4().simple().to_string()[..10]);
+    let cli = Cli::new(&queue);
+    cli.run(&[
+        "operators",
+        "add",
+        "--name",
+        &name,
+        "--public-key",
+        &public.display().to_string(),
+    ])
+    .await
+    .expect_code(0);
+
+    let socket = dir.join("agent.sock").display().to_string();
+    let mut agent = Command::new("ssh-agent")
+        .args(["-D", "-a", &socket])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("ssh-agent: {e}"));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !Path::new(&socket).exists() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "ssh-agent never listened"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let agent_env = [("SSH_AUTH_SOCK", socket.as_str())];
+    exec("ssh-add", &["-q", &key.display().to_string()], &agent_env)
+        .await
+        .expect_code(0);
+    std::fs::remove_file(&key).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!key.exists(), "no private key file is left on disk");
+
+    let (id, digest) = cli.submit(&host, "alice", &[]).await;
+    let with_agent = cli.clone().with_env("SSH_AUTH_SOCK", &socket);
+    let approved = with_agent
+        .run(&[
+            "community",
+            "approve",
+            &id,
+            "--digest",
+            &digest,
+            "--key",
+            &public.display().to_string(),
+        ])
+        .await
+        .expect_code(0)
+        .json();
+    assert_eq!(approved["approved_by"], name.as_str());
+    // Without the agent the public key alone cannot sign.
+    let (other, other_digest) = {
+        let other_host = unique_host("agent-gone");
+        seed(&stack, &other_host, small_plan()).await;
+        cli.submit(&other_host, "alice", &[]).await
+    };
+    let _ = agent.kill().await;
+    let refused = with_agent
+        .run(&[
+            "community",
+            "approve",
+            &other,
+            "--digest",
+            &other_digest,
+            "--key",
+            &public.display().to_string(),
+        ])
+        .await
+        .expect_code(1);
+    assert!(
+        refused.stderr.contains("ssh-keygen could not sign"),
+        "{}",
+        refused.stderr
+    );
+    cli.run(&[
+        "community",
+        "abort",
+        &other,
+        "--aborted-by",
+        "alice",
+        "--reason",
+        "test done",
+    ])
+    .await
+    .expect_code(0);
+    cli.watch_to_end(&id).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_deletion_needs_a_second_key_whatever_name_the_approval_gives() {
+    let _shared = outage_lock().read().await;
+    let stack = stack().await;
+    let queue = unique_queue("identity-user");
+    let _worker = WorkerProcess::start(&queue, &[]).await;
+    let cli = Cli::new(&queue);
+    let alice: TestOperator = operator("alice").await;
+    let target = format!("demo:identity-{}", Uuid::new_v4().simple());
+    let submitted = cli
+        .run(&[
+            "user",
+            "submit",
+            "--target",
+            &target,
+            "--requested-by",
+            "alice",
+        ])
+        .await
+        .expect_code(0)
+        .json();
+    let id: Uuid = submitted["id"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_default();
+    let digest = submitted["inventory_digest"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let workflow_id = workflows::user::workflow_id(id);
+
+    // Alice's key under Bob's name: the ledger sees two names, the signature one key.
+    let posing = serde_json::json!({
+        "approved_by": "bob",
+        "inventory_digest": digest,
+        "signed": alice.sign(Action::Approve, Kind::User, id, &target, Some(&digest)),
+    });
+    let update = send_update(&workflow_id, "approve", &posing.to_string()).await;
+    assert_ne!(update.code, 0, "{}", update.stdout);
+    assert!(
+        format!("{}{}", update.stdout, update.stderr).contains("two-person rule"),
+        "{} {}",
+        update.stdout,
+        update.stderr
+    );
+    let own = cli
+        .run(&[
+            "user",
+            "approve",
+            &id.to_string(),
+            "--inventory-digest",
+            &digest,
+            "--approved-by",
+            "alice",
+        ])
+        .await
+        .expect_code(1);
+    assert!(own.stderr.contains("two-person rule"), "{}", own.stderr);
+    let approvals: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM deletion.approvals WHERE request_id = $1")
+            .bind(id)
+            .fetch_one(stack.store.pool())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(approvals, 0, "refused approvals record nothing");
+
+    let approved = cli
+        .run(&[
+            "user",
+            "approve",
+            &id.to_string(),
+            "--inventory-digest",
+            &digest,
+            "--approved-by",
+            "bob",
+        ])
+        .await
+        .expect_code(0)
+        .json();
+    assert_eq!(approved["approval"]["approved_by"], "bob");
+    assert_eq!(
+        approved["approval"]["signed"]["operator"],
+        operator("bob").await.fingerprint.as_str()
+    );
+    let status = cli
+        .run(&["user", "status", &id.to_string()])
+        .await
+        .expect_code(0)
+        .json();
+    let actions: Vec<&str> = status["signatures"]
+        .as_array()
+        .map(|s| s.iter().filter_map(|s| s["action"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(actions, ["submit", "approve"], "{status}");
+    let script = repo_root().join("deploy/local/verify-signatures");
+    let verified = exec(&script.display().to_string(), &[&id.to_string()], &[]).await;
+    assert_eq!(verified.code, 0, "{}\n{}", verified.stdout, verified.stderr);
+}
+
+/// The request's blocked reason and the number of `unblocked` audit events.
+async fn block_state(stack: &Stack, id: Uuid) -> (Option<String>, usize) {
+    let request = stack
+        .store
+        .get_request(id)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let unblocked = stack
+        .store
+        .audit_events(id)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .iter()
+        .filter(|e| e.event == "unblocked")
+        .count();
+    (request.blocked_reason, unblocked)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_used_unblock_signature_replayed_on_the_next_block_is_refused() {
+    let _shared = outage_lock().read().await;
+    let stack = stack().await;
+    let queue = unique_queue("replay");
+    let _worker = WorkerProcess::start(&queue, &[]).await;
+    let cli = Cli::new(&queue);
+    let host = unique_host("replay");
+    let target = seed(&stack, &host, small_plan()).await;
+    // A key of unknown shape blocks the inventory, again after every unblock until removed.
+    let stray = format!("media/{}/not-a-content-hash.tmp", target.community_id);
+    stack
+        .objects
+        .put_object(&stray, b"stray".to_vec())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let submitted = cli
+        .run(&[
+            "community",
+            "submit",
+            "--host",
+            &host,
+            "--requested-by",
+            "alice",
+            "--retry-initial-secs",
+            "1",
+        ])
+        .await
+        .expect_code(1)
+        .json();
+    let id: Uuid = submitted["request_id"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_default();
+    let id_arg = id.to_string();
+    let workflow_id = workflow_id_of(id);
+    let unblock = cli
+        .run(&[
+            "community",
+            "sign",
+            "unblock",
+            &id_arg,
+            "--unblocked-by",
+            "carol",
+            "--reason",
+            "retrying the inventory",
+        ])
+        .await
+        .expect_code(0)
+        .stdout
+        .trim()
+        .to_owned();
+    let signal = send_signal(&workflow_id, "unblock", &unblock).await;
+    assert_eq!(signal.code, 0, "{}", signal.stderr);
+    // Unblocked once, then blocked again by the same stray key.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    let blocked_again = loop {
+        let state = block_state(&stack, id).await;
+        if state.1 == 1 && state.0.is_some() {
+            break state;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never re-blocked: {state:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    cli.wait_status(&id_arg, 60, |s| !s["blocked"].is_null())
+        .await;
+    // The same signed payload again: as an update and as a signal, refused, still blocked.
+    let update = send_update(&workflow_id, "unblock", &unblock).await;
+    assert_ne!(update.code, 0, "{}", update.stdout);
+    assert!(
+        format!("{}{}", update.stdout, update.stderr).contains("already used"),
+        "{} {}",
+        update.stdout,
+        update.stderr
+    );
+    let signal = send_signal(&workflow_id, "unblock", &unblock).await;
+    assert_eq!(signal.code, 0, "{}", signal.stderr);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let refusals: Vec<String> = stack
+            .store
+            .audit_events(id)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .into_iter()
+            .filter(|e| e.event == "unblock_rejected")
+            .map(|e| e.detail["reason"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        if refusals.iter().any(|r| r.contains("already used")) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "replay never recorded: {refusals:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        block_state(&stack, id).await,
+        blocked_again,
+        "a replay unblocks nothing"
+    );
+    cli.run(&[
+        "community",
+        "abort",
+        &id_arg,
+        "--aborted-by",
+        "carol",
+        "--reason",
+        "test done",
+    ])
+    .await
+    .expect_code(0);
+}

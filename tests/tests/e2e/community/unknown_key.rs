@@ -1,0 +1,124 @@
+use activities::objects::ObjectVersionRef;
+
+use e2e::prelude::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_key_shape_blocks_naming_the_key_until_removed_and_unblocked() {
+    let _shared = outage_lock().read().await;
+    let stack = stack().await;
+    let queue = unique_queue("unknown");
+    let _worker = WorkerProcess::start(&queue, &[]).await;
+    let cli = Cli::new(&queue);
+    let host = unique_host("stray");
+    let target = seed(&stack, &host, small_plan()).await;
+    // A writer we do not know put this under the community's media prefix.
+    let stray = format!("media/{}/not-a-content-hash.tmp", target.community_id);
+    stack
+        .objects
+        .put_object(&stray, b"stray".to_vec())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    let submitted = cli
+        .run(&[
+            "community",
+            "submit",
+            "--host",
+            &host,
+            "--requested-by",
+            "alice",
+            "--retry-initial-secs",
+            "1",
+        ])
+        .await
+        .expect_code(1);
+    let json = submitted.json();
+    let id = json["request_id"].as_str().unwrap_or_default().to_owned();
+    let reason = json["blocked"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&stray),
+        "the block must name the key: {json}"
+    );
+    let status = cli
+        .run(&["community", "status", &id])
+        .await
+        .expect_code(1)
+        .json();
+    assert!(
+        status["blocked"]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&stray)
+    );
+    let request = stack
+        .store
+        .get_request(id.parse().unwrap_or_default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        request.blocked_reason.unwrap_or_default().contains(&stray),
+        "the reason must be persisted in Postgres"
+    );
+
+    let blocked = cli
+        .run(&["community", "list", "--state", "blocked", "--limit", "1000"])
+        .await
+        .expect_code(0)
+        .json();
+    let listed = blocked
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["id"] == id.as_str()).cloned())
+        .unwrap_or_else(|| panic!("`list --state blocked` must show {id}: {blocked}"));
+    assert_eq!(
+        listed["live"]["blocked"], true,
+        "Temporal visibility agrees: {listed}"
+    );
+
+    // The operator removes the stray key (every version), then unblocks.
+    let prefix = format!("media/{}/", target.community_id);
+    let versions: Vec<ObjectVersionRef> = stack
+        .objects
+        .snapshot_prefix(&prefix)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .filter(|v| v.key == stray)
+        .map(|v| v.version_ref())
+        .collect();
+    stack
+        .objects
+        .delete_versions(&versions)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    cli.unblock(&id, "carol", "removed stray upload")
+        .await
+        .expect_code(0);
+    let status = cli
+        .wait_status(&id, 60, |s| {
+            s["phase"] == "awaiting_approval" && s["blocked"].is_null()
+        })
+        .await;
+    let digest = status["inventory"]["digest"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    cli.approve(&id, "bob", &digest).await.expect_code(0);
+    cli.watch_to_end(&id).await;
+    let after = snapshot(&stack, target.community_id).await;
+    after.assert_gone("the target");
+    let audit = cli
+        .run(&["community", "inspect", &id])
+        .await
+        .expect_code(0)
+        .json()["audit"]
+        .clone();
+    let events: Vec<String> = audit
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|e| e["event"].as_str().map(str::to_owned))
+        .collect();
+    assert!(events.iter().any(|e| e == "blocked"), "{events:?}");
+    assert!(events.iter().any(|e| e == "unblocked"), "{events:?}");
+}

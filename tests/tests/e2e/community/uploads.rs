@@ -1,0 +1,434 @@
+//! Multipart uploads in progress are tenant data (inventoried, aborted after the irreversible
+//! point, required absent by verification), and a per-key `AccessDenied` from DeleteObjects
+//! blocks naming the key instead of retrying forever.
+
+use std::collections::BTreeSet;
+
+use activities::objects::{MultipartUpload, ObjectStore, ObjectStoreError, UploadedPart};
+use activities::taxonomy::{PrefixRoot, VersionKind, tenant_prefixes};
+use serde_json::Value;
+use uuid::Uuid;
+
+use e2e::prelude::*;
+
+/// The smallest non-final part S3 accepts: a real large upload's first part.
+const PART_BYTES: usize = 5 * 1024 * 1024;
+
+/// A fresh key of the exact writer shape of `root` (64 lowercase hex digits as the hash).
+fn writer_key(community: Uuid, root: PrefixRoot) -> String {
+    let hash = format!(
+        "{:032x}{:032x}",
+        Uuid::new_v4().as_u128(),
+        Uuid::new_v4().as_u128()
+    );
+    let suffix = match root {
+        PrefixRoot::Media => "",
+        PrefixRoot::Thumbs => ".webp",
+        PrefixRoot::Meta => ".json",
+    };
+    format!("{}{hash}{suffix}", root.prefix(community))
+}
+
+/// Under each tenant prefix: one upload that never got a part and one with a 5 MiB part.
+/// Returns every upload with the ETag of its part, if it has one.
+async fn start_uploads(
+    objects: &ObjectStore,
+    community: Uuid,
+    fill: u8,
+) -> Vec<(MultipartUpload, Option<String>)> {
+    let mut started = Vec::new();
+    for root in PrefixRoot::ALL {
+        let bare = objects
+            .start_upload(&writer_key(community, root))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        started.push((bare, None));
+        let with_part = objects
+            .start_upload(&writer_key(community, root))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let e_tag = objects
+            .upload_part(&with_part, 1, vec![fill; PART_BYTES])
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        started.push((with_part, Some(e_tag)));
+    }
+    started
+}
+
+/// Every upload in progress under the community's three prefixes, with its parts.
+async fn uploads_with_parts(
+    objects: &ObjectStore,
+    community: Uuid,
+) -> Vec<(MultipartUpload, Vec<UploadedPart>)> {
+    let mut all = Vec::new();
+    for prefix in tenant_prefixes(community) {
+        for upload in objects
+            .snapshot_uploads(&prefix)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+        {
+            let parts = objects
+                .list_parts(&upload)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            all.push((upload, parts));
+        }
+    }
+    all
+}
+
+fn audit_of(inspection: &Value) -> Vec<Value> {
+    inspection["audit"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unfinished_multipart_uploads_are_inventoried_aborted_and_verified_gone_while_a_neighbours_stay()
+ {
+    let _shared = outage_lock().read().await;
+    let stack = stack().await;
+    let queue = unique_queue("uploads");
+    let _worker = WorkerProcess::start(&queue, &[]).await;
+    let cli = Cli::new(&queue);
+
+    let target_host = unique_host("uploads-target");
+    let target = seed(&stack, &target_host, small_plan()).await;
+    let neighbour = seed(&stack, &unique_host("uploads-neighbour"), small_plan()).await;
+    let started = start_uploads(&stack.objects, target.community_id, 0x5a).await;
+    start_uploads(&stack.objects, neighbour.community_id, 0xa5).await;
+    let neighbour_before = snapshot(&stack, neighbour.community_id).await;
+    let neighbour_uploads_before = uploads_with_parts(&stack.objects, neighbour.community_id).await;
+    assert_eq!(neighbour_uploads_before.len(), 6);
+    let target_uploads: BTreeSet<(String, String)> = started
+        .iter()
+        .map(|(u, _)| (u.key.clone(), u.upload_id.clone()))
+        .collect();
+    assert_eq!(target_uploads.len(), 6);
+
+    let (id, digest) = cli.submit(&target_host, "alice", &[]).await;
+    let status = cli
+        .run(&["community", "status", &id])
+        .await
+        .expect_code(0)
+        .json();
+    assert_eq!(status["inventory"]["digest"], digest.as_str());
+    let inventoried = status["inventory"]["uploads"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let per_prefix: BTreeSet<(String, u64)> = inventoried
+        .iter()
+        .map(|u| {
+            (
+                u["prefix"].as_str().unwrap_or_default().to_owned(),
+                u["uploads"].as_u64().unwrap_or_default(),
+            )
+        })
+        .collect();
+    let expected: BTreeSet<(String, u64)> = tenant_prefixes(target.community_id)
+        .into_iter()
+        .map(|prefix| (prefix, 2))
+        .collect();
+    assert_eq!(per_prefix, expected, "inventory: {}", status["inventory"]);
+
+    cli.approve(&id, "bob", &digest).await.expect_code(0);
+    cli.run(&[
+        "community",
+        "watch",
+        &id,
+        "--interval-ms",
+        "300",
+        "--timeout-secs",
+        "240",
+    ])
+    .await
+    .expect_code(0);
+
+    // Rows, versions, delete markers, keys and the unfinished uploads under every prefix.
+    snapshot(&stack, target.community_id)
+        .await
+        .assert_gone("the target");
+    // The reproduced bug: a stalled serving process completing its upload after the deletion.
+    for (upload, e_tag) in &started {
+        if let Some(e_tag) = e_tag {
+            let late = stack
+                .objects
+                .complete_upload(upload, &[(1, e_tag.clone())])
+                .await;
+            // S3 answers NoSuchUpload, Ceph RGW an HTTP 500 (see `ObjectStore::complete_upload`).
+            assert!(
+                matches!(
+                    late,
+                    Err(ObjectStoreError::NoSuchUpload { .. }
+                        | ObjectStoreError::ServerError { .. })
+                ),
+                "completing {} after the deletion must fail: {late:?}",
+                upload.key
+            );
+        }
+    }
+    assert!(
+        snapshot(&stack, target.community_id)
+            .await
+            .versions
+            .is_empty()
+    );
+
+    let inspection = cli
+        .run(&["community", "inspect", &id])
+        .await
+        .expect_code(0)
+        .json();
+    assert_eq!(inspection["request"]["stage"], "retention_pending");
+    let aborted: Vec<Value> = audit_of(&inspection)
+        .into_iter()
+        .filter(|e| e["event"] == "upload_aborted")
+        .collect();
+    let aborted_set: BTreeSet<(String, String)> = aborted
+        .iter()
+        .map(|e| {
+            (
+                e["detail"]["key"].as_str().unwrap_or_default().to_owned(),
+                e["detail"]["upload_id"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(aborted_set, target_uploads, "audit: {aborted:?}");
+    assert!(
+        aborted.iter().all(|e| e["detail"]["outcome"] == "aborted"),
+        "{aborted:?}"
+    );
+
+    // The neighbour: rows, versions (with delete markers) and keys, and its uploads with their
+    // parts' ETags (MD5 of the bytes), all as they were.
+    assert_identical(
+        &neighbour_before,
+        &snapshot(&stack, neighbour.community_id).await,
+        "neighbour",
+    );
+    assert_eq!(
+        uploads_with_parts(&stack.objects, neighbour.community_id).await,
+        neighbour_uploads_before
+    );
+    for (upload, _) in neighbour_uploads_before {
+        stack
+            .objects
+            .abort_upload(&upload)
+            .await
+            .unwrap_or_else(|e| panic!("cleanup: {e}"));
+    }
+}
+
+/// A bucket policy denying version deletes of exactly `key`, as a JSON document.
+fn deny_delete_policy(bucket: &str, key: &str) -> String {
+    serde_json::json!({
+        "Version": "2012-10-17",
+        "Statement": [{
+            "Sid": "e2e-deny-one-key",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": ["s3:DeleteObjectVersion", "s3:DeleteObject"],
+            "Resource": [format!("arn:aws:s3:::{bucket}/{key}")],
+        }],
+    })
+    .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_key_access_denial_blocks_naming_the_key_until_the_policy_is_lifted() {
+    let _shared = outage_lock().read().await;
+    let stack = stack().await;
+    let queue = unique_queue("denied");
+    let _worker = WorkerProcess::start(&queue, &[]).await;
+    let cli = Cli::new(&queue);
+    let host = unique_host("denied");
+    let target = seed(&stack, &host, small_plan()).await;
+    let before = snapshot(&stack, target.community_id).await;
+    let denied_key = before
+        .versions
+        .iter()
+        .find(|v| v.kind == VersionKind::Object && v.key.starts_with("media/"))
+        .map(|v| v.key.clone())
+        .unwrap_or_else(|| panic!("the seed wrote no media object: {:?}", before.versions));
+    let denied_versions: BTreeSet<String> = before
+        .versions
+        .iter()
+        .filter(|v| v.key == denied_key)
+        .map(|v| v.version_id.clone())
+        .collect();
+
+    let (id, digest) = cli.submit(&host, "alice", &[]).await;
+    // The bucket is shared: never replace someone else's policy; deny only our own key.
+    let bucket = stack.objects.bucket().to_owned();
+    if let Some(existing) = stack
+        .objects
+        .bucket_policy()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+    {
+        panic!("bucket {bucket} already has a policy; refusing to replace it: {existing}");
+    }
+    stack
+        .objects
+        .put_bucket_policy(&deny_delete_policy(&bucket, &denied_key))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    cli.approve(&id, "bob", &digest).await.expect_code(0);
+    // Wait for the block without panicking, so the policy is lifted whatever happens.
+    let mut blocked = None;
+    for _ in 0..120 {
+        let run = cli.run(&["community", "status", &id]).await;
+        if let Ok(status) = serde_json::from_str::<Value>(&run.stdout)
+            && !status["blocked"].is_null()
+        {
+            blocked = Some(status);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    let left_while_blocked = snapshot(&stack, target.community_id).await;
+    stack
+        .objects
+        .delete_bucket_policy()
+        .await
+        .unwrap_or_else(|e| panic!("lifting the test policy: {e}"));
+    assert_eq!(
+        stack
+            .objects
+            .bucket_policy()
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+        None
+    );
+
+    let status = blocked.unwrap_or_else(|| panic!("request {id} never blocked on AccessDenied"));
+    let reason = status["blocked"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&denied_key) && reason.contains("AccessDenied"),
+        "the block must name the key and the code: {status}"
+    );
+    assert!(
+        denied_versions.iter().any(|v| reason.contains(v.as_str())),
+        "the block must name the denied version ({denied_versions:?}): {reason}"
+    );
+    let persisted = stack
+        .store
+        .get_request(id.parse().unwrap_or_default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        persisted
+            .blocked_reason
+            .unwrap_or_default()
+            .contains(&denied_key),
+        "the reason must be persisted in Postgres"
+    );
+    let still_there: BTreeSet<String> = left_while_blocked
+        .versions
+        .iter()
+        .filter(|v| v.key == denied_key)
+        .map(|v| v.version_id.clone())
+        .collect();
+    assert_eq!(
+        still_there, denied_versions,
+        "the denied key's versions survive the denial"
+    );
+
+    cli.unblock(&id, "carol", "lifted the bucket policy on the key")
+        .await
+        .expect_code(0);
+    cli.watch_to_end(&id).await;
+    let after = snapshot(&stack, target.community_id).await;
+    assert!(
+        after.versions.is_empty(),
+        "versions left: {:?}",
+        after.versions
+    );
+    assert!(after.row_count() == 0 && after.keys.is_empty());
+    let events: Vec<String> = audit_of(
+        &cli.run(&["community", "inspect", &id])
+            .await
+            .expect_code(0)
+            .json(),
+    )
+    .iter()
+    .filter_map(|e| e["event"].as_str().map(str::to_owned))
+    .collect();
+    assert!(events.iter().any(|e| e == "blocked"), "{events:?}");
+    assert!(events.iter().any(|e| e == "unblocked"), "{events:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_of_unknown_key_shape_blocks_the_inventory_naming_it_until_aborted() {
+    let _shared = outage_lock().read().await;
+    let stack = stack().await;
+    let queue = unique_queue("stray-upload");
+    let _worker = WorkerProcess::start(&queue, &[]).await;
+    let cli = Cli::new(&queue);
+    let host = unique_host("stray-upload");
+    let target = seed(&stack, &host, small_plan()).await;
+    // No version lists it, but it sits under the tenant prefix and is no writer's shape.
+    let stray = stack
+        .objects
+        .start_upload(&format!(
+            "thumbs/{}/upload-in-progress.tmp",
+            target.community_id
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    let submitted = cli
+        .run(&[
+            "community",
+            "submit",
+            "--host",
+            &host,
+            "--requested-by",
+            "alice",
+            "--retry-initial-secs",
+            "1",
+        ])
+        .await
+        .expect_code(1);
+    let json = submitted.json();
+    let id = json["request_id"].as_str().unwrap_or_default().to_owned();
+    let reason = json["blocked"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&stray.key),
+        "the block must name the upload's key: {json}"
+    );
+
+    // The operator aborts the stray upload, then unblocks; the inventory is taken again.
+    stack
+        .objects
+        .abort_upload(&stray)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    cli.unblock(&id, "carol", "aborted the stray upload")
+        .await
+        .expect_code(0);
+    let status = cli
+        .wait_status(&id, 60, |s| {
+            s["phase"] == "awaiting_approval" && s["blocked"].is_null()
+        })
+        .await;
+    let digest = status["inventory"]["digest"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let uploads: u64 = status["inventory"]["uploads"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|u| u["uploads"].as_u64().unwrap_or_default())
+        .sum();
+    assert_eq!(uploads, 0, "{}", status["inventory"]);
+    cli.approve(&id, "bob", &digest).await.expect_code(0);
+    cli.watch_to_end(&id).await;
+    let after = snapshot(&stack, target.community_id).await;
+    after.assert_gone("the target");
+}

@@ -1,0 +1,223 @@
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::Command;
+
+use activities::stack_env;
+use e2e::env::required;
+use e2e::prelude::*;
+use e2e::workers::worker_command;
+
+/// Runs the worker binary with the stack's environment plus `overrides`, until it exits.
+async fn worker_exit(overrides: &[(&str, &str)], remove: &[&str]) -> (i32, String) {
+    let mut command = worker_command(&[("RUST_LOG", "warn")]);
+    command.stderr(Stdio::piped());
+    for (k, v) in overrides {
+        command.env(k, v);
+    }
+    for k in remove {
+        command.env_remove(k);
+    }
+    let output = tokio::time::timeout(Duration::from_secs(60), command.output())
+        .await
+        .unwrap_or_else(|_| panic!("the worker neither started nor failed within 60 s"))
+        .unwrap_or_else(|e| panic!("could not run the worker: {e}"));
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_refuses_to_start_naming_the_missing_variable_or_unreachable_service() {
+    let _shared = outage_lock().read().await;
+    let _stack = stack().await;
+    let (code, stderr) = worker_exit(&[], &["BUZZ_S3_BUCKET"]).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("BUZZ_S3_BUCKET is not set"), "{stderr}");
+    let (code, stderr) = worker_exit(&[("TEMPORAL_ADDRESS", "127.0.0.1:1")], &[]).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("Temporal is not reachable at 127.0.0.1:1"),
+        "{stderr}"
+    );
+    let (code, stderr) = worker_exit(&[("REDIS_URL", "redis://127.0.0.1:1")], &[]).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("Redis is not reachable"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_refuses_an_unmigrated_schema_and_says_to_run_migrate() {
+    let _shared = outage_lock().read().await;
+    let stack = stack().await;
+    let database = format!("buzz_unmigrated_{}", uuid::Uuid::new_v4().simple());
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
+        .execute(stack.store.pool())
+        .await
+        .unwrap_or_else(|e| panic!("create scratch database: {e}"));
+    let url = required(stack_env::DATABASE_URL);
+    let scratch_url = format!(
+        "{}/{database}",
+        url.rsplit_once('/').map(|(base, _)| base).unwrap_or(&url)
+    );
+    let (code, stderr) = worker_exit(&[("DATABASE_URL", &scratch_url)], &[]).await;
+    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {database}"
+    )))
+    .execute(stack.store.pool())
+    .await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("buzz-deletion migrate"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_the_worker_and_it_exits_cleanly() {
+    let _shared = outage_lock().read().await;
+    let _stack = stack().await;
+    let mut child = worker_command(&[
+        ("BUZZ_TASK_QUEUE", &unique_queue("drain")),
+        ("BUZZ_SHUTDOWN_GRACE_SECS", "5"),
+    ])
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap_or_else(|e| panic!("{e}"));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let pid = child.id().unwrap_or_default().to_string();
+    let killed = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(killed.success());
+    let output = tokio::time::timeout(Duration::from_secs(30), async {
+        let status = child.wait().await;
+        let mut stderr = String::new();
+        if let Some(mut pipe) = child.stderr.take() {
+            use tokio::io::AsyncReadExt;
+            let _ = pipe.read_to_string(&mut stderr).await;
+        }
+        (status, stderr)
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the worker did not stop within 30 s of SIGTERM"));
+    let (status, stderr) = output;
+    assert!(
+        status.map(|s| s.success()).unwrap_or(false),
+        "a drained worker exits 0: {stderr}"
+    );
+    assert!(stderr.contains("drained"), "{stderr}");
+}
+
+/// Starts the worker with `overrides`, lets it poll for three seconds, SIGTERMs it; returns
+/// whether it exited 0 and its stderr.
+async fn worker_runs_until_sigterm(overrides: &[(&str, &str)]) -> (bool, String) {
+    let mut command = worker_command(&[
+        ("BUZZ_TASK_QUEUE", &unique_queue("role-flag")),
+        ("BUZZ_SHUTDOWN_GRACE_SECS", "5"),
+    ]);
+    command.stderr(Stdio::piped());
+    for (k, v) in overrides {
+        command.env(k, v);
+    }
+    let mut child = command.spawn().unwrap_or_else(|e| panic!("{e}"));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let pid = child.id().unwrap_or_default().to_string();
+    let _ = Command::new("kill").args(["-TERM", &pid]).status().await;
+    tokio::time::timeout(Duration::from_secs(30), async {
+        let status = child.wait().await;
+        let mut stderr = String::new();
+        if let Some(mut pipe) = child.stderr.take() {
+            use tokio::io::AsyncReadExt;
+            let _ = pipe.read_to_string(&mut stderr).await;
+        }
+        (status.map(|s| s.success()).unwrap_or(false), stderr)
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the worker did not stop within 30 s of SIGTERM"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_and_cli_refuse_the_schema_owner_unless_told_the_stack_is_throwaway() {
+    let _shared = outage_lock().read().await;
+    let _stack = stack().await;
+    let owner_url = required(stack_env::OWNER_DATABASE_URL);
+    let owner = [("DATABASE_URL", owner_url.as_str())];
+
+    // The worker: refused, with the reason and both ways out named.
+    let (code, stderr) = worker_exit(&owner, &["BUZZ_ALLOW_PRIVILEGED_DB_ROLE"]).await;
+    assert_eq!(code, 1, "{stderr}");
+    for part in [
+        "refusing to run as a privileged database role",
+        "owns schema buzz",
+        "disable the triggers",
+        "member of buzz_deletion_worker",
+        "BUZZ_OWNER_DATABASE_URL",
+        "BUZZ_ALLOW_PRIVILEGED_DB_ROLE=throwaway-local-stack",
+    ] {
+        assert!(stderr.contains(part), "{part:?} missing from: {stderr}");
+    }
+    // Something that merely looks like consent is not the flag.
+    let (code, stderr) = worker_exit(
+        &[
+            ("DATABASE_URL", owner_url.as_str()),
+            ("BUZZ_ALLOW_PRIVILEGED_DB_ROLE", "true"),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("refusing to run"), "{stderr}");
+    // With the flag it runs (and says so), then drains on SIGTERM.
+    let (clean, stderr) = worker_runs_until_sigterm(&[
+        ("DATABASE_URL", owner_url.as_str()),
+        ("BUZZ_ALLOW_PRIVILEGED_DB_ROLE", "throwaway-local-stack"),
+    ])
+    .await;
+    assert!(clean, "the flagged worker must run and drain: {stderr}");
+    assert!(stderr.contains("privileged database role"), "{stderr}");
+    assert!(stderr.contains("drained"), "{stderr}");
+    // On the worker role it starts without any flag.
+    let (clean, stderr) = worker_runs_until_sigterm(&[]).await;
+    assert!(clean, "{stderr}");
+    assert!(!stderr.contains("privileged database role"), "{stderr}");
+
+    // The CLI: ordinary commands refuse the owner too, `--allow-privileged-db-role` lets them run.
+    let cli = |args: &'static [&'static str], url: String| async move {
+        let output = Cli::inherited()
+            .with_env("DATABASE_URL", &url)
+            .command(args)
+            .env_remove("BUZZ_ALLOW_PRIVILEGED_DB_ROLE")
+            .output()
+            .await
+            .unwrap_or_else(|e| panic!("could not run buzz-deletion: {e}"));
+        (
+            output.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let (code, stderr) = cli(&["community", "list", "--limit", "1"], owner_url.clone()).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("refusing to run as a privileged database role")
+            && stderr.contains("BUZZ_ALLOW_PRIVILEGED_DB_ROLE=throwaway-local-stack"),
+        "{stderr}"
+    );
+    let (code, stderr) = cli(
+        &[
+            "--allow-privileged-db-role",
+            "community",
+            "list",
+            "--limit",
+            "1",
+        ],
+        owner_url.clone(),
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let worker_url = required(stack_env::DATABASE_URL);
+    let (code, stderr) = cli(&["community", "list", "--limit", "1"], worker_url.clone()).await;
+    assert_eq!(code, 0, "{stderr}");
+    // `migrate` is the one command that needs the owner: it takes BUZZ_OWNER_DATABASE_URL.
+    let (code, stderr) = cli(&["migrate"], worker_url).await;
+    assert_eq!(code, 0, "{stderr}");
+}

@@ -1,0 +1,599 @@
+//! Records the workflow histories `workflows/tests/histories/` replays: one closed history per
+//! path a deployed worker may have in flight, made by today's workflow code on the real local
+//! stack, saved in the Rust client's own history JSON (`WorkflowHistory::to_json`).
+//!
+//! Every test here is `#[ignore]`d: it is a recording tool, not part of the suite. Run it with
+//! `bash deploy/local/record-histories` (or `cargo test -p e2e --test e2e record_histories:: --
+//! --ignored`). A file that exists is kept and never rewritten: a recorded history is evidence of
+//! what an older build did, and regenerating it to make a change pass would destroy exactly what
+//! it protects (see `docs/upgrades.md`). To add a path, add a test here with a new file name.
+//!
+//! Each test drives the path through the real `buzz-deletion` CLI and a real
+//! `buzz-deletion-worker` process on a task queue of its own (`record-…`), with the e2e operator
+//! keys (`e2e::operators`), then waits until the workflow is closed and saves every run.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use activities::objects::ObjectVersionRef;
+use e2e::env::temporal_namespace;
+use e2e::prelude::*;
+use e2e::seed::tiny_plan;
+use e2e::temporal::{dev_client, web_ui_signal};
+use e2e::user::wait_for_database_deadline;
+use temporalio_client::{
+    Client, UntypedWorkflowHandle, WorkflowCancelOptions, WorkflowExecutionInfo,
+    WorkflowExecutionStatus,
+};
+use temporalio_common::protos::temporal::api::history::v1::HistoryEvent;
+use temporalio_common::protos::temporal::api::history::v1::history_event::Attributes;
+use uuid::Uuid;
+use workflows::user::inventory::DEMO_FORMER_PARTICIPANT_COMMUNITY;
+
+/// Longest a recording waits for its workflow to close.
+const CLOSE_PATIENCE: Duration = Duration::from_secs(240);
+
+/// Where the histories go: `BUZZ_HISTORIES_DIR`, else `workflows/tests/histories/`.
+fn histories_dir() -> PathBuf {
+    std::env::var("BUZZ_HISTORIES_DIR")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("workflows/tests/histories"))
+}
+
+/// True when `name` is already recorded: the recording is then skipped (never rewritten).
+fn already_recorded(name: &str) -> bool {
+    let path = histories_dir().join(name);
+    let exists = path.exists();
+    if exists {
+        eprintln!(
+            "kept {} (a recorded history is never regenerated; record a new path under a new name)",
+            path.display()
+        );
+    }
+    exists
+}
+
+/// A task queue of this recording alone.
+fn recording_queue(path: &str) -> String {
+    format!("record-{path}-{}", Uuid::new_v4().simple())
+}
+
+/// What every recording starts with: the stack, the Temporal client, and a worker on the
+/// path's own task queue with the CLI bound to it.
+struct Recording {
+    stack: Stack,
+    client: Client,
+    queue: String,
+    cli: Cli,
+    _worker: WorkerProcess,
+}
+
+/// Starts recording `name` on a queue of its own for `path`; `None` when the file exists
+/// already (a recorded history is never rewritten).
+async fn begin(name: &str, path: &str) -> Option<Recording> {
+    if already_recorded(name) {
+        return None;
+    }
+    let stack = stack().await;
+    let client = dev_client().await;
+    let queue = recording_queue(path);
+    let worker = WorkerProcess::start(&queue, &[]).await;
+    Some(Recording {
+        stack,
+        client,
+        cli: Cli::new(&queue),
+        queue,
+        _worker: worker,
+    })
+}
+
+fn handle(
+    client: &Client,
+    workflow_id: &str,
+    run_id: Option<&str>,
+) -> UntypedWorkflowHandle<Client> {
+    WorkflowExecutionInfo::builder()
+        .namespace(temporal_namespace())
+        .workflow_id(workflow_id)
+        .maybe_run_id(run_id.map(str::to_owned))
+        .build()
+        .bind_untyped(client.clone())
+}
+
+async fn events(client: &Client, workflow_id: &str, run_id: &str) -> Vec<HistoryEvent> {
+    handle(client, workflow_id, Some(run_id))
+        .fetch_history(Default::default())
+        .into_events()
+        .await
+        .unwrap_or_else(|e| panic!("history of {workflow_id} run {run_id}: {e}"))
+}
+
+/// Whether `event` closes its run the way a recording may end: completed, failed, cancelled, or
+/// continued as new (never terminated or timed out: those are not paths the code took).
+fn closes_run(event: &HistoryEvent) -> bool {
+    matches!(
+        event.attributes,
+        Some(
+            Attributes::WorkflowExecutionCompletedEventAttributes(_)
+                | Attributes::WorkflowExecutionFailedEventAttributes(_)
+                | Attributes::WorkflowExecutionCanceledEventAttributes(_)
+                | Attributes::WorkflowExecutionContinuedAsNewEventAttributes(_)
+        )
+    )
+}
+
+/// Waits until the latest run of `workflow_id` is closed; returns every run id of its
+/// continue-as-new chain, first to last.
+async fn wait_closed(client: &Client, workflow_id: &str) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + CLOSE_PATIENCE;
+    let last = loop {
+        let description = handle(client, workflow_id, None)
+            .describe(Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("describe {workflow_id}: {e}"));
+        if description.status() != WorkflowExecutionStatus::Running {
+            break description.run_id().to_owned();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{workflow_id} still runs after {CLOSE_PATIENCE:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let mut runs = vec![last];
+    loop {
+        let first = runs.first().cloned().unwrap_or_default();
+        let history = events(client, workflow_id, &first).await;
+        let previous = history.first().and_then(|e| match &e.attributes {
+            Some(Attributes::WorkflowExecutionStartedEventAttributes(started))
+                if !started.continued_execution_run_id.is_empty() =>
+            {
+                Some(started.continued_execution_run_id.clone())
+            }
+            _ => None,
+        });
+        match previous {
+            Some(run) => runs.insert(0, run),
+            None => return runs,
+        }
+    }
+}
+
+/// Saves run `run_id` of `workflow_id` as `name`, after checking the run is closed by a
+/// recording-worthy event and decodes back. Prints the file, its size and its event count.
+async fn save(client: &Client, workflow_id: &str, run_id: &str, name: &str) {
+    let history = events(client, workflow_id, run_id).await;
+    let last = history
+        .last()
+        .unwrap_or_else(|| panic!("{workflow_id} run {run_id} has no events"));
+    assert!(
+        closes_run(last),
+        "{workflow_id} run {run_id} did not reach its end (last event type {})",
+        last.event_type
+    );
+    let count = history.len();
+    let json = handle(client, workflow_id, Some(run_id))
+        .fetch_history(Default::default())
+        .to_json()
+        .await
+        .unwrap_or_else(|e| panic!("history JSON of {workflow_id}: {e}"));
+    let decoded = temporalio_client::WorkflowHistory::from_json(&json)
+        .unwrap_or_else(|e| panic!("the saved JSON of {workflow_id} does not decode: {e}"))
+        .into_events()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(decoded.len(), count, "the JSON holds every event");
+    let dir = histories_dir();
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let path = dir.join(name);
+    assert!(
+        !path.exists(),
+        "{} exists: it is never rewritten",
+        path.display()
+    );
+    std::fs::write(&path, &json).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    eprintln!(
+        "recorded {} ({} bytes, {count} events, workflow {workflow_id})",
+        path.display(),
+        json.len()
+    );
+}
+
+/// Saves the single closed run of `workflow_id` as `name`.
+async fn save_only_run(client: &Client, workflow_id: &str, name: &str) {
+    let runs = wait_closed(client, workflow_id).await;
+    assert_eq!(runs.len(), 1, "{workflow_id} continued as new: {runs:?}");
+    save(client, workflow_id, &runs[0], name).await;
+}
+
+fn community_workflow(id: &str) -> String {
+    workflows::community::workflow_id(id.parse().unwrap_or_else(|e| panic!("{id}: {e}")))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "records a history on the local stack: deploy/local/record-histories"]
+async fn community_happy_path() {
+    let name = "community_happy_path.json";
+    let Some(Recording {
+        stack,
+        client,
+        cli,
+        _worker,
+        ..
+    }) = begin(name, "happy").await
+    else {
+        return;
+    };
+    let host = unique_host("record-happy");
+    seed(&stack, &host, tiny_plan()).await;
+    let (id, digest) = cli.submit(&host, "alice", &["--reason", "recording"]).await;
+    cli.approve(&id, "bob", &digest).await.expect_code(0);
+    cli.watch_to_end(&id).await;
+    save_only_run(&client, &community_workflow(&id), name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "records a history on the local stack: deploy/local/record-histories"]
+async fn community_blocked_then_unblocked() {
+    let name = "community_blocked_then_unblocked.json";
+    let Some(Recording {
+        stack,
+        client,
+        cli,
+        _worker,
+        ..
+    }) = begin(name, "blocked").await
+    else {
+        return;
+    };
+    let host = unique_host("record-blocked");
+    let target = seed(&stack, &host, tiny_plan()).await;
+    // A key no writer makes blocks the inventory until an operator removes it and unblocks.
+    let stray = format!("media/{}/not-a-content-hash.tmp", target.community_id);
+    let version = stack
+        .objects
+        .put_object(&stray, b"stray".to_vec())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let submitted = cli
+        .run(&[
+            "community",
+            "submit",
+            "--host",
+            &host,
+            "--requested-by",
+            "alice",
+            "--retry-initial-secs",
+            "1",
+        ])
+        .await
+        .expect_code(1)
+        .json();
+    let id = submitted["request_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        submitted["blocked"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains(&stray)),
+        "the inventory must block on the stray key: {submitted}"
+    );
+    stack
+        .objects
+        .delete_versions(&[ObjectVersionRef {
+            key: stray,
+            version_id: version,
+        }])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    cli.unblock(&id, "carol", "removed the stray upload")
+        .await
+        .expect_code(0);
+    let status = cli
+        .wait_status(&id, 60, |s| {
+            s["phase"] == "awaiting_approval" && s["blocked"].is_null()
+        })
+        .await;
+    let digest = status["inventory"]["digest"].as_str().unwrap_or_default();
+    cli.approve(&id, "bob", digest).await.expect_code(0);
+    cli.watch_to_end(&id).await;
+    save_only_run(&client, &community_workflow(&id), name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "records a history on the local stack: deploy/local/record-histories"]
+async fn community_aborted_before_irreversible_point() {
+    let name = "community_aborted_before_irreversible_point.json";
+    let Some(Recording {
+        stack,
+        client,
+        cli,
+        _worker,
+        ..
+    }) = begin(name, "aborted").await
+    else {
+        return;
+    };
+    let host = unique_host("record-aborted");
+    seed(&stack, &host, tiny_plan()).await;
+    let (id, _digest) = cli.submit(&host, "alice", &[]).await;
+    let aborted = cli
+        .run(&[
+            "community",
+            "abort",
+            &id,
+            "--aborted-by",
+            "carol",
+            "--reason",
+            "tenant withdrew the request",
+        ])
+        .await
+        .expect_code(0);
+    assert!(aborted.stdout.contains("aborted"), "{}", aborted.stdout);
+    save_only_run(&client, &community_workflow(&id), name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "records a history on the local stack: deploy/local/record-histories"]
+async fn community_cancelled() {
+    let name = "community_cancelled.json";
+    let Some(Recording {
+        stack,
+        client,
+        cli,
+        _worker,
+        ..
+    }) = begin(name, "cancelled").await
+    else {
+        return;
+    };
+    let host = unique_host("record-cancelled");
+    seed(&stack, &host, tiny_plan()).await;
+    let (id, _digest) = cli.submit(&host, "alice", &[]).await;
+    let workflow_id = community_workflow(&id);
+    // The Web UI's "Cancel": before the irreversible point it is an abort by temporal-cancel.
+    handle(&client, &workflow_id, None)
+        .cancel(
+            WorkflowCancelOptions::builder()
+                .reason("cancelled from the Web UI".to_owned())
+                .build(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("cancel {workflow_id}: {e}"));
+    let runs = wait_closed(&client, &workflow_id).await;
+    let history = events(&client, &workflow_id, &runs[0]).await;
+    assert!(
+        matches!(
+            history.last().and_then(|e| e.attributes.as_ref()),
+            Some(Attributes::WorkflowExecutionCanceledEventAttributes(_))
+        ),
+        "a cancellation before the irreversible point ends the run cancelled"
+    );
+    save_only_run(&client, &workflow_id, name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "records a history on the local stack: deploy/local/record-histories"]
+async fn community_continue_as_new() {
+    let first = "community_continue_as_new_run0.json";
+    if already_recorded(first) {
+        return;
+    }
+    let stack = stack().await;
+    let client = dev_client().await;
+    let queue = recording_queue("chain");
+    // Four versions per manifest chunk, one chunk per call, two calls per run: the deletion
+    // continues as new until every chunk is stamped.
+    let _worker = WorkerProcess::start(&queue, &[("BUZZ_MANIFEST_CHUNK_ENTRIES", "4")]).await;
+    let cli = Cli::new(&queue);
+    let host = unique_host("record-chain");
+    seed(&stack, &host, tiny_plan()).await;
+    let (id, digest) = cli
+        .submit(
+            &host,
+            "alice",
+            &["--chunks-per-call", "1", "--delete-rounds-per-run", "2"],
+        )
+        .await;
+    cli.approve(&id, "bob", &digest).await.expect_code(0);
+    cli.watch_to_end(&id).await;
+    let workflow_id = community_workflow(&id);
+    let runs = wait_closed(&client, &workflow_id).await;
+    assert!(
+        runs.len() >= 2,
+        "the deletion never continued as new: {runs:?}"
+    );
+    for (number, run) in runs.iter().enumerate() {
+        let name = format!("community_continue_as_new_run{number}.json");
+        save(&client, &workflow_id, run, &name).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "records a history on the local stack: deploy/local/record-histories"]
+async fn community_web_ui_signals() {
+    let name = "community_web_ui_signals.json";
+    let Some(Recording {
+        stack,
+        client,
+        cli,
+        _worker,
+        ..
+    }) = begin(name, "signals").await
+    else {
+        return;
+    };
+    let host = unique_host("record-signals");
+    seed(&stack, &host, tiny_plan()).await;
+    let (id, digest) = cli.submit(&host, "alice", &[]).await;
+    let workflow_id = community_workflow(&id);
+
+    // Refused, each recorded before the next is sent: the requester approving her own request,
+    // an approval of another digest, a payload that is not an approval, an unblock of a request
+    // that is not blocked.
+    let own = cli
+        .signed_payload(&[
+            "approve",
+            &id,
+            "--digest",
+            &digest,
+            "--approved-by",
+            "alice",
+        ])
+        .await;
+    web_ui_signal(&workflow_id, "approve", &own).await;
+    cli.wait_audit(&id, "approval_rejected", 1).await;
+    let stale = "0".repeat(digest.len());
+    let other = cli
+        .signed_payload(&["approve", &id, "--digest", &stale, "--approved-by", "bob"])
+        .await;
+    web_ui_signal(&workflow_id, "approve", &other).await;
+    cli.wait_audit(&id, "approval_rejected", 2).await;
+    web_ui_signal(&workflow_id, "approve", r#"{"approved_by":"bob"}"#).await;
+    cli.wait_audit(&id, "approval_rejected", 3).await;
+    let unblock = cli
+        .signed_payload(&[
+            "unblock",
+            &id,
+            "--reason",
+            "nothing blocks",
+            "--unblocked-by",
+            "carol",
+        ])
+        .await;
+    web_ui_signal(&workflow_id, "unblock", &unblock).await;
+    cli.wait_audit(&id, "unblock_rejected", 1).await;
+
+    // Then the approval that counts, through the same dialog.
+    let approval = cli
+        .signed_payload(&[
+            "approve",
+            &id,
+            "--digest",
+            &digest,
+            "--approved-by",
+            "bob",
+            "--note",
+            "ticket 42",
+        ])
+        .await;
+    web_ui_signal(&workflow_id, "approve", &approval).await;
+    cli.watch_to_end(&id).await;
+    save_only_run(&client, &workflow_id, name).await;
+}
+
+/// `user submit` by alice and `user approve` by bob; returns the request id.
+async fn user_request(cli: &Cli, label: &str) -> String {
+    let target = format!("demo:{label}-{}", Uuid::new_v4().simple());
+    cli.user_submit_and_approve(&target, "alice", "bob").await
+}
+
+fn user_workflow(id: &str) -> String {
+    workflows::user::workflow_id(id.parse().unwrap_or_else(|e| panic!("{id}: {e}")))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "records a history on the local stack: deploy/local/record-histories"]
+async fn user_step_mode_failed_stage_retried() {
+    let name = "user_step_mode_failed_stage_retried.json";
+    let Some(Recording {
+        stack,
+        client,
+        cli,
+        _worker,
+        ..
+    }) = begin(name, "user-steps").await
+    else {
+        return;
+    };
+    let id = user_request(&cli, "record-steps").await;
+    let step = |extra: &'static [&'static str]| {
+        let cli = cli.clone();
+        let id = id.clone();
+        async move {
+            let mut args = vec!["user", "run", id.as_str(), "--next-step"];
+            args.extend_from_slice(extra);
+            cli.run(&args).await
+        }
+    };
+    step(&[]).await.expect_code(0);
+    let failed = step(&["--fail-stage", "purge_db"]).await.expect_code(1);
+    assert!(failed.stderr.contains("purge_db"), "{}", failed.stderr);
+    // Refused: the saved retry deadline (30 s after the failure) has not passed.
+    let early = step(&[]).await.expect_code(1);
+    assert!(early.stderr.contains("retry deadline"), "{}", early.stderr);
+    let request: Uuid = id.parse().unwrap_or_default();
+    wait_for_database_deadline(stack.store.pool(), request).await;
+    // The retry of the failed row, still one step at a time, then the rest in one run.
+    step(&[]).await.expect_code(0);
+    cli.run(&["user", "run", &id]).await.expect_code(0);
+    save_only_run(&client, &user_workflow(&id), name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "records a history on the local stack: deploy/local/record-histories"]
+async fn user_no_agents() {
+    let name = "user_no_agents.json";
+    let Some(Recording {
+        stack: _,
+        client,
+        cli,
+        _worker,
+        ..
+    }) = begin(name, "user-no-agents").await
+    else {
+        return;
+    };
+    let id = user_request(&cli, "record-no-agents").await;
+    let c = DEMO_FORMER_PARTICIPANT_COMMUNITY.to_string();
+    cli.run(&["user", "run", &id, "--demo-no-agents-in", &c])
+        .await
+        .expect_code(0);
+    save_only_run(&client, &user_workflow(&id), name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "records a history on the local stack: deploy/local/record-histories"]
+async fn taxonomy_sweep() {
+    let name = "taxonomy_sweep.json";
+    let Some(Recording {
+        stack: _,
+        client,
+        cli,
+        queue,
+        _worker,
+    }) = begin(name, "sweep").await
+    else {
+        return;
+    };
+    // Exit 1 only says the shared bucket holds unknown keys; the record is JSON either way.
+    let swept = cli.run(&["sweep", "run", "--max-objects", "50"]).await;
+    assert!(matches!(swept.code, 0 | 1), "{}", swept.stderr);
+    let record = swept.json();
+    assert_eq!(record["object_cap"], 50, "{record}");
+    // The CLI names its workflow `buzz-taxonomy-sweep-<uuid>`; it is the only one on this queue.
+    let query = format!("TaskQueue = '{queue}' AND WorkflowType = 'TaxonomySweep'");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let workflow_id = loop {
+        let found: Vec<String> = futures::TryStreamExt::try_collect::<Vec<_>>(
+            client.list_workflows(query.clone(), Default::default()),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("list {query}: {e}"))
+        .iter()
+        .map(|w| w.id().to_owned())
+        .collect();
+        if let [one] = found.as_slice() {
+            break one.clone();
+        }
+        assert!(
+            found.len() <= 1 && tokio::time::Instant::now() < deadline,
+            "expected one sweep on {queue}, found {found:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    save_only_run(&client, &workflow_id, name).await;
+}

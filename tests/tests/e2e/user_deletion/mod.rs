@@ -1,0 +1,587 @@
+//! User deletion (reference 003 on Temporal), end to end: the operator's `buzz-deletion user …`
+//! commands against real Postgres, a time-skipping Temporal test server and in-process workers.
+//!
+//! Modules:
+//! The stack (Postgres, test server, worker threads, the CLI binary) and the request snapshots
+//! are `e2e::user` of the harness library.
+//! - `store`: the store's exclusion-proof guarantees, without Temporal.
+//! - `inventory_bounds`: the approved inventory as the source, the resource bounds, the store's
+//!   refusal of an early start, `user list`.
+//! - `recovery`: stop, resume from Postgres, one handler per step across crashes, continue-as-new.
+
+mod inventory_bounds;
+mod recovery;
+mod store;
+
+use std::time::Duration;
+
+use e2e::cli::CliRun;
+use e2e::user::{
+    ApprovedRequest, RequestSnapshot, UserStack, approve, submit_and_approve,
+    wait_for_database_deadline,
+};
+use serde_json::json;
+use uuid::Uuid;
+use workflows::user::UserPhase;
+use workflows::user::inventory::{
+    DEMO_FORMER_PARTICIPANT_COMMUNITY as C, DEMO_PARTICIPANT_COMMUNITY as B,
+};
+
+/// Longest any single scenario may take before the test fails instead of hanging.
+const SCENARIO_TIMEOUT: Duration = Duration::from_secs(180);
+
+fn target(label: &str) -> String {
+    format!("demo:{label}-{}", Uuid::new_v4().simple())
+}
+
+fn row(
+    stage: &str,
+    community: Option<Uuid>,
+    status: &str,
+    current: bool,
+) -> (String, Option<Uuid>, String, bool) {
+    (stage.to_string(), community, status.to_string(), current)
+}
+
+async fn run(stack: &UserStack, id: Uuid, extra: &[&str]) -> CliRun {
+    let id = id.to_string();
+    let mut args = vec!["user", "run", id.as_str()];
+    args.extend_from_slice(extra);
+    stack.cli(&args).await
+}
+
+/// Runs `body` on a fresh stack with one worker (`worker-a`), within [`SCENARIO_TIMEOUT`].
+async fn with_one_worker(body: impl AsyncFnOnce(&UserStack)) {
+    with_stack(async |stack| {
+        let worker = stack.spawn_worker("worker-a");
+        body(stack).await;
+        worker.shutdown();
+    })
+    .await;
+}
+
+/// Runs `body` on a fresh stack (no worker yet), within [`SCENARIO_TIMEOUT`].
+async fn with_stack(body: impl AsyncFnOnce(&UserStack)) {
+    let stack = UserStack::start().await;
+    tokio::time::timeout(SCENARIO_TIMEOUT, body(&stack))
+        .await
+        .expect("the scenario did not finish within its time limit");
+    stack.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submit_refuses_non_demo_targets_and_approval_binds_the_frozen_digest() {
+    with_one_worker(async |stack| {
+        let refused = stack
+            .cli(&[
+                "user",
+                "submit",
+                "--target",
+                "npub1realuser",
+                "--requested-by",
+                "operator-a",
+            ])
+            .await;
+        refused.expect_exit(2);
+        assert!(
+            refused.stderr.contains("only demo: targets"),
+            "{}",
+            refused.stderr
+        );
+
+        let submitted = stack
+            .cli(&[
+                "user",
+                "submit",
+                "--target",
+                &target("digest"),
+                "--requested-by",
+                "operator-a",
+            ])
+            .await;
+        submitted.expect_exit(0);
+        let document = submitted.json();
+        let id: Uuid = document["id"].as_str().unwrap().parse().unwrap();
+        let digest = document["inventory_digest"].as_str().unwrap().to_string();
+        assert_eq!(
+            document["inventory"]["communities"],
+            json!([
+                {"community_id": B, "role": "participant"},
+                {"community_id": C, "role": "former_participant"},
+            ])
+        );
+        let before = stack.snapshot(id).await;
+        assert_eq!(before.request.stage, "inventoried");
+        assert_eq!(
+            before.request.inventory_digest.as_deref(),
+            Some(digest.as_str())
+        );
+
+        let wrong_digest = approve(stack, id, "operator-b", &"0".repeat(64)).await;
+        wrong_digest.expect_exit(1);
+        assert!(
+            wrong_digest
+                .stderr
+                .contains("does not match the frozen digest"),
+            "{}",
+            wrong_digest.stderr
+        );
+        let self_approval = approve(stack, id, "operator-a", &digest).await;
+        self_approval.expect_exit(1);
+        assert!(
+            self_approval.stderr.contains("two-person rule"),
+            "{}",
+            self_approval.stderr
+        );
+        assert_eq!(
+            stack.snapshot(id).await,
+            before,
+            "refused approvals change nothing"
+        );
+
+        approve(stack, id, "operator-b", &digest)
+            .await
+            .expect_exit(0);
+        let approved = stack.snapshot(id).await;
+        assert_eq!(approved.request.stage, "approved");
+        assert_eq!(approved.approvals, 1);
+        let approval = approved.approval.as_ref().unwrap();
+        assert_eq!(
+            (
+                approval.approved_by.as_str(),
+                approval.inventory_digest.as_str()
+            ),
+            ("operator-b", digest.as_str())
+        );
+        assert!(approved.rows.is_empty(), "approval creates no stage rows");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn next_step_advances_one_stage_at_a_time_as_in_reference_003_and_a_rerun_changes_nothing() {
+    with_one_worker(async |stack| {
+        let ApprovedRequest { id } = submit_and_approve(stack, &target("steps")).await;
+        let done = |stage: &str, community| row(stage, community, "completed", false);
+        let pending = |stage: &str, community| row(stage, community, "pending", true);
+        // The invocation table of reference 003: after each `--next-step`, the handler that ran is
+        // completed and non-current, and its successor is pending and current.
+        let expected = [
+            vec![done("gate_user", None), pending("purge_db", Some(B))],
+            vec![
+                done("gate_user", None),
+                done("purge_db", Some(B)),
+                pending("purge_agents", Some(B)),
+            ],
+            vec![
+                done("gate_user", None),
+                done("purge_db", Some(B)),
+                done("purge_agents", Some(B)),
+                pending("purge_db", Some(C)),
+            ],
+            vec![
+                done("gate_user", None),
+                done("purge_db", Some(B)),
+                done("purge_agents", Some(B)),
+                done("purge_db", Some(C)),
+                pending("purge_agents", Some(C)),
+            ],
+            vec![
+                done("gate_user", None),
+                done("purge_db", Some(B)),
+                done("purge_agents", Some(B)),
+                done("purge_db", Some(C)),
+                done("purge_agents", Some(C)),
+            ],
+        ];
+        let expected_decisions = [
+            "enter_communities",
+            "purge_agents",
+            "community_complete",
+            "purge_agents",
+            "community_complete",
+        ];
+        let mut generation = stack.snapshot(id).await.request.exec_generation;
+        for (invocation, rows) in expected.iter().enumerate() {
+            let step = run(stack, id, &["--next-step"]).await;
+            step.expect_exit(0);
+            let snapshot = stack.snapshot(id).await;
+            assert_eq!(
+                &snapshot.positions(),
+                rows,
+                "rows after invocation {}",
+                invocation + 1
+            );
+            assert_eq!(
+                snapshot.decision(invocation).as_deref(),
+                Some(expected_decisions[invocation])
+            );
+            let finished = &snapshot.rows[invocation];
+            assert_eq!(finished.attempt, 1, "each handler ran once");
+            assert_eq!(finished.first_started_at, finished.started_at);
+            assert!(
+                snapshot.request.exec_generation > generation,
+                "every step claims a new generation"
+            );
+            generation = snapshot.request.exec_generation;
+            let last = invocation == expected.len() - 1;
+            assert_eq!(
+                snapshot.request.stage,
+                if last { "completed" } else { "running" }
+            );
+            assert_eq!(snapshot.request.completed_at.is_some(), last);
+            assert_eq!(
+                (
+                    snapshot.request.retry_count,
+                    snapshot.request.next_attempt_at
+                ),
+                (0, None)
+            );
+            assert_eq!(snapshot.approvals, 1);
+            let outcome = &step.json()["run"]["outcome"];
+            assert_eq!(
+                outcome["outcome"],
+                if last { "completed" } else { "paused" }
+            );
+        }
+        let final_decision = stack.snapshot(id).await.rows[4].transition.clone().unwrap();
+        assert_eq!(
+            final_decision["next"],
+            json!(null),
+            "C purge_agents finishes the request"
+        );
+
+        let completed = stack.snapshot(id).await;
+        let rerun = run(stack, id, &["--next-step"]).await;
+        rerun.expect_exit(0);
+        assert_eq!(
+            rerun.json()["run"]["outcome"]["outcome"],
+            "already_completed"
+        );
+        let rerun_without_step = run(stack, id, &[]).await;
+        rerun_without_step.expect_exit(0);
+        assert_eq!(
+            stack.snapshot(id).await,
+            completed,
+            "a rerun of a completed request is read-only"
+        );
+
+        let status = stack.cli(&["user", "status", &id.to_string()]).await;
+        status.expect_exit(0);
+        let document = status.json();
+        assert_eq!(document["progress"]["state"], "finished");
+        let chain: Vec<&str> = document["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["stage"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            chain,
+            [
+                "gate_user",
+                "purge_db",
+                "purge_agents",
+                "purge_db",
+                "purge_agents"
+            ],
+            "status lists the rows along the predecessor chain"
+        );
+        let table = stack
+            .cli(&["--output", "table", "user", "status", &id.to_string()])
+            .await;
+        table.expect_exit(0);
+        assert!(table.stdout.contains("stages (5 rows)"), "{}", table.stdout);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_agents_in_c_finishes_with_four_completed_rows_and_c_decided_community_complete() {
+    with_one_worker(async |stack| {
+        let ApprovedRequest { id } = submit_and_approve(stack, &target("branch-c")).await;
+        let c = C.to_string();
+        run(
+            stack,
+            id,
+            &["--executor-id", "worker-a", "--demo-no-agents-in", &c],
+        )
+        .await
+        .expect_exit(0);
+        let snapshot = stack.snapshot(id).await;
+        assert_eq!(
+            snapshot.positions(),
+            vec![
+                row("gate_user", None, "completed", false),
+                row("purge_db", Some(B), "completed", false),
+                row("purge_agents", Some(B), "completed", false),
+                row("purge_db", Some(C), "completed", false),
+            ],
+            "no purge_agents row for C"
+        );
+        assert_eq!(
+            snapshot.rows[3].result.as_ref().unwrap()["has_agents"],
+            json!(false)
+        );
+        assert_eq!(snapshot.decision(3).as_deref(), Some("community_complete"));
+        assert_eq!(
+            snapshot.rows[3].transition.as_ref().unwrap()["next"],
+            json!(null)
+        );
+        assert!(
+            snapshot
+                .rows
+                .iter()
+                .all(|r| r.executor_id.as_deref() == Some("worker-a"))
+        );
+        assert_eq!(snapshot.request.stage, "completed");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saved_no_agents_decision_for_b_stands_when_the_run_resumes_without_the_flag() {
+    with_one_worker(async |stack| {
+        let ApprovedRequest { id } = submit_and_approve(stack, &target("branch-b")).await;
+        let b = B.to_string();
+        run(stack, id, &["--next-step"]).await.expect_exit(0);
+        run(stack, id, &["--next-step", "--demo-no-agents-in", &b])
+            .await
+            .expect_exit(0);
+        let after_b = stack.snapshot(id).await;
+        assert_eq!(
+            after_b.positions(),
+            vec![
+                row("gate_user", None, "completed", false),
+                row("purge_db", Some(B), "completed", false),
+                row("purge_db", Some(C), "pending", true),
+            ],
+            "B purge_db transitions directly to C purge_db"
+        );
+        assert_eq!(after_b.decision(1).as_deref(), Some("community_complete"));
+        let b_decision = after_b.rows[1].clone();
+
+        run(stack, id, &[]).await.expect_exit(0);
+        let finished = stack.snapshot(id).await;
+        assert_eq!(
+            finished.positions(),
+            vec![
+                row("gate_user", None, "completed", false),
+                row("purge_db", Some(B), "completed", false),
+                row("purge_db", Some(C), "completed", false),
+                row("purge_agents", Some(C), "completed", false),
+            ],
+            "no B purge_agents row appears after the resume"
+        );
+        assert_eq!(
+            finished.rows[1], b_decision,
+            "the saved B row and decision are unchanged"
+        );
+        assert_eq!(finished.request.stage, "completed");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_handler_keeps_its_row_current_refuses_early_runs_and_resumes_after_the_deadline()
+{
+    with_one_worker(async |stack| {
+        let ApprovedRequest { id } = submit_and_approve(stack, &target("retry")).await;
+        let failed = run(
+            stack,
+            id,
+            &["--executor-id", "worker-a", "--fail-stage", "purge_db"],
+        )
+        .await;
+        failed.expect_exit(1);
+
+        let after_failure = stack.snapshot(id).await;
+        assert_eq!(
+            after_failure.positions(),
+            vec![
+                row("gate_user", None, "completed", false),
+                row("purge_db", Some(B), "failed", true),
+            ],
+            "the gate transitioned; B purge_db is failed and current"
+        );
+        let failed_row = after_failure.rows[1].clone();
+        let request = &after_failure.request;
+        assert_eq!(request.stage, "retry_wait");
+        assert_eq!(request.retry_count, 1);
+        assert!(
+            request
+                .last_error
+                .as_deref()
+                .unwrap()
+                .contains("--fail-stage purge_db")
+        );
+        assert_eq!(failed_row.last_error, request.last_error);
+        let deadline = request.next_attempt_at.expect("a saved retry deadline");
+        assert_eq!(
+            (deadline - failed_row.finished_at.unwrap()).num_milliseconds(),
+            30_000,
+            "the deadline is 30 s after the failure"
+        );
+        let deadline_text = activities::user::store::rfc3339(deadline);
+        assert!(
+            failed.stderr.contains(&deadline_text),
+            "exit 1 names the saved deadline: {}",
+            failed.stderr
+        );
+        assert_eq!(
+            failed.json()["run"]["outcome"]["retry"]["next_attempt_at"],
+            json!(deadline_text)
+        );
+
+        let early = run(stack, id, &["--executor-id", "worker-b"]).await;
+        early.expect_exit(1);
+        assert!(
+            early.stderr.contains("retry deadline has not passed"),
+            "{}",
+            early.stderr
+        );
+        assert_eq!(
+            stack.snapshot(id).await,
+            after_failure,
+            "a refused run changes nothing"
+        );
+        let workflow = stack.workflow_status(id).await;
+        assert_eq!(workflow.phase, UserPhase::RetryWait);
+        assert_eq!(
+            workflow.retry.map(|r| r.next_attempt_at),
+            Some(deadline_text.clone()),
+            "the workflow gates runs on the saved deadline"
+        );
+
+        stack.skip_time(Duration::from_secs(31)).await;
+        // The store enforces the deadline with the database's clock, which the test server's
+        // time skipping does not move: wait until Postgres says the deadline has passed.
+        wait_for_database_deadline(stack.store.pool(), id).await;
+        run(stack, id, &["--executor-id", "worker-b"])
+            .await
+            .expect_exit(0);
+        let finished = stack.snapshot(id).await;
+        let resumed = &finished.rows[1];
+        assert_eq!(resumed.id, failed_row.id, "the same row resumed");
+        assert_eq!(resumed.status, "completed");
+        assert_eq!(resumed.attempt, 2);
+        assert_eq!(
+            resumed.first_started_at, failed_row.first_started_at,
+            "original first start kept"
+        );
+        assert!(resumed.started_at > failed_row.started_at);
+        assert_eq!(resumed.executor_id.as_deref(), Some("worker-b"));
+        assert_eq!(finished.rows.len(), 5);
+        assert!(
+            finished
+                .rows
+                .iter()
+                .all(|r| r.status == "completed" && !r.is_current)
+        );
+        let request = &finished.request;
+        assert_eq!(request.stage, "completed");
+        assert_eq!(
+            (
+                request.retry_count,
+                request.next_attempt_at,
+                request.last_error.as_deref()
+            ),
+            (0, None, None),
+            "a successful transition clears the retry state"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_mid_handler_is_replaced_and_the_same_row_finishes_then_reruns_are_read_only()
+ {
+    with_stack(async |stack| {
+        let worker_a = stack.spawn_worker("worker-a");
+        let ApprovedRequest { id } = submit_and_approve(stack, &target("kill")).await;
+        let id_arg = id.to_string();
+        let runner = stack
+            .cli_command(&[
+                "user",
+                "run",
+                &id_arg,
+                "--stage-delay-ms",
+                "2000",
+                "--executor-id",
+                "worker-a",
+            ])
+            .output();
+        let runner = tokio::spawn(runner);
+
+        let interrupted = wait_for(stack, id, |s| {
+            s.rows.first().is_some_and(|r| r.status == "running")
+        })
+        .await;
+        let gate_attempt_1 = interrupted.rows[0].clone();
+        assert_eq!(gate_attempt_1.attempt, 1);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        worker_a.kill();
+        let worker_b = stack.spawn_worker("worker-b");
+
+        let output = runner.await.expect("the CLI task").expect("the CLI ran");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "the interrupted run still finishes: {stderr}"
+        );
+        let finished = stack.snapshot(id).await;
+        let gate = &finished.rows[0];
+        assert_eq!(
+            gate.id, gate_attempt_1.id,
+            "the same unfinished row resumed"
+        );
+        assert_eq!(gate.attempt, 2, "a second attempt started it");
+        assert!(
+            gate.exec_generation > gate_attempt_1.exec_generation,
+            "under a higher generation"
+        );
+        assert_eq!(gate.first_started_at, gate_attempt_1.first_started_at);
+        assert!(gate.started_at > gate_attempt_1.started_at);
+        assert_eq!(finished.rows.len(), 5);
+        assert!(
+            finished
+                .rows
+                .iter()
+                .all(|r| r.status == "completed" && !r.is_current)
+        );
+        assert!(finished.rows[1..].iter().all(|r| r.attempt == 1));
+        assert_eq!(finished.request.stage, "completed");
+
+        let rerun = run(stack, id, &["--stage-delay-ms", "2000"]).await;
+        rerun.expect_exit(0);
+        assert_eq!(
+            stack.snapshot(id).await,
+            finished,
+            "a terminal request rerun is read-only"
+        );
+        worker_b.shutdown();
+    })
+    .await;
+}
+
+/// Polls Postgres until `ready` holds for request `id`.
+async fn wait_for(
+    stack: &UserStack,
+    id: Uuid,
+    ready: impl Fn(&RequestSnapshot) -> bool,
+) -> RequestSnapshot {
+    loop {
+        if let Some(snapshot) = try_snapshot(stack, id).await
+            && ready(&snapshot)
+        {
+            return snapshot;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn try_snapshot(stack: &UserStack, id: Uuid) -> Option<RequestSnapshot> {
+    stack.store.request_view(id).await.ok().flatten()?;
+    Some(stack.snapshot(id).await)
+}
