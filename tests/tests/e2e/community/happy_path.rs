@@ -102,5 +102,5 @@ async fn target_is_erased_in_all_three_stores_and_neighbours_are_byte_identical(
         .sum();
     assert_eq!(stamped_versions, target_before.versions.len() as u64);
     assert!(events.contains(&"logically_verified"), "{events:?}");
-    assert_eq!(inspection["approval"]["digest"], digest);
+    assert_eq!(inspection["approval"]["inventory_digest"], digest);
 }

@@ -505,7 +505,7 @@ async fn malformed_signals_at_every_point_are_refused_on_record_and_never_wedge_
     let approve = signed_payload(
         &cli,
         &["approve", &id.to_string(), "--approved-by", "bob"],
-        &["--digest", &digest],
+        &["--inventory-digest", &digest],
     )
     .await;
     signals
@@ -625,7 +625,7 @@ async fn malformed_signals_and_updates_never_fail_a_user_deletion_workflow_task(
         .await
         .expect_code(0)
         .json();
-    let id = submitted["id"].as_str().unwrap_or_default().to_owned();
+    let id = submitted["request_id"].as_str().unwrap_or_default().to_owned();
     let digest = submitted["inventory_digest"]
         .as_str()
         .unwrap_or_default()

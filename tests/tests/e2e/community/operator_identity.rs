@@ -157,7 +157,7 @@ async fn signed_approval(cli: &Cli, id: Uuid, digest: &str, key: &Path, extra: &
         "sign",
         "approve",
         &id,
-        "--digest",
+        "--inventory-digest",
         digest,
         "--key",
         &key,
@@ -211,7 +211,7 @@ async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_n
             "community",
             "approve",
             &id_arg,
-            "--digest",
+            "--inventory-digest",
             &digest,
             "--key",
         ])
@@ -223,7 +223,7 @@ async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_n
             "community",
             "approve",
             &id_arg,
-            "--digest",
+            "--inventory-digest",
             &digest,
             "--key",
             &alice_key,
@@ -237,7 +237,7 @@ async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_n
             "community",
             "approve",
             &id_arg,
-            "--digest",
+            "--inventory-digest",
             &digest,
             "--key",
             &alice_key,
@@ -284,7 +284,7 @@ async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_n
             "community",
             "approve",
             &id_arg,
-            "--digest",
+            "--inventory-digest",
             &digest,
             "--key",
             &carol.key_path.display().to_string(),
@@ -308,7 +308,7 @@ async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_n
             "community",
             "approve",
             &id_arg,
-            "--digest",
+            "--inventory-digest",
             &digest,
             "--key",
             &stranger.key_path.display().to_string(),
@@ -363,7 +363,7 @@ async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_n
             "community",
             "approve",
             &id_arg,
-            "--digest",
+            "--inventory-digest",
             &digest,
             "--key",
             &bob.key_path.display().to_string(),
@@ -567,7 +567,7 @@ async fn a_key_held_only_by_an_ssh_agent_signs_an_approval() {
             "community",
             "approve",
             &id,
-            "--digest",
+            "--inventory-digest",
             &digest,
             "--key",
             &public.display().to_string(),
@@ -588,7 +588,7 @@ async fn a_key_held_only_by_an_ssh_agent_signs_an_approval() {
             "community",
             "approve",
             &other,
-            "--digest",
+            "--inventory-digest",
             &other_digest,
             "--key",
             &public.display().to_string(),
@@ -636,7 +636,7 @@ async fn a_user_deletion_needs_a_second_key_whatever_name_the_approval_gives() {
         .await
         .expect_code(0)
         .json();
-    let id: Uuid = submitted["id"]
+    let id: Uuid = submitted["request_id"]
         .as_str()
         .and_then(|s| s.parse().ok())
         .unwrap_or_default();

@@ -86,7 +86,7 @@ async fn bad_submissions_are_refused_with_a_message_that_says_what_to_do() {
             &uuid::Uuid::new_v4().to_string(),
             "--approved-by",
             "bob",
-            "--digest",
+            "--inventory-digest",
             "x",
         ])
         .await
@@ -146,7 +146,7 @@ async fn approval_refusals_change_nothing_and_abort_before_deletion_serves_the_c
                 &id,
                 "--approved-by",
                 approver,
-                "--digest",
+                "--inventory-digest",
                 &digest_given,
             ])
             .await
@@ -188,7 +188,7 @@ async fn approval_refusals_change_nothing_and_abort_before_deletion_serves_the_c
             &id,
             "--approved-by",
             "erin",
-            "--digest",
+            "--inventory-digest",
             &digest,
         ])
         .await

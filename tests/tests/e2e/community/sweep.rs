@@ -126,7 +126,7 @@ struct UnscheduleOnDrop {
 impl Drop for UnscheduleOnDrop {
     fn drop(&mut self) {
         let _ = std::process::Command::new(bin("buzz-deletion"))
-            .args(["sweep", "unschedule", "--id", &self.id])
+            .args(["sweep", "unschedule", "--schedule-id", &self.id])
             .env("BUZZ_TASK_QUEUE", &self.queue)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
@@ -147,7 +147,7 @@ async fn sweep_schedule_creates_then_updates_a_schedule_the_server_describes_and
     };
 
     let created = cli
-        .run(&["sweep", "schedule", "--every", "24h", "--id", &id])
+        .run(&["sweep", "schedule", "--every", "24h", "--schedule-id", &id])
         .await
         .expect_code(0)
         .json();
@@ -179,7 +179,7 @@ async fn sweep_schedule_creates_then_updates_a_schedule_the_server_describes_and
     );
 
     let updated = cli
-        .run(&["sweep", "schedule", "--every", "12h", "--id", &id])
+        .run(&["sweep", "schedule", "--every", "12h", "--schedule-id", &id])
         .await
         .expect_code(0)
         .json();
@@ -190,14 +190,14 @@ async fn sweep_schedule_creates_then_updates_a_schedule_the_server_describes_and
         "{updated}"
     );
 
-    cli.run(&["sweep", "unschedule", "--id", &id])
+    cli.run(&["sweep", "unschedule", "--schedule-id", &id])
         .await
         .expect_code(0);
     match handle.describe(Default::default()).await {
         Err(ScheduleError::Rpc(status)) if status.code() == Code::NotFound => {}
         other => panic!("the schedule must be gone after unschedule: {other:?}"),
     }
-    cli.run(&["sweep", "unschedule", "--id", &id])
+    cli.run(&["sweep", "unschedule", "--schedule-id", &id])
         .await
         .expect_code(1);
 }

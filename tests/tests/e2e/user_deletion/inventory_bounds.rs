@@ -35,7 +35,7 @@ async fn submit_sized_and_approve(stack: &UserStack, label: &str, n: u32) -> (Uu
     let submitted = submit(stack, &target(label), &["--demo-communities", &n]).await;
     submitted.expect_exit(0);
     let document = submitted.json();
-    let id: Uuid = document["id"].as_str().unwrap().parse().unwrap();
+    let id: Uuid = document["request_id"].as_str().unwrap().parse().unwrap();
     let digest = document["inventory_digest"].as_str().unwrap();
     approve(stack, id, "operator-b", digest)
         .await
@@ -437,7 +437,7 @@ async fn user_list_filters_by_state_like_community_list() {
                 .as_array()
                 .unwrap()
                 .iter()
-                .map(|r| r["id"].as_str().unwrap().parse().unwrap())
+                .map(|r| r["request_id"].as_str().unwrap().parse().unwrap())
                 .filter(|id| [open, done, blocked].contains(id))
                 .collect()
         };

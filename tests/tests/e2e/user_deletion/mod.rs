@@ -101,7 +101,7 @@ async fn submit_refuses_non_demo_targets_and_approval_binds_the_frozen_digest() 
             .await;
         submitted.expect_exit(0);
         let document = submitted.json();
-        let id: Uuid = document["id"].as_str().unwrap().parse().unwrap();
+        let id: Uuid = document["request_id"].as_str().unwrap().parse().unwrap();
         let digest = document["inventory_digest"].as_str().unwrap().to_string();
         assert_eq!(
             document["inventory"]["communities"],
