@@ -34,6 +34,7 @@ mod sweeps;
 mod tenant_tree;
 mod token;
 mod uploads;
+pub mod user;
 
 use std::str::FromStr;
 use std::time::Duration;

@@ -8,6 +8,7 @@
 //! write is idempotent under retry (a repeated call finds its earlier effect and returns it).
 
 mod approved;
+pub mod error;
 mod interrupt;
 mod listing;
 mod requests;
@@ -19,11 +20,10 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use sqlx::PgPool;
 use uuid::Uuid;
 
+pub use error::UserStoreError;
 pub use listing::{MAX_LIST_ROWS, UserRequestSummary};
 pub use stages::StageStart;
 pub use views::{StageRowView, UserRequestView};
-
-use super::error::UserStoreError;
 
 /// Result of a user-deletion store call.
 pub type UserStoreResult<T> = Result<T, UserStoreError>;

@@ -7,8 +7,8 @@ use uuid::Uuid;
 use workflows::user::policy::MAX_STAGES;
 use workflows::user::{ProgressSnapshot, RetryState, StageRecord, UserApprovalRecord};
 
+use super::error::UserStoreError;
 use super::{UserStore, UserStoreResult, rfc3339};
-use crate::user::error::UserStoreError;
 
 /// The request row of a user deletion.
 #[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]

@@ -11,9 +11,9 @@ use workflows::user::{
 use workflows::approval::{Operator, check_digest, check_two_person, same_operator_name};
 use workflows::operator::{Action, Expected, Kind, check_binding};
 
+use super::error::UserStoreError;
 use super::{UserStore, UserStoreResult, audit, rfc3339};
 use crate::identity::{IdentityError, consume_signature};
-use crate::user::error::UserStoreError;
 
 /// What an approval is checked against: stage, requester name, frozen digest, target and the
 /// requester's key fingerprint.

@@ -13,10 +13,10 @@ use workflows::user::{
     CommitTransitionInput, CommittedTransition, RetryState, StageSpec, TransitionCommand,
 };
 
+use super::error::UserStoreError;
 use super::views::{StageRowView, stage_columns};
 use super::{UserStore, UserStoreResult, audit, rfc3339};
 use crate::claim::{RequestKind, claim_request};
-use crate::user::error::UserStoreError;
 
 type Tx<'a> = sqlx::Transaction<'a, sqlx::Postgres>;
 

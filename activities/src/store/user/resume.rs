@@ -6,9 +6,9 @@ use serde_json::json;
 use workflows::user::resume::ResumeInput;
 use workflows::user::{ResumedRequest, RetryState, UserApprovalRecord, UserInventory};
 
+use super::error::UserStoreError;
 use super::{UserStore, UserStoreResult, audit, rfc3339};
 use crate::claim::{RequestKind, claim_request};
-use crate::user::error::UserStoreError;
 
 /// The request columns a resume reads.
 type RequestColumns = (

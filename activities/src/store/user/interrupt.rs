@@ -4,9 +4,9 @@ use serde_json::json;
 use uuid::Uuid;
 use workflows::user::stop::InterruptedStage;
 
+use super::error::UserStoreError;
 use super::{UserStore, UserStoreResult, audit};
 use crate::claim::{RequestKind, claim_request};
-use crate::user::error::UserStoreError;
 
 impl UserStore {
     /// Bumps request `request_id`'s execution generation under the request row lock, so the

@@ -6,8 +6,8 @@ use workflows::user::approved::verify_stored_inventory;
 use workflows::user::inventory::MAX_INVENTORY_COMMUNITIES;
 use workflows::user::{ApprovedInventory, StoredInventoryError};
 
+use super::error::UserStoreError;
 use super::{UserStore, UserStoreResult};
-use crate::user::error::UserStoreError;
 
 /// What the bounded read of the request row and its approval returns.
 #[derive(sqlx::FromRow)]
