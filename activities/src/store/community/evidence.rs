@@ -9,10 +9,10 @@
 
 use sqlx::PgConnection;
 
-use super::error::{StoreError, StoreResult};
 use super::inventory::frozen_inventory_in;
 use super::stage::Stage;
 use super::token::{ExecToken, LockedRequest};
+use crate::store::error::{StoreError, StoreResult};
 
 /// Whether a request at `stage` must carry bound evidence: from approval until it ends.
 pub(crate) fn evidence_required(stage: Stage) -> bool {

@@ -1,10 +1,10 @@
 //! Evidence of the multipart uploads a deletion aborted: one audit event per abort.
 
-use super::Store;
 use super::audit::{WORKFLOW_ACTOR, insert_audit};
-use super::error::{StoreError, StoreResult};
 use super::stage::Stage;
 use super::token::{ExecToken, check_fence_held, lock_for_token};
+use crate::store::Store;
+use crate::store::error::{StoreError, StoreResult};
 
 /// One abort, as recorded in the audit trail (event `upload_aborted`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,12 +13,12 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 use workflows::community::contracts::AbortRequest;
 
-use super::Store;
 use super::audit::{WORKFLOW_ACTOR, insert_audit, record_advance, require_named};
-use super::error::{StoreError, StoreResult};
 use super::leases::live_serving_writes_in;
 use super::stage::Stage;
 use super::token::{ExecToken, lock_for_token, lock_request};
+use crate::store::Store;
+use crate::store::error::{StoreError, StoreResult};
 
 /// How long the fence waits for serving transactions holding the fence row before giving up
 /// (transiently: SQLSTATE 55P03) so a stuck writer cannot hang the activity.

@@ -14,11 +14,11 @@ use uuid::Uuid;
 use workflows::community::contracts::{ManifestSummary, PrefixSummary};
 
 use super::audit::{WORKFLOW_ACTOR, insert_audit, record_advance};
-use super::error::{StoreError, StoreResult};
 use super::inventory::frozen_inventory_in;
 use super::stage::Stage;
 use super::token::{ExecToken, check_fence_held, check_generation, lock_for_token, read_request};
-use super::{Store, count_i64, count_u64, put_canonical_field};
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::{Store, count_i64, count_u64, put_canonical_field};
 use crate::taxonomy::{KeyStreamDigest, ManifestEntry, is_tenant_owned_key, tenant_prefixes};
 
 /// Most entries one chunk holds (ten `DeleteObjects` calls of 1,000).

@@ -1,11 +1,11 @@
 //! Generic stage advances for the stages whose evidence is only a checkpoint (cache purged,
 //! logically verified, retention pending), and milestones that do not change the stage.
 
-use super::Store;
 use super::audit::{WORKFLOW_ACTOR, insert_audit, insert_checkpoint, record_advance};
-use super::error::{StoreError, StoreResult};
 use super::stage::Stage;
 use super::token::{ExecToken, lock_for_token};
+use crate::store::Store;
+use crate::store::error::{StoreError, StoreResult};
 
 /// The transitions `advance` may make; every other one has a dedicated call that checks its own
 /// evidence (approval, fence, manifest, purge).

@@ -15,12 +15,12 @@ use uuid::Uuid;
 use workflows::community::contracts::{PurgeReport, TableCount};
 
 use super::audit::{WORKFLOW_ACTOR, record_advance};
-use super::catalog::{COMMUNITIES_TABLE, TenantTable, tenant_tables_in_purge_order};
-use super::error::{StoreError, StoreResult};
 use super::stage::Stage;
-use super::tenant_tree::{TenantRelation, count_heap_rows, tenant_tables};
 use super::token::{ExecToken, check_fence_held, lock_for_token};
-use super::{Store, count_u64};
+use crate::store::catalog::{COMMUNITIES_TABLE, TenantTable, tenant_tables_in_purge_order};
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::tenant_tree::{TenantRelation, count_heap_rows, tenant_tables};
+use crate::store::{Store, count_u64};
 
 /// Adds `rows` to the table's purge count (inside the batch's transaction).
 async fn add_progress(

@@ -7,16 +7,16 @@
 //! appended as a *late chunk* of the same request — numbered after every existing chunk, marked
 //! `late_at`, with the order-independent digest of its entries recorded on the row and in the
 //! audit trail — and then deleted and stamped through the same generation- and fence-checked
-//! path as the frozen chunks ([`super::ChunkSet::Late`]). Late chunks never change the bound
+//! path as the frozen chunks ([`crate::store::ChunkSet::Late`]). Late chunks never change the bound
 //! manifest summary or its digest.
 
 use serde::{Deserialize, Serialize};
 
 use super::audit::{WORKFLOW_ACTOR, insert_audit};
-use super::error::{StoreError, StoreResult};
 use super::manifest::{ChunkSet, check_chunk_entries, chunk_no_i32};
 use super::token::{ExecToken, check_fence_held, lock_for_token};
-use super::{Store, count_u64};
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::{Store, count_u64};
 use crate::taxonomy::{KeyStreamDigest, ManifestEntry};
 
 /// Entries named in a `late_chunk_appended` audit event (the digest covers all of them).

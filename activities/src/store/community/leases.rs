@@ -28,8 +28,8 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::audit::require_named;
-use super::error::{StoreError, StoreResult};
-use super::{Store, count_u64};
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::{Store, count_u64};
 
 /// A lease on one external serving write.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -12,11 +12,11 @@ use uuid::Uuid;
 use workflows::community::contracts::{InventorySummary, PrefixSummary, UploadSummary};
 
 use super::audit::{WORKFLOW_ACTOR, record_advance};
-use super::catalog::CatalogInventory;
-use super::error::{StoreError, StoreResult};
 use super::stage::Stage;
 use super::token::{ExecToken, lock_for_token};
-use super::{Store, put_canonical_field};
+use crate::store::catalog::CatalogInventory;
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::{Store, put_canonical_field};
 
 /// Version of the frozen-inventory encoding (part of the digest). Version 2 adds the multipart
 /// uploads in progress per tenant prefix; a version-1 inventory (frozen before uploads were

@@ -10,11 +10,11 @@ use uuid::Uuid;
 use workflows::community::contracts::{AbortRequest, EventInput, RequestEvent, UnblockRequest};
 use workflows::operator::Action;
 
-use super::Store;
-use super::error::{StoreError, StoreResult};
 use super::signed::{consume_community_signature, signed_target};
 use super::stage::Stage;
 use super::token::lock_request;
+use crate::store::Store;
+use crate::store::error::{StoreError, StoreResult};
 
 /// Actor recorded for writes made by workflow activities (operators are named explicitly).
 pub(crate) const WORKFLOW_ACTOR: &str = "buzz-deletion-worker";

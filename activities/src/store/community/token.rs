@@ -10,12 +10,12 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::Store;
-use super::error::{StoreError, StoreResult};
 use super::evidence::{evidence_required, require_bound_evidence, require_token_community};
 use super::fence::FenceState;
 use super::stage::{Stage, stage_list};
 use crate::claim::{RequestKind, claim_request};
+use crate::store::Store;
+use crate::store::error::{StoreError, StoreResult};
 
 /// Proof that an activity attempt is the latest to have claimed a request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,15 +7,15 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 use workflows::community::contracts::{ApprovalRecord, RegisterInput};
 
-use super::Store;
 use super::audit::{AuditEvent, insert_audit, insert_checkpoint, require_named};
-use super::demo::{Community, normalize_host};
-use super::error::{StoreError, StoreResult, violated_constraint};
 use super::fence::FenceStatus;
 use super::manifest::ChunkProgress;
 use super::signed::consume_community_signature;
 use super::stage::Stage;
 use crate::identity::{StoredSignature, signatures_of_request};
+use crate::store::Store;
+use crate::store::demo::{Community, normalize_host};
+use crate::store::error::{StoreError, StoreResult, violated_constraint};
 use workflows::community::contracts::TableCount;
 use workflows::operator::Action;
 

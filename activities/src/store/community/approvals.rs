@@ -7,13 +7,13 @@ use workflows::community::contracts::{ApprovalRecord, ApproveRequest};
 use workflows::approval::{self, Operator};
 use workflows::operator::{Action, SignedAction};
 
-use super::Store;
 use super::audit::{record_advance, require_named};
-use super::error::{StoreError, StoreResult};
 use super::signed::{consume_community_signature, signed_target};
 use super::stage::Stage;
 use super::token::lock_request;
 use crate::identity::IdentityError;
+use crate::store::Store;
+use crate::store::error::{StoreError, StoreResult};
 
 /// An approval row as stored.
 #[derive(Debug, sqlx::FromRow)]
