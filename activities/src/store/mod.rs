@@ -11,13 +11,13 @@
 //! frozen inventory, approvals, fence, serving-write leases, destructive manifest, row purge,
 //! checkpoints, audit trail), `user/` the user deletion's ([`user::UserStore`]). Beside them,
 //! shared by both and by the serving path: the tenant catalog (`catalog.rs`, `catalog_rules.rs`,
-//! `tenant_tree.rs`), errors, migrations, role checks, taxonomy sweeps, and the communities and
-//! their demo rows (`demo.rs`).
+//! `tenant_tree.rs`), the communities and their rows (`communities.rs`), errors, migrations, role
+//! checks and taxonomy sweeps. Demo rows are written by `crate::demo`.
 
 mod catalog;
 mod catalog_rules;
+mod communities;
 mod community;
-mod demo;
 mod error;
 mod migrate;
 mod privilege;
@@ -32,6 +32,8 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection, PgPool};
 
 pub use catalog::{COMMUNITIES_TABLE, CatalogInventory, catalog_scan_in};
+pub(crate) use communities::normalize_host;
+pub use communities::{Community, TableSnapshot};
 pub use community::audit::AuditEvent;
 pub use community::fence::{FenceState, FenceStatus};
 pub use community::inventory::{FROZEN_INVENTORY_VERSION, FrozenInventory};
@@ -44,7 +46,6 @@ pub use community::requests::{Checkpoint, Request, RequestFilter, RequestInspect
 pub use community::stage::{Stage, UnknownStage};
 pub use community::token::ExecToken;
 pub use community::uploads::UploadAbortRecord;
-pub use demo::{Community, TableSnapshot};
 pub(crate) use error::sqlx_severity as sqlx_error_severity;
 pub use error::{
     APPEND_ONLY_SQLSTATE, CascadingReference, FENCED_WRITE_SQLSTATE, StoreError, StoreResult,

@@ -14,7 +14,7 @@ use super::signed::consume_community_signature;
 use super::stage::Stage;
 use crate::identity::{StoredSignature, signatures_of_request};
 use crate::store::Store;
-use crate::store::demo::{Community, normalize_host};
+use crate::store::communities::{Community, normalize_host};
 use crate::store::error::{StoreError, StoreResult, violated_constraint};
 use workflows::community::contracts::TableCount;
 use workflows::operator::Action;

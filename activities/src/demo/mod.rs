@@ -1,5 +1,11 @@
 //! Demo data for demos, tests and benchmarks, written the way the relay writes: rows through
 //! plain SQL (guarded by the fence trigger), objects and keys under a serving-write lease.
+//!
+//! The community demo's data lives here: the seed plan and the writes through the serving
+//! library in this file, the rows' shapes and SQL in `rows.rs`. (The user deletion's demo
+//! inventory is the workflow's own input, so it stays in `workflows::user::inventory`.)
+
+mod rows;
 
 use futures::StreamExt;
 use serde::Serialize;
