@@ -6,9 +6,8 @@ use std::future::pending;
 use std::pin::pin;
 
 use futures::future::{Fuse, FusedFuture, FutureExt, LocalBoxFuture};
-use temporalio_sdk::WorkflowCancellationToken;
-use temporalio_sdk::WorkflowContext;
 use temporalio_sdk::workflows::select;
+use temporalio_sdk::{WorkflowCancellationToken, WorkflowContext};
 
 use super::{CANCEL_ACTOR, CommunityDeletion, Stop, detached};
 use crate::community::contracts::{AbortRequest, RequestEvent};
