@@ -516,9 +516,6 @@ impl CommunityDeletion {
     }
 }
 
-/// Operator messages.
-impl CommunityDeletion {}
-
 /// State helpers: options, gates, carried state.
 impl CommunityDeletion {
     fn options(
