@@ -7,33 +7,23 @@
 //! when the stage is not the one the write advances from. A timed-out (zombie) attempt can
 //! therefore never stamp progress after its successor began.
 //!
-//! One module per concern: requests, inventory (catalog + frozen inventory), approvals, fence,
-//! serving-write leases, destructive manifest, row purge, generic advances, audit and blocking,
-//! taxonomy sweeps, demo seeding.
+//! Laid out by whose proof it is: `community/` holds the community deletion's (requests,
+//! frozen inventory, approvals, fence, serving-write leases, destructive manifest, row purge,
+//! checkpoints, audit trail), `user/` the user deletion's ([`user::UserStore`]). Beside them,
+//! shared by both and by the serving path: the tenant catalog (`catalog.rs`, `catalog_rules.rs`,
+//! `tenant_tree.rs`), the communities and their rows (`communities.rs`), errors, migrations, role
+//! checks and taxonomy sweeps. Demo rows are written by `crate::demo`.
 
-mod advance;
-mod approvals;
-mod audit;
 mod catalog;
 mod catalog_rules;
-mod demo;
+mod communities;
+mod community;
 mod error;
-mod evidence;
-mod fence;
-mod inventory;
-mod late;
-mod leases;
-mod manifest;
 mod migrate;
 mod privilege;
-mod purge;
-mod requests;
-mod signed;
-mod stage;
 mod sweeps;
 mod tenant_tree;
-mod token;
-mod uploads;
+pub mod user;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -41,29 +31,32 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection, PgPool};
 
-pub use audit::AuditEvent;
 pub use catalog::{COMMUNITIES_TABLE, CatalogInventory, catalog_scan_in};
-pub use demo::{Community, TableSnapshot};
+pub(crate) use communities::normalize_host;
+pub use communities::{Community, TableSnapshot};
+pub use community::audit::AuditEvent;
+pub use community::fence::{FenceState, FenceStatus};
+pub use community::inventory::{FROZEN_INVENTORY_VERSION, FrozenInventory};
+pub use community::late::LateChunk;
+pub use community::leases::{LiveServingWrites, ServingWriteLease, StalledServingWrites};
+pub use community::manifest::{
+    ChunkAck, ChunkProgress, ChunkSet, MANIFEST_CHUNK_MAX_ENTRIES, ManifestChunk,
+};
+pub use community::requests::{Checkpoint, Request, RequestFilter, RequestInspection};
+pub use community::stage::{Stage, UnknownStage};
+pub use community::token::ExecToken;
+pub use community::uploads::UploadAbortRecord;
 pub(crate) use error::sqlx_severity as sqlx_error_severity;
 pub use error::{
     APPEND_ONLY_SQLSTATE, CascadingReference, FENCED_WRITE_SQLSTATE, StoreError, StoreResult,
     is_append_only_refusal, is_fenced_write,
 };
-pub use fence::{FenceState, FenceStatus};
-pub use inventory::{FROZEN_INVENTORY_VERSION, FrozenInventory};
-pub use late::LateChunk;
-pub use leases::{LiveServingWrites, ServingWriteLease, StalledServingWrites};
-pub use manifest::{ChunkAck, ChunkProgress, ChunkSet, MANIFEST_CHUNK_MAX_ENTRIES, ManifestChunk};
 pub use migrate::{MIGRATIONS_TABLE, MIGRATOR};
 pub use privilege::{
     ALLOW_PRIVILEGED_ROLE_ENV, ALLOW_PRIVILEGED_ROLE_VALUE, PrivilegedRole, SERVING_GROUP,
     WORKER_GROUP, privileged_role_allowed,
 };
-pub use requests::{Checkpoint, Request, RequestFilter, RequestInspection};
-pub use stage::{Stage, UnknownStage};
 pub use sweeps::{TaxonomySweep, TaxonomySweepInput};
-pub use token::ExecToken;
-pub use uploads::UploadAbortRecord;
 
 /// Connections the store opens by default: enough for a worker's parallel activities.
 const DEFAULT_MAX_CONNECTIONS: u32 = 16;

@@ -1,10 +1,14 @@
 //! Activities of the `UserDeletion` workflow: each binds one contract of `workflows::user` to the
 //! user-deletion store or to a dummy handler.
 
-pub mod error;
 pub mod faults;
 pub mod handlers;
-pub mod store;
+
+/// The user-deletion store, at its old path: it lives beside the community store in
+/// `crate::store::user`.
+pub use crate::store::user as store;
+/// The user-deletion store's errors, at their old path.
+pub use crate::store::user::error;
 
 use std::sync::Arc;
 use std::time::Duration;

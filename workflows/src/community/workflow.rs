@@ -16,46 +16,45 @@
 //! The irreversible point is the database's `irreversible_at` marker, not a phase: while deleting
 //! objects the workflow cannot know whether the marker is set, so it accepts an abort
 //! tentatively and the abort activity decides under the request lock (see `decide_abort`).
+//!
+//! This file holds the state, the SDK's entry points (`#[workflow_methods]`: init, run, the
+//! `status` query, the update validators, updates and signals) and the phase table's steps.
+//! Its parts, one concern each: `messages.rs` (what `approve`, `abort` and `unblock` do),
+//! `cancellation.rs` (the guard every step runs under, and what a workflow cancellation means),
+//! `visibility.rs` (search attributes, memo, the status snapshot) and `late.rs` (verification
+//! and its late-version remedy).
 
 use std::error::Error;
-use std::future::pending;
-use std::pin::pin;
 
-use futures::future::{Fuse, FusedFuture, FutureExt, LocalBoxFuture};
 use temporalio_common::data_converters::{RawValue, TemporalDeserializable};
 use temporalio_common::error::IncomingError;
 use temporalio_macros::{workflow, workflow_methods};
-use temporalio_sdk::workflows::select;
 use temporalio_sdk::{
-    ActivityExecutionError, ApplicationFailure, ContinueAsNewOptions, MemoValue,
-    WaitConditionOptions, WorkflowCancellationToken, WorkflowContext, WorkflowContextView,
-    WorkflowResult, WorkflowTermination,
+    ActivityExecutionError, ApplicationFailure, ContinueAsNewOptions, WaitConditionOptions,
+    WorkflowCancellationToken, WorkflowContext, WorkflowContextView, WorkflowResult,
+    WorkflowTermination,
 };
 use uuid::Uuid;
 
 use super::contracts::{
-    Abort, AbortInput, AbortOutcome, AbortRequest, AcceptAbort, ApprovalInput, ApprovalRecord,
-    ApproveRequest, CacheReport, Complete, DeleteChunks, DeleteChunksInput, DeleteProgress, Drain,
-    DrainOutcome, EventInput, Fence, FenceOutcome, FreezeManifest, Inventory, InventorySummary,
-    ManifestSummary, Preflight, PurgeCache, PurgeInput, PurgePostgres, PurgeReport, RecordApproval,
-    RecordEvent, Register, RegisterInput, RequestEvent, RequestRef, UnblockRequest,
-    VerificationReport,
+    Abort, AbortInput, AbortOutcome, AbortRequest, ApprovalRecord, ApproveRequest, CacheReport,
+    Complete, DeleteChunks, DeleteChunksInput, DeleteProgress, Drain, DrainOutcome, Fence,
+    FenceOutcome, FreezeManifest, Inventory, InventorySummary, ManifestSummary, Preflight,
+    PurgeCache, PurgeInput, PurgePostgres, PurgeReport, Register, RegisterInput, RequestEvent,
+    RequestRef, UnblockRequest, VerificationReport,
 };
-use super::decode::{Undecodable, decode};
 use super::input::{CarriedState, CommunityDeletionInput};
 use super::options::{Pace, Paced, activity_options};
 use super::phase::Phase;
-use super::rules::{
-    AbortGate, AbortRefusal, ApprovalGate, MessageError, Subject, check_abort, check_approval,
-    check_reversible, check_unblock,
-};
+use super::rules::{AbortGate, ApprovalGate, Subject, check_abort, check_approval, check_unblock};
 use super::status::{BlockedInfo, DeletionStatus, Progress, rfc3339};
-use crate::contract::{
-    ABORT_REFUSED_FAILURE_TYPE, PERMANENT_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE,
-};
+use crate::contract::{PERMANENT_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE};
 use crate::search;
 
+mod cancellation;
 mod late;
+mod messages;
+mod visibility;
 
 /// Patch marker of operator identity: a run that records it requires signed operator messages;
 /// a history recorded before it replays with the unsigned rules it ran with.
@@ -105,14 +104,6 @@ pub struct CommunityDeletion {
     cancelled: bool,
     /// This run has acted on the workflow's cancellation (it does so once).
     cancellation_seen: bool,
-}
-
-/// What a workflow cancellation calls for, once it is seen.
-enum CancellationAnswer {
-    /// Record this refusal in the audit trail.
-    Refuse(RequestEvent),
-    /// Let the abort activity decide (object deletion is under way).
-    Decide(AbortRequest),
 }
 
 /// Why the phase table stopped before its last row.
@@ -241,22 +232,7 @@ impl CommunityDeletion {
     /// changes nothing.
     #[signal(name = "approve")]
     pub async fn approve_signal(ctx: &mut WorkflowContext<Self>, input: RawValue) {
-        let request = match decode::<ApproveRequest>(&input) {
-            Ok(request) => request,
-            Err(Undecodable { actor, reason }) => {
-                let event = RequestEvent::ApprovalRejected { actor, reason };
-                return Self::record_event(ctx, event).await;
-            }
-        };
-        let actor = request.approved_by.clone();
-        // Every refusal is recorded: a rule, or the activity's verdict on the signature.
-        if let Err(refusal) = Self::accept_approval(ctx, request).await {
-            let event = RequestEvent::ApprovalRejected {
-                actor,
-                reason: refusal.to_string(),
-            };
-            Self::record_event(ctx, event).await;
-        }
+        Self::approve_from_signal(ctx, input).await
     }
 
     #[update_validator(abort_update)]
@@ -285,15 +261,7 @@ impl CommunityDeletion {
     /// recorded.
     #[signal(name = "abort")]
     pub async fn abort_signal(ctx: &mut WorkflowContext<Self>, input: RawValue) {
-        let request = match decode::<AbortRequest>(&input) {
-            Ok(request) => request,
-            Err(Undecodable { actor, reason }) => {
-                let event = RequestEvent::AbortRefused { actor, reason };
-                return Self::record_event(ctx, event).await;
-            }
-        };
-        // The outcome is in the audit trail and the status query; a signal has no caller.
-        let _outcome = Self::request_abort(ctx, request, true).await;
+        Self::abort_from_signal(ctx, input).await
     }
 
     #[update_validator(unblock_update)]
@@ -325,21 +293,7 @@ impl CommunityDeletion {
     /// rejected.
     #[signal(name = "unblock")]
     pub async fn unblock_signal(ctx: &mut WorkflowContext<Self>, input: RawValue) {
-        let request = match decode::<UnblockRequest>(&input) {
-            Ok(request) => request,
-            Err(Undecodable { actor, reason }) => {
-                let event = RequestEvent::UnblockRejected { actor, reason };
-                return Self::record_event(ctx, event).await;
-            }
-        };
-        let actor = request.actor.clone();
-        if let Err(refusal) = Self::release(ctx, request).await {
-            let event = RequestEvent::UnblockRejected {
-                actor,
-                reason: refusal.to_string(),
-            };
-            Self::record_event(ctx, event).await;
-        }
+        Self::unblock_from_signal(ctx, input).await
     }
 }
 
@@ -481,130 +435,6 @@ impl CommunityDeletion {
         released
     }
 
-    /// Awaits `work` while watching for an accepted abort (while abort is allowed) and for the
-    /// workflow's cancellation. On an abort it cancels `work`'s activity (if any), waits for its
-    /// cancellation to resolve, and stops. Any refusal it started is recorded before it returns.
-    async fn guarded<F: FusedFuture>(
-        ctx: &WorkflowContext<Self>,
-        work: F,
-        work_cancellation: Option<&WorkflowCancellationToken>,
-    ) -> Result<F::Output, Stop> {
-        let mut work = pin!(work);
-        let mut refusal: Fuse<LocalBoxFuture<'_, ()>> = Fuse::terminated();
-        loop {
-            let mut abort =
-                pin!(ctx.wait_condition_with_options(|s| s.pending_abort().is_some(), detached()));
-            let mut cancellation = pin!(Self::cancellation(ctx));
-            select! {
-                output = work.as_mut() => {
-                    Self::finish_refusal(&mut refusal).await;
-                    return Ok(output);
-                }
-                () = refusal => {}
-                _ = abort.as_mut() => {
-                    let Some(abort) = ctx.state(Self::pending_abort) else {
-                        continue;
-                    };
-                    if let Some(token) = work_cancellation {
-                        token.cancel();
-                        // Resolves at once (cancellation type TryCancel); the abort activity
-                        // bumps the generation, so a still-running attempt can stamp nothing.
-                        let _cancelled = work.as_mut().await;
-                    }
-                    Self::finish_refusal(&mut refusal).await;
-                    return Err(Stop::Abort(Box::new(abort)));
-                }
-                reason = cancellation.as_mut() => {
-                    if let Some(answer) = Self::on_cancellation(ctx, reason) {
-                        refusal = Self::answer_cancellation(ctx, answer).boxed_local().fuse();
-                    }
-                }
-            }
-        }
-    }
-
-    /// Resolves with the cancellation reason if the workflow is (or gets) cancelled and this
-    /// run has not acted on it yet; otherwise never.
-    fn cancellation(ctx: &WorkflowContext<Self>) -> impl FusedFuture<Output = Option<String>> + '_ {
-        let watching = !ctx.state(|s| s.cancellation_seen);
-        async move {
-            if watching {
-                ctx.cancelled().await
-            } else {
-                pending().await
-            }
-        }
-        .fuse()
-    }
-
-    /// Decides what the workflow's cancellation means now: before the irreversible point an
-    /// abort by `temporal-cancel`; after it a refusal, returned to be recorded; while deleting
-    /// objects an abort the database must decide, returned to be decided.
-    fn on_cancellation(
-        ctx: &WorkflowContext<Self>,
-        reason: Option<String>,
-    ) -> Option<CancellationAnswer> {
-        let reason = reason
-            .filter(|r| !r.trim().is_empty())
-            .unwrap_or_else(|| "workflow cancellation requested".to_string());
-        ctx.state_mut(|s| {
-            s.cancellation_seen = true;
-            if s.abort.is_some() {
-                // An abort is already under way; the cancellation adds nothing.
-                return None;
-            }
-            match check_reversible(s.phase, s.irreversible_seen) {
-                Ok(()) => {
-                    // Stopping before the irreversible point is always safe: a cancellation
-                    // from the Web UI is an abort without a signature, recorded as such.
-                    let abort = AbortRequest {
-                        actor: CANCEL_ACTOR.to_string(),
-                        reason,
-                        signed: None,
-                    };
-                    s.abort = Some(abort.clone());
-                    s.cancelled = true;
-                    s.phase
-                        .abort_undecided()
-                        .then_some(CancellationAnswer::Decide(abort))
-                }
-                Err(refusal) => Some(CancellationAnswer::Refuse(RequestEvent::AbortRefused {
-                    actor: CANCEL_ACTOR.to_string(),
-                    reason: format!("{refusal} (workflow cancellation: {reason})"),
-                })),
-            }
-        })
-    }
-
-    /// Records the refusal of a workflow cancellation that arrived while nothing was guarded
-    /// (at the end of a run), so no cancellation goes unanswered.
-    async fn answer_late_cancellation(ctx: &WorkflowContext<Self>) {
-        let token = ctx.cancellation_token();
-        if token.is_cancelled()
-            && !ctx.state(|s| s.cancellation_seen)
-            && let Some(answer) = Self::on_cancellation(ctx, token.reason())
-        {
-            Self::answer_cancellation(ctx, answer).await;
-        }
-    }
-
-    /// Records a cancellation's refusal, or lets the database decide it.
-    async fn answer_cancellation(ctx: &WorkflowContext<Self>, answer: CancellationAnswer) {
-        match answer {
-            CancellationAnswer::Refuse(event) => Self::record_event(ctx, event).await,
-            CancellationAnswer::Decide(abort) => {
-                // The outcome is in the state (and the audit trail); a cancellation has no caller.
-                let _outcome = Self::decide_abort(ctx, abort, true).await;
-            }
-        }
-    }
-
-    async fn finish_refusal(refusal: &mut Fuse<LocalBoxFuture<'_, ()>>) {
-        if !refusal.is_terminated() {
-            refusal.await;
-        }
-    }
-
     /// Hands the deletion to a fresh run that carries phase, approval, inventory, counters and
     /// fence generation. In-flight handlers finish first, so no message is lost.
     async fn continue_as_new(ctx: &WorkflowContext<Self>) -> Result<(), Stop> {
@@ -686,312 +516,8 @@ impl CommunityDeletion {
     }
 }
 
-/// Operator messages.
+/// State helpers: options, gates, carried state.
 impl CommunityDeletion {
-    /// Records an approval that passes the rules (checked again here: another message may have
-    /// changed the state since validation). The evidence is persisted before the approval
-    /// counts, and its failure leaves the request unapproved.
-    async fn accept_approval(
-        ctx: &WorkflowContext<Self>,
-        request: ApproveRequest,
-    ) -> Result<ApprovalRecord, MessageError> {
-        let request_id = ctx.state_mut(|s| {
-            check_approval(&s.approval_gate(), &request)?;
-            s.approval_in_flight = true;
-            Ok::<_, MessageError>(s.input.request_id)
-        })?;
-        let input = ApprovalInput {
-            request_id,
-            approval: request,
-        };
-        let options = Self::options(ctx, RecordApproval::PACE, WorkflowCancellationToken::new());
-        let recorded = ctx.execute_activity(RecordApproval, input, options).await;
-        ctx.state_mut(|s| s.approval_in_flight = false);
-        match recorded {
-            Ok(record) => {
-                ctx.state_mut(|s| s.approval = Some(record.clone()));
-                Self::publish_memo(ctx);
-                Ok(record)
-            }
-            Err(failure) => {
-                let reason = failure_reason(&failure);
-                ctx.state_mut(|s| s.last_error = Some(format!("approval not recorded: {reason}")));
-                Err(MessageError::NotRecorded {
-                    what: "approval",
-                    reason,
-                })
-            }
-        }
-    }
-
-    /// Accepts an abort before the irreversible point and waits until the request is aborted;
-    /// after it, records the refusal (as it does for every refused signal) and refuses.
-    async fn request_abort(
-        ctx: &WorkflowContext<Self>,
-        request: AbortRequest,
-        from_signal: bool,
-    ) -> Result<Phase, MessageError> {
-        let checked = ctx.state_mut(|s| {
-            check_abort(&s.abort_gate(), &request)?;
-            check_reversible(s.phase, s.irreversible_seen)?;
-            s.abort_in_flight = true;
-            Ok::<_, AbortRefusal>(s.input.request_id)
-        });
-        let request = match checked {
-            Ok(request_id) if ctx.state(|s| s.signatures_required) => {
-                Self::record_signed_abort(ctx, request_id, request, from_signal).await?
-            }
-            Ok(_) => {
-                ctx.state_mut(|s| s.abort_in_flight = false);
-                request
-            }
-            Err(refusal) => {
-                if from_signal || matches!(refusal, AbortRefusal::PastIrreversiblePoint { .. }) {
-                    let event = RequestEvent::AbortRefused {
-                        actor: request.actor,
-                        reason: refusal.to_string(),
-                    };
-                    Self::record_event(ctx, event).await;
-                }
-                return Err(refusal.into());
-            }
-        };
-        // The phase may have moved while the signature was recorded.
-        let accepted = ctx.state_mut(|s| {
-            check_reversible(s.phase, s.irreversible_seen)?;
-            if let Some(first) = &s.abort {
-                return Err(AbortRefusal::AlreadyAborting {
-                    actor: first.actor.clone(),
-                });
-            }
-            s.abort = Some(request.clone());
-            Ok::<_, AbortRefusal>(s.phase.abort_undecided())
-        });
-        let undecided = match accepted {
-            Ok(undecided) => undecided,
-            Err(refusal) => {
-                if from_signal || matches!(refusal, AbortRefusal::PastIrreversiblePoint { .. }) {
-                    let event = RequestEvent::AbortRefused {
-                        actor: request.actor,
-                        reason: refusal.to_string(),
-                    };
-                    Self::record_event(ctx, event).await;
-                }
-                return Err(refusal.into());
-            }
-        };
-        if undecided {
-            return Self::decide_abort(ctx, request, from_signal).await;
-        }
-        let settled = ctx.wait_condition_with_options(
-            |s| s.phase == Phase::Aborted || (s.aborting && s.blocked.is_some()),
-            detached(),
-        );
-        let _settled = settled.await;
-        ctx.state(|s| match &s.blocked {
-            Some(blocked) if s.phase != Phase::Aborted => Err(MessageError::AbortBlocked {
-                reason: blocked.reason.clone(),
-            }),
-            _ => Ok(s.phase),
-        })
-    }
-
-    /// Verifies the abort's signature against the registry and records it (`community.accept_abort`)
-    /// before the abort counts; returns the abort under the operator's registered name. A
-    /// refusal changes nothing and, for a signal, is recorded in the audit trail.
-    async fn record_signed_abort(
-        ctx: &WorkflowContext<Self>,
-        request_id: Uuid,
-        abort: AbortRequest,
-        from_signal: bool,
-    ) -> Result<AbortRequest, MessageError> {
-        let actor = abort.actor.clone();
-        let input = AbortInput { request_id, abort };
-        let options = Self::options(ctx, AcceptAbort::PACE, WorkflowCancellationToken::new());
-        let recorded = ctx.execute_activity(AcceptAbort, input, options).await;
-        ctx.state_mut(|s| s.abort_in_flight = false);
-        match recorded {
-            Ok(abort) => Ok(abort),
-            Err(failure) => {
-                let reason = failure_reason(&failure);
-                if from_signal {
-                    let event = RequestEvent::AbortRefused {
-                        actor,
-                        reason: format!("abort not recorded, nothing changed: {reason}"),
-                    };
-                    Self::record_event(ctx, event).await;
-                }
-                Err(MessageError::NotRecorded {
-                    what: "abort",
-                    reason,
-                })
-            }
-        }
-    }
-
-    /// Lets the abort activity decide an abort accepted while deleting objects, under the request
-    /// lock: before the irreversible marker it lifts the fence and ends the request aborted (the
-    /// run then stops and ends aborted); after it, it refuses and records the refusal in the audit
-    /// trail, and the run goes on as if no abort came (a blocked phase stays blocked). Returns
-    /// without waiting for the run, so it never holds up a continue-as-new.
-    async fn decide_abort(
-        ctx: &WorkflowContext<Self>,
-        abort: AbortRequest,
-        from_signal: bool,
-    ) -> Result<Phase, MessageError> {
-        let request_id = ctx.state(|s| s.input.request_id);
-        let actor = abort.actor.clone();
-        let input = AbortInput { request_id, abort };
-        let options = Self::options(ctx, Abort::PACE, WorkflowCancellationToken::new());
-        let failure = match ctx.execute_activity(Abort, input, options).await {
-            Ok(outcome) => {
-                ctx.state_mut(|s| {
-                    s.abort_confirmed = true;
-                    s.fence_generation = Some(outcome.fence_generation);
-                });
-                return Ok(Phase::Aborted);
-            }
-            Err(failure) => failure,
-        };
-        let reason = failure_reason(&failure);
-        let refused = failure_type(&failure) == Some(ABORT_REFUSED_FAILURE_TYPE);
-        ctx.state_mut(|s| {
-            s.abort = None;
-            s.cancelled = false;
-            s.irreversible_seen |= refused;
-            if !refused {
-                s.last_error = Some(format!("abort not decided: {reason}"));
-            }
-        });
-        if refused {
-            return Err(AbortRefusal::RefusedByDatabase { reason }.into());
-        }
-        if from_signal {
-            let event = RequestEvent::AbortRefused {
-                actor,
-                reason: format!("abort could not be decided, nothing changed: {reason}"),
-            };
-            Self::record_event(ctx, event).await;
-        }
-        Err(MessageError::NotRecorded {
-            what: "abort",
-            reason,
-        })
-    }
-
-    /// Records an unblock that passes the rules, then lets the blocked phase run again.
-    async fn release(
-        ctx: &WorkflowContext<Self>,
-        request: UnblockRequest,
-    ) -> Result<Phase, MessageError> {
-        let (request_id, phase) = ctx.state_mut(|s| {
-            check_unblock(
-                &s.subject(),
-                s.phase,
-                s.blocked.is_some(),
-                s.unblock_in_flight,
-                &request,
-            )?;
-            s.unblock_in_flight = true;
-            let phase = s.blocked.as_ref().map_or(s.phase, |b| b.phase);
-            Ok::<_, MessageError>((s.input.request_id, phase))
-        })?;
-        let event = EventInput {
-            request_id,
-            event: RequestEvent::Unblocked {
-                actor: request.actor,
-                reason: request.reason,
-                signed: request.signed,
-            },
-        };
-        let options = Self::options(ctx, RecordEvent::PACE, WorkflowCancellationToken::new());
-        let recorded = ctx.execute_activity(RecordEvent, event, options).await;
-        ctx.state_mut(|s| {
-            s.unblock_in_flight = false;
-            if recorded.is_ok() {
-                s.blocked = None;
-            }
-        });
-        recorded
-            .map(|()| phase)
-            .map_err(|failure| MessageError::NotRecorded {
-                what: "unblock",
-                reason: failure_reason(&failure),
-            })
-    }
-
-    /// Appends `event` to the request's audit trail. An event never changes the deletion, so
-    /// a failure to record it is only kept as `last_error`.
-    async fn record_event(ctx: &WorkflowContext<Self>, event: RequestEvent) {
-        let request_id = ctx.state(|s| s.input.request_id);
-        let options = Self::options(ctx, RecordEvent::PACE, WorkflowCancellationToken::new());
-        let input = EventInput { request_id, event };
-        if let Err(failure) = ctx.execute_activity(RecordEvent, input, options).await {
-            let reason = failure_reason(&failure);
-            ctx.state_mut(|s| s.last_error = Some(format!("audit event not recorded: {reason}")));
-        }
-    }
-}
-
-/// State helpers: visibility, options, snapshots.
-impl CommunityDeletion {
-    /// Moves to `phase`, publishing it in the search attributes when it changes.
-    fn enter(ctx: &WorkflowContext<Self>, phase: Phase) {
-        let previous = ctx.state_mut(|s| std::mem::replace(&mut s.phase, phase));
-        if previous != phase {
-            Self::publish(ctx);
-        }
-    }
-
-    /// Sets every search attribute and the memo from the state; called at the start of each
-    /// run, so a continued run shows the same as its predecessor.
-    fn announce(ctx: &WorkflowContext<Self>) -> Result<(), Stop> {
-        Self::publish(ctx);
-        let memo = ctx.state(|s| {
-            let mut memo = vec![
-                ("host", Some(MemoValue::new(s.input.host.clone()))),
-                (
-                    "requested_by",
-                    Some(MemoValue::new(s.input.requested_by.clone())),
-                ),
-            ];
-            if let Some(approval) = &s.approval {
-                memo.push((
-                    "approved_by",
-                    Some(MemoValue::new(approval.approved_by.clone())),
-                ));
-            }
-            memo
-        });
-        ctx.upsert_memo(memo)
-            .map_err(|err| Stop::End(WorkflowTermination::from(err)))
-    }
-
-    /// Sets `BuzzDeletionKind`, `BuzzDeletionStage`, `BuzzCommunityId` (once known) and
-    /// `BuzzBlocked` from the state.
-    fn publish(ctx: &WorkflowContext<Self>) {
-        let (phase, community_id, blocked) =
-            ctx.state(|s| (s.phase, s.community_id, s.blocked.is_some()));
-        let mut updates = vec![
-            search::KIND.value_set("community".to_string()),
-            search::STAGE.value_set(phase.as_str().to_string()),
-            search::BLOCKED.value_set(blocked),
-        ];
-        if let Some(id) = community_id {
-            updates.push(search::COMMUNITY_ID.value_set(id.to_string()));
-        }
-        ctx.upsert_search_attributes(updates);
-    }
-
-    /// Adds `approved_by` to the memo. A memo is display only, so a value that cannot be
-    /// encoded (a plain string always can) is skipped rather than failing the approval.
-    fn publish_memo(ctx: &WorkflowContext<Self>) {
-        let approver = ctx.state(|s| s.approval.as_ref().map(|a| a.approved_by.clone()));
-        if let Some(approver) = approver {
-            let _display_only = ctx.upsert_memo([("approved_by", Some(MemoValue::new(approver)))]);
-        }
-    }
-
     fn options(
         ctx: &WorkflowContext<Self>,
         pace: Pace,
@@ -1063,26 +589,6 @@ impl CommunityDeletion {
             fence_generation: self.fence_generation,
             run_number: self.run_number + 1,
         })
-    }
-
-    fn snapshot(&self) -> DeletionStatus {
-        DeletionStatus {
-            request_id: self.input.request_id,
-            community_id: self.community_id,
-            host: self.input.host.clone(),
-            requested_by: self.input.requested_by.clone(),
-            submitted: self.input.signed.clone(),
-            phase: self.phase,
-            blocked: self.blocked.clone(),
-            last_error: self.last_error.clone(),
-            approval: self.approval.clone(),
-            inventory: self.inventory.clone(),
-            progress: self.progress.clone(),
-            fence_generation: self.fence_generation,
-            verification: self.verification.clone(),
-            abort: self.abort.clone(),
-            run_number: self.run_number,
-        }
     }
 }
 

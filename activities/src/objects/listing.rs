@@ -1,0 +1,354 @@
+//! Listing: version listings of a prefix (paged, with both continuation markers required),
+//! plain object listings, and the multipart uploads in progress under a prefix.
+
+use serde::{Deserialize, Serialize};
+
+use super::ObjectStore;
+use super::deletion::ObjectVersionRef;
+use super::error::{MissingMarker, ObjectStoreError, S3Operation, required};
+use crate::taxonomy::{ManifestEntry, VersionKind};
+
+/// Page size used by the whole-prefix helpers ([`ObjectStore::snapshot_prefix`]).
+pub(super) const SNAPSHOT_PAGE_SIZE: i32 = 1000;
+
+/// One listed version of one key.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ObjectVersion {
+    /// The full object key.
+    pub key: String,
+    /// Its version id.
+    pub version_id: String,
+    /// Data or delete marker.
+    pub kind: VersionKind,
+    /// Stored bytes (0 for a delete marker).
+    pub size: u64,
+    /// Whether this is the key's current version.
+    pub is_latest: bool,
+}
+
+impl ObjectVersion {
+    /// The manifest entry a destructive stage freezes for this version.
+    pub fn manifest_entry(&self) -> ManifestEntry {
+        ManifestEntry::new(self.key.clone(), self.version_id.clone(), self.kind)
+    }
+
+    /// The reference a version-exact delete needs.
+    pub fn version_ref(&self) -> ObjectVersionRef {
+        ObjectVersionRef {
+            key: self.key.clone(),
+            version_id: self.version_id.clone(),
+        }
+    }
+}
+
+/// One page of a version listing, in the server's key order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionPage {
+    /// Object versions and delete markers of this page.
+    pub entries: Vec<ObjectVersion>,
+    /// `(key marker, version id marker)` to pass for the next page; `None` on the last page.
+    pub next: Option<(String, String)>,
+}
+
+/// One multipart upload in progress (initiated, never completed nor aborted). It holds no
+/// version yet, so version listings do not show it, but completing it creates one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct MultipartUpload {
+    /// The key the upload will create when completed.
+    pub key: String,
+    /// The upload id the server assigned.
+    pub upload_id: String,
+}
+
+/// One page of a multipart-upload listing, in the server's (key, upload id) order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadPage {
+    /// Uploads in progress on this page.
+    pub uploads: Vec<MultipartUpload>,
+    /// `(key marker, upload id marker)` to pass for the next page; `None` on the last page.
+    pub next: Option<(String, String)>,
+}
+
+impl ObjectStore {
+    /// One page of every version and delete marker under `prefix`, starting after `marker`.
+    ///
+    /// A truncated page must name both continuation markers; otherwise paging could silently
+    /// stop early, so that is a transient error naming the missing marker.
+    pub async fn list_versions_page(
+        &self,
+        prefix: &str,
+        marker: Option<(String, String)>,
+        max_keys: i32,
+    ) -> Result<VersionPage, ObjectStoreError> {
+        let (key_marker, version_id_marker) = marker.unzip();
+        let output = self
+            .client
+            .list_object_versions()
+            .bucket(self.bucket.as_ref())
+            .prefix(prefix)
+            .max_keys(max_keys)
+            .set_key_marker(key_marker.clone())
+            .set_version_id_marker(version_id_marker.clone())
+            .send()
+            .await
+            .map_err(|error| self.sdk_error(S3Operation::ListObjectVersions, error))?;
+
+        let mut entries =
+            Vec::with_capacity(output.versions().len() + output.delete_markers().len());
+        for version in output.versions() {
+            entries.push(ObjectVersion {
+                key: required(
+                    S3Operation::ListObjectVersions,
+                    version.key(),
+                    "Version.Key",
+                )?,
+                version_id: required(
+                    S3Operation::ListObjectVersions,
+                    version.version_id(),
+                    "Version.VersionId",
+                )?,
+                kind: VersionKind::Object,
+                size: version
+                    .size()
+                    .and_then(|size| u64::try_from(size).ok())
+                    .unwrap_or(0),
+                is_latest: version.is_latest().unwrap_or(false),
+            });
+        }
+        for marker in output.delete_markers() {
+            entries.push(ObjectVersion {
+                key: required(
+                    S3Operation::ListObjectVersions,
+                    marker.key(),
+                    "DeleteMarker.Key",
+                )?,
+                version_id: required(
+                    S3Operation::ListObjectVersions,
+                    marker.version_id(),
+                    "DeleteMarker.VersionId",
+                )?,
+                kind: VersionKind::DeleteMarker,
+                size: 0,
+                is_latest: marker.is_latest().unwrap_or(false),
+            });
+        }
+        // The SDK splits versions and markers into two lists; restore one key order.
+        entries.sort_by(|a, b| a.key.cmp(&b.key));
+
+        let next = if output.is_truncated().unwrap_or(false) {
+            let next = require_continuation_markers(
+                prefix,
+                output.next_key_marker(),
+                output.next_version_id_marker(),
+            )?;
+            if key_marker.as_deref() == Some(next.0.as_str())
+                && version_id_marker.as_deref() == Some(next.1.as_str())
+            {
+                return Err(ObjectStoreError::ListingStalled {
+                    prefix: prefix.to_owned(),
+                    key_marker: next.0,
+                });
+            }
+            Some(next)
+        } else {
+            None
+        };
+        Ok(VersionPage { entries, next })
+    }
+
+    /// Proves these credentials may list versions under `prefix` (one `max-keys=1` listing).
+    pub async fn preflight_list_versions(&self, prefix: &str) -> Result<(), ObjectStoreError> {
+        self.list_versions_page(prefix, None, 1).await.map(|_| ())
+    }
+
+    /// The first version (object or delete marker) still retained under `prefix`, or `None`
+    /// when the prefix lists nothing at all: the storage half of the absence proof.
+    pub async fn prefix_is_empty(
+        &self,
+        prefix: &str,
+    ) -> Result<Option<ObjectVersion>, ObjectStoreError> {
+        let mut marker = None;
+        loop {
+            let page = self.list_versions_page(prefix, marker, 1).await?;
+            if let Some(first) = page.entries.into_iter().next() {
+                return Ok(Some(first));
+            }
+            // An empty but truncated page is legal S3; only the last page proves emptiness.
+            match page.next {
+                Some(next) => marker = Some(next),
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// One page of current keys across the whole bucket (ListObjectsV2), for the taxonomy sweep.
+    /// Returns the keys and the continuation token for the next page, `None` on the last page.
+    pub async fn list_objects_page(
+        &self,
+        continuation: Option<String>,
+        max_keys: i32,
+    ) -> Result<(Vec<String>, Option<String>), ObjectStoreError> {
+        let output = self
+            .client
+            .list_objects_v2()
+            .bucket(self.bucket.as_ref())
+            .max_keys(max_keys)
+            .set_continuation_token(continuation)
+            .send()
+            .await
+            .map_err(|error| self.sdk_error(S3Operation::ListObjects, error))?;
+        let keys = output
+            .contents()
+            .iter()
+            .map(|object| required(S3Operation::ListObjects, object.key(), "Contents.Key"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let next = if output.is_truncated().unwrap_or(false) {
+            Some(required(
+                S3Operation::ListObjects,
+                output.next_continuation_token(),
+                "NextContinuationToken",
+            )?)
+        } else {
+            None
+        };
+        Ok((keys, next))
+    }
+
+    /// Every version under `prefix`, sorted, for before/after comparisons. Holds the whole
+    /// listing in memory: meant for tests and small prefixes, never for a deletion stage.
+    pub async fn snapshot_prefix(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<ObjectVersion>, ObjectStoreError> {
+        let mut all = Vec::new();
+        let mut marker = None;
+        loop {
+            let page = self
+                .list_versions_page(prefix, marker, SNAPSHOT_PAGE_SIZE)
+                .await?;
+            all.extend(page.entries);
+            match page.next {
+                Some(next) => marker = Some(next),
+                None => break,
+            }
+        }
+        all.sort();
+        Ok(all)
+    }
+
+    /// One page of the multipart uploads in progress under `prefix`, starting after `marker`.
+    ///
+    /// A truncated page must name both continuation markers, and they must move on; otherwise
+    /// paging could stop early or never end, so either is a transient error.
+    pub async fn list_uploads_page(
+        &self,
+        prefix: &str,
+        marker: Option<(String, String)>,
+        max_uploads: i32,
+    ) -> Result<UploadPage, ObjectStoreError> {
+        let operation = S3Operation::ListMultipartUploads;
+        let (key_marker, upload_id_marker) = marker.unzip();
+        let output = self
+            .client
+            .list_multipart_uploads()
+            .bucket(self.bucket.as_ref())
+            .prefix(prefix)
+            .max_uploads(max_uploads)
+            .set_key_marker(key_marker.clone())
+            .set_upload_id_marker(upload_id_marker.clone())
+            .send()
+            .await
+            .map_err(|error| self.sdk_error(operation, error))?;
+        let uploads = output
+            .uploads()
+            .iter()
+            .map(|upload| {
+                Ok(MultipartUpload {
+                    key: required(operation, upload.key(), "Upload.Key")?,
+                    upload_id: required(operation, upload.upload_id(), "Upload.UploadId")?,
+                })
+            })
+            .collect::<Result<Vec<_>, ObjectStoreError>>()?;
+        let next = if output.is_truncated().unwrap_or(false) {
+            let next = (
+                required(operation, output.next_key_marker(), "NextKeyMarker")?,
+                required(
+                    operation,
+                    output.next_upload_id_marker(),
+                    "NextUploadIdMarker",
+                )?,
+            );
+            if key_marker.as_deref() == Some(next.0.as_str())
+                && upload_id_marker.as_deref() == Some(next.1.as_str())
+            {
+                return Err(ObjectStoreError::ListingStalled {
+                    prefix: prefix.to_owned(),
+                    key_marker: next.0,
+                });
+            }
+            Some(next)
+        } else {
+            None
+        };
+        Ok(UploadPage { uploads, next })
+    }
+
+    /// Every multipart upload in progress under `prefix`, sorted. Holds the whole listing in
+    /// memory: meant for tests and diagnostics, never for a deletion stage.
+    pub async fn snapshot_uploads(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<MultipartUpload>, ObjectStoreError> {
+        let mut all = Vec::new();
+        let mut marker = None;
+        loop {
+            let page = self
+                .list_uploads_page(prefix, marker, SNAPSHOT_PAGE_SIZE)
+                .await?;
+            all.extend(page.uploads);
+            match page.next {
+                Some(next) => marker = Some(next),
+                None => break,
+            }
+        }
+        all.sort();
+        Ok(all)
+    }
+
+    /// The first multipart upload still in progress under `prefix`, or `None` when there is
+    /// none: the upload half of the storage absence proof.
+    pub async fn first_upload(
+        &self,
+        prefix: &str,
+    ) -> Result<Option<MultipartUpload>, ObjectStoreError> {
+        let mut marker = None;
+        loop {
+            let page = self.list_uploads_page(prefix, marker, 1).await?;
+            if let Some(first) = page.uploads.into_iter().next() {
+                return Ok(Some(first));
+            }
+            match page.next {
+                Some(next) => marker = Some(next),
+                None => return Ok(None),
+            }
+        }
+    }
+}
+
+/// Both continuation markers of a truncated version listing, or which one is missing.
+pub(super) fn require_continuation_markers(
+    prefix: &str,
+    key_marker: Option<&str>,
+    version_id_marker: Option<&str>,
+) -> Result<(String, String), ObjectStoreError> {
+    let missing = match (key_marker, version_id_marker) {
+        (Some(key), Some(version)) => return Ok((key.to_owned(), version.to_owned())),
+        (None, Some(_)) => MissingMarker::KeyMarker,
+        (Some(_), None) => MissingMarker::VersionIdMarker,
+        (None, None) => MissingMarker::Both,
+    };
+    Err(ObjectStoreError::MissingListingMarker {
+        prefix: prefix.to_owned(),
+        missing,
+    })
+}

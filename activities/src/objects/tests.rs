@@ -1,0 +1,204 @@
+use super::deletion::match_delete_acknowledgements;
+use super::error::{StatusClass, status_class};
+use super::listing::require_continuation_markers;
+use super::*;
+use crate::failure::{Classified, Severity};
+
+fn vref(key: &str, version_id: &str) -> ObjectVersionRef {
+    ObjectVersionRef {
+        key: key.to_owned(),
+        version_id: version_id.to_owned(),
+    }
+}
+
+/// The listing error for the given markers must be transient and name `missing` as `text`.
+fn assert_missing_marker(
+    key_marker: Option<&str>,
+    version_id_marker: Option<&str>,
+    missing: MissingMarker,
+    text: &str,
+) {
+    let error =
+        require_continuation_markers("media/c/", key_marker, version_id_marker).unwrap_err();
+    assert!(
+        matches!(&error, ObjectStoreError::MissingListingMarker { missing: m, .. } if *m == missing),
+        "{error:?}"
+    );
+    assert_eq!(error.severity(), Severity::Transient);
+    assert!(error.to_string().contains(text), "{error}");
+}
+
+#[test]
+fn truncated_listing_without_key_marker_is_transient_and_names_it() {
+    assert_missing_marker(None, Some("v1"), MissingMarker::KeyMarker, "no key marker");
+}
+
+#[test]
+fn truncated_listing_without_version_id_marker_is_transient_and_names_it() {
+    assert_missing_marker(
+        Some("k"),
+        None,
+        MissingMarker::VersionIdMarker,
+        "no version id marker",
+    );
+}
+
+#[test]
+fn truncated_listing_without_either_marker_is_transient_and_names_both() {
+    assert_missing_marker(
+        None,
+        None,
+        MissingMarker::Both,
+        "no key marker or version id marker",
+    );
+}
+
+#[test]
+fn truncated_listing_with_both_markers_continues_from_them() {
+    assert_eq!(
+        require_continuation_markers("p/", Some("k"), Some("v")).unwrap(),
+        ("k".to_owned(), "v".to_owned())
+    );
+}
+
+#[test]
+fn full_acknowledgement_is_complete() {
+    let requested = [vref("a", "1"), vref("b", "2")];
+    let outcome =
+        match_delete_acknowledgements(&requested, [("a", "1"), ("b", "2")].into_iter(), vec![]);
+    assert_eq!(outcome.deleted, 2);
+    assert!(outcome.is_complete());
+}
+
+#[test]
+fn partial_acknowledgement_reports_the_missing_version() {
+    let requested = [vref("a", "1"), vref("b", "2")];
+    let outcome = match_delete_acknowledgements(&requested, [("a", "1")].into_iter(), vec![]);
+    assert_eq!(outcome.deleted, 1);
+    assert_eq!(outcome.unacknowledged, vec![vref("b", "2")]);
+    assert!(!outcome.is_complete());
+}
+
+#[test]
+fn acknowledgement_of_another_version_of_the_same_key_does_not_count() {
+    let requested = [vref("a", "1")];
+    let outcome =
+        match_delete_acknowledgements(&requested, [("a", "new-marker")].into_iter(), vec![]);
+    assert_eq!(outcome.deleted, 0);
+    assert_eq!(outcome.unacknowledged, vec![vref("a", "1")]);
+}
+
+#[test]
+fn refused_version_is_reported_as_failed_not_unacknowledged() {
+    let requested = [vref("a", "1"), vref("b", "2")];
+    let failure = DeleteFailure {
+        key: "b".into(),
+        version_id: "2".into(),
+        code: "AccessDenied".into(),
+        message: "no".into(),
+    };
+    let outcome =
+        match_delete_acknowledgements(&requested, [("a", "1")].into_iter(), vec![failure.clone()]);
+    assert_eq!(outcome.deleted, 1);
+    assert_eq!(outcome.failed, vec![failure]);
+    assert!(outcome.unacknowledged.is_empty());
+    assert!(!outcome.is_complete());
+}
+
+#[test]
+fn per_key_delete_errors_are_classified_by_code_only() {
+    let failure = |code: &str, message: &str| DeleteFailure {
+        key: "k".into(),
+        version_id: "v".into(),
+        code: code.into(),
+        message: message.into(),
+    };
+    assert_eq!(
+        failure("AccessDenied", "").kind(),
+        DeleteFailureKind::AccessDenied
+    );
+    // The message never decides: a transient code saying "access denied" stays transient.
+    assert_eq!(
+        failure("InternalError", "AccessDenied").kind(),
+        DeleteFailureKind::Other
+    );
+    assert_eq!(failure("SlowDown", "").kind(), DeleteFailureKind::Other);
+    assert_eq!(failure("", "").kind(), DeleteFailureKind::Other);
+    // S3 codes are case-sensitive.
+    assert_eq!(failure("accessdenied", "").kind(), DeleteFailureKind::Other);
+}
+
+#[test]
+fn http_statuses_map_to_retry_decisions() {
+    assert_eq!(status_class(403), StatusClass::Denied);
+    assert_eq!(status_class(401), StatusClass::Denied);
+    assert_eq!(status_class(404), StatusClass::NotFound);
+    assert_eq!(status_class(503), StatusClass::Busy);
+    assert_eq!(status_class(429), StatusClass::Busy);
+    assert_eq!(status_class(409), StatusClass::Busy);
+    assert_eq!(status_class(500), StatusClass::Server);
+    assert_eq!(status_class(400), StatusClass::Rejected);
+}
+
+/// A configuration whose endpoint refuses connections: reaching the network is a different
+/// error from the ones these tests expect, so a test passing proves no call was made.
+fn unroutable_config() -> S3Config {
+    S3Config {
+        endpoint: "http://127.0.0.1:1".into(),
+        bucket: "b".into(),
+        region: "us-east-1".into(),
+        access_key: "k".into(),
+        secret_key: "s".into(),
+    }
+}
+
+#[tokio::test]
+async fn more_than_a_thousand_versions_are_refused_before_any_call() {
+    let store = ObjectStore::connect(&unroutable_config()).await.unwrap();
+    let versions: Vec<_> = (0..1001).map(|i| vref(&format!("k{i}"), "v")).collect();
+    let error = store.delete_versions(&versions).await.unwrap_err();
+    assert!(matches!(
+        error,
+        ObjectStoreError::TooManyVersions {
+            requested: 1001,
+            limit: 1000
+        }
+    ));
+    assert_eq!(error.severity(), Severity::Permanent);
+}
+
+#[tokio::test]
+async fn a_version_ref_without_version_id_is_refused_before_any_call() {
+    let store = ObjectStore::connect(&unroutable_config()).await.unwrap();
+    let error = store
+        .delete_versions(&[vref("a", "1"), vref("k", "")])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, ObjectStoreError::MissingVersionId { key } if key == "k"),
+        "{error:?}"
+    );
+    assert_eq!(error.severity(), Severity::Permanent);
+}
+
+#[tokio::test]
+async fn unreachable_endpoint_is_transient() {
+    let store = ObjectStore::connect(&unroutable_config()).await.unwrap();
+    let error = store.preflight_list_versions("media/").await.unwrap_err();
+    assert!(
+        matches!(error, ObjectStoreError::Unreachable { .. }),
+        "{error:?}"
+    );
+    assert_eq!(error.severity(), Severity::Transient);
+}
+
+#[tokio::test]
+async fn empty_configuration_fields_are_rejected() {
+    let blank_bucket = S3Config {
+        bucket: " ".into(),
+        ..unroutable_config()
+    };
+    let error = ObjectStore::connect(&blank_bucket).await.unwrap_err();
+    assert!(matches!(error, ObjectStoreError::InvalidConfig { .. }));
+    assert_eq!(error.severity(), Severity::Permanent);
+}

@@ -1,0 +1,88 @@
+//! Generic stage advances for the stages whose evidence is only a checkpoint (cache purged,
+//! logically verified, retention pending), and milestones that do not change the stage.
+
+use super::audit::{WORKFLOW_ACTOR, insert_audit, insert_checkpoint, record_advance};
+use super::stage::Stage;
+use super::token::{ExecToken, lock_for_token};
+use crate::store::Store;
+use crate::store::error::{StoreError, StoreResult};
+
+/// The transitions `advance` may make; every other one has a dedicated call that checks its own
+/// evidence (approval, fence, manifest, purge).
+const GENERIC_TRANSITIONS: [(Stage, Stage); 3] = [
+    (Stage::PostgresPurged, Stage::CachePurged),
+    (Stage::CachePurged, Stage::LogicallyVerified),
+    (Stage::LogicallyVerified, Stage::RetentionPending),
+];
+
+impl Store {
+    /// Compare-and-set `from → to` with a checkpoint and an audit event, in one transaction.
+    /// Refused with [`StoreError::StaleGeneration`] for a stale token, [`StoreError::WrongStage`]
+    /// unless the request is at `from`, and [`StoreError::TransitionNotGeneric`] for a transition
+    /// that has its own call.
+    pub async fn advance(
+        &self,
+        token: &ExecToken,
+        from: Stage,
+        to: Stage,
+        detail: serde_json::Value,
+    ) -> StoreResult<()> {
+        if !GENERIC_TRANSITIONS.contains(&(from, to)) {
+            return Err(StoreError::TransitionNotGeneric {
+                from: from.to_string(),
+                to: to.to_string(),
+            });
+        }
+        let mut tx = self.pool.begin().await?;
+        lock_for_token(&mut tx, token, &[from]).await?;
+        record_advance(
+            &mut tx,
+            token.request_id,
+            to,
+            token.exec_generation,
+            WORKFLOW_ACTOR,
+            &detail,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Records a milestone that does not change the stage (e.g. `preflight`, `drain`), checked
+    /// against the token's generation and the stage it happens in. The first evidence recorded for
+    /// a milestone is kept; every call is audited.
+    pub async fn record_milestone(
+        &self,
+        token: &ExecToken,
+        at_stage: Stage,
+        milestone: &str,
+        detail: serde_json::Value,
+    ) -> StoreResult<()> {
+        if milestone.parse::<Stage>().is_ok() {
+            return Err(StoreError::InvalidInput {
+                field: "milestone",
+                reason: format!("{milestone:?} is a stage name; stages are reached by advancing"),
+            });
+        }
+        let mut tx = self.pool.begin().await?;
+        lock_for_token(&mut tx, token, &[at_stage]).await?;
+        insert_checkpoint(
+            &mut tx,
+            token.request_id,
+            milestone,
+            token.exec_generation,
+            &detail,
+        )
+        .await?;
+        insert_audit(
+            &mut tx,
+            Some(token.request_id),
+            WORKFLOW_ACTOR,
+            milestone,
+            &detail,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,318 @@
+//! Serving-write leases: the durable proof that no external serving write (S3 put, Redis write,
+//! push) is in flight when a community is fenced.
+//!
+//! Rules:
+//! - acquisition is refused once the community is quiescing or fenced;
+//! - renewal is allowed while serving or quiescing (an admitted write may finish) and refused
+//!   once the lease was released, expired, or the community is fenced;
+//! - a lease counts as live only while unreleased and unexpired, so a crashed serving process
+//!   holds the fence back for at most one TTL;
+//! - release matches on id *and* owner: nobody releases a lease that is not theirs;
+//! - a lease still unreleased when the community was fenced is *stalled*: its writer may still be
+//!   running, so the manifest is frozen only once the database clock is past its `expires_at`
+//!   plus the protected-operation bound ([`crate::serving::MAX_PROTECTED_OPERATION`]); a release
+//!   after the fence proves nothing (the write may have landed just before it) and does not end
+//!   the wait. Reaping never removes a row still inside that bound.
+//!
+//! Time is the database's `clock_timestamp()`, never a client clock.
+//!
+//! Every write goes through a SECURITY DEFINER function of migration 0007 (owned by the schema
+//! owner): the serving role holds no privilege on `deletion.serving_write_leases` itself, so a
+//! relay can only acquire, renew, verify, release and reap leases by these rules.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::audit::require_named;
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::{Store, count_u64};
+
+/// A lease on one external serving write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServingWriteLease {
+    /// Lease id.
+    pub id: Uuid,
+    /// The community written to.
+    pub community_id: Uuid,
+    /// What the write is (`s3_put`, `redis_write`, `push`, …).
+    pub operation: String,
+    /// The serving process holding it.
+    pub owner: String,
+    /// The fence generation when it was acquired.
+    pub fence_generation: i64,
+    /// When it lapses unless renewed.
+    pub expires_at: DateTime<Utc>,
+}
+
+/// Live serving writes of a community.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveServingWrites {
+    /// Unreleased, unexpired leases.
+    pub count: u64,
+    /// Their operations, deduplicated and sorted.
+    pub operations: Vec<String>,
+}
+
+fn ttl_seconds(ttl: Duration) -> StoreResult<f64> {
+    if ttl.is_zero() {
+        return Err(StoreError::InvalidInput {
+            field: "ttl",
+            reason: "a lease needs a positive time to live".to_owned(),
+        });
+    }
+    Ok(ttl.as_secs_f64())
+}
+
+/// Live serving writes of the community, read inside the caller's transaction through
+/// `deletion.live_serving_writes` (migration 0007), the one definition of a live lease that the
+/// worker's fence and the serving side share.
+pub(crate) async fn live_serving_writes_in(
+    conn: &mut PgConnection,
+    community_id: Uuid,
+) -> StoreResult<LiveServingWrites> {
+    let (count, operations): (i64, Vec<String>) =
+        sqlx::query_as("SELECT live_count, operations FROM deletion.live_serving_writes($1)")
+            .bind(community_id)
+            .fetch_one(conn)
+            .await?;
+    Ok(LiveServingWrites {
+        count: count_u64(count),
+        operations,
+    })
+}
+
+/// Leases of a fenced community left unreleased at fence time whose writers may still be running.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StalledServingWrites {
+    /// Leases unreleased at fence time and not yet past `expires_at + bound`.
+    pub count: u64,
+    /// Their operations, deduplicated and sorted.
+    pub operations: Vec<String>,
+    /// When the last of them leaves its bound (database clock); `None` when `count` is 0.
+    pub until: Option<DateTime<Utc>>,
+    /// The database clock when this was read.
+    pub now: DateTime<Utc>,
+}
+
+/// Stalled serving writes of the community, read inside the caller's transaction: leases whose
+/// `released_at` is empty or later than the fence's last change, and whose `expires_at + bound`
+/// is still ahead of `clock_timestamp()`. The fence's `updated_at` is the start of the fencing
+/// transaction, so a lease released while it ran counts as unreleased: the error is on the safe
+/// side.
+pub(crate) async fn stalled_serving_writes_in(
+    conn: &mut PgConnection,
+    community_id: Uuid,
+    bound: Duration,
+) -> StoreResult<StalledServingWrites> {
+    let (count, operations, until, now): (i64, Vec<String>, Option<DateTime<Utc>>, DateTime<Utc>) =
+        sqlx::query_as(
+            "SELECT count(l.id),                     coalesce(array_agg(DISTINCT l.operation ORDER BY l.operation)                              FILTER (WHERE l.id IS NOT NULL), '{}'),                     max(l.expires_at) + make_interval(secs => $2), clock_timestamp()              FROM deletion.community_fences f              LEFT JOIN deletion.serving_write_leases l                ON l.community_id = f.community_id               AND (l.released_at IS NULL OR l.released_at > f.updated_at)               AND l.expires_at + make_interval(secs => $2) > clock_timestamp()              WHERE f.community_id = $1",
+        )
+        .bind(community_id)
+        .bind(bound.as_secs_f64())
+        .fetch_optional(conn)
+        .await?
+        .unwrap_or((0, Vec::new(), None, Utc::now()));
+    Ok(StalledServingWrites {
+        count: count_u64(count),
+        operations,
+        until,
+        now,
+    })
+}
+
+/// Maps the outcome of `deletion.check_serving_write_lease` to the library's result.
+fn lease_outcome(
+    lease: &ServingWriteLease,
+    outcome: &str,
+    expires_at: Option<DateTime<Utc>>,
+) -> StoreResult<DateTime<Utc>> {
+    let lost = |reason: &str| StoreError::LeaseLost {
+        lease_id: lease.id,
+        reason: reason.to_owned(),
+    };
+    match (outcome, expires_at) {
+        ("valid", Some(expires_at)) => Ok(expires_at),
+        ("fenced", _) => Err(StoreError::CommunityFenced {
+            community_id: lease.community_id,
+        }),
+        ("missing", _) => Err(lost("no such lease for this community")),
+        ("not_owner", _) => Err(lost("held by another owner")),
+        ("released", _) => Err(lost("already released")),
+        ("expired", _) => Err(lost("expired before it was renewed")),
+        (other, _) => Err(StoreError::Corrupt {
+            what: "serving-write lease check",
+            reason: format!("outcome {other:?} for lease {}", lease.id),
+        }),
+    }
+}
+
+/// Checks the lease is still the caller's, unreleased and unexpired, and the community is not
+/// fenced; with `renew`, also extends it by that many seconds. One call of the SECURITY DEFINER
+/// function `deletion.check_serving_write_lease` (the serving role has no other access to the
+/// lease table), which holds the fence row `FOR SHARE` while it checks.
+async fn check_lease(
+    store: &Store,
+    lease: &ServingWriteLease,
+    renew: Option<f64>,
+) -> StoreResult<DateTime<Utc>> {
+    let (outcome, expires_at): (String, Option<DateTime<Utc>>) = sqlx::query_as(
+        "SELECT outcome, expires_at FROM deletion.check_serving_write_lease($1, $2, $3, $4)",
+    )
+    .bind(lease.id)
+    .bind(lease.community_id)
+    .bind(&lease.owner)
+    .bind(renew)
+    .fetch_one(&store.pool)
+    .await?;
+    lease_outcome(lease, &outcome, expires_at)
+}
+
+impl Store {
+    /// Admits one external serving write: refused with [`StoreError::CommunityQuiescing`] or
+    /// [`StoreError::CommunityFenced`] once deletion started, [`StoreError::NotFound`] for an
+    /// unknown community. The fence row is held `FOR SHARE` while the lease is inserted, so a
+    /// concurrent `fence` either sees this lease or refuses it.
+    pub async fn acquire_serving_write_lease(
+        &self,
+        community_id: Uuid,
+        operation: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> StoreResult<ServingWriteLease> {
+        require_named("operation", operation)?;
+        require_named("owner", owner)?;
+        let ttl = ttl_seconds(ttl)?;
+        let (outcome, id, fence_generation, expires_at): (
+            String,
+            Option<Uuid>,
+            Option<i64>,
+            Option<DateTime<Utc>>,
+        ) = sqlx::query_as(
+            "SELECT outcome, lease_id, fence_generation, expires_at \
+             FROM deletion.acquire_serving_write_lease($1, $2, $3, $4)",
+        )
+        .bind(community_id)
+        .bind(operation)
+        .bind(owner)
+        .bind(ttl)
+        .fetch_one(&self.pool)
+        .await?;
+        let (id, fence_generation, expires_at) =
+            match (outcome.as_str(), id, fence_generation, expires_at) {
+                ("acquired", Some(id), Some(generation), Some(expires_at)) => {
+                    (id, generation, expires_at)
+                }
+                ("quiescing", ..) => return Err(StoreError::CommunityQuiescing { community_id }),
+                ("fenced", ..) => return Err(StoreError::CommunityFenced { community_id }),
+                ("unknown_community", ..) => {
+                    return Err(StoreError::NotFound {
+                        what: "community",
+                        id: community_id.to_string(),
+                    });
+                }
+                (other, ..) => {
+                    return Err(StoreError::Corrupt {
+                        what: "serving-write lease acquisition",
+                        reason: format!("outcome {other:?} for community {community_id}"),
+                    });
+                }
+            };
+        Ok(ServingWriteLease {
+            id,
+            community_id,
+            operation: operation.to_owned(),
+            owner: owner.to_owned(),
+            fence_generation,
+            expires_at,
+        })
+    }
+
+    /// Extends the lease by `ttl` from now and returns the new expiry. Allowed while the
+    /// community serves or quiesces; refused ([`StoreError::LeaseLost`],
+    /// [`StoreError::CommunityFenced`]) once released, expired, not the caller's, or fenced.
+    pub async fn renew_serving_write_lease(
+        &self,
+        lease: &ServingWriteLease,
+        ttl: Duration,
+    ) -> StoreResult<DateTime<Utc>> {
+        let ttl = ttl_seconds(ttl)?;
+        check_lease(self, lease, Some(ttl)).await
+    }
+
+    /// Checks the lease is still valid (see [`Store::renew_serving_write_lease`]) without
+    /// extending it; the serving path calls it right before and after its external write.
+    pub async fn verify_serving_write_lease(&self, lease: &ServingWriteLease) -> StoreResult<()> {
+        check_lease(self, lease, None).await.map(|_| ())
+    }
+
+    /// Releases the lease. Returns `true` only if it was this owner's lease and still live;
+    /// `false` if it was already released, had expired (it is marked released anyway), or is not
+    /// this owner's (then nothing changes).
+    pub async fn release_serving_write_lease(
+        &self,
+        lease: &ServingWriteLease,
+    ) -> StoreResult<bool> {
+        let was_live: bool =
+            sqlx::query_scalar("SELECT deletion.release_serving_write_lease($1, $2, $3)")
+                .bind(lease.id)
+                .bind(lease.community_id)
+                .bind(&lease.owner)
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(was_live)
+    }
+
+    /// Unreleased, unexpired leases of the community and their operations.
+    /// Callable by the worker and the serving role alike (SECURITY DEFINER function).
+    pub async fn live_serving_writes(&self, community_id: Uuid) -> StoreResult<LiveServingWrites> {
+        let mut conn = self.pool.acquire().await?;
+        live_serving_writes_in(&mut conn, community_id).await
+    }
+
+    /// Stalled serving writes of the community (see [`StalledServingWrites`]): what the drain
+    /// waits for before the manifest may be frozen. `bound` is the protected-operation bound
+    /// ([`crate::serving::MAX_PROTECTED_OPERATION`] in production).
+    pub async fn stalled_serving_writes(
+        &self,
+        community_id: Uuid,
+        bound: Duration,
+    ) -> StoreResult<StalledServingWrites> {
+        let mut conn = self.pool.acquire().await?;
+        stalled_serving_writes_in(&mut conn, community_id, bound).await
+    }
+
+    /// Refuses with [`StoreError::StalledServingWrites`] (transient) while a lease left
+    /// unreleased at fence time is inside `expires_at + bound`; the gate in front of freezing the
+    /// manifest.
+    pub async fn require_no_stalled_serving_writes(
+        &self,
+        community_id: Uuid,
+        bound: Duration,
+    ) -> StoreResult<StalledServingWrites> {
+        let stalled = self.stalled_serving_writes(community_id, bound).await?;
+        match stalled.until {
+            Some(until) if stalled.count > 0 => Err(StoreError::StalledServingWrites {
+                community_id,
+                count: stalled.count,
+                until,
+            }),
+            _ => Ok(stalled),
+        }
+    }
+
+    /// Deletes lease rows released or expired more than `retain` ago (they prove nothing any
+    /// more); returns how many. Keeps the lease table small under serving churn. A row still
+    /// inside its protected-operation bound is kept whatever `retain` says: the drain reads it.
+    pub async fn reap_serving_write_leases(&self, retain: Duration) -> StoreResult<u64> {
+        let deleted: i64 = sqlx::query_scalar("SELECT deletion.reap_serving_write_leases($1)")
+            .bind(retain.as_secs_f64())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(count_u64(deleted))
+    }
+}

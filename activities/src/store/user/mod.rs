@@ -1,0 +1,72 @@
+//! Postgres store of user deletions: the request row (`deletion.requests`, kind `user`), its
+//! approval and its stage history (`deletion.user_stage_history`).
+//!
+//! The store knows no stage rules: the workflow's policy decides, the store saves. What the store
+//! enforces is the exclusion proof: a handler attempt bumps the request's execution generation
+//! under the request row lock and saves its outcome only while that generation is current; a
+//! transition is a compare-and-set from the row the workflow expects to be current; and every
+//! write is idempotent under retry (a repeated call finds its earlier effect and returns it).
+
+mod approved;
+pub mod error;
+mod interrupt;
+mod listing;
+mod requests;
+mod resume;
+mod stages;
+mod views;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+pub use error::UserStoreError;
+pub use listing::{MAX_LIST_ROWS, UserRequestSummary};
+pub use stages::StageStart;
+pub use views::{StageRowView, UserRequestView};
+
+/// Result of a user-deletion store call.
+pub type UserStoreResult<T> = Result<T, UserStoreError>;
+
+/// The user-deletion store over one connection pool.
+#[derive(Debug, Clone)]
+pub struct UserStore {
+    pool: PgPool,
+}
+
+impl UserStore {
+    /// A store over `pool` (migrated to at least `0002_user_deletion`).
+    pub fn new(pool: PgPool) -> Self {
+        UserStore { pool }
+    }
+
+    /// The underlying pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
+/// Appends one row to the audit trail, inside the caller's transaction.
+async fn audit(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    request_id: Uuid,
+    actor: &str,
+    event: &str,
+    detail: serde_json::Value,
+) -> UserStoreResult<()> {
+    sqlx::query(
+        "INSERT INTO deletion.audit_events (request_id, actor, event, detail) VALUES ($1, $2, $3, $4)",
+    )
+    .bind(request_id)
+    .bind(actor)
+    .bind(event)
+    .bind(detail)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// RFC 3339 with milliseconds, UTC: the one timestamp format of contracts and CLI output.
+pub fn rfc3339(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
