@@ -144,7 +144,10 @@ impl Cli {
         let run = self.run(&args).await.expect_code(0);
         let json = run.json();
         let id = json["request_id"].as_str().unwrap_or_default().to_owned();
-        let digest = json["inventory_digest"].as_str().unwrap_or_default().to_owned();
+        let digest = json["inventory_digest"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         assert!(
             !id.is_empty() && !digest.is_empty(),
             "submit printed {json}"
@@ -228,7 +231,10 @@ impl Cli {
             .await
             .expect_code(0)
             .json();
-        let id = submitted["request_id"].as_str().unwrap_or_default().to_owned();
+        let id = submitted["request_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         let digest = submitted["inventory_digest"]
             .as_str()
             .unwrap_or_default()

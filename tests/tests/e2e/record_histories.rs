@@ -448,7 +448,14 @@ async fn community_web_ui_signals() {
     cli.wait_audit(&id, "approval_rejected", 1).await;
     let stale = "0".repeat(digest.len());
     let other = cli
-        .signed_payload(&["approve", &id, "--inventory-digest", &stale, "--approved-by", "bob"])
+        .signed_payload(&[
+            "approve",
+            &id,
+            "--inventory-digest",
+            &stale,
+            "--approved-by",
+            "bob",
+        ])
         .await;
     web_ui_signal(&workflow_id, "approve", &other).await;
     cli.wait_audit(&id, "approval_rejected", 2).await;

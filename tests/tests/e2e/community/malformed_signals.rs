@@ -625,7 +625,10 @@ async fn malformed_signals_and_updates_never_fail_a_user_deletion_workflow_task(
         .await
         .expect_code(0)
         .json();
-    let id = submitted["request_id"].as_str().unwrap_or_default().to_owned();
+    let id = submitted["request_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     let digest = submitted["inventory_digest"]
         .as_str()
         .unwrap_or_default()

@@ -81,7 +81,10 @@ async fn without_a_worker_every_command_answers_in_bounded_time_and_held_updates
                 .expect_code(0)
                 .json();
             (
-                submitted["request_id"].as_str().unwrap_or_default().to_owned(),
+                submitted["request_id"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
                 submitted["inventory_digest"]
                     .as_str()
                     .unwrap_or_default()

@@ -67,7 +67,11 @@ async fn unknown_key_shape_blocks_naming_the_key_until_removed_and_unblocked() {
         .json();
     let listed = blocked
         .as_array()
-        .and_then(|rows| rows.iter().find(|r| r["request_id"] == id.as_str()).cloned())
+        .and_then(|rows| {
+            rows.iter()
+                .find(|r| r["request_id"] == id.as_str())
+                .cloned()
+        })
         .unwrap_or_else(|| panic!("`list --state blocked` must show {id}: {blocked}"));
     assert_eq!(
         listed["live"]["blocked"], true,
