@@ -33,6 +33,9 @@ pub const S3_SECRET_KEY: &str = "BUZZ_S3_SECRET_KEY";
 pub const TEMPORAL_ADDRESS: &str = "TEMPORAL_ADDRESS";
 /// Temporal namespace (optional, see [`DEFAULT_TEMPORAL_NAMESPACE`]).
 pub const TEMPORAL_NAMESPACE: &str = "TEMPORAL_NAMESPACE";
+/// Task queue the workflows and their activities run on (optional, default
+/// [`workflows::TASK_QUEUE`]): the worker polls it, the CLI starts workflows on it.
+pub const TASK_QUEUE: &str = "BUZZ_TASK_QUEUE";
 
 /// Region used when `BUZZ_S3_REGION` is unset or blank: any non-empty value signs correctly for
 /// Ceph RGW, and `us-east-1` is what the SDKs assume for real S3.
@@ -135,6 +138,12 @@ impl<L: Fn(&str) -> Option<String>> StackEnv<L> {
     pub fn temporal_namespace(&self) -> String {
         self.optional(TEMPORAL_NAMESPACE)
             .unwrap_or_else(|| DEFAULT_TEMPORAL_NAMESPACE.to_owned())
+    }
+
+    /// `BUZZ_TASK_QUEUE`, or [`workflows::TASK_QUEUE`].
+    pub fn task_queue(&self) -> String {
+        self.optional(TASK_QUEUE)
+            .unwrap_or_else(|| workflows::TASK_QUEUE.to_owned())
     }
 
     /// The bucket settings from the `BUZZ_S3_*` variables; the region defaults to
@@ -284,6 +293,24 @@ mod tests {
         let env = reader(&env);
         assert_eq!(env.redis_url().as_deref(), Ok("redis://127.0.0.1:56379"));
         assert_eq!(env.s3().map(|s3| s3.bucket).as_deref(), Ok("buzz-media"));
+    }
+
+    #[test]
+    fn the_task_queue_defaults_to_the_workflows_queue_when_unset_or_blank() {
+        for queue in [None, Some(""), Some(" \t")] {
+            let mut env = full_env();
+            if let Some(queue) = queue {
+                env.insert(TASK_QUEUE, queue.to_owned());
+            }
+            assert_eq!(
+                reader(&env).task_queue(),
+                workflows::TASK_QUEUE,
+                "{queue:?}"
+            );
+        }
+        let mut env = full_env();
+        env.insert(TASK_QUEUE, " e2e-queue\n".into());
+        assert_eq!(reader(&env).task_queue(), "e2e-queue");
     }
 
     #[test]

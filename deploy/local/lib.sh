@@ -259,14 +259,51 @@ buzz_register_operators() {
   done
 }
 
+# Clippy's lints inside the compile itself. clippy-driver is rustc plus clippy's
+# lints; `cargo clippy` runs it on the workspace's own crates in check-only mode,
+# which costs a second compile of everything. Exporting the same two variables
+# cargo-clippy sets (the wrapper for workspace members, and the lint flags joined
+# the way clippy-driver reads them) makes every cargo command in this shell lint
+# while it builds: one compile gives the binaries and the `-D warnings` verdict.
+# Every script exports them before its first cargo command, so their artifacts
+# stay shared (the wrapper is part of cargo's fingerprint).
+buzz_lint_in_build() {
+  local driver
+  driver=$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver) ||
+    buzz_die "clippy-driver not found: run 'rustup component add clippy'"
+  export RUSTC_WORKSPACE_WRAPPER=$driver
+  export CLIPPY_ARGS='-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__'
+}
+
+# Proves the lints above are live: a one-line crate with a known clippy finding
+# must fail to compile through the same driver and flags. Fails otherwise, so a
+# broken wiring cannot pass as a clean lint run.
+buzz_lint_probe() {
+  local dir
+  dir=$(mktemp -d)
+  printf 'pub fn probe(v: &[u8]) -> bool {\n    v.len() == 0\n}\n' >"$dir/probe.rs"
+  if "$RUSTC_WORKSPACE_WRAPPER" rustc --edition 2024 --crate-type lib --emit=metadata \
+    --out-dir "$dir" "$dir/probe.rs" >"$dir/out" 2>&1; then
+    rm -rf "$dir"
+    buzz_die "clippy lints are not running: a known finding (len_zero) compiled cleanly"
+  fi
+  if ! grep -q 'len_zero' "$dir/out"; then
+    cat "$dir/out" >&2
+    rm -rf "$dir"
+    buzz_die "the lint probe failed for another reason than the lint (output above)"
+  fi
+  rm -rf "$dir"
+}
+
 # The one build every script runs: the whole workspace, every target (binaries and
-# test binaries alike). Cargo resolves features per selection of packages and
-# targets, and the test targets bring dev-dependency features (the SDK's `testing`)
-# into shared crates, so a narrower build (`-p starter`, `--bins`) compiles a second
-# copy of most of the dependency graph. With one selection everywhere, the suite,
-# the demo, the chaos run and the history recorder reuse each other's artifacts and
-# CI compiles the workspace once per profile (clippy's check pass and this one).
+# test binaries alike), linted as it compiles (buzz_lint_in_build). Cargo resolves
+# features per selection of packages and targets, and the test targets bring
+# dev-dependency features (the SDK's `testing`) into shared crates, so a narrower
+# build (`-p starter`, `--bins`) compiles a second copy of most of the dependency
+# graph. With one selection everywhere, the suite, the demo, the chaos run and the
+# history recorder reuse each other's artifacts, and CI compiles the workspace once.
 buzz_build() {
+  buzz_lint_in_build
   cargo build -q --workspace --all-targets
 }
 

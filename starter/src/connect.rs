@@ -75,13 +75,10 @@ pub async fn temporal(target: &TemporalTarget) -> Result<Client, CliError> {
     }
 }
 
-/// The task queue workflows are started on: BUZZ_TASK_QUEUE, default `buzz-deletion`.
+/// The task queue workflows are started on (the worker polls the same one): see
+/// [`StackEnv::task_queue`].
 pub fn task_queue() -> String {
-    std::env::var("BUZZ_TASK_QUEUE")
-        .ok()
-        .map(|v| v.trim().to_owned())
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| workflows::TASK_QUEUE.to_owned())
+    StackEnv::process().task_queue()
 }
 
 /// Reads DATABASE_URL: the worker role, for every command but `migrate` and `demo`.

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tokio::process::Command;
+use uuid::Uuid;
 
 use crate::env::bin;
 
@@ -153,6 +154,28 @@ impl Cli {
             "submit printed {json}"
         );
         (id, digest)
+    }
+
+    /// Submits as `alice` (fast retries, plus `extra`) a deletion whose inventory blocks: the
+    /// CLI exits 1 with the blocked request. Returns its id and the printed document.
+    pub async fn submit_blocked(&self, host: &str, extra: &[&str]) -> (Uuid, Value) {
+        let mut args = vec![
+            "community",
+            "submit",
+            "--host",
+            host,
+            "--requested-by",
+            "alice",
+            "--retry-initial-secs",
+            "1",
+        ];
+        args.extend_from_slice(extra);
+        let json = self.run(&args).await.expect_code(1).json();
+        let id = json["request_id"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("a blocked submit must print its request id: {json}"));
+        (id, json)
     }
 
     /// `community unblock ID --unblocked-by ACTOR --reason REASON`.

@@ -18,7 +18,7 @@ pub mod workers;
 pub mod prelude {
     pub use crate::cli::{Cli, CliRun};
     pub use crate::env::{bin, repo_root};
-    pub use crate::seed::{seed, small_plan, unique_host};
+    pub use crate::seed::{plant_stray_key, seed, small_plan, unique_host};
     pub use crate::snapshot::{Snapshot, assert_identical, object_versions, snapshot};
     pub use crate::stack::{Stack, outage_lock, stack};
     pub use crate::workers::{WorkerProcess, unique_queue};

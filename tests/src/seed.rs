@@ -35,6 +35,19 @@ pub fn tiny_plan() -> SeedPlan {
     }
 }
 
+/// Puts an object under `community`'s media prefix that no writer of ours makes (a key of
+/// unknown shape): the inventory blocks on it, naming it, until it is removed. Returns the key
+/// and the version written.
+pub async fn plant_stray_key(stack: &Stack, community: Uuid) -> (String, String) {
+    let key = format!("media/{community}/not-a-content-hash.tmp");
+    let version = stack
+        .objects
+        .put_object(&key, b"stray".to_vec())
+        .await
+        .unwrap_or_else(|e| panic!("planting {key}: {e}"));
+    (key, version)
+}
+
 /// Seeds a community through the serving API, as the serving role.
 pub async fn seed(stack: &Stack, host: &str, plan: SeedPlan) -> SeedReport {
     seed_community(&stack.serving, &stack.objects, &stack.cache, host, plan)

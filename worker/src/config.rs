@@ -127,7 +127,7 @@ impl WorkerConfig {
             s3: stack.s3()?,
             metrics_port,
             shutdown_grace: Duration::from_secs(parse_u64("BUZZ_SHUTDOWN_GRACE_SECS", "60")?),
-            task_queue: optional("BUZZ_TASK_QUEUE", workflows::TASK_QUEUE),
+            task_queue: stack.task_queue(),
             manifest_chunk_entries: usize::try_from(parse_u64(
                 "BUZZ_MANIFEST_CHUNK_ENTRIES",
                 "1000",

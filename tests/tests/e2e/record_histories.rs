@@ -251,30 +251,9 @@ async fn community_blocked_then_unblocked() {
     let host = unique_host("record-blocked");
     let target = seed(&stack, &host, tiny_plan()).await;
     // A key no writer makes blocks the inventory until an operator removes it and unblocks.
-    let stray = format!("media/{}/not-a-content-hash.tmp", target.community_id);
-    let version = stack
-        .objects
-        .put_object(&stray, b"stray".to_vec())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let submitted = cli
-        .run(&[
-            "community",
-            "submit",
-            "--host",
-            &host,
-            "--requested-by",
-            "alice",
-            "--retry-initial-secs",
-            "1",
-        ])
-        .await
-        .expect_code(1)
-        .json();
-    let id = submitted["request_id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let (stray, version) = plant_stray_key(&stack, target.community_id).await;
+    let (id, submitted) = cli.submit_blocked(&host, &[]).await;
+    let id = id.to_string();
     assert!(
         submitted["blocked"]["reason"]
             .as_str()

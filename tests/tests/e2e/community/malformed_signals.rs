@@ -387,35 +387,20 @@ async fn malformed_signals_at_every_point_are_refused_on_record_and_never_wedge_
     let target = seed(&stack, &host, plan).await;
     let community = target.community_id;
     // An unknown key shape blocks the inventory: the point before the irreversible one.
-    let stray = format!("media/{community}/not-a-content-hash.tmp");
-    stack
-        .objects
-        .put_object(&stray, b"stray".to_vec())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let submitted = cli
-        .run(&[
-            "community",
-            "submit",
-            "--host",
+    let (stray, _) = plant_stray_key(&stack, community).await;
+    let (id, _) = cli
+        .submit_blocked(
             &host,
-            "--requested-by",
-            "alice",
-            "--retry-initial-secs",
-            "1",
-            "--delete-parallelism",
-            "1",
-            "--chunks-per-call",
-            "1",
-            "--delete-rounds-per-run",
-            "500",
-        ])
-        .await
-        .expect_code(1);
-    let id: Uuid = submitted.json()["request_id"]
-        .as_str()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("submit printed no request id: {}", submitted.stdout));
+            &[
+                "--delete-parallelism",
+                "1",
+                "--chunks-per-call",
+                "1",
+                "--delete-rounds-per-run",
+                "500",
+            ],
+        )
+        .await;
     let workflow_id = stack
         .store
         .get_request(id)

@@ -742,30 +742,8 @@ async fn a_used_unblock_signature_replayed_on_the_next_block_is_refused() {
     let host = unique_host("replay");
     let target = seed(&stack, &host, small_plan()).await;
     // A key of unknown shape blocks the inventory, again after every unblock until removed.
-    let stray = format!("media/{}/not-a-content-hash.tmp", target.community_id);
-    stack
-        .objects
-        .put_object(&stray, b"stray".to_vec())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let submitted = cli
-        .run(&[
-            "community",
-            "submit",
-            "--host",
-            &host,
-            "--requested-by",
-            "alice",
-            "--retry-initial-secs",
-            "1",
-        ])
-        .await
-        .expect_code(1)
-        .json();
-    let id: Uuid = submitted["request_id"]
-        .as_str()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_default();
+    let _ = plant_stray_key(&stack, target.community_id).await;
+    let (id, _) = cli.submit_blocked(&host, &[]).await;
     let id_arg = id.to_string();
     let workflow_id = workflow_id_of(id);
     let unblock = cli

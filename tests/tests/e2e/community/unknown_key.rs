@@ -12,28 +12,10 @@ async fn unknown_key_shape_blocks_naming_the_key_until_removed_and_unblocked() {
     let host = unique_host("stray");
     let target = seed(&stack, &host, small_plan()).await;
     // A writer we do not know put this under the community's media prefix.
-    let stray = format!("media/{}/not-a-content-hash.tmp", target.community_id);
-    stack
-        .objects
-        .put_object(&stray, b"stray".to_vec())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let (stray, _) = plant_stray_key(&stack, target.community_id).await;
 
-    let submitted = cli
-        .run(&[
-            "community",
-            "submit",
-            "--host",
-            &host,
-            "--requested-by",
-            "alice",
-            "--retry-initial-secs",
-            "1",
-        ])
-        .await
-        .expect_code(1);
-    let json = submitted.json();
-    let id = json["request_id"].as_str().unwrap_or_default().to_owned();
+    let (request_id, json) = cli.submit_blocked(&host, &[]).await;
+    let id = request_id.to_string();
     let reason = json["blocked"]["reason"].as_str().unwrap_or_default();
     assert!(
         reason.contains(&stray),
@@ -52,7 +34,7 @@ async fn unknown_key_shape_blocks_naming_the_key_until_removed_and_unblocked() {
     );
     let request = stack
         .store
-        .get_request(id.parse().unwrap_or_default())
+        .get_request(request_id)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(

@@ -380,21 +380,8 @@ async fn an_upload_of_unknown_key_shape_blocks_the_inventory_naming_it_until_abo
         .await
         .unwrap_or_else(|e| panic!("{e}"));
 
-    let submitted = cli
-        .run(&[
-            "community",
-            "submit",
-            "--host",
-            &host,
-            "--requested-by",
-            "alice",
-            "--retry-initial-secs",
-            "1",
-        ])
-        .await
-        .expect_code(1);
-    let json = submitted.json();
-    let id = json["request_id"].as_str().unwrap_or_default().to_owned();
+    let (id, json) = cli.submit_blocked(&host, &[]).await;
+    let id = id.to_string();
     let reason = json["blocked"]["reason"].as_str().unwrap_or_default();
     assert!(
         reason.contains(&stray.key),
