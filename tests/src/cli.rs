@@ -234,14 +234,9 @@ impl Cli {
         .await
     }
 
-    /// `user submit --target TARGET --requested-by REQUESTER`, then `user approve` by
-    /// `approver` with the printed digest (both must exit 0); returns the request id.
-    pub async fn user_submit_and_approve(
-        &self,
-        target: &str,
-        requester: &str,
-        approver: &str,
-    ) -> String {
+    /// `user submit --target TARGET --requested-by REQUESTER` (must exit 0); returns the
+    /// request id and the frozen inventory's digest.
+    pub async fn user_submit(&self, target: &str, requester: &str) -> (String, String) {
         let submitted = self
             .run(&[
                 "user",
@@ -266,6 +261,18 @@ impl Cli {
             !id.is_empty() && !digest.is_empty(),
             "submit printed {submitted}"
         );
+        (id, digest)
+    }
+
+    /// [`Cli::user_submit`], then `user approve` by `approver` with the printed digest (must
+    /// exit 0); returns the request id.
+    pub async fn user_submit_and_approve(
+        &self,
+        target: &str,
+        requester: &str,
+        approver: &str,
+    ) -> String {
+        let (id, digest) = self.user_submit(target, requester).await;
         self.user_approve(&id, approver, &digest)
             .await
             .expect_code(0);

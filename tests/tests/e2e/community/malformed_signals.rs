@@ -598,26 +598,7 @@ async fn malformed_signals_and_updates_never_fail_a_user_deletion_workflow_task(
     let _worker = WorkerProcess::start(&queue, &[]).await;
     let cli = Cli::new(&queue);
     let target = format!("demo:malformed-{}", Uuid::new_v4().simple());
-    let submitted = cli
-        .run(&[
-            "user",
-            "submit",
-            "--target",
-            &target,
-            "--requested-by",
-            "alice",
-        ])
-        .await
-        .expect_code(0)
-        .json();
-    let id = submitted["request_id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let digest = submitted["inventory_digest"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let (id, digest) = cli.user_submit(&target, "alice").await;
     let workflow_id = workflows::user::workflow_id(id.parse().unwrap_or_default());
 
     // The user workflow takes one signal, `stop`, whose payload it never decodes (and with no

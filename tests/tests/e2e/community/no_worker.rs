@@ -67,30 +67,7 @@ async fn without_a_worker_every_command_answers_in_bounded_time_and_held_updates
     let (abort_id, _) = cli.submit(&abort_host, "alice", &[]).await;
     let user_request = |target: String| {
         let cli = cli.clone();
-        async move {
-            let submitted = cli
-                .run(&[
-                    "user",
-                    "submit",
-                    "--target",
-                    &target,
-                    "--requested-by",
-                    "alice",
-                ])
-                .await
-                .expect_code(0)
-                .json();
-            (
-                submitted["request_id"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-                submitted["inventory_digest"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-            )
-        }
+        async move { cli.user_submit(&target, "alice").await }
     };
     let (user_id, user_digest) =
         user_request(format!("demo:noworker-{}", Uuid::new_v4().simple())).await;

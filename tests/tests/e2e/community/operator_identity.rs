@@ -624,26 +624,10 @@ async fn a_user_deletion_needs_a_second_key_whatever_name_the_approval_gives() {
     let cli = Cli::new(&queue);
     let alice: TestOperator = operator("alice").await;
     let target = format!("demo:identity-{}", Uuid::new_v4().simple());
-    let submitted = cli
-        .run(&[
-            "user",
-            "submit",
-            "--target",
-            &target,
-            "--requested-by",
-            "alice",
-        ])
-        .await
-        .expect_code(0)
-        .json();
-    let id: Uuid = submitted["request_id"]
-        .as_str()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_default();
-    let digest = submitted["inventory_digest"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let (id, digest) = cli.user_submit(&target, "alice").await;
+    let id: Uuid = id
+        .parse()
+        .unwrap_or_else(|e| panic!("user submit printed a bad request id {id}: {e}"));
     let workflow_id = workflows::user::workflow_id(id);
 
     // Alice's key under Bob's name: the ledger sees two names, the signature one key.
