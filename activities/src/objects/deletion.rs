@@ -8,30 +8,11 @@ use aws_sdk_s3::types::{Delete, ObjectIdentifier};
 use serde::{Deserialize, Serialize};
 
 use super::ObjectStore;
+use super::addresses::{MultipartUpload, ObjectVersionRef};
 use super::error::{ObjectStoreError, S3Operation, invalid_request};
-use super::listing::MultipartUpload;
-use crate::taxonomy::ManifestEntry;
 
 /// The most versions one DeleteObjects call accepts (an S3 protocol limit).
 pub const MAX_VERSIONS_PER_DELETE: usize = 1000;
-
-/// Exactly one version of one key, as a version-exact delete addresses it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct ObjectVersionRef {
-    /// The full object key.
-    pub key: String,
-    /// The version to delete; never empty (an empty id would create a delete marker instead).
-    pub version_id: String,
-}
-
-impl From<ManifestEntry> for ObjectVersionRef {
-    fn from(entry: ManifestEntry) -> Self {
-        Self {
-            key: entry.key,
-            version_id: entry.version_id,
-        }
-    }
-}
 
 /// A version the server explicitly refused to delete.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

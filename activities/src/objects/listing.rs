@@ -1,45 +1,13 @@
 //! Listing: version listings of a prefix (paged, with both continuation markers required),
 //! plain object listings, and the multipart uploads in progress under a prefix.
 
-use serde::{Deserialize, Serialize};
-
 use super::ObjectStore;
-use super::deletion::ObjectVersionRef;
+use super::addresses::{MultipartUpload, ObjectVersion};
 use super::error::{MissingMarker, ObjectStoreError, S3Operation, required};
-use crate::taxonomy::{ManifestEntry, VersionKind};
+use crate::taxonomy::VersionKind;
 
 /// Page size used by the whole-prefix helpers ([`ObjectStore::snapshot_prefix`]).
 pub(super) const SNAPSHOT_PAGE_SIZE: i32 = 1000;
-
-/// One listed version of one key.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct ObjectVersion {
-    /// The full object key.
-    pub key: String,
-    /// Its version id.
-    pub version_id: String,
-    /// Data or delete marker.
-    pub kind: VersionKind,
-    /// Stored bytes (0 for a delete marker).
-    pub size: u64,
-    /// Whether this is the key's current version.
-    pub is_latest: bool,
-}
-
-impl ObjectVersion {
-    /// The manifest entry a destructive stage freezes for this version.
-    pub fn manifest_entry(&self) -> ManifestEntry {
-        ManifestEntry::new(self.key.clone(), self.version_id.clone(), self.kind)
-    }
-
-    /// The reference a version-exact delete needs.
-    pub fn version_ref(&self) -> ObjectVersionRef {
-        ObjectVersionRef {
-            key: self.key.clone(),
-            version_id: self.version_id.clone(),
-        }
-    }
-}
 
 /// One page of a version listing, in the server's key order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,16 +16,6 @@ pub struct VersionPage {
     pub entries: Vec<ObjectVersion>,
     /// `(key marker, version id marker)` to pass for the next page; `None` on the last page.
     pub next: Option<(String, String)>,
-}
-
-/// One multipart upload in progress (initiated, never completed nor aborted). It holds no
-/// version yet, so version listings do not show it, but completing it creates one.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct MultipartUpload {
-    /// The key the upload will create when completed.
-    pub key: String,
-    /// The upload id the server assigned.
-    pub upload_id: String,
 }
 
 /// One page of a multipart-upload listing, in the server's (key, upload id) order.

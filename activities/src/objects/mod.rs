@@ -12,6 +12,7 @@
 //! path, demo, stack check, tests) and `error.rs` (the typed failures and their mapping from the
 //! SDK).
 
+mod addresses;
 mod deletion;
 mod error;
 mod listing;
@@ -31,12 +32,12 @@ use aws_sdk_s3::config::{
 use aws_sdk_s3::types::BucketVersioningStatus;
 use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
 
+pub use addresses::{MultipartUpload, ObjectVersion, ObjectVersionRef};
 pub use deletion::{
     AbortOutcome, BulkDeleteOutcome, DeleteFailure, DeleteFailureKind, MAX_VERSIONS_PER_DELETE,
-    ObjectVersionRef,
 };
 pub use error::{MissingMarker, ObjectStoreError, S3Operation};
-pub use listing::{MultipartUpload, ObjectVersion, UploadPage, VersionPage};
+pub use listing::{UploadPage, VersionPage};
 pub use writes::UploadedPart;
 
 /// Credentials name shown in SDK diagnostics.
