@@ -1,0 +1,335 @@
+use super::*;
+use proptest::prelude::*;
+use sha2::{Digest, Sha256 as RefSha256};
+
+// RFC 6962 test data as used by transparency-dev/merkle (reference_test.go) and ct-merkle.
+const RFC_LEAVES: &[&str] = &[
+    "",
+    "00",
+    "10",
+    "2021",
+    "3031",
+    "40414243",
+    "5051525354555657",
+    "606162636465666768696a6b6c6d6e6f",
+];
+
+// Roots of the trees of the first 1..=8 leaves.
+const RFC_ROOTS: &[&str] = &[
+    "6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d",
+    "fac54203e7cc696cf0dfcb42c92a1d9dbaf70ad9e621f4bd8d98662f00e3c125",
+    "aeb6bcfe274b70a14fb067a5e5578264db0fa9b51af5e0ba159158f329e06e77",
+    "d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7",
+    "4e3bbb1f7b478dcfe71fb631631519a3bca12c9aefca1612bfce4c13a86264d4",
+    "76e67dadbcdf1e10e1b74ddc608abd2f98dfb16fbce75277b5232a127f2087ef",
+    "ddb89be403809e325750d3d263cd78929c2942b7942a34b77e122c9594a74c8c",
+    "5dc9da79a70659a9ad559cb701ded9a2ab9d823aad2f4960cfe370eff4604328",
+];
+
+fn rfc_leaves() -> Vec<Vec<u8>> {
+    RFC_LEAVES.iter().map(|l| hex::decode(l).unwrap()).collect()
+}
+
+#[test]
+fn rfc6962_roots() {
+    let leaves = rfc_leaves();
+    for (size, expected) in RFC_ROOTS.iter().enumerate() {
+        assert_eq!(root_of(&leaves[..=size]), *expected, "size {}", size + 1);
+    }
+    assert_eq!(
+        root(&[]),
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    );
+}
+
+#[test]
+fn rfc6962_inclusion_proofs() {
+    let leaves = rfc_leaves();
+    let vectors: &[(u64, u64, &[&str])] = &[
+        (0, 1, &[]),
+        (
+            0,
+            2,
+            &["96a296d224f285c67bee93c30f8a309157f0daa35dc5b87e410b78630a09cfc7"],
+        ),
+        (
+            1,
+            2,
+            &["6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d"],
+        ),
+        (
+            2,
+            3,
+            &["fac54203e7cc696cf0dfcb42c92a1d9dbaf70ad9e621f4bd8d98662f00e3c125"],
+        ),
+        (
+            1,
+            5,
+            &[
+                "6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d",
+                "5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e",
+                "bc1a0643b12e4d2d7c77918f44e0f4f79a838b6cf9ec5b5c283e1f4d88599e6b",
+            ],
+        ),
+        (
+            5,
+            8,
+            &[
+                "bc1a0643b12e4d2d7c77918f44e0f4f79a838b6cf9ec5b5c283e1f4d88599e6b",
+                "ca854ea128ed050b41b35ffc1b87b8eb2bde461e9e3b5596ece6b9d5975a0ae0",
+                "d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7",
+            ],
+        ),
+    ];
+    for (index, size, expected) in vectors {
+        let proof = inclusion_of(&leaves, *index, *size).unwrap();
+        assert_eq!(proof, *expected, "index {index} size {size}");
+        let root = RFC_ROOTS[usize::try_from(*size).unwrap() - 1];
+        let leaf = &leaves[usize::try_from(*index).unwrap()];
+        verify_inclusion_of(leaf, *index, *size, &proof, root).unwrap();
+    }
+}
+
+#[test]
+fn rfc6962_consistency_proofs() {
+    let leaves = rfc_leaves();
+    let vectors: &[(u64, u64, &[&str])] = &[
+        (1, 1, &[]),
+        (
+            1,
+            8,
+            &[
+                "96a296d224f285c67bee93c30f8a309157f0daa35dc5b87e410b78630a09cfc7",
+                "5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e",
+                "6b47aaf29ee3c2af9af889bc1fb9254dabd31177f16232dd6aab035ca39bf6e4",
+            ],
+        ),
+        (
+            2,
+            5,
+            &[
+                "5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e",
+                "bc1a0643b12e4d2d7c77918f44e0f4f79a838b6cf9ec5b5c283e1f4d88599e6b",
+            ],
+        ),
+        (
+            6,
+            8,
+            &[
+                "0ebc5d3437fbe2db158b9f126a1d118e308181031d0a949f8dededebc558ef6a",
+                "ca854ea128ed050b41b35ffc1b87b8eb2bde461e9e3b5596ece6b9d5975a0ae0",
+                "d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7",
+            ],
+        ),
+    ];
+    for (old, new, expected) in vectors {
+        let proof = consistency_of(&leaves, *old, *new).unwrap();
+        assert_eq!(proof, *expected, "{old} -> {new}");
+        let old_root = RFC_ROOTS[usize::try_from(*old).unwrap() - 1];
+        let new_root = RFC_ROOTS[usize::try_from(*new).unwrap() - 1];
+        verify_consistency(*old, old_root, *new, new_root, &proof).unwrap();
+        if old != new {
+            assert!(verify_consistency(*old, new_root, *new, old_root, &proof).is_err());
+        }
+    }
+}
+
+// An independent implementation of RFC 6962 §2.1 (MTH, PATH, PROOF), straight from the text.
+fn h(parts: &[&[u8]]) -> [u8; 32] {
+    let mut hasher = RefSha256::new();
+    for part in parts {
+        hasher.update(part);
+    }
+    hasher.finalize().into()
+}
+
+fn split(n: usize) -> usize {
+    let mut k = 1;
+    while k * 2 < n {
+        k *= 2;
+    }
+    k
+}
+
+fn mth(d: &[[u8; 32]]) -> [u8; 32] {
+    match d.len() {
+        0 => h(&[]),
+        1 => h(&[&[0], &d[0]]),
+        n => {
+            let k = split(n);
+            h(&[&[1], &mth(&d[..k]), &mth(&d[k..])])
+        }
+    }
+}
+
+fn path(m: usize, d: &[[u8; 32]]) -> Vec<[u8; 32]> {
+    if d.len() == 1 {
+        return vec![];
+    }
+    let k = split(d.len());
+    if m < k {
+        let mut p = path(m, &d[..k]);
+        p.push(mth(&d[k..]));
+        p
+    } else {
+        let mut p = path(m - k, &d[k..]);
+        p.push(mth(&d[..k]));
+        p
+    }
+}
+
+fn subproof(m: usize, d: &[[u8; 32]], complete: bool) -> Vec<[u8; 32]> {
+    let n = d.len();
+    if m == n {
+        return if complete { vec![] } else { vec![mth(d)] };
+    }
+    let k = split(n);
+    if m <= k {
+        let mut p = subproof(m, &d[..k], complete);
+        p.push(mth(&d[k..]));
+        p
+    } else {
+        let mut p = subproof(m - k, &d[k..], false);
+        p.push(mth(&d[..k]));
+        p
+    }
+}
+
+fn hexes(nodes: Vec<[u8; 32]>) -> Vec<String> {
+    nodes.into_iter().map(hex::encode).collect()
+}
+
+fn u(n: usize) -> u64 {
+    u64::try_from(n).unwrap()
+}
+
+fn tweak(text: &str) -> String {
+    let mut bytes = text.as_bytes().to_vec();
+    bytes[0] = if bytes[0] == b'0' { b'1' } else { b'0' };
+    String::from_utf8(bytes).unwrap()
+}
+
+#[test]
+fn malformed_inputs_are_refused_not_panicking() {
+    let leaves: Vec<[u8; 32]> = (0..5u8).map(|i| [i; 32]).collect();
+    let r = root(&leaves);
+    assert!(matches!(
+        inclusion_proof(&leaves, 0, 6),
+        Err(MerkleError::BeyondLog {
+            size: 6,
+            log_size: 5
+        })
+    ));
+    assert!(matches!(
+        inclusion_proof(&leaves, 5, 5),
+        Err(MerkleError::IndexOutOfRange { .. })
+    ));
+    assert!(matches!(
+        inclusion_proof(&leaves, 0, 0),
+        Err(MerkleError::IndexOutOfRange { .. })
+    ));
+    assert!(matches!(
+        consistency_proof(&leaves, 4, 3),
+        Err(MerkleError::OldLargerThanNew { .. })
+    ));
+    assert!(matches!(
+        consistency_proof(&leaves, 3, 9),
+        Err(MerkleError::BeyondLog { .. })
+    ));
+    let proof = inclusion_proof(&leaves, 2, 5).unwrap();
+    let mut upper = proof.clone();
+    upper[1] = upper[1].to_uppercase();
+    assert_eq!(
+        verify_inclusion(&leaves[2], 2, 5, &upper, &r),
+        Err(MerkleError::MalformedHash {
+            what: "proof element 1".to_owned()
+        })
+    );
+    let mut short = proof.clone();
+    short[0].pop();
+    assert!(verify_inclusion(&leaves[2], 2, 5, &short, &r).is_err());
+    assert!(verify_inclusion(&leaves[2], 2, 5, &proof, "xyz").is_err());
+    assert!(verify_inclusion(&leaves[2], 5, 5, &proof, &r).is_err());
+    assert!(verify_inclusion(&leaves[2], u64::MAX, u64::MAX, &proof, &r).is_err());
+    assert!(verify_consistency(u64::MAX, &r, u64::MAX, &r, &[]).is_ok());
+    assert!(verify_consistency(3, &r, u64::MAX, &r, &proof).is_err());
+    // From the empty log: empty proof and the empty root only.
+    assert!(verify_consistency(0, &root(&[]), 5, &r, &[]).is_ok());
+    assert!(verify_consistency(0, &r, 5, &r, &[]).is_err());
+    assert!(consistency_proof(&leaves, 0, 5).unwrap().is_empty());
+    // Equal sizes: equal roots, empty proof.
+    assert!(verify_consistency(5, &r, 5, &r, &[]).is_ok());
+    assert!(verify_consistency(5, &r, 5, &root(&leaves[..4]), &[]).is_err());
+    assert!(verify_consistency(5, &r, 5, &r, &proof[..1]).is_err());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn proofs_match_rfc6962_verify_and_any_change_fails(
+        leaves in proptest::collection::vec(any::<[u8; 32]>(), 1..40),
+        pick in any::<proptest::sample::Index>(),
+        old_pick in any::<proptest::sample::Index>(),
+        element in any::<proptest::sample::Index>(),
+    ) {
+        let size = leaves.len();
+        let r = root(&leaves);
+        prop_assert_eq!(&r, &hex::encode(mth(&leaves)));
+
+        // Every inclusion proof is RFC 6962's PATH and verifies.
+        for index in 0..size {
+            let proof = inclusion_proof(&leaves, u(index), u(size)).unwrap();
+            prop_assert_eq!(&proof, &hexes(path(index, &leaves)));
+            prop_assert!(verify_inclusion(&leaves[index], u(index), u(size), &proof, &r).is_ok());
+        }
+
+        // A changed leaf, index, size, root or proof element fails.
+        let index = pick.index(size);
+        let proof = inclusion_proof(&leaves, u(index), u(size)).unwrap();
+        let mut other_leaf = leaves[index];
+        other_leaf[0] ^= 1;
+        prop_assert!(verify_inclusion(&other_leaf, u(index), u(size), &proof, &r).is_err());
+        if size > 1 {
+            let other_index = (index + 1) % size;
+            prop_assert!(verify_inclusion(&leaves[index], u(other_index), u(size), &proof, &r).is_err());
+        }
+        prop_assert!(verify_inclusion(&leaves[index], u(index), u(size), &proof, &tweak(&r)).is_err());
+        if !proof.is_empty() {
+            let mut changed = proof.clone();
+            let i = element.index(changed.len());
+            changed[i] = tweak(&changed[i]);
+            prop_assert!(verify_inclusion(&leaves[index], u(index), u(size), &changed, &r).is_err());
+            prop_assert!(verify_inclusion(&leaves[index], u(index), u(size), &proof[1..], &r).is_err());
+        }
+        let mut longer = proof.clone();
+        longer.push(r.clone());
+        prop_assert!(verify_inclusion(&leaves[index], u(index), u(size), &longer, &r).is_err());
+
+        // Every consistency proof is RFC 6962's PROOF and verifies.
+        for old in 1..=size {
+            let old_root = root(&leaves[..old]);
+            let proof = consistency_proof(&leaves, u(old), u(size)).unwrap();
+            prop_assert_eq!(&proof, &hexes(subproof(old, &leaves, true)));
+            prop_assert!(verify_consistency(u(old), &old_root, u(size), &r, &proof).is_ok());
+        }
+
+        // A rewritten log is not consistent with the old root, and a changed proof fails.
+        let old = old_pick.index(size) + 1;
+        let old_root = root(&leaves[..old]);
+        let proof = consistency_proof(&leaves, u(old), u(size)).unwrap();
+        let mut rewritten = leaves.clone();
+        rewritten[old - 1][5] ^= 0x80;
+        let rewritten_root = root(&rewritten);
+        prop_assert!(verify_consistency(u(old), &old_root, u(size), &rewritten_root, &proof).is_err());
+        let rewritten_proof = consistency_proof(&rewritten, u(old), u(size)).unwrap();
+        prop_assert!(verify_consistency(u(old), &old_root, u(size), &rewritten_root, &rewritten_proof).is_err());
+        prop_assert!(verify_consistency(u(old), &tweak(&old_root), u(size), &r, &proof).is_err());
+        if !proof.is_empty() {
+            let mut changed = proof.clone();
+            let i = element.index(changed.len());
+            changed[i] = tweak(&changed[i]);
+            prop_assert!(verify_consistency(u(old), &old_root, u(size), &r, &changed).is_err());
+        }
+    }
+}

@@ -1,0 +1,469 @@
+//! The receipt: what a completed deletion asserts, field by field. It is what gets signed.
+//!
+//! Every timestamp in it is written by [`crate::canonical::timestamp`]. Counts are plain JSON
+//! integers. Serde refuses unknown members everywhere, so a receipt with an added field does not
+//! parse.
+//!
+//! [`check_counts`] checks that the numbers agree with each other (the manifest chunks add up,
+//! the purge stayed within the inventory, the approval names the inventory that was deleted,
+//! …). Each rule is one small function so that a rule found wrong for real data can be dropped
+//! alone.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::chain::ChainHead;
+use crate::keys::{KeyError, random_bytes};
+use crate::verify::CertificateProblem;
+
+/// The `format` of every receipt of this version.
+pub const RECEIPT_FORMAT: &str = "buzz-deletion-receipt/v1";
+
+/// The signed statement about one completed deletion request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Receipt {
+    /// Always [`RECEIPT_FORMAT`].
+    pub format: String,
+    /// The deletion request.
+    pub request_id: Uuid,
+    /// Community or user deletion.
+    pub kind: ReceiptKind,
+    /// What was deleted.
+    pub subject: Subject,
+    /// Who asked for it.
+    pub requested_by: String,
+    /// When it was asked for.
+    pub requested_at: String,
+    /// The approval and the inventory it was bound to.
+    pub approval: ApprovalFacts,
+    /// What the inventory found before deletion.
+    pub inventory: InventoryFacts,
+    /// The object-version manifest and its stamped chunks.
+    pub manifest: ManifestFacts,
+    /// The rows and keys purged.
+    pub purge: PurgeFacts,
+    /// Fence and execution generations the deletion ran under.
+    pub generations: Generations,
+    /// The verification report as recorded (a JSON object).
+    pub verification: serde_json::Value,
+    /// The stages reached, in order.
+    pub stages: Vec<StageReached>,
+    /// The audit chain head at completion.
+    pub audit_chain: ChainHead,
+    /// When the deletion completed.
+    pub completed_at: String,
+    /// Key id of the key that signs this receipt.
+    pub key_id: String,
+    /// When the receipt was signed.
+    pub signed_at: String,
+}
+
+/// The kind of deletion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReceiptKind {
+    /// A whole community (tenant).
+    Community,
+    /// One user.
+    User,
+}
+
+/// What was deleted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Subject {
+    /// A community, by id and host.
+    Community {
+        /// Community id.
+        community_id: Uuid,
+        /// Its host name.
+        host: String,
+    },
+    /// A user, by a salted commitment (the receipt does not name the user).
+    User {
+        /// [`target_commitment`] of the user identifier.
+        target_hash: String,
+        /// The salt (hex) used for `target_hash`.
+        target_salt: String,
+    },
+}
+
+/// The approval of the deletion.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalFacts {
+    /// Approver identity.
+    pub approved_by: String,
+    /// Approval time.
+    pub approved_at: String,
+    /// The inventory digest the approval was bound to.
+    pub inventory_digest: String,
+}
+
+/// Rows counted in one table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableRows {
+    /// Table name.
+    pub table: String,
+    /// Row count.
+    pub rows: u64,
+}
+
+/// The inventory taken before deletion.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InventoryFacts {
+    /// Inventory digest.
+    pub digest: String,
+    /// Rows per table.
+    pub tables: Vec<TableRows>,
+    /// Object versions found.
+    pub object_versions: u64,
+    /// Their total bytes.
+    pub object_bytes: u64,
+    /// Redis keys found.
+    pub redis_keys: u64,
+    /// Incomplete multipart uploads found.
+    pub multipart_uploads: u64,
+}
+
+/// One stamped manifest chunk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChunkStamp {
+    /// Chunk number, from 0.
+    pub chunk_no: u64,
+    /// Key prefix the chunk covers.
+    pub prefix: String,
+    /// Object versions listed in it.
+    pub entries: u64,
+    /// Versions deleted by us.
+    pub versions_deleted: u64,
+    /// Versions already gone when we deleted.
+    pub already_missing: u64,
+    /// Listed after the inventory (a late write caught by the final sweep).
+    pub late: bool,
+    /// When the chunk was stamped done.
+    pub stamped_at: String,
+}
+
+/// The object-version manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManifestFacts {
+    /// Manifest digest.
+    pub digest: String,
+    /// Its chunks, in chunk_no order.
+    pub chunks: Vec<ChunkStamp>,
+    /// Sum of chunk entries.
+    pub versions_total: u64,
+    /// Sum of chunk versions_deleted.
+    pub versions_deleted: u64,
+    /// Sum of chunk already_missing.
+    pub already_missing: u64,
+}
+
+/// What the purge removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PurgeFacts {
+    /// Rows deleted per table.
+    pub tables: Vec<TableRows>,
+    /// Sum of those rows.
+    pub rows_total: u64,
+    /// Redis keys deleted.
+    pub redis_keys_purged: u64,
+    /// Multipart uploads aborted.
+    pub multipart_uploads_aborted: u64,
+}
+
+/// The generations the deletion ran under.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Generations {
+    /// Fence generation (none for a user deletion).
+    pub fence_generation: Option<u64>,
+    /// Execution generation.
+    pub exec_generation: u64,
+}
+
+/// A stage the request reached.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StageReached {
+    /// Stage name.
+    pub stage: String,
+    /// When it was reached.
+    pub reached_at: String,
+}
+
+/// The commitment to a user identifier: SHA-256 hex of (salt bytes || target UTF-8). The salt
+/// is hex; it is published next to the commitment so that whoever knows the identifier can
+/// check it, while the receipt alone does not reveal it.
+pub fn target_commitment(target: &str, salt_hex: &str) -> Result<String, KeyError> {
+    let mut bytes = hex::decode(salt_hex).map_err(|error| KeyError::InvalidSalt {
+        reason: error.to_string(),
+    })?;
+    bytes.extend_from_slice(target.as_bytes());
+    Ok(crate::canonical::sha256_hex(&bytes))
+}
+
+/// A fresh salt for [`target_commitment`]: 16 random bytes, hex.
+pub fn new_salt() -> Result<String, KeyError> {
+    Ok(hex::encode(random_bytes::<16>()?))
+}
+
+/// Internal consistency problems of a receipt; each `field` is a JSON pointer into the
+/// receipt. Empty when every rule holds.
+pub fn check_counts(receipt: &Receipt) -> Vec<CertificateProblem> {
+    let rules: &[fn(&Receipt) -> Vec<CertificateProblem>] = &[
+        manifest_sums,
+        chunk_balances,
+        chunk_numbering,
+        purge_total,
+        purge_within_inventory,
+        approval_binds_inventory,
+        inventory_objects_match_manifest,
+        timestamps_parse,
+        community_has_audit_chain,
+        kind_matches_subject,
+    ];
+    rules.iter().flat_map(|rule| rule(receipt)).collect()
+}
+
+fn problem(field: impl Into<String>, text: impl Into<String>) -> CertificateProblem {
+    CertificateProblem::new(field, text)
+}
+
+/// Sum without overflow (u128 holds any sum of u64 counts we will see).
+fn sum(values: impl Iterator<Item = u64>) -> u128 {
+    values.map(u128::from).sum()
+}
+
+fn mismatch(field: &str, stated: u64, computed: u128, of: &str) -> Option<CertificateProblem> {
+    (u128::from(stated) != computed).then(|| {
+        problem(
+            field,
+            format!("is {stated} but {of} is {computed}: the counts of the receipt disagree"),
+        )
+    })
+}
+
+/// versions_total, versions_deleted and already_missing are the sums over the chunks.
+fn manifest_sums(receipt: &Receipt) -> Vec<CertificateProblem> {
+    let manifest = &receipt.manifest;
+    let chunks = &manifest.chunks;
+    [
+        mismatch(
+            "/manifest/versions_total",
+            manifest.versions_total,
+            sum(chunks.iter().map(|c| c.entries)),
+            "the sum of the chunks' entries",
+        ),
+        mismatch(
+            "/manifest/versions_deleted",
+            manifest.versions_deleted,
+            sum(chunks.iter().map(|c| c.versions_deleted)),
+            "the sum of the chunks' versions_deleted",
+        ),
+        mismatch(
+            "/manifest/already_missing",
+            manifest.already_missing,
+            sum(chunks.iter().map(|c| c.already_missing)),
+            "the sum of the chunks' already_missing",
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// Every listed version of a chunk was either deleted by us or already missing.
+fn chunk_balances(receipt: &Receipt) -> Vec<CertificateProblem> {
+    receipt
+        .manifest
+        .chunks
+        .iter()
+        .enumerate()
+        .filter_map(|(i, chunk)| {
+            let done = u128::from(chunk.versions_deleted) + u128::from(chunk.already_missing);
+            (done != u128::from(chunk.entries)).then(|| {
+                problem(
+                    format!("/manifest/chunks/{i}/entries"),
+                    format!(
+                        "is {} but versions_deleted {} + already_missing {} = {done}: a listed version is unaccounted for",
+                        chunk.entries, chunk.versions_deleted, chunk.already_missing
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Chunks are numbered 0, 1, 2, … in order, without gaps or repeats.
+fn chunk_numbering(receipt: &Receipt) -> Vec<CertificateProblem> {
+    receipt
+        .manifest
+        .chunks
+        .iter()
+        .enumerate()
+        .filter(|(i, chunk)| u64::try_from(*i).ok() != Some(chunk.chunk_no))
+        .map(|(i, chunk)| {
+            problem(
+                format!("/manifest/chunks/{i}/chunk_no"),
+                format!(
+                    "is {} at position {i}: chunks must be numbered 0, 1, 2, … without gaps or repeats (a chunk is missing, repeated or out of order)",
+                    chunk.chunk_no
+                ),
+            )
+        })
+        .collect()
+}
+
+/// rows_total is the sum over the purged tables.
+fn purge_total(receipt: &Receipt) -> Vec<CertificateProblem> {
+    mismatch(
+        "/purge/rows_total",
+        receipt.purge.rows_total,
+        sum(receipt.purge.tables.iter().map(|t| t.rows)),
+        "the sum of the purged tables' rows",
+    )
+    .into_iter()
+    .collect()
+}
+
+/// Every purged table was inventoried, with at least as many rows as were purged.
+fn purge_within_inventory(receipt: &Receipt) -> Vec<CertificateProblem> {
+    let inventoried = |name: &str| -> Option<u128> {
+        let mut rows = receipt
+            .inventory
+            .tables
+            .iter()
+            .filter(|t| t.table == name)
+            .map(|t| u128::from(t.rows))
+            .peekable();
+        rows.peek()?;
+        Some(rows.sum())
+    };
+    let mut problems = Vec::new();
+    for (i, table) in receipt.purge.tables.iter().enumerate() {
+        match inventoried(&table.table) {
+            None => problems.push(problem(
+                format!("/purge/tables/{i}/table"),
+                format!(
+                    "table {:?} was purged but not inventoried: the approval did not cover it",
+                    table.table
+                ),
+            )),
+            Some(rows) if u128::from(table.rows) > rows => problems.push(problem(
+                format!("/purge/tables/{i}/rows"),
+                format!(
+                    "{} rows purged from {:?} but only {rows} inventoried: more was deleted than was approved",
+                    table.rows, table.table
+                ),
+            )),
+            Some(_) => {}
+        }
+    }
+    problems
+}
+
+/// The approval names the inventory the receipt reports.
+fn approval_binds_inventory(receipt: &Receipt) -> Vec<CertificateProblem> {
+    (receipt.approval.inventory_digest != receipt.inventory.digest)
+        .then(|| {
+            problem(
+                "/approval/inventory_digest",
+                format!(
+                    "is {} but the inventory's digest is {}: the approval was for another inventory",
+                    receipt.approval.inventory_digest, receipt.inventory.digest
+                ),
+            )
+        })
+        .into_iter()
+        .collect()
+}
+
+/// The inventory's object versions are the manifest's versions minus late chunks' entries.
+fn inventory_objects_match_manifest(receipt: &Receipt) -> Vec<CertificateProblem> {
+    let manifest = &receipt.manifest;
+    let late = sum(manifest.chunks.iter().filter(|c| c.late).map(|c| c.entries));
+    let expected = u128::from(manifest.versions_total).saturating_sub(late);
+    mismatch(
+        "/inventory/object_versions",
+        receipt.inventory.object_versions,
+        expected,
+        "the manifest's versions_total minus the entries of late chunks",
+    )
+    .into_iter()
+    .collect()
+}
+
+/// Every timestamp is RFC 3339.
+fn timestamps_parse(receipt: &Receipt) -> Vec<CertificateProblem> {
+    let mut stamps: Vec<(String, &str)> = vec![
+        ("/signed_at".to_owned(), &receipt.signed_at),
+        ("/completed_at".to_owned(), &receipt.completed_at),
+        ("/requested_at".to_owned(), &receipt.requested_at),
+        (
+            "/approval/approved_at".to_owned(),
+            &receipt.approval.approved_at,
+        ),
+    ];
+    for (i, chunk) in receipt.manifest.chunks.iter().enumerate() {
+        stamps.push((
+            format!("/manifest/chunks/{i}/stamped_at"),
+            &chunk.stamped_at,
+        ));
+    }
+    for (i, stage) in receipt.stages.iter().enumerate() {
+        stamps.push((format!("/stages/{i}/reached_at"), &stage.reached_at));
+    }
+    stamps
+        .into_iter()
+        .filter_map(|(field, text)| {
+            chrono::DateTime::parse_from_rfc3339(text)
+                .err()
+                .map(|error| {
+                    problem(
+                        field,
+                        format!("{text:?} is not an RFC 3339 timestamp: {error}"),
+                    )
+                })
+        })
+        .collect()
+}
+
+/// A community deletion records at least one audit event.
+fn community_has_audit_chain(receipt: &Receipt) -> Vec<CertificateProblem> {
+    (receipt.kind == ReceiptKind::Community && receipt.audit_chain.length < 1)
+        .then(|| {
+            problem(
+                "/audit_chain/length",
+                format!(
+                    "is {}: a community deletion must have a chained audit trail",
+                    receipt.audit_chain.length
+                ),
+            )
+        })
+        .into_iter()
+        .collect()
+}
+
+/// `kind` and the subject's `type` agree.
+fn kind_matches_subject(receipt: &Receipt) -> Vec<CertificateProblem> {
+    let agrees = matches!(
+        (receipt.kind, &receipt.subject),
+        (ReceiptKind::Community, Subject::Community { .. })
+            | (ReceiptKind::User, Subject::User { .. })
+    );
+    (!agrees)
+        .then(|| problem("/subject/type", "does not match /kind"))
+        .into_iter()
+        .collect()
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,319 @@
+use super::*;
+use serde_json::json;
+
+/// A realistic community receipt: 2 tables, 3 chunks (the last one late), 6 audit events.
+pub(crate) fn sample_receipt(key_id: &str) -> Receipt {
+    let chunk = |no: u64, prefix: &str, entries, deleted, missing, late, at: &str| ChunkStamp {
+        chunk_no: no,
+        prefix: prefix.to_owned(),
+        entries,
+        versions_deleted: deleted,
+        already_missing: missing,
+        late,
+        stamped_at: at.to_owned(),
+    };
+    Receipt {
+        format: RECEIPT_FORMAT.to_owned(),
+        request_id: Uuid::parse_str("6f1c2b0e-8a44-4c57-9a0e-2f0b5a1d9c33").unwrap(),
+        kind: ReceiptKind::Community,
+        subject: Subject::Community {
+            community_id: Uuid::parse_str("0b9e2f4c-3d5a-4e61-8f70-9a1b2c3d4e5f").unwrap(),
+            host: "chess.example.org".to_owned(),
+        },
+        requested_by: "ops:alice".to_owned(),
+        requested_at: "2026-11-30T20:00:00.000001Z".to_owned(),
+        approval: ApprovalFacts {
+            approved_by: "ops:bob".to_owned(),
+            approved_at: "2026-11-30T20:05:00.000000Z".to_owned(),
+            inventory_digest: "1f".repeat(32),
+        },
+        inventory: InventoryFacts {
+            digest: "1f".repeat(32),
+            tables: vec![
+                TableRows {
+                    table: "posts".to_owned(),
+                    rows: 1200,
+                },
+                TableRows {
+                    table: "members".to_owned(),
+                    rows: 40,
+                },
+            ],
+            object_versions: 7,
+            object_bytes: 123_456,
+            redis_keys: 9,
+            multipart_uploads: 1,
+        },
+        manifest: ManifestFacts {
+            digest: "2e".repeat(32),
+            chunks: vec![
+                chunk(
+                    0,
+                    "communities/0b9e/a",
+                    4,
+                    4,
+                    0,
+                    false,
+                    "2026-11-30T20:10:00.000000Z",
+                ),
+                chunk(
+                    1,
+                    "communities/0b9e/b",
+                    3,
+                    2,
+                    1,
+                    false,
+                    "2026-11-30T20:11:00.000000Z",
+                ),
+                chunk(
+                    2,
+                    "communities/0b9e/",
+                    2,
+                    2,
+                    0,
+                    true,
+                    "2026-11-30T20:15:00.000000Z",
+                ),
+            ],
+            versions_total: 9,
+            versions_deleted: 8,
+            already_missing: 1,
+        },
+        purge: PurgeFacts {
+            tables: vec![
+                TableRows {
+                    table: "posts".to_owned(),
+                    rows: 1200,
+                },
+                TableRows {
+                    table: "members".to_owned(),
+                    rows: 39,
+                },
+            ],
+            rows_total: 1239,
+            redis_keys_purged: 9,
+            multipart_uploads_aborted: 1,
+        },
+        generations: Generations {
+            fence_generation: Some(3),
+            exec_generation: 2,
+        },
+        verification: json!({
+            "objects_remaining": 0,
+            "rows_remaining": {"posts": 0, "members": 0},
+            "redis_keys_remaining": 0,
+            "passed": true,
+            "note": null,
+            "checked": []
+        }),
+        stages: vec![
+            StageReached {
+                stage: "approved".to_owned(),
+                reached_at: "2026-11-30T20:05:00.000000Z".to_owned(),
+            },
+            StageReached {
+                stage: "objects_deleted".to_owned(),
+                reached_at: "2026-11-30T20:15:00.000000Z".to_owned(),
+            },
+            StageReached {
+                stage: "verified".to_owned(),
+                reached_at: "2026-11-30T20:20:00.000000Z".to_owned(),
+            },
+        ],
+        audit_chain: ChainHead {
+            length: 6,
+            head_hash: "3d".repeat(32),
+            head_row_id: 60,
+        },
+        completed_at: "2026-11-30T20:20:00.000000Z".to_owned(),
+        key_id: key_id.to_owned(),
+        signed_at: "2026-11-30T20:21:00.000000Z".to_owned(),
+    }
+}
+
+fn fields(receipt: &Receipt) -> Vec<String> {
+    check_counts(receipt).into_iter().map(|p| p.field).collect()
+}
+
+#[test]
+fn sample_receipt_is_consistent_and_round_trips() {
+    let receipt = sample_receipt("ed25519:0123456789abcdef");
+    assert_eq!(check_counts(&receipt), vec![]);
+    let value = serde_json::to_value(&receipt).unwrap();
+    assert_eq!(value["kind"], "community");
+    assert_eq!(value["subject"]["type"], "community");
+    assert_eq!(value["generations"]["fence_generation"], 3);
+    let back: Receipt = serde_json::from_value(value).unwrap();
+    assert_eq!(back, receipt);
+}
+
+#[test]
+fn unknown_members_and_wrong_types_do_not_parse() {
+    let value = serde_json::to_value(sample_receipt("k")).unwrap();
+    for (pointer, replacement) in [
+        (
+            "/subject",
+            json!({"type": "community", "community_id": Uuid::nil(), "host": "h", "x": 1}),
+        ),
+        (
+            "/purge/tables/0",
+            json!({"table": "posts", "rows": 1, "extra": true}),
+        ),
+        ("/purge/rows_total", json!("1239")),
+        ("/purge/rows_total", json!(-1)),
+        ("/kind", json!("group")),
+        (
+            "/subject",
+            json!({"type": "user", "community_id": Uuid::nil(), "host": "h"}),
+        ),
+    ] {
+        let mut changed = value.clone();
+        *changed.pointer_mut(pointer).unwrap() = replacement;
+        assert!(
+            serde_json::from_value::<Receipt>(changed).is_err(),
+            "{pointer} accepted"
+        );
+    }
+    let mut added = value.clone();
+    added["extra"] = json!(1);
+    assert!(serde_json::from_value::<Receipt>(added).is_err());
+}
+
+type Edit = Box<dyn Fn(&mut Receipt)>;
+
+#[test]
+fn each_count_rule_names_its_field() {
+    let base = sample_receipt("k");
+    let cases: Vec<(Edit, &[&str])> = vec![
+        (
+            Box::new(|r| r.manifest.versions_total += 1),
+            &["/manifest/versions_total", "/inventory/object_versions"],
+        ),
+        (
+            Box::new(|r| r.manifest.versions_deleted -= 1),
+            &["/manifest/versions_deleted"],
+        ),
+        (
+            Box::new(|r| r.manifest.already_missing += 1),
+            &["/manifest/already_missing"],
+        ),
+        (
+            Box::new(|r| {
+                r.manifest.chunks[1].versions_deleted += 1;
+                r.manifest.versions_deleted += 1;
+            }),
+            &["/manifest/chunks/1/entries"],
+        ),
+        (
+            Box::new(|r| r.manifest.chunks[2].chunk_no = 3),
+            &["/manifest/chunks/2/chunk_no"],
+        ),
+        (
+            Box::new(|r| r.manifest.chunks.swap(0, 1)),
+            &["/manifest/chunks/0/chunk_no", "/manifest/chunks/1/chunk_no"],
+        ),
+        (
+            Box::new(|r| r.purge.rows_total += 1),
+            &["/purge/rows_total"],
+        ),
+        (
+            Box::new(|r| {
+                r.purge.tables[1].rows = 41;
+                r.purge.rows_total = 1241;
+            }),
+            &["/purge/tables/1/rows"],
+        ),
+        (
+            Box::new(|r| r.purge.tables[0].table = "users".to_owned()),
+            &["/purge/tables/0/table"],
+        ),
+        (
+            Box::new(|r| r.approval.inventory_digest = "00".repeat(32)),
+            &["/approval/inventory_digest"],
+        ),
+        (
+            Box::new(|r| r.inventory.object_versions = 9),
+            &["/inventory/object_versions"],
+        ),
+        (
+            Box::new(|r| r.manifest.chunks[2].late = false),
+            &["/inventory/object_versions"],
+        ),
+        (
+            Box::new(|r| r.signed_at = "soon".to_owned()),
+            &["/signed_at"],
+        ),
+        (
+            Box::new(|r| r.completed_at = "2026-13-01T00:00:00Z".to_owned()),
+            &["/completed_at"],
+        ),
+        (
+            Box::new(|r| r.stages[1].reached_at = String::new()),
+            &["/stages/1/reached_at"],
+        ),
+        (
+            Box::new(|r| r.audit_chain.length = 0),
+            &["/audit_chain/length"],
+        ),
+        (
+            Box::new(|r| {
+                r.subject = Subject::User {
+                    target_hash: "aa".repeat(32),
+                    target_salt: "bb".repeat(16),
+                }
+            }),
+            &["/subject/type"],
+        ),
+    ];
+    for (change, expected) in cases {
+        let mut receipt = base.clone();
+        change(&mut receipt);
+        assert_eq!(fields(&receipt), expected.to_vec(), "{expected:?}");
+    }
+}
+
+#[test]
+fn user_receipt_with_empty_lists_is_consistent() {
+    let mut receipt = sample_receipt("k");
+    receipt.kind = ReceiptKind::User;
+    let salt = new_salt().unwrap();
+    receipt.subject = Subject::User {
+        target_hash: target_commitment("@carol:example.org", &salt).unwrap(),
+        target_salt: salt,
+    };
+    receipt.inventory.tables = vec![];
+    receipt.inventory.object_versions = 0;
+    receipt.manifest.chunks = vec![];
+    receipt.manifest.versions_total = 0;
+    receipt.manifest.versions_deleted = 0;
+    receipt.manifest.already_missing = 0;
+    receipt.purge.tables = vec![];
+    receipt.purge.rows_total = 0;
+    receipt.generations.fence_generation = None;
+    receipt.audit_chain = ChainHead::empty();
+    assert_eq!(check_counts(&receipt), vec![]);
+}
+
+#[test]
+fn target_commitment_is_salted_sha256() {
+    assert_eq!(
+        target_commitment("abc", "").unwrap(),
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    );
+    // sha256(0x61 'a' || "bc") = sha256("abc")
+    assert_eq!(
+        target_commitment("bc", "61").unwrap(),
+        target_commitment("abc", "").unwrap()
+    );
+    let salt = new_salt().unwrap();
+    assert_eq!(salt.len(), 32);
+    assert_ne!(salt, new_salt().unwrap());
+    assert_ne!(
+        target_commitment("@carol:example.org", &salt).unwrap(),
+        target_commitment("@carol:example.org", &new_salt().unwrap()).unwrap()
+    );
+    assert!(matches!(
+        target_commitment("x", "zz"),
+        Err(KeyError::InvalidSalt { .. })
+    ));
+}
