@@ -137,17 +137,16 @@ const CHECKPOINT_MEMBERS: &[&str] = &[
 const CONSISTENCY_MEMBERS: &[&str] = &["from", "proof"];
 
 /// Checks that `value` is an object with exactly the `names` members; reports missing and
-/// added members at their pointers. Returns the object (even with members missing).
+/// added members at their pointers. Returns the object (even with members missing), or `None`
+/// if `value` is absent (reported by the parent) or not an object (reported here).
 fn members<'a>(
     value: Option<&'a Value>,
     at: &str,
     names: &[&str],
     problems: &mut Problems,
 ) -> Option<&'a Map<String, Value>> {
-    let Some(value) = value else {
-        problems.push(at, "is missing");
-        return None;
-    };
+    // An absent member was reported by its parent's member check.
+    let value = value?;
     let Some(object) = value.as_object() else {
         problems.push(at, "is not a JSON object");
         return None;

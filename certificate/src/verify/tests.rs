@@ -1,1 +1,502 @@
+//! The acceptance tests of the crate: a realistic certificate verifies, and every single
+//! mutation of its JSON is rejected with a problem that names the mutated field.
 
+use super::*;
+use crate::certificate::{ConsistencyProof, assemble, sign_receipt};
+use crate::keys::{ReceiptSigningKey, random_bytes};
+use crate::receipt::tests::sample_receipt;
+use crate::receipt::{Subject, check_counts};
+use chrono::{TimeZone, Utc};
+use serde_json::json;
+
+/// Everything a test needs: keys, the log, checkpoints and the certificate.
+struct Fixture {
+    receipt_key: ReceiptSigningKey,
+    log_key: ReceiptSigningKey,
+    leaves: Vec<[u8; 32]>,
+    older: Checkpoint,
+    certificate: Value,
+}
+
+impl Fixture {
+    fn ring(&self) -> KeyRing {
+        KeyRing::new(vec![
+            self.receipt_key.public_key(),
+            self.log_key.public_key(),
+        ])
+    }
+}
+
+fn at(minute: u32) -> chrono::DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 30, 21, minute, 0).unwrap()
+}
+
+/// A community receipt (2 tables, 3 chunks of which 1 late) signed by `receipt_key`, placed at
+/// index 3 of a 5-leaf log whose checkpoints `log_key` signs; the certificate carries a
+/// consistency proof from the checkpoint of size 3.
+fn fixture_with(receipt_key: ReceiptSigningKey, log_key: ReceiptSigningKey) -> Fixture {
+    let receipt = sample_receipt(&receipt_key.key_id());
+    assert!(check_counts(&receipt).is_empty());
+    let signed = sign_receipt(receipt, &receipt_key).unwrap();
+    let mut leaves: Vec<[u8; 32]> = (0..5).map(|_| random_bytes::<32>().unwrap()).collect();
+    leaves[3] = signed.digest().unwrap();
+    let older = Checkpoint::sign(&log_key, 3, merkle::root(&leaves[..3]), at(0)).unwrap();
+    let checkpoint = Checkpoint::sign(&log_key, 5, merkle::root(&leaves), at(30)).unwrap();
+    let consistency = ConsistencyProof {
+        from: older.clone(),
+        proof: merkle::consistency_proof(&leaves, 3, 5).unwrap(),
+    };
+    let inclusion = merkle::inclusion_proof(&leaves, 3, 5).unwrap();
+    let certificate = assemble(signed, 3, inclusion, checkpoint, Some(consistency)).unwrap();
+    Fixture {
+        receipt_key,
+        log_key,
+        leaves,
+        older,
+        certificate: serde_json::to_value(&certificate).unwrap(),
+    }
+}
+
+fn fixture() -> Fixture {
+    fixture_with(
+        ReceiptSigningKey::generate().unwrap(),
+        ReceiptSigningKey::generate().unwrap(),
+    )
+}
+
+fn fields(problems: &[CertificateProblem]) -> Vec<&str> {
+    problems.iter().map(|p| p.field.as_str()).collect()
+}
+
+#[test]
+fn realistic_certificate_verifies() {
+    let f = fixture();
+    let verified = verify_certificate(&f.certificate, &f.ring(), Some(&f.older)).unwrap();
+    assert_eq!(
+        verified,
+        Verified {
+            request_id: Uuid::parse_str("6f1c2b0e-8a44-4c57-9a0e-2f0b5a1d9c33").unwrap(),
+            kind: ReceiptKind::Community,
+            receipt_key_id: f.receipt_key.key_id(),
+            checkpoint_key_id: f.log_key.key_id(),
+            tree_size: 5,
+            leaf_index: 3,
+            consistency_from: Some(3),
+        }
+    );
+    // Without the older checkpoint the carried consistency proof is still checked.
+    let verified = verify_certificate(&f.certificate, &f.ring(), None).unwrap();
+    assert_eq!(verified.consistency_from, Some(3));
+    // Through text and back (any member order): still verifies.
+    let text = serde_json::to_string_pretty(&f.certificate).unwrap();
+    let reparsed: Value = serde_json::from_str(&text).unwrap();
+    verify_certificate(&reparsed, &f.ring(), Some(&f.older)).unwrap();
+    // The certificate holds what the fixture built.
+    assert_eq!(
+        f.certificate["log"]["receipt_digest"],
+        hex::encode(f.leaves[3])
+    );
+    assert_eq!(
+        f.certificate["receipt"]["manifest"]["chunks"][2]["late"],
+        true
+    );
+}
+
+/// Mutated pointer → field at which the verifier may report it, when it cannot name the exact
+/// field: a change anywhere in a signed checkpoint body shows as its signature failing, and
+/// a change of the leaf index or of one proof element as the whole inclusion (or consistency)
+/// proof failing.
+const REPORTED_AT: &[(&str, &str)] = &[
+    ("/log/leaf_index", "/log/inclusion_proof"),
+    ("/log/inclusion_proof", "/log/inclusion_proof"),
+    ("/log/checkpoint/tree_size", "/log/checkpoint/signature"),
+    ("/log/checkpoint/root_hash", "/log/checkpoint/signature"),
+    ("/log/checkpoint/signed_at", "/log/checkpoint/signature"),
+    (
+        "/log/consistency/from/tree_size",
+        "/log/consistency/from/signature",
+    ),
+    (
+        "/log/consistency/from/root_hash",
+        "/log/consistency/from/signature",
+    ),
+    (
+        "/log/consistency/from/signed_at",
+        "/log/consistency/from/signature",
+    ),
+    ("/log/consistency/proof", "/log/consistency/proof"),
+];
+
+/// Whether a problem at `field` plainly names a mutation at `mutated`: the same pointer, a
+/// descendant of it (e.g. the leaves of a removed array element), or the documented mapping.
+fn names(field: &str, mutated: &str) -> bool {
+    field == mutated
+        || field.starts_with(&format!("{mutated}/"))
+        || REPORTED_AT.iter().any(|(prefix, reported)| {
+            (mutated == *prefix || mutated.starts_with(&format!("{prefix}/"))) && field == *reported
+        })
+}
+
+fn changed_string(text: &str) -> String {
+    let mut chars: Vec<char> = text.chars().collect();
+    match chars.first_mut() {
+        Some(c) => *c = if *c == 'a' { 'b' } else { 'a' },
+        None => chars.push('x'),
+    }
+    chars.into_iter().collect()
+}
+
+fn changed_scalar(value: &Value) -> Value {
+    match value {
+        Value::String(text) => Value::String(changed_string(text)),
+        Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
+            (Some(u), _, _) => json!(u + 1),
+            (None, Some(i), _) => json!(i + 1),
+            (None, None, Some(x)) => json!(x + 1.0),
+            _ => unreachable!(),
+        },
+        Value::Bool(b) => Value::Bool(!b),
+        Value::Null => json!("x"),
+        Value::Array(_) => json!(["x"]),
+        Value::Object(_) => json!({"x": "x"}),
+    }
+}
+
+/// One certificate per mutation: every leaf changed, every array element and object member
+/// removed, an extra member added to every object and an extra element to every array.
+fn mutations(root: &Value) -> Vec<(String, String, Value)> {
+    let mut out = Vec::new();
+    walk(root, root, String::new(), &mut out);
+    out
+}
+
+fn walk(root: &Value, value: &Value, pointer: String, out: &mut Vec<(String, String, Value)>) {
+    let with = |change: &dyn Fn(&mut Value)| {
+        let mut copy = root.clone();
+        change(copy.pointer_mut(&pointer).unwrap());
+        copy
+    };
+    match value {
+        Value::Object(members) if !members.is_empty() => {
+            for (name, member) in members {
+                let child = format!("{pointer}/{}", escape_pointer_token(name));
+                walk(root, member, child.clone(), out);
+                let removed = with(&|v| {
+                    v.as_object_mut().unwrap().remove(name);
+                });
+                out.push((child, "removed".to_owned(), removed));
+            }
+            let added = with(&|v| {
+                v.as_object_mut()
+                    .unwrap()
+                    .insert("extra_member".to_owned(), json!("x"));
+            });
+            out.push((format!("{pointer}/extra_member"), "added".to_owned(), added));
+        }
+        Value::Array(items) if !items.is_empty() => {
+            for (i, item) in items.iter().enumerate() {
+                let child = format!("{pointer}/{i}");
+                walk(root, item, child.clone(), out);
+                let removed = with(&|v| {
+                    v.as_array_mut().unwrap().remove(i);
+                });
+                out.push((child, "removed".to_owned(), removed));
+            }
+            // A copy of the last element: well-formed, so only the proof can reject it.
+            let added = with(&|v| {
+                let items = v.as_array_mut().unwrap();
+                let last = items.last().unwrap().clone();
+                items.push(last);
+            });
+            out.push((
+                format!("{pointer}/{}", items.len()),
+                "added".to_owned(),
+                added,
+            ));
+        }
+        Value::Object(_) | Value::Array(_) => {
+            // An empty container gets one element (arrays: index 0) or member ("x").
+            let added = with(&|v| *v = changed_scalar(v));
+            let sub = if value.is_array() { "0" } else { "x" };
+            out.push((format!("{pointer}/{sub}"), "added".to_owned(), added));
+        }
+        scalar => {
+            let changed = with(&|v| *v = changed_scalar(scalar));
+            out.push((pointer, "changed".to_owned(), changed));
+        }
+    }
+}
+
+#[test]
+fn every_mutation_of_the_certificate_is_rejected_naming_the_field() {
+    let f = fixture();
+    let ring = f.ring();
+    let mutations = mutations(&f.certificate);
+    let leaves = leaves(&f.certificate, "").len();
+    assert!(leaves > 120, "only {leaves} leaves");
+    assert!(
+        mutations.len() > 2 * leaves,
+        "only {} mutations",
+        mutations.len()
+    );
+
+    let mut failures = Vec::new();
+    for (pointer, how, mutated) in &mutations {
+        assert_ne!(mutated, &f.certificate, "{how} {pointer} changed nothing");
+        match verify_certificate(mutated, &ring, Some(&f.older)) {
+            Ok(_) => failures.push(format!("{how} {pointer}: VERIFIED")),
+            Err(problems) => {
+                if !problems.iter().any(|p| names(&p.field, pointer)) {
+                    failures.push(format!(
+                        "{how} {pointer}: reported only at {:?}",
+                        fields(&problems)
+                    ));
+                }
+                for problem in &problems {
+                    assert!(!problem.to_string().contains('\n'), "{problem}");
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} mutations not rejected as expected:\n{}",
+        failures.len(),
+        mutations.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn mutations_are_named_exactly_where_the_field_is_known() {
+    let f = fixture();
+    let ring = f.ring();
+    let check = |pointer: &str, value: Value, expected: &str| {
+        let mut mutated = f.certificate.clone();
+        *mutated.pointer_mut(pointer).unwrap() = value;
+        let problems = verify_certificate(&mutated, &ring, Some(&f.older)).unwrap_err();
+        assert!(
+            problems.iter().any(|p| p.field == expected),
+            "{pointer}: {:?}",
+            problems
+        );
+        problems
+    };
+    let problems = check(
+        "/receipt/purge/tables/0/rows",
+        json!(1199),
+        "/receipt/purge/tables/0/rows",
+    );
+    let problem = problems
+        .iter()
+        .find(|p| p.field == "/receipt/purge/tables/0/rows")
+        .unwrap();
+    assert_eq!(
+        problem.to_string(),
+        "/receipt/purge/tables/0/rows: changed after signing: its digest does not match the signed digest"
+    );
+    // The changed count also breaks the receipt's own arithmetic.
+    assert!(fields(&problems).contains(&"/receipt/purge/rows_total"));
+    check("/receipt/purge/tables/0/rows", json!("1200"), "/receipt");
+    check(
+        "/log/checkpoint/root_hash",
+        json!("00".repeat(32)),
+        "/log/checkpoint/signature",
+    );
+    check(
+        "/log/inclusion_proof/1",
+        json!("00".repeat(32)),
+        "/log/inclusion_proof",
+    );
+    check(
+        "/log/inclusion_proof/1",
+        json!("XYZ"),
+        "/log/inclusion_proof/1",
+    );
+    check("/signature/value", json!("AAAA"), "/signature/value");
+    check("/format", json!("buzz-deletion-certificate/v2"), "/format");
+    check(
+        "/receipt/format",
+        json!("buzz-deletion-receipt/v2"),
+        "/receipt/format",
+    );
+    check(
+        "/receipt/verification/rows_remaining/posts",
+        json!(3),
+        "/receipt/verification/rows_remaining/posts",
+    );
+    let problems = check(
+        "/receipt/inventory/object_bytes",
+        json!(9007199254740993_u64),
+        "/receipt/inventory/object_bytes",
+    );
+    assert!(problems.iter().any(|p| p.problem.contains("2^53")));
+}
+
+#[test]
+fn rotated_out_key_verifies_only_when_given() {
+    let old = ReceiptSigningKey::generate().unwrap();
+    let new = ReceiptSigningKey::generate().unwrap();
+    let old_public = old.public_key();
+    let old_id = old.key_id();
+    // The receipt was signed with the old key; the log is signed with the current key.
+    let f = fixture_with(old, new);
+    let both = KeyRing::new(vec![f.log_key.public_key(), old_public]);
+    let verified = verify_certificate(&f.certificate, &both, Some(&f.older)).unwrap();
+    assert_eq!(verified.receipt_key_id, old_id);
+    assert_eq!(verified.checkpoint_key_id, f.log_key.key_id());
+
+    let only_new = KeyRing::new(vec![f.log_key.public_key()]);
+    let problems = verify_certificate(&f.certificate, &only_new, Some(&f.older)).unwrap_err();
+    assert_eq!(fields(&problems), ["/signature/key_id"], "{problems:?}");
+    assert!(problems[0].problem.contains(&old_id), "{}", problems[0]);
+    assert!(
+        problems[0]
+            .problem
+            .contains("pass the key that was current at signing time")
+    );
+
+    // A key that merely claims the old id does not help: the signature must verify.
+    let impostor = ReceiptSigningKey::generate().unwrap();
+    let ring = KeyRing::new(vec![f.log_key.public_key(), impostor.public_key()]);
+    assert!(verify_certificate(&f.certificate, &ring, None).is_err());
+}
+
+/// The fixture's log rewritten at leaf 1 (after the older checkpoint was taken), re-signed by
+/// the log key, and the certificate exported against it.
+fn rewritten(f: &Fixture, from: Option<Checkpoint>) -> Value {
+    let mut leaves = f.leaves.clone();
+    leaves[1] = random_bytes::<32>().unwrap();
+    let checkpoint = Checkpoint::sign(&f.log_key, 5, merkle::root(&leaves), at(45)).unwrap();
+    let mut certificate = f.certificate.clone();
+    certificate["log"]["checkpoint"] = serde_json::to_value(&checkpoint).unwrap();
+    certificate["log"]["inclusion_proof"] = json!(merkle::inclusion_proof(&leaves, 3, 5).unwrap());
+    let from = from.unwrap_or_else(|| {
+        Checkpoint::sign(&f.log_key, 3, merkle::root(&leaves[..3]), at(40)).unwrap()
+    });
+    certificate["log"]["consistency"] = json!({
+        "from": from,
+        "proof": merkle::consistency_proof(&leaves, 3, 5).unwrap(),
+    });
+    certificate
+}
+
+#[test]
+fn rewritten_log_is_caught_by_the_older_checkpoint() {
+    let f = fixture();
+    let ring = f.ring();
+    // A self-consistent rewritten log verifies on its own ...
+    let forged = rewritten(&f, None);
+    verify_certificate(&forged, &ring, None).unwrap();
+    // ... but not against the checkpoint the verifier kept.
+    let problems = verify_certificate(&forged, &ring, Some(&f.older)).unwrap_err();
+    assert_eq!(fields(&problems), ["/log/consistency/from"], "{problems:?}");
+    // Claiming the kept checkpoint as the origin of the proof does not work either.
+    let forged = rewritten(&f, Some(f.older.clone()));
+    let problems = verify_certificate(&forged, &ring, Some(&f.older)).unwrap_err();
+    assert_eq!(
+        fields(&problems),
+        ["/log/consistency/proof"],
+        "{problems:?}"
+    );
+    assert!(problems[0].problem.starts_with(
+        "the log was rewritten since the older checkpoint: a receipt was removed or changed"
+    ));
+}
+
+#[test]
+fn older_checkpoint_cases() {
+    let f = fixture();
+    let ring = f.ring();
+    // No consistency proof: the verifier is told how to get one.
+    let mut bare = f.certificate.clone();
+    bare["log"]["consistency"] = Value::Null;
+    verify_certificate(&bare, &ring, None).unwrap();
+    let problems = verify_certificate(&bare, &ring, Some(&f.older)).unwrap_err();
+    assert_eq!(fields(&problems), ["/log/consistency"]);
+    assert!(problems[0].problem.contains(
+        "carries no consistency proof from tree size 3: export it again with --checkpoint OLD"
+    ));
+
+    // The older checkpoint is the certificate's own checkpoint: roots must be equal.
+    let same: Checkpoint =
+        serde_json::from_value(f.certificate["log"]["checkpoint"].clone()).unwrap();
+    assert_eq!(
+        verify_certificate(&bare, &ring, Some(&same))
+            .unwrap()
+            .consistency_from,
+        Some(5)
+    );
+    let mut leaves = f.leaves.clone();
+    leaves[0][0] ^= 1;
+    let other = Checkpoint::sign(&f.log_key, 5, merkle::root(&leaves), at(50)).unwrap();
+    let problems = verify_certificate(&bare, &ring, Some(&other)).unwrap_err();
+    assert_eq!(fields(&problems), ["/log/checkpoint/root_hash"]);
+
+    // A kept checkpoint larger than the certificate's.
+    let mut more = f.leaves.clone();
+    more.push(random_bytes::<32>().unwrap());
+    let larger = Checkpoint::sign(&f.log_key, 6, merkle::root(&more), at(55)).unwrap();
+    let problems = verify_certificate(&f.certificate, &ring, Some(&larger)).unwrap_err();
+    assert_eq!(fields(&problems), ["/log/checkpoint/tree_size"]);
+
+    // A forged older checkpoint (bad signature) is reported as such.
+    let mut forged = f.older.clone();
+    forged.root_hash = "00".repeat(32);
+    let problems = verify_certificate(&f.certificate, &ring, Some(&forged)).unwrap_err();
+    assert_eq!(fields(&problems), ["older checkpoint/signature"]);
+}
+
+#[test]
+fn wrong_documents_are_reported_not_panicking() {
+    let ring = KeyRing::new(vec![]);
+    for document in [json!(null), json!([]), json!("certificate"), json!(42)] {
+        let problems = verify_certificate(&document, &ring, None).unwrap_err();
+        assert_eq!(fields(&problems), [""]);
+    }
+    let problems = verify_certificate(&json!({}), &ring, None).unwrap_err();
+    assert_eq!(
+        fields(&problems),
+        [
+            "/format",
+            "/receipt",
+            "/field_digests",
+            "/signature",
+            "/log"
+        ]
+    );
+    let f = fixture();
+    let mut swapped = f.certificate.clone();
+    swapped["log"] = json!([1, 2]);
+    swapped["signature"] = json!("sig");
+    swapped["field_digests"] = json!([]);
+    let problems = verify_certificate(&swapped, &f.ring(), None).unwrap_err();
+    for field in ["/log", "/signature", "/field_digests"] {
+        assert!(fields(&problems).contains(&field), "{problems:?}");
+    }
+}
+
+#[test]
+fn user_deletion_certificate_verifies() {
+    let key = ReceiptSigningKey::generate().unwrap();
+    let mut receipt = sample_receipt(&key.key_id());
+    receipt.kind = ReceiptKind::User;
+    let salt = crate::receipt::new_salt().unwrap();
+    receipt.subject = Subject::User {
+        target_hash: crate::receipt::target_commitment("@carol:example.org", &salt).unwrap(),
+        target_salt: salt,
+    };
+    receipt.generations.fence_generation = None;
+    receipt.verification =
+        json!({"communities": [{"host": "chess.example.org", "rows_remaining": 0}]});
+    let signed = sign_receipt(receipt, &key).unwrap();
+    let leaves = [signed.digest().unwrap()];
+    let checkpoint = Checkpoint::sign(&key, 1, merkle::root(&leaves), at(10)).unwrap();
+    let certificate = assemble(signed, 0, vec![], checkpoint, None).unwrap();
+    let json = serde_json::to_value(&certificate).unwrap();
+    let verified = verify_certificate(&json, &KeyRing::new(vec![key.public_key()]), None).unwrap();
+    assert_eq!(verified.kind, ReceiptKind::User);
+    assert_eq!(verified.consistency_from, None);
+    // The commitment can be checked by whoever knows the user id, and nobody else learns it.
+    assert!(!json.to_string().contains("carol"));
+}
