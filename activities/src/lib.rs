@@ -4,6 +4,7 @@
 #![deny(unsafe_code)]
 
 pub mod cache;
+pub mod certificates;
 mod claim;
 pub mod community;
 pub mod demo;

@@ -424,7 +424,57 @@ pub async fn proof_is_sound(
             format!("a chunk_stamped event names chunk {chunk}, which the manifest does not have"),
         ));
     }
+    if completed {
+        found.extend(receipt_is_sound(stores, request_id).await);
+    }
     Ok(found)
+}
+
+/// A finished deletion has exactly the receipt its evidence states (the audit chain intact up to
+/// the signed head, every fact re-derived equal, its leaf in the log), and its certificate
+/// verifies offline with the stack's public key (`BUZZ_RECEIPT_PUBLIC_KEY_FILE`).
+async fn receipt_is_sound(stores: &Stores, request_id: Uuid) -> Vec<Violation> {
+    const RULE: &str = "a finished deletion's receipt states what the database holds";
+    let subject = request_id.to_string();
+    let mut found = Vec::new();
+    match stores.owner.audit_certificate(request_id).await {
+        Ok(audit) => {
+            for problem in audit.problems {
+                found.push(violation(RULE, &subject, problem));
+            }
+        }
+        Err(error) => found.push(violation(RULE, &subject, format!("no receipt: {error}"))),
+    }
+    let key = activities::stack_env::StackEnv::process()
+        .optional("BUZZ_RECEIPT_PUBLIC_KEY_FILE")
+        .map(|path| certificate::keys::ReceiptPublicKey::read_file(std::path::Path::new(&path)));
+    let ring = match key {
+        Some(Ok(key)) => certificate::keys::KeyRing::new(vec![key]),
+        Some(Err(error)) => {
+            found.push(violation(RULE, &subject, format!("public key: {error}")));
+            return found;
+        }
+        None => {
+            found.push(violation(
+                RULE,
+                &subject,
+                "BUZZ_RECEIPT_PUBLIC_KEY_FILE is not set: source the stack's env file".to_owned(),
+            ));
+            return found;
+        }
+    };
+    match stores.owner.certificate(request_id, None).await {
+        Ok(certificate) => {
+            let json = serde_json::to_value(&certificate).unwrap_or_default();
+            if let Err(problems) = certificate::verify::verify_certificate(&json, &ring, None) {
+                for problem in problems {
+                    found.push(violation(RULE, &subject, format!("certificate: {problem}")));
+                }
+            }
+        }
+        Err(error) => found.push(violation(RULE, &subject, format!("no certificate: {error}"))),
+    }
+    found
 }
 
 #[cfg(test)]

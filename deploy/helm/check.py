@@ -21,6 +21,7 @@ CHART_DIR = Path(__file__).resolve().parent / "buzz-deletion"
 SECRET = {
     "secret": {"existingSecret": "buzz-connections"},
     "database": {"ownerSecret": {"name": "buzz-owner"}},
+    "receipts": {"signingKeySecret": {"name": "buzz-receipt-key"}},
 }
 HEARTBEAT_TIMEOUT_SECS = 30  # the CLI's --heartbeat-timeout-secs default
 
@@ -225,7 +226,8 @@ def only_the_migration_job_connects_as_the_schema_owner() -> None:
 
 
 def migrations_without_an_owner_secret_are_refused() -> None:
-    values = {"secret": {"existingSecret": "buzz-connections"}}
+    values = {"secret": {"existingSecret": "buzz-connections"},
+              "receipts": SECRET["receipts"]}
     message = render_error(values)
     assert "database.ownerSecret.name" in message, message
     assert "Job" not in render(merge(values, {"migrations": {"enabled": False}}))
@@ -253,7 +255,8 @@ def created_secret_is_a_hook_that_precedes_the_migration_job() -> None:
                 "BUZZ_S3_ACCESS_KEY": "a",
                 "BUZZ_S3_SECRET_KEY": "s",
             },
-        }
+        },
+        "receipts": SECRET["receipts"],
     }
     objects = render(values)
     secret, job = objects["Secret"], objects["Job"]
@@ -277,7 +280,35 @@ def created_secret_missing_a_key_is_refused() -> None:
     assert "secret.values.REDIS_URL" in message, message
 
 
+def worker_reads_its_receipt_key_from_a_mounted_secret_file() -> None:
+    worker = worker_container(render(SECRET))
+    deployment = render(SECRET)["Deployment"]
+    env = env_of(worker)
+    key_file = env.get("BUZZ_RECEIPT_SIGNING_KEY_FILE", "")
+    mounts = {m["name"]: m for m in worker.get("volumeMounts", [])}
+    assert "receipt-key" in mounts and mounts["receipt-key"].get("readOnly") is True, mounts
+    assert key_file == mounts["receipt-key"]["mountPath"] + "/receipt.key", (key_file, mounts)
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"].get("volumes", [])}
+    secret = volumes["receipt-key"]["secret"]
+    assert secret["secretName"] == "buzz-receipt-key", secret
+    assert secret["defaultMode"] == 0o400, secret
+    assert secret["items"] == [{"key": "receipt.key", "path": "receipt.key"}], secret
+    # The key is a file, never a variable's value; no archive bucket unless one is set.
+    assert not any("PRIVATE KEY" in str(v) for v in env.values()), env
+    assert "BUZZ_RECEIPT_ARCHIVE_BUCKET" not in env, env
+    archived = env_of(worker_container(render(merge(SECRET, {"receipts": {"archiveBucket": "buzz-receipts"}}))))
+    assert archived["BUZZ_RECEIPT_ARCHIVE_BUCKET"] == "buzz-receipts", archived
+
+
+def rendering_without_a_receipt_key_secret_fails_and_says_which_value() -> None:
+    values = merge(SECRET, {"receipts": {"signingKeySecret": {"name": ""}}})
+    error = render_error(values)
+    assert "receipts.signingKeySecret.name" in error, error
+
+
 CHECKS: list[Callable[[], None]] = [
+    worker_reads_its_receipt_key_from_a_mounted_secret_file,
+    rendering_without_a_receipt_key_secret_fails_and_says_which_value,
     lint_is_clean_in_strict_mode,
     default_release_has_worker_pdb_service_account_and_migration_hook,
     rendering_without_a_connection_secret_fails_and_says_which_value,

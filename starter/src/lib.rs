@@ -45,6 +45,12 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::Demo(command) => commands::demo::run(command).await,
         Command::Sweep(command) => commands::sweep::run(command).await,
         Command::Operators(command) => commands::operators::run(command).await,
+        Command::Certificate(command) => commands::certificate::run(command).await,
+        Command::Keys(command) => commands::certificate::run_keys(command),
+        // Exporting needs only Postgres, not Temporal.
+        Command::User(cli::UserCommand::Certificate(args)) => {
+            commands::certificate::export(args, "user").await
+        }
         Command::User(command) => {
             let store = connect::store().await?;
             let env = user_cmd::UserCliEnv {

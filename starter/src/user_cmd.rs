@@ -124,6 +124,7 @@ pub async fn run(cmd: UserCommand, env: &UserCliEnv) -> CliResult {
         }
         UserCommand::Status { id } => status(env, id).await,
         UserCommand::List(args) => crate::user_list::list(env, args).await,
+        UserCommand::Certificate(args) => crate::commands::certificate::export(args, "user").await,
     }
 }
 

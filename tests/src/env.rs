@@ -47,3 +47,11 @@ pub fn bin(name: &str) -> PathBuf {
     );
     path
 }
+
+/// The worker's receipt signing key, from the file `BUZZ_RECEIPT_SIGNING_KEY_FILE` names (the
+/// local stack generates one); panics naming the variable when it is missing or unreadable.
+pub fn receipt_key() -> activities::certificates::ReceiptKey {
+    let path = required(activities::certificates::SIGNING_KEY_FILE_ENV);
+    activities::certificates::load_receipt_key(std::path::Path::new(&path))
+        .unwrap_or_else(|e| panic!("{e}\n{HOW_TO_START}"))
+}

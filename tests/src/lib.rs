@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod env;
 pub mod operators;
+pub mod private_db;
 pub mod seed;
 pub mod snapshot;
 pub mod stack;

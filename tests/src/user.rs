@@ -295,7 +295,11 @@ async fn run_worker(
         .max_cached_workflows(cached_workflows)
         .register_workflow::<UserDeletion>()
         .expect("registering UserDeletion")
-        .register_activities(UserActivities::new(pool).with_fault_points(faults))
+        .register_activities(
+            UserActivities::new(pool)
+                .with_fault_points(faults)
+                .with_receipt_key(crate::env::receipt_key()),
+        )
         .build();
     let mut worker = Worker::new(&runtime, client, options).expect("building the worker");
     let shutdown = worker.shutdown_handle();

@@ -76,6 +76,8 @@ pub fn startup_worker(
         objects: stack.objects.clone(),
         cache: stack.cache.clone(),
         client: client.clone(),
+        receipt_key: crate::env::receipt_key(),
+        receipt_archive: None,
     };
     worker::startup::build_worker(
         runtime,

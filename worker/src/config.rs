@@ -86,6 +86,12 @@ pub struct WorkerConfig {
     /// Run even when `DATABASE_URL` is a superuser or the schema owner
     /// (`BUZZ_ALLOW_PRIVILEGED_DB_ROLE=throwaway-local-stack`; throwaway local stacks only).
     pub allow_privileged_db_role: bool,
+    /// The Ed25519 key that signs receipts and log checkpoints (`BUZZ_RECEIPT_SIGNING_KEY_FILE`,
+    /// a PKCS#8 PEM file; required: a deletion cannot finish without its receipt).
+    pub receipt_key_file: std::path::PathBuf,
+    /// The object-lock bucket signed receipts are copied to (`BUZZ_RECEIPT_ARCHIVE_BUCKET`;
+    /// unset: receipts stay in Postgres only).
+    pub receipt_archive_bucket: Option<String>,
     /// Deployment name, build id and Worker Versioning choice (`BUZZ_WORKER_DEPLOYMENT`,
     /// `BUZZ_WORKER_BUILD_ID`, `BUZZ_WORKER_VERSIONING`; see `docs/upgrades.md`).
     pub deployment: DeploymentConfig,
@@ -143,6 +149,16 @@ impl WorkerConfig {
             allow_privileged_db_role: activities::store::privileged_role_allowed(
                 lookup(activities::store::ALLOW_PRIVILEGED_ROLE_ENV).as_deref(),
             ),
+            receipt_key_file: stack
+                .optional(activities::certificates::SIGNING_KEY_FILE_ENV)
+                .map(std::path::PathBuf::from)
+                .ok_or(ConfigError::Missing {
+                    name: activities::certificates::SIGNING_KEY_FILE_ENV,
+                    hint: "name the file of the worker's Ed25519 receipt signing key \
+                           (`buzz-deletion keys generate --dir DIR` writes one; the Helm chart \
+                           mounts it from a Secret); see docs/certificates.md",
+                })?,
+            receipt_archive_bucket: stack.optional(activities::certificates::ARCHIVE_BUCKET_ENV),
             deployment: DeploymentConfig::from_lookup(&lookup)?,
         })
     }
@@ -162,6 +178,7 @@ mod tests {
             ("BUZZ_S3_BUCKET", "buzz-media"),
             ("BUZZ_S3_ACCESS_KEY", "buzz"),
             ("BUZZ_S3_SECRET_KEY", "secret"),
+            ("BUZZ_RECEIPT_SIGNING_KEY_FILE", "/run/secrets/receipt.key"),
         ])
     }
 
@@ -175,6 +192,7 @@ mod tests {
             "BUZZ_S3_BUCKET",
             "BUZZ_S3_ACCESS_KEY",
             "BUZZ_S3_SECRET_KEY",
+            "BUZZ_RECEIPT_SIGNING_KEY_FILE",
         ] {
             let mut env = full_env();
             env.insert(missing, "  ");

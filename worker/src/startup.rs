@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use activities::cache::Cache;
+use activities::certificates::ReceiptKey;
 use activities::community::{CommunityActivities, Settings};
 use activities::objects::ObjectStore;
 use activities::stack_check::StackCheckActivities;
@@ -47,6 +48,9 @@ pub enum StartupError {
     /// `activities::store::PrivilegedRole`).
     #[error("{0}")]
     PrivilegedRole(String),
+    /// The receipt signing key cannot be read.
+    #[error("receipt signing key: {0}\nhint: `buzz-deletion keys generate --dir DIR` writes a key pair; see docs/certificates.md")]
+    ReceiptKey(String),
     /// The Temporal worker could not be built.
     #[error("could not build the Temporal worker: {0}")]
     Worker(String),
@@ -63,6 +67,10 @@ pub struct Dependencies {
     pub cache: Cache,
     /// Temporal client.
     pub client: Client,
+    /// Signs receipts and log checkpoints.
+    pub receipt_key: ReceiptKey,
+    /// The object-lock bucket receipts are copied to, when configured.
+    pub receipt_archive: Option<ObjectStore>,
 }
 
 /// Connects to Temporal with a bounded wait.
@@ -127,12 +135,31 @@ pub async fn connect(config: &WorkerConfig) -> Result<Dependencies, StartupError
             address: activities::store::redact_password(&config.redis_url),
             detail: e.to_string(),
         })?;
+    let receipt_key = activities::certificates::load_receipt_key(&config.receipt_key_file)
+        .map_err(StartupError::ReceiptKey)?;
+    let receipt_archive = match &config.receipt_archive_bucket {
+        None => None,
+        Some(bucket) => {
+            let archive = objects.for_bucket(bucket);
+            archive
+                .check_compliance_lock()
+                .await
+                .map_err(|e| StartupError::Unreachable {
+                    service: "S3 receipt archive bucket",
+                    address: format!("{}/{}", config.s3.endpoint, bucket),
+                    detail: e.to_string(),
+                })?;
+            Some(archive)
+        }
+    };
     let client = connect_temporal(config).await?;
     Ok(Dependencies {
-        store,
+        store: store.with_receipt_key(receipt_key.clone()),
         objects,
         cache,
         client,
+        receipt_key,
+        receipt_archive,
     })
 }
 
@@ -208,19 +235,38 @@ pub fn build_deployed_worker(
             deps.store.clone(),
             deps.objects.clone(),
         ))
-        .register_activities(UserActivities::new(deps.store.pool().clone()))
+        .register_activities(user_activities(deps))
         .register_activities(StackCheckActivities::new(
             deps.store.clone(),
             deps.objects.clone(),
             deps.cache.clone(),
         ))
-        .register_activities(CommunityActivities::new(
-            deps.store.clone(),
-            deps.objects.clone(),
-            deps.cache.clone(),
-            settings,
-        ))
+        .register_activities(community_activities(deps, settings))
         .graceful_shutdown_period(shutdown_grace)
         .build();
     Worker::new(runtime, deps.client.clone(), options).map_err(|e| worker_error(&e))
+}
+
+/// The user-deletion activities, signing (and archiving) receipts with the worker's key.
+fn user_activities(deps: &Dependencies) -> UserActivities {
+    let activities = UserActivities::new(deps.store.pool().clone())
+        .with_receipt_key(deps.receipt_key.clone());
+    match &deps.receipt_archive {
+        Some(archive) => activities.with_receipt_archive(archive.clone()),
+        None => activities,
+    }
+}
+
+/// The community-deletion activities, archiving receipts when an archive bucket is configured.
+fn community_activities(deps: &Dependencies, settings: Settings) -> CommunityActivities {
+    let activities = CommunityActivities::new(
+        deps.store.clone().with_receipt_key(deps.receipt_key.clone()),
+        deps.objects.clone(),
+        deps.cache.clone(),
+        settings,
+    );
+    match &deps.receipt_archive {
+        Some(archive) => activities.with_receipt_archive(archive.clone()),
+        None => activities,
+    }
 }

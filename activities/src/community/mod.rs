@@ -77,6 +77,8 @@ pub struct CommunityActivities {
     settings: Settings,
     /// Paces DeleteObjects per prefix across every deletion this worker runs.
     pacer: Arc<PrefixPacer>,
+    /// The object-lock bucket signed receipts are copied to, when configured.
+    archive: Option<ObjectStore>,
 }
 
 impl CommunityActivities {
@@ -88,7 +90,14 @@ impl CommunityActivities {
             cache,
             pacer: Arc::new(PrefixPacer::new(settings.deletes_per_second_per_prefix)),
             settings,
+            archive: None,
         }
+    }
+
+    /// The same activities copying every signed receipt to `archive` (an object-lock bucket).
+    pub fn with_receipt_archive(mut self, archive: ObjectStore) -> Self {
+        self.archive = Some(archive);
+        self
     }
 
     /// Runs one activity body, records its duration and outcome, and maps its failure.

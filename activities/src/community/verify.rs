@@ -3,6 +3,7 @@
 use temporalio_sdk::activities::ActivityContext;
 use workflows::community::{RequestRef, VerificationReport};
 
+use crate::certificates::{ArchiveError, archive_receipt};
 use crate::store::Stage;
 use crate::taxonomy::tenant_prefixes;
 
@@ -93,20 +94,27 @@ pub async fn complete(acts: &CommunityActivities, input: RequestRef) -> PhaseRes
             &[Stage::LogicallyVerified, Stage::RetentionPending],
         )
         .await?;
-    if token.stage == Stage::RetentionPending {
-        return Ok(());
+    if token.stage != Stage::RetentionPending {
+        acts.store.load_frozen_inventory(input.request_id).await?;
+        acts.store
+            .complete_with_receipt(
+                &token,
+                serde_json::json!({
+                    "policy": "rows, object versions and keys of the community are gone; \
+                               the audit trail and approval evidence are retained"
+                }),
+            )
+            .await?;
     }
-    acts.store.load_frozen_inventory(input.request_id).await?;
-    acts.store
-        .advance(
-            &token,
-            Stage::LogicallyVerified,
-            Stage::RetentionPending,
-            serde_json::json!({
-                "policy": "rows, object versions and keys of the community are gone; \
-                           the audit trail and approval evidence are retained"
-            }),
-        )
-        .await?;
+    // The signed receipt is in Postgres now; its object-lock copy is written (once) after the
+    // commit, so a retry of this activity finishes an archive write that failed.
+    if let Some(archive) = &acts.archive {
+        archive_receipt(&acts.store, archive, input.request_id)
+            .await
+            .map_err(|error| match error {
+                ArchiveError::Store(error) => PhaseError::Store(error.into()),
+                ArchiveError::Objects(error) => PhaseError::Objects(error),
+            })?;
+    }
     Ok(())
 }

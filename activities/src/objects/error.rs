@@ -45,6 +45,10 @@ pub enum S3Operation {
     GetBucketPolicy,
     /// DeleteBucketPolicy.
     DeleteBucketPolicy,
+    /// GetObjectLockConfiguration.
+    GetObjectLockConfiguration,
+    /// HeadObject.
+    HeadObject,
 }
 
 impl fmt::Display for S3Operation {
@@ -67,6 +71,8 @@ impl fmt::Display for S3Operation {
             S3Operation::PutBucketPolicy => "PutBucketPolicy",
             S3Operation::GetBucketPolicy => "GetBucketPolicy",
             S3Operation::DeleteBucketPolicy => "DeleteBucketPolicy",
+            S3Operation::GetObjectLockConfiguration => "GetObjectLockConfiguration",
+            S3Operation::HeadObject => "HeadObject",
         })
     }
 }
@@ -99,6 +105,18 @@ pub enum ObjectStoreError {
     #[error("invalid S3 configuration: {reason}")]
     InvalidConfig {
         /// What is wrong.
+        reason: String,
+    },
+    /// The receipt archive bucket does not keep objects under compliance-mode object lock.
+    #[error(
+        "S3 bucket {bucket} cannot archive receipts: {reason}; create it with object lock \
+         enabled and a COMPLIANCE default retention (docs/certificates.md), or unset \
+         BUZZ_RECEIPT_ARCHIVE_BUCKET"
+    )]
+    ArchiveNotLocked {
+        /// The bucket.
+        bucket: String,
+        /// What its configuration lacks.
         reason: String,
     },
     /// The request could not even be built (an SDK-side validation failed). Permanent.
@@ -249,6 +267,7 @@ impl Classified for ObjectStoreError {
     fn severity(&self) -> Severity {
         match self {
             ObjectStoreError::InvalidConfig { .. }
+            | ObjectStoreError::ArchiveNotLocked { .. }
             | ObjectStoreError::InvalidRequest { .. }
             | ObjectStoreError::MissingVersionId { .. }
             | ObjectStoreError::AccessDenied { .. }

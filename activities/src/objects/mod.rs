@@ -13,6 +13,7 @@
 //! SDK).
 
 mod addresses;
+mod archive;
 mod deletion;
 mod error;
 mod listing;
@@ -33,6 +34,7 @@ use aws_sdk_s3::types::BucketVersioningStatus;
 use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
 
 pub use addresses::{MultipartUpload, ObjectVersion, ObjectVersionRef};
+pub use archive::ArchivedCopy;
 pub use deletion::{
     AbortOutcome, BulkDeleteOutcome, DeleteFailure, DeleteFailureKind, MAX_VERSIONS_PER_DELETE,
 };

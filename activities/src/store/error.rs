@@ -358,6 +358,9 @@ pub enum StoreError {
     /// An operator signature or key was refused (or the registry could not be read).
     #[error(transparent)]
     Identity(#[from] crate::identity::IdentityError),
+    /// A receipt could not be issued, exported or audited.
+    #[error(transparent)]
+    Certificate(#[from] crate::store::certificates::CertificateStoreError),
     /// Any other database error; severity follows its SQLSTATE or driver error kind.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
@@ -374,6 +377,7 @@ impl Classified for StoreError {
             | StoreError::StaleGeneration { .. } => Severity::Transient,
             StoreError::Database(error) => sqlx_severity(error),
             StoreError::Identity(error) => error.severity(),
+            StoreError::Certificate(error) => error.severity(),
             _ => Severity::Permanent,
         }
     }

@@ -16,6 +16,8 @@
 
 mod catalog;
 mod catalog_rules;
+pub mod certificates;
+mod chain;
 mod communities;
 mod community;
 mod error;
@@ -73,6 +75,8 @@ pub const IDLE_IN_TRANSACTION_TIMEOUT: &str = "60s";
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: PgPool,
+    /// Signs the receipt of a request this process finishes (workers only).
+    receipt_key: Option<certificates::ReceiptKey>,
 }
 
 impl Store {
@@ -122,12 +126,28 @@ impl Store {
                 url: redacted(),
                 source,
             })?;
-        Ok(Store { pool })
+        Ok(Store::from_pool(pool))
     }
 
     /// Wraps an existing pool (tests, or a binary that shares its pool).
     pub fn from_pool(pool: PgPool) -> Store {
-        Store { pool }
+        Store {
+            pool,
+            receipt_key: None,
+        }
+    }
+
+    /// The same store signing receipts with `key` when it finishes a request (the worker's).
+    pub fn with_receipt_key(mut self, key: certificates::ReceiptKey) -> Store {
+        self.receipt_key = Some(key);
+        self
+    }
+
+    /// The receipt signing key, or the error that says how to configure one.
+    pub(crate) fn receipt_key(&self) -> Result<&certificates::ReceiptKey, certificates::CertificateStoreError> {
+        self.receipt_key
+            .as_ref()
+            .ok_or(certificates::CertificateStoreError::NoSigningKey)
     }
 
     /// The underlying pool.

@@ -36,6 +36,8 @@ use handlers::{HandlerError, run_dummy_handler};
 pub struct UserActivities {
     store: UserStore,
     faults: FaultPoints,
+    /// The object-lock bucket signed receipts are copied to, when configured.
+    archive: Option<crate::objects::ObjectStore>,
 }
 
 impl UserActivities {
@@ -44,7 +46,20 @@ impl UserActivities {
         UserActivities {
             store: UserStore::new(pool),
             faults: FaultPoints::default(),
+            archive: None,
         }
+    }
+
+    /// The same activities signing each completed request's receipt with `key`.
+    pub fn with_receipt_key(mut self, key: crate::certificates::ReceiptKey) -> Self {
+        self.store = self.store.with_receipt_key(key);
+        self
+    }
+
+    /// The same activities copying every signed receipt to `archive` (an object-lock bucket).
+    pub fn with_receipt_archive(mut self, archive: crate::objects::ObjectStore) -> Self {
+        self.archive = Some(archive);
+        self
     }
 
     /// The same activities passing every [`FaultPoint`] through `faults` (end-to-end tests only).
@@ -107,6 +122,16 @@ impl UserActivities {
             .commit_transition(&input)
             .await
             .map_err(activity_error)?;
+        // The receipt was signed in the completing transaction; its object-lock copy is written
+        // (once) after the commit, so a retry finishes an archive write that failed.
+        if committed.request_completed
+            && let Some(archive) = &self.archive
+        {
+            let store = crate::store::Store::from_pool(self.store.pool().clone());
+            crate::certificates::archive_receipt(&store, archive, input.request_id)
+                .await
+                .map_err(crate::failure::activity_error)?;
+        }
         self.faults.pass(FaultPoint::TransitionCommitted).await;
         Ok(committed)
     }

@@ -2,6 +2,7 @@
 //! one module per concern, against the real local stack. Filter by module path, e.g. `cargo test
 //! -p activities --test it store::`.
 
+mod audit_chain;
 mod cache;
 mod catalog_property;
 mod catalog_shapes;

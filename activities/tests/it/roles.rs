@@ -72,8 +72,10 @@ async fn evidence(owner: &Store) -> Evidence {
     for sql in [
         "INSERT INTO deletion.checkpoints (request_id, stage, exec_generation) \
          VALUES ($1, 'approved', 1)",
-        "INSERT INTO deletion.audit_events (request_id, actor, event) \
-         VALUES ($1, 'operator-b', 'approved')",
+        // The request's first audit event, chained as the store writes it (0010).
+        "INSERT INTO deletion.audit_events (request_id, at, actor, event, seq, prev_hash, row_hash) \
+         SELECT $1, at, 'operator-b', 'approved', 1, repeat('0', 64), repeat('a', 64) \
+         FROM (SELECT date_trunc('microseconds', now()) AS at) t",
         "INSERT INTO deletion.manifest_chunks \
          (request_id, chunk_no, prefix, entries, entry_count, exec_generation, deleted_at, \
           deleted_versions, stamp_generation) \
@@ -172,6 +174,20 @@ const TAMPERING: &[&str] = &[
     "UPDATE deletion.checkpoints SET detail = '{\"forged\": true}' WHERE request_id = $1",
     "DELETE FROM deletion.checkpoints WHERE request_id = $1",
     "DELETE FROM deletion.requests WHERE id = $1",
+    // Deletion certificates (0010): receipts, the transparency log and its checkpoints.
+    "ALTER TABLE deletion.audit_events DISABLE TRIGGER audit_events_extend_chain",
+    "ALTER TABLE deletion.transparency_log DISABLE TRIGGER transparency_log_append_only",
+    "UPDATE deletion.audit_events SET row_hash = repeat('0', 64) WHERE request_id = $1",
+    "UPDATE deletion.receipts SET signed = '{}' WHERE request_id = $1",
+    "DELETE FROM deletion.receipts WHERE request_id = $1",
+    "TRUNCATE deletion.receipts",
+    "UPDATE deletion.transparency_log SET leaf_index = leaf_index + 1",
+    "DELETE FROM deletion.transparency_log WHERE request_id = $1",
+    "TRUNCATE deletion.transparency_log",
+    "UPDATE deletion.log_checkpoints SET root_hash = repeat('0', 64)",
+    "DELETE FROM deletion.log_checkpoints",
+    "TRUNCATE deletion.log_checkpoints",
+    "DELETE FROM deletion.receipt_archives WHERE request_id = $1",
 ];
 
 /// What the worker may do to a table but a trigger refuses for evidence rows.

@@ -111,6 +111,9 @@ pub enum CommunityCommand {
         #[arg(value_name = "REQUEST_ID")]
         id: Uuid,
     },
+    /// Export a finished deletion's certificate: its signed receipt with the proof that it is
+    /// in the transparency log (`certificate verify` checks it offline).
+    Certificate(super::ExportArgs),
 }
 
 /// `community sign …`: one signed signal payload.

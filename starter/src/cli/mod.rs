@@ -13,6 +13,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::output::OutputFormat;
 
+mod certificate;
 mod community;
 mod demo;
 mod key;
@@ -20,6 +21,7 @@ mod operators;
 mod sweep;
 mod user;
 
+pub use certificate::{CertificateCommand, ExportArgs, KeysCommand, OutArgs};
 pub use community::{CommunityCommand, ListArgs, ListState, SignCommand, TuningArgs};
 pub use demo::{DemoCommand, SeedArgs, ServeArgs};
 pub use key::{KEY_ENV, KeyArgs};
@@ -81,6 +83,13 @@ pub enum Command {
     /// BUZZ_OWNER_DATABASE_URL).
     #[command(subcommand)]
     Operators(OperatorsCommand),
+    /// Deletion certificates: verify one offline, audit one against the database, the log's
+    /// latest checkpoint.
+    #[command(subcommand)]
+    Certificate(CertificateCommand),
+    /// The receipt signing key pair.
+    #[command(subcommand)]
+    Keys(KeysCommand),
 }
 
 /// A parsed invocation and the deprecation warnings its spelling earned.

@@ -109,6 +109,9 @@ pub enum UserCommand {
     },
     /// User-deletion requests from Postgres, newest first, filtered by state.
     List(super::ListArgs),
+    /// Export a completed user deletion's certificate (the target appears only as a salted
+    /// hash; `certificate verify --target` confirms it).
+    Certificate(super::ExportArgs),
 }
 
 /// A stage name on the command line.

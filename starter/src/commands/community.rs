@@ -131,6 +131,7 @@ pub async fn run(waits: &WorkerWait, command: CommunityCommand) -> CliResult {
         } => watch(waits, id, interval_ms, timeout_secs).await,
         CommunityCommand::List(args) => list(args).await,
         CommunityCommand::Inspect { id } => inspect(id).await,
+        CommunityCommand::Certificate(args) => super::certificate::export(args, "community").await,
     }
 }
 

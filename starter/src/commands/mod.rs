@@ -1,5 +1,6 @@
 //! One module per command family.
 
+pub mod certificate;
 pub mod community;
 pub mod demo;
 pub mod demo_serve;

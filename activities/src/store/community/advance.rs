@@ -1,18 +1,19 @@
 //! Generic stage advances for the stages whose evidence is only a checkpoint (cache purged,
-//! logically verified, retention pending), and milestones that do not change the stage.
+//! logically verified), the final advance to retention pending (which issues the signed
+//! receipt in the same transaction), and milestones that do not change the stage.
 
 use super::audit::{WORKFLOW_ACTOR, insert_audit, insert_checkpoint, record_advance};
 use super::stage::Stage;
 use super::token::{ExecToken, lock_for_token};
 use crate::store::Store;
+use crate::store::certificates::{ReceiptFor, issue_receipt};
 use crate::store::error::{StoreError, StoreResult};
 
 /// The transitions `advance` may make; every other one has a dedicated call that checks its own
 /// evidence (approval, fence, manifest, purge).
-const GENERIC_TRANSITIONS: [(Stage, Stage); 3] = [
+const GENERIC_TRANSITIONS: [(Stage, Stage); 2] = [
     (Stage::PostgresPurged, Stage::CachePurged),
     (Stage::CachePurged, Stage::LogicallyVerified),
-    (Stage::LogicallyVerified, Stage::RetentionPending),
 ];
 
 impl Store {
@@ -42,6 +43,38 @@ impl Store {
             token.exec_generation,
             WORKFLOW_ACTOR,
             &detail,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// `logically_verified → retention_pending` with its checkpoint and audit event, and the
+    /// request's signed receipt appended to the transparency log, in one transaction: a deletion
+    /// is never finished without its receipt. Refused like [`Store::advance`], and with
+    /// [`crate::store::certificates::CertificateStoreError::NoSigningKey`] when this store has no signing key.
+    pub async fn complete_with_receipt(
+        &self,
+        token: &ExecToken,
+        detail: serde_json::Value,
+    ) -> StoreResult<()> {
+        let key = self.receipt_key()?;
+        let mut tx = self.pool.begin().await?;
+        lock_for_token(&mut tx, token, &[Stage::LogicallyVerified]).await?;
+        record_advance(
+            &mut tx,
+            token.request_id,
+            Stage::RetentionPending,
+            token.exec_generation,
+            WORKFLOW_ACTOR,
+            &detail,
+        )
+        .await?;
+        issue_receipt(
+            &mut tx,
+            key.signing_key(),
+            token.request_id,
+            ReceiptFor::Community,
         )
         .await?;
         tx.commit().await?;

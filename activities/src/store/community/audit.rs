@@ -14,6 +14,7 @@ use super::signed::{consume_community_signature, signed_target};
 use super::stage::Stage;
 use super::token::lock_request;
 use crate::store::Store;
+use crate::store::chain::append_chained;
 use crate::store::error::{StoreError, StoreResult};
 
 /// Actor recorded for writes made by workflow activities (operators are named explicitly).
@@ -36,7 +37,8 @@ pub struct AuditEvent {
     pub detail: serde_json::Value,
 }
 
-/// Appends an audit event inside the caller's transaction.
+/// Appends an audit event inside the caller's transaction: a request's event extends that
+/// request's hash chain (`crate::store::chain`); a fleet-wide one (no request) is not chained.
 pub(crate) async fn insert_audit(
     conn: &mut PgConnection,
     request_id: Option<Uuid>,
@@ -44,6 +46,9 @@ pub(crate) async fn insert_audit(
     event: &str,
     detail: &serde_json::Value,
 ) -> StoreResult<i64> {
+    if let Some(request_id) = request_id {
+        return Ok(append_chained(conn, request_id, actor, event, detail).await?);
+    }
     let id = sqlx::query_scalar(
         "INSERT INTO deletion.audit_events (request_id, actor, event, detail) \
          VALUES ($1, $2, $3, $4) RETURNING id",
@@ -120,8 +125,10 @@ impl Store {
         event: &str,
         detail: serde_json::Value,
     ) -> StoreResult<i64> {
-        let mut conn = self.pool.acquire().await?;
-        insert_audit(&mut conn, request_id, actor, event, &detail).await
+        let mut tx = self.pool.begin().await?;
+        let id = insert_audit(&mut tx, request_id, actor, event, &detail).await?;
+        tx.commit().await?;
+        Ok(id)
     }
 
     /// The request's audit trail, oldest first.

@@ -18,6 +18,9 @@ pub enum UserStoreError {
     /// The database failed or refused the statement.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+    /// The completion's receipt could not be issued.
+    #[error(transparent)]
+    Certificate(#[from] crate::store::certificates::CertificateStoreError),
     /// No user-deletion request has this id.
     #[error("user-deletion request {0} does not exist")]
     UnknownRequest(Uuid),
@@ -159,6 +162,7 @@ impl Classified for UserStoreError {
             }
             // Connection loss, pool exhaustion, serialization failures: a retry can succeed.
             UserStoreError::Database(_) => Severity::Transient,
+            UserStoreError::Certificate(error) => error.severity(),
             UserStoreError::Identity(error) => error.severity(),
             UserStoreError::UnknownRequest(_)
             | UserStoreError::RegistrationConflict(_)

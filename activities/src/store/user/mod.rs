@@ -32,12 +32,23 @@ pub type UserStoreResult<T> = Result<T, UserStoreError>;
 #[derive(Debug, Clone)]
 pub struct UserStore {
     pool: PgPool,
+    /// Signs the receipt of a request this process completes (workers only).
+    receipt_key: Option<crate::store::certificates::ReceiptKey>,
 }
 
 impl UserStore {
     /// A store over `pool` (migrated to at least `0002_user_deletion`).
     pub fn new(pool: PgPool) -> Self {
-        UserStore { pool }
+        UserStore {
+            pool,
+            receipt_key: None,
+        }
+    }
+
+    /// The same store signing a receipt with `key` when it completes a request (the worker's).
+    pub fn with_receipt_key(mut self, key: crate::store::certificates::ReceiptKey) -> Self {
+        self.receipt_key = Some(key);
+        self
     }
 
     /// The underlying pool.
@@ -46,7 +57,7 @@ impl UserStore {
     }
 }
 
-/// Appends one row to the audit trail, inside the caller's transaction.
+/// Appends one row to the request's hash-chained audit trail, inside the caller's transaction.
 async fn audit(
     tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
     request_id: Uuid,
@@ -54,15 +65,7 @@ async fn audit(
     event: &str,
     detail: serde_json::Value,
 ) -> UserStoreResult<()> {
-    sqlx::query(
-        "INSERT INTO deletion.audit_events (request_id, actor, event, detail) VALUES ($1, $2, $3, $4)",
-    )
-    .bind(request_id)
-    .bind(actor)
-    .bind(event)
-    .bind(detail)
-    .execute(&mut **tx)
-    .await?;
+    crate::store::chain::append_chained(tx, request_id, actor, event, &detail).await?;
     Ok(())
 }
 

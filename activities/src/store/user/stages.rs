@@ -290,6 +290,16 @@ impl UserStore {
                             json!({"last_stage_id": from.id}),
                         )
                         .await?;
+                        let key = self.receipt_key.as_ref().ok_or(
+                            crate::store::certificates::CertificateStoreError::NoSigningKey,
+                        )?;
+                        crate::store::certificates::issue_receipt(
+                            &mut tx,
+                            key.signing_key(),
+                            request_id,
+                            crate::store::certificates::ReceiptFor::User,
+                        )
+                        .await?;
                         committed(None, "completed")
                     }
                 }

@@ -121,3 +121,20 @@ tag unless set) and the versioning choice, refused unless off, pinned or auto-up
 - name: BUZZ_WORKER_VERSIONING
   value: {{ $versioning | quote }}
 {{- end -}}
+
+{{/*
+The receipt signing key: a read-only volume from its Secret (only the one key, mode 0400), and
+the variables that point the worker at it and at the archive bucket.
+*/}}
+{{- define "buzz-deletion.receiptKeySecret" -}}
+{{- required "set receipts.signingKeySecret.name to the Secret holding the worker's receipt signing key (`buzz-deletion keys generate` writes one; docs/certificates.md): a deletion cannot finish without its signed receipt" .Values.receipts.signingKeySecret.name -}}
+{{- end -}}
+
+{{- define "buzz-deletion.receiptEnv" -}}
+- name: BUZZ_RECEIPT_SIGNING_KEY_FILE
+  value: {{ printf "%s/%s" (trimSuffix "/" .Values.receipts.mountPath) .Values.receipts.signingKeySecret.key | quote }}
+{{- with .Values.receipts.archiveBucket }}
+- name: BUZZ_RECEIPT_ARCHIVE_BUCKET
+  value: {{ . | quote }}
+{{- end }}
+{{- end -}}

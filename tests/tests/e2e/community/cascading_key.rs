@@ -8,84 +8,9 @@
 //! and Redis keys are per community and stay on the shared stack.
 
 use activities::store::Store;
-use sqlx::Connection;
-use uuid::Uuid;
 
-use activities::stack_env;
-use e2e::env::required;
 use e2e::prelude::*;
-
-/// A database of the test's own next to the shared one, reachable as each of the three roles.
-struct PrivateDatabase {
-    name: String,
-    /// The schema owner: creates, migrates and tampers.
-    owner: String,
-    /// The worker role: what the worker and the CLI run as.
-    worker: String,
-    /// The serving role: what seeds tenant data, as the relay would.
-    serving: String,
-}
-
-/// `url` with its database name replaced by `name`.
-fn on_database(url: &str, name: &str) -> String {
-    let slash = url.rfind('/').unwrap_or(url.len());
-    format!("{}/{name}", &url[..slash])
-}
-
-/// Creates a database of the test's own (as the owner, who may create databases).
-async fn private_database(tag: &str) -> PrivateDatabase {
-    let owner = required(stack_env::OWNER_DATABASE_URL);
-    let slash = owner.rfind('/').unwrap_or(owner.len());
-    let shared_name = owner
-        .get(slash + 1..)
-        .unwrap_or_default()
-        .split('?')
-        .next()
-        .unwrap_or_default()
-        .to_owned();
-    let name = format!(
-        "{shared_name}_{tag}_{}",
-        &Uuid::new_v4().simple().to_string()[..10]
-    );
-    let mut admin = sqlx::PgConnection::connect(&owner)
-        .await
-        .unwrap_or_else(|e| panic!("PostgreSQL not reachable: {e}"));
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
-        .execute(&mut admin)
-        .await
-        .unwrap_or_else(|e| panic!("create database {name}: {e}"));
-    let _ = admin.close().await;
-    PrivateDatabase {
-        owner: on_database(&owner, &name),
-        worker: on_database(&required(stack_env::DATABASE_URL), &name),
-        serving: on_database(&required(stack_env::SERVING_DATABASE_URL), &name),
-        name,
-    }
-}
-
-async fn drop_database(name: &str) {
-    let owner = required(stack_env::OWNER_DATABASE_URL);
-    let mut admin = sqlx::PgConnection::connect(&owner)
-        .await
-        .unwrap_or_else(|e| panic!("PostgreSQL not reachable: {e}"));
-    let sql = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
-    // A killed worker's backends end a moment after its sockets close; until then the drop is
-    // refused (they belong to the worker role).
-    let mut attempts = 0;
-    loop {
-        match sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
-            .execute(&mut admin)
-            .await
-        {
-            Ok(_) => return,
-            Err(_) if attempts < 40 => {
-                attempts += 1;
-                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-            }
-            Err(e) => panic!("drop database {name}: {e}"),
-        }
-    }
-}
+use e2e::private_db::{drop_database, private_database};
 
 async fn exec(store: &Store, sql: &str) {
     sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
@@ -107,22 +32,7 @@ async fn cascading_key_into_tenant_data_blocks_until_dropped_then_the_deletion_c
     let shared = stack().await;
     let db = private_database("cascade").await;
     let name = db.name.clone();
-    let store = Store::connect(&db.owner)
-        .await
-        .unwrap_or_else(|e| panic!("connect {name}: {e}"));
-    store
-        .migrate()
-        .await
-        .unwrap_or_else(|e| panic!("migrate {name}: {e}"));
-    let serving = Store::connect(&db.serving)
-        .await
-        .unwrap_or_else(|e| panic!("connect {name} as the serving role: {e}"));
-    let stack = Stack {
-        store,
-        serving,
-        objects: shared.objects,
-        cache: shared.cache,
-    };
+    let stack = db.migrated_stack(shared).await;
     let queue = unique_queue("cascade");
     let worker = WorkerProcess::start(&queue, &[("DATABASE_URL", db.worker.as_str())]).await;
     let cli = Cli::new(&queue)

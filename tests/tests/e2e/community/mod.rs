@@ -5,6 +5,8 @@
 //! Modules:
 //! The harness (stack, worker processes, the CLI, seeding, snapshots) is the `e2e` library.
 //! - `happy_path`: a target and two neighbours; the target is gone, the neighbours untouched.
+//! - `certificates`: a finished deletion's certificate verifies offline and no field of it can
+//!   change unnoticed; a rewritten audit row or a receipt removed from the log is caught.
 //! - `crash`: the worker is SIGKILLed mid-deletion; a new worker finishes without re-stamping.
 //! - `unknown_key`: an unknown key shape blocks; remediation + unblock completes.
 //! - `cascading_key`: a cascading foreign key into tenant data blocks; drop + unblock completes.
@@ -28,6 +30,7 @@
 //!   stored signatures verify with ssh-keygen, and fail when a byte changes.
 
 mod cascading_key;
+mod certificates;
 mod crash;
 mod evidence;
 mod happy_path;

@@ -340,6 +340,53 @@ async fn no_agents_in_c_finishes_with_four_completed_rows_and_c_decided_communit
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completed_user_deletion_has_a_certificate_that_verifies_offline_and_names_no_one() {
+    with_one_worker(async |stack| {
+        let who = target("certified");
+        let ApprovedRequest { id } = submit_and_approve(stack, &who).await;
+        run(stack, id, &["--executor-id", "worker-a"])
+            .await
+            .expect_exit(0);
+        assert_eq!(stack.snapshot(id).await.request.stage, "completed");
+        let dir = std::env::temp_dir().join(format!("buzz-user-certificate-{id}"));
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        let file = dir.join("certificate.json");
+        let id_arg = id.to_string();
+        let file_arg = file.display().to_string();
+        stack
+            .cli(&["user", "certificate", &id_arg, "--out", &file_arg])
+            .await
+            .expect_exit(0);
+        let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            !text.contains(who.trim_start_matches("demo:")),
+            "the certificate must not carry the target: {text}"
+        );
+        let public_key = e2e::env::required("BUZZ_RECEIPT_PUBLIC_KEY_FILE");
+        let verify = |extra: &[&str]| {
+            let mut command = std::process::Command::new(e2e::env::bin("buzz-deletion"));
+            command
+                .env_clear()
+                .args(["certificate", "verify", &file_arg, "--public-key", &public_key])
+                .args(extra);
+            CliRun::from_output(&command.output().unwrap_or_else(|e| panic!("{e}")))
+        };
+        let verified = verify(&[]).expect_code(0).json();
+        assert_eq!(verified["kind"], "user", "{verified}");
+        // Whoever holds the target can confirm whom it is about; another target is refused.
+        verify(&["--target", &who]).expect_code(0);
+        let other = verify(&["--target", &target("someone-else")]).expect_code(1);
+        assert!(other.stderr.contains("target_hash"), "{}", other.stderr);
+        stack
+            .cli(&["certificate", "audit", &id_arg])
+            .await
+            .expect_exit(0);
+        let _ = std::fs::remove_dir_all(&dir);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_saved_no_agents_decision_for_b_stands_when_the_run_resumes_without_the_flag() {
     with_one_worker(async |stack| {
         let ApprovedRequest { id } = submit_and_approve(stack, &target("branch-b")).await;

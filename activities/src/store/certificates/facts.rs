@@ -1,0 +1,55 @@
+//! Evidence both kinds of receipt state: the approval, stage checkpoints, counts.
+
+use certificate::canonical::timestamp;
+use certificate::receipt::ApprovalFacts;
+use chrono::{DateTime, Utc};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::error::CertificateResult;
+
+/// The approval bound to the frozen inventory (empty fields if none is recorded).
+pub(crate) async fn approval_facts(
+    conn: &mut PgConnection,
+    request_id: Uuid,
+) -> CertificateResult<ApprovalFacts> {
+    let row: Option<(String, DateTime<Utc>, String)> = sqlx::query_as(
+        "SELECT approved_by, approved_at, inventory_digest FROM deletion.approvals \
+         WHERE request_id = $1",
+    )
+    .bind(request_id)
+    .fetch_optional(conn)
+    .await?;
+    Ok(match row {
+        Some((approved_by, approved_at, inventory_digest)) => ApprovalFacts {
+            approved_by,
+            approved_at: timestamp(approved_at),
+            inventory_digest,
+        },
+        None => ApprovalFacts {
+            approved_by: String::new(),
+            approved_at: String::new(),
+            inventory_digest: String::new(),
+        },
+    })
+}
+
+/// Every checkpoint of the request (stages and milestones) in the order they were reached:
+/// name, time, execution generation, evidence.
+pub(crate) async fn stages_reached(
+    conn: &mut PgConnection,
+    request_id: Uuid,
+) -> CertificateResult<Vec<(String, DateTime<Utc>, i64, serde_json::Value)>> {
+    Ok(sqlx::query_as(
+        "SELECT stage, reached_at, exec_generation, detail FROM deletion.checkpoints \
+         WHERE request_id = $1 ORDER BY reached_at, stage",
+    )
+    .bind(request_id)
+    .fetch_all(conn)
+    .await?)
+}
+
+/// A stored (non-negative) count as `u64`.
+pub(crate) fn count(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}

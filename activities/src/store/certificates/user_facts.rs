@@ -1,0 +1,131 @@
+//! What a user deletion's receipt states. The target is personal data: the receipt carries only
+//! a salted SHA-256 commitment to it (`certificate::receipt::target_commitment`), so whoever
+//! holds the target and the certificate can confirm whom it is about, and nobody else can tell.
+//! The per-community stage outcomes go in `verification`; a user deletion has no object
+//! manifest or row purge of its own (the dummy handlers of `demo:` targets report their results
+//! there too).
+
+use certificate::canonical::timestamp;
+use certificate::chain::ChainHead;
+use certificate::receipt::{
+    Generations, InventoryFacts, ManifestFacts, PurgeFacts, RECEIPT_FORMAT, Receipt, ReceiptKind,
+    StageReached, Subject, target_commitment,
+};
+use chrono::{DateTime, Utc};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::error::{CertificateResult, CertificateStoreError};
+use super::facts::{approval_facts, count};
+
+/// The receipt of user request `request_id`, committing to its target with `salt`.
+pub(crate) async fn user_receipt(
+    conn: &mut PgConnection,
+    request_id: Uuid,
+    salt: &str,
+    audit_chain: ChainHead,
+    key_id: &str,
+    signed_at: DateTime<Utc>,
+) -> CertificateResult<Receipt> {
+    let request: UserRequestFacts = sqlx::query_as(
+        "SELECT target, requested_by, created_at, completed_at, exec_generation, \
+         inventory_digest FROM deletion.requests WHERE id = $1 AND kind = 'user'",
+    )
+    .bind(request_id)
+    .fetch_optional(&mut *conn)
+    .await?
+    .ok_or_else(|| CertificateStoreError::certificate("user request", "not found"))?;
+    let rows: Vec<StageFacts> = sqlx::query_as(
+        "SELECT stage, community_id, status, attempt, finished_at, result \
+         FROM deletion.user_stage_history WHERE request_id = $1 \
+         ORDER BY created_at, id",
+    )
+    .bind(request_id)
+    .fetch_all(&mut *conn)
+    .await?;
+    let outcomes: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|row| {
+            serde_json::json!({
+                "stage": row.stage,
+                "community_id": row.community_id,
+                "status": row.status,
+                "attempts": row.attempt,
+                "result": row.result.as_ref().map(|json| json.0.clone()),
+            })
+        })
+        .collect();
+    let digest = request.inventory_digest.unwrap_or_default();
+    Ok(Receipt {
+        format: RECEIPT_FORMAT.to_owned(),
+        request_id,
+        kind: ReceiptKind::User,
+        subject: Subject::User {
+            target_hash: target_commitment(&request.target.unwrap_or_default(), salt)
+                .map_err(|e| CertificateStoreError::certificate("target commitment", e))?,
+            target_salt: salt.to_owned(),
+        },
+        requested_by: request.requested_by,
+        requested_at: timestamp(request.created_at),
+        approval: approval_facts(conn, request_id).await?,
+        inventory: InventoryFacts {
+            digest,
+            tables: Vec::new(),
+            object_versions: 0,
+            object_bytes: 0,
+            redis_keys: 0,
+            multipart_uploads: 0,
+        },
+        manifest: ManifestFacts {
+            digest: String::new(),
+            chunks: Vec::new(),
+            versions_total: 0,
+            versions_deleted: 0,
+            already_missing: 0,
+        },
+        purge: PurgeFacts {
+            tables: Vec::new(),
+            rows_total: 0,
+            redis_keys_purged: 0,
+            multipart_uploads_aborted: 0,
+        },
+        generations: Generations {
+            fence_generation: None,
+            exec_generation: count(request.exec_generation),
+        },
+        verification: serde_json::json!({ "stages": outcomes }),
+        stages: rows
+            .iter()
+            .filter_map(|row| {
+                row.finished_at.map(|at| StageReached {
+                    stage: row.stage.clone(),
+                    reached_at: timestamp(at),
+                })
+            })
+            .collect(),
+        audit_chain,
+        completed_at: request.completed_at.map(timestamp).unwrap_or_default(),
+        key_id: key_id.to_owned(),
+        signed_at: timestamp(signed_at),
+    })
+}
+
+#[derive(sqlx::FromRow)]
+struct UserRequestFacts {
+    target: Option<String>,
+    requested_by: String,
+    created_at: DateTime<Utc>,
+    completed_at: Option<DateTime<Utc>>,
+    exec_generation: i64,
+    inventory_digest: Option<String>,
+}
+
+#[derive(sqlx::FromRow)]
+struct StageFacts {
+    stage: String,
+    community_id: Option<Uuid>,
+    status: String,
+    attempt: i32,
+    finished_at: Option<DateTime<Utc>>,
+    result: Option<sqlx::types::Json<serde_json::Value>>,
+}

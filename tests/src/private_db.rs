@@ -1,0 +1,109 @@
+//! A database of a test's own next to the shared one, for stories that must commit something
+//! that would disturb every other test (a cascading key, a rewritten transparency log): worker
+//! and CLI get its URLs; objects and Redis keys are per community and stay on the shared stack.
+
+use activities::stack_env;
+use activities::store::Store;
+use sqlx::Connection;
+use uuid::Uuid;
+
+use crate::env::required;
+use crate::stack::Stack;
+
+/// A private database, reachable as each of the three roles.
+pub struct PrivateDatabase {
+    /// Its name.
+    pub name: String,
+    /// The schema owner: creates, migrates and tampers.
+    pub owner: String,
+    /// The worker role: what the worker and the CLI run as.
+    pub worker: String,
+    /// The serving role: what seeds tenant data, as the relay would.
+    pub serving: String,
+}
+
+/// `url` with its database name replaced by `name`.
+fn on_database(url: &str, name: &str) -> String {
+    let slash = url.rfind('/').unwrap_or(url.len());
+    format!("{}/{name}", &url[..slash])
+}
+
+/// Creates a database of the test's own (as the owner, who may create databases).
+pub async fn private_database(tag: &str) -> PrivateDatabase {
+    let owner = required(stack_env::OWNER_DATABASE_URL);
+    let slash = owner.rfind('/').unwrap_or(owner.len());
+    let shared_name = owner
+        .get(slash + 1..)
+        .unwrap_or_default()
+        .split('?')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let name = format!(
+        "{shared_name}_{tag}_{}",
+        &Uuid::new_v4().simple().to_string()[..10]
+    );
+    let mut admin = sqlx::PgConnection::connect(&owner)
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL not reachable: {e}"));
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+        .execute(&mut admin)
+        .await
+        .unwrap_or_else(|e| panic!("create database {name}: {e}"));
+    let _ = admin.close().await;
+    PrivateDatabase {
+        owner: on_database(&owner, &name),
+        worker: on_database(&required(stack_env::DATABASE_URL), &name),
+        serving: on_database(&required(stack_env::SERVING_DATABASE_URL), &name),
+        name,
+    }
+}
+
+impl PrivateDatabase {
+    /// Migrates it and returns a stack over it (owner and serving stores), sharing `shared`'s
+    /// objects and cache.
+    pub async fn migrated_stack(&self, shared: Stack) -> Stack {
+        let name = &self.name;
+        let store = Store::connect(&self.owner)
+            .await
+            .unwrap_or_else(|e| panic!("connect {name}: {e}"));
+        store
+            .migrate()
+            .await
+            .unwrap_or_else(|e| panic!("migrate {name}: {e}"));
+        let serving = Store::connect(&self.serving)
+            .await
+            .unwrap_or_else(|e| panic!("connect {name} as the serving role: {e}"));
+        Stack {
+            store,
+            serving,
+            objects: shared.objects,
+            cache: shared.cache,
+        }
+    }
+}
+
+/// Drops database `name`, waiting for a killed worker's backends to go.
+pub async fn drop_database(name: &str) {
+    let owner = required(stack_env::OWNER_DATABASE_URL);
+    let mut admin = sqlx::PgConnection::connect(&owner)
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL not reachable: {e}"));
+    let sql = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
+    // A killed worker's backends end a moment after its sockets close; until then the drop is
+    // refused (they belong to the worker role).
+    let mut attempts = 0;
+    loop {
+        match sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+            .execute(&mut admin)
+            .await
+        {
+            Ok(_) => return,
+            Err(_) if attempts < 40 => {
+                attempts += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            }
+            Err(e) => panic!("drop database {name}: {e}"),
+        }
+    }
+}
