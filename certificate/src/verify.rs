@@ -27,8 +27,8 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::certificate::{
-    CERTIFICATE_FORMAT, SIGNATURE_ALGORITHM, escape_pointer_token, exactly_representable,
-    field_digests, leaves, receipt_digest, signed_message,
+    CERTIFICATE_FORMAT, SIGNATURE_ALGORITHM, WHOLE_RECEIPT, escape_pointer_token,
+    exactly_representable, field_digests, leaves, receipt_digest, signed_message,
 };
 use crate::checkpoint::Checkpoint;
 use crate::keys::KeyRing;
@@ -512,7 +512,8 @@ fn compare_digests(
             format!("/receipt{pointer}")
         }
     };
-    for (pointer, digest) in &computed {
+    let before = problems.0.len();
+    for (pointer, digest) in computed.iter().filter(|(p, _)| *p != WHOLE_RECEIPT) {
         match signed.get(pointer) {
             Some(signed_digest) if signed_digest == digest => {}
             Some(_) if signature_failed => problems.push(
@@ -533,7 +534,10 @@ fn compare_digests(
             ),
         }
     }
-    for pointer in signed.keys().filter(|p| !computed.contains_key(*p)) {
+    for pointer in signed
+        .keys()
+        .filter(|p| *p != WHOLE_RECEIPT && !computed.contains_key(*p))
+    {
         if signature_failed {
             problems.push(
                 at(pointer),
@@ -545,6 +549,15 @@ fn compare_digests(
                 "was removed after signing: the signed digests list it but the receipt does not have it",
             );
         }
+    }
+    // The whole-receipt digest; only worth a problem of its own when every field matched.
+    if problems.0.len() == before && signed.get(WHOLE_RECEIPT) != computed.get(WHOLE_RECEIPT) {
+        let problem = if signature_failed {
+            "the digest of the whole receipt does not match it and the signature does not verify: the digest was changed after signing"
+        } else {
+            "its shape changed after signing: every field matches its digest, but the digest of the whole receipt does not (an array became an object or the reverse)"
+        };
+        problems.push(at(WHOLE_RECEIPT), problem);
     }
 }
 

@@ -500,3 +500,22 @@ fn user_deletion_certificate_verifies() {
     // The commitment can be checked by whoever knows the user id, and nobody else learns it.
     assert!(!json.to_string().contains("carol"));
 }
+
+#[test]
+fn changed_shape_of_the_free_form_report_is_named() {
+    // ["a", "b"] and {"0": "a", "1": "b"} have the same leaf pointers and digests.
+    let key = ReceiptSigningKey::generate().unwrap();
+    let mut receipt = sample_receipt(&key.key_id());
+    receipt.verification = json!({"checked": ["posts", "members"], "passed": true});
+    let signed = sign_receipt(receipt, &key).unwrap();
+    let leaves = [signed.digest().unwrap()];
+    let checkpoint = Checkpoint::sign(&key, 1, merkle::root(&leaves), at(10)).unwrap();
+    let certificate = assemble(signed, 0, vec![], checkpoint, None).unwrap();
+    let mut json = serde_json::to_value(&certificate).unwrap();
+    let ring = KeyRing::new(vec![key.public_key()]);
+    verify_certificate(&json, &ring, None).unwrap();
+    json["receipt"]["verification"]["checked"] = json!({"0": "posts", "1": "members"});
+    let problems = verify_certificate(&json, &ring, None).unwrap_err();
+    assert_eq!(fields(&problems), ["/receipt"], "{problems:?}");
+    assert!(problems[0].problem.contains("shape changed after signing"));
+}
