@@ -6,7 +6,8 @@
 //!
 //! 1. `/format` and `/receipt/format` are the v1 formats;
 //! 2. every receipt leaf's digest equals its signed digest in `/field_digests` (a changed,
-//!    added or removed receipt field is named by its pointer);
+//!    added or removed receipt field is named by its pointer), and so does the whole-receipt
+//!    digest (a change of shape only, array ↔ object, is reported at `/receipt`);
 //! 3. the signature over the field digests verifies with the key named by `/signature/key_id`,
 //!    which is `/receipt/key_id` and is in the [`KeyRing`];
 //! 4. the receipt's counts agree ([`crate::receipt::check_counts`]);
@@ -33,7 +34,7 @@ use crate::certificate::{
 use crate::checkpoint::Checkpoint;
 use crate::keys::KeyRing;
 use crate::merkle;
-use crate::receipt::{RECEIPT_FORMAT, Receipt, ReceiptKind, check_counts};
+use crate::receipt::{RECEIPT_FORMAT, Receipt, ReceiptKind, Subject, check_counts};
 
 /// Field prefix of problems found in the older checkpoint given to [`verify_certificate`].
 pub const OLDER_CHECKPOINT: &str = "older checkpoint";
@@ -53,6 +54,8 @@ impl fmt::Display for CertificateProblem {
         write!(f, "{}: {}", self.field, self.problem)
     }
 }
+
+impl std::error::Error for CertificateProblem {}
 
 impl CertificateProblem {
     /// A problem at `field`.
@@ -95,6 +98,10 @@ pub struct Verified {
     pub request_id: Uuid,
     /// Community or user deletion.
     pub kind: ReceiptKind,
+    /// What was deleted (community id and host, or the user commitment).
+    pub subject: Subject,
+    /// When the deletion completed.
+    pub completed_at: String,
     /// Key id that signed the receipt.
     pub receipt_key_id: String,
     /// Key id that signed the log checkpoint.
@@ -329,6 +336,8 @@ pub fn verify_certificate(
         (true, Some(receipt), Some(receipt_key_id), Some(log)) => Ok(Verified {
             request_id: receipt.request_id,
             kind: receipt.kind,
+            subject: receipt.subject,
+            completed_at: receipt.completed_at,
             receipt_key_id,
             checkpoint_key_id: log.checkpoint_key_id,
             tree_size: log.tree_size,

@@ -78,6 +78,11 @@ fn realistic_certificate_verifies() {
         Verified {
             request_id: Uuid::parse_str("6f1c2b0e-8a44-4c57-9a0e-2f0b5a1d9c33").unwrap(),
             kind: ReceiptKind::Community,
+            subject: Subject::Community {
+                community_id: Uuid::parse_str("0b9e2f4c-3d5a-4e61-8f70-9a1b2c3d4e5f").unwrap(),
+                host: "chess.example.org".to_owned(),
+            },
+            completed_at: "2026-11-30T20:20:00.000000Z".to_owned(),
             receipt_key_id: f.receipt_key.key_id(),
             checkpoint_key_id: f.log_key.key_id(),
             tree_size: 5,
@@ -572,7 +577,7 @@ mod fuzz {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(200))]
+        #![proptest_config(ProptestConfig::with_cases(96))]
 
         /// Replacing any part of the certificate by any JSON value is reported, never a panic,
         /// unless the canonical form did not change (e.g. `5` written as `5.0` in the free-form
