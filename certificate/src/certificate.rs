@@ -10,6 +10,12 @@
 //! field_digests[p] = hex( SHA-256( JCS( [p, value] ) ) )      e.g. JCS(["/purge/rows_total",1239])
 //! ```
 //!
+//! plus one entry at the root pointer `""` over the whole receipt,
+//! `field_digests[""] = hex(SHA-256(JCS(["", receipt])))`. RFC 6901 pointers do not tell an
+//! array from an object with members "0", "1", … (`["a"]` and `{"0": "a"}` have the same leaf
+//! pointers); the whole-receipt digest pins that shape, while the per-leaf digests name the
+//! field that changed.
+//!
 //! The Ed25519 signature covers `JCS(field_digests)` (the object of pointer → digest). A
 //! verifier recomputes each leaf's digest from the receipt it was given and compares with the
 //! signed one, so a change is reported by the field that changed, not just as "bad signature".
@@ -224,15 +230,26 @@ pub fn leaf_digest(pointer: &str, value: &Value) -> Result<String, CanonicalErro
     Ok(sha256_hex(&canonical_json(&pair)?))
 }
 
-/// The field digests of a receipt's JSON (pointers relative to the receipt).
+/// The pointer of the whole receipt in [`field_digests`]: RFC 6901's root pointer, the empty
+/// string.
+pub const WHOLE_RECEIPT: &str = "";
+
+/// The field digests of a receipt's JSON (pointers relative to the receipt): one per leaf, plus
+/// one at [`WHOLE_RECEIPT`] (`""`) over the whole receipt, which pins its shape. Pointers alone
+/// do not tell `["a"]` from `{"0": "a"}`; the whole-receipt digest does.
 pub fn field_digests(receipt_json: &Value) -> Result<BTreeMap<String, String>, CanonicalError> {
-    leaves(receipt_json, "")
+    let mut digests = leaves(receipt_json, "")
         .into_iter()
         .map(|(pointer, value)| {
             let digest = leaf_digest(&pointer, value)?;
             Ok((pointer, digest))
         })
-        .collect()
+        .collect::<Result<BTreeMap<_, _>, CanonicalError>>()?;
+    digests.insert(
+        WHOLE_RECEIPT.to_owned(),
+        leaf_digest(WHOLE_RECEIPT, receipt_json)?,
+    );
+    Ok(digests)
 }
 
 /// The bytes the receipt signature covers: `JCS(field_digests)`.
@@ -364,8 +381,26 @@ mod tests {
         let pointers: Vec<&str> = digests.keys().map(String::as_str).collect();
         assert_eq!(
             pointers,
-            ["/a/b~1c", "/a/d~0e/0", "/a/d~0e/1", "/empty", "/none", "/s"]
+            [
+                "",
+                "/a/b~1c",
+                "/a/d~0e/0",
+                "/a/d~0e/1",
+                "/empty",
+                "/none",
+                "/s"
+            ]
         );
+        assert_eq!(
+            digests[""],
+            sha256_hex(&canonical_json(&json!(["", value])).unwrap()),
+            "the whole-receipt digest"
+        );
+        // Same leaf pointers, different shape: only the whole-receipt digest differs.
+        let array = field_digests(&json!({"a": ["x"]})).unwrap();
+        let object = field_digests(&json!({"a": {"0": "x"}})).unwrap();
+        assert_eq!(array["/a/0"], object["/a/0"]);
+        assert_ne!(array[""], object[""]);
         for (pointer, digest) in &digests {
             let leaf = value.pointer(pointer).unwrap();
             assert_eq!(leaf_digest(pointer, leaf).unwrap(), *digest);

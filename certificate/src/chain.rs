@@ -27,6 +27,9 @@
 //! leaves a shorter valid chain; that is detected only against a signed head
 //! ([`verify_against_head`]): the receipt records the chain's length and head hash.
 //!
+//! Numbers in `detail` are hashed as RFC 8785 numbers (IEEE doubles): integers beyond 2^53
+//! are not pinned exactly, so event details should carry large values as strings.
+//!
 //! Rows written before the chain existed (legacy rows, `seq` NULL) are accepted only before
 //! the first chained row.
 

@@ -87,6 +87,17 @@ impl Checkpoint {
                 ),
             ));
         }
+        let is_hash = self.root_hash.len() == 64
+            && self
+                .root_hash
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if !is_hash {
+            return Err(CertificateProblem::new(
+                "/root_hash",
+                "is not a hash (64 lowercase hex characters)",
+            ));
+        }
         if let Err(error) = parse_timestamp(&self.signed_at) {
             return Err(CertificateProblem::new("/signed_at", error.to_string()));
         }
@@ -156,6 +167,9 @@ mod tests {
         let mut changed = checkpoint.clone();
         changed.signed_at = "2026-11-30T22:00:00Z".to_owned();
         assert_eq!(changed.verify(&ring).unwrap_err().field, "/signed_at");
+        let mut changed = checkpoint.clone();
+        changed.root_hash = "AB".repeat(32);
+        assert_eq!(changed.verify(&ring).unwrap_err().field, "/root_hash");
         let mut changed = checkpoint.clone();
         changed.origin = "another/log".to_owned();
         assert_eq!(changed.verify(&ring).unwrap_err().field, "/origin");

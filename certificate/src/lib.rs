@@ -33,7 +33,9 @@ pub mod merkle;
 pub mod receipt;
 pub mod verify;
 
-pub use canonical::{CanonicalError, canonical_json, sha256_hex, timestamp};
+pub use canonical::{
+    CanonicalError, TimestampError, canonical_json, parse_timestamp, sha256_hex, timestamp,
+};
 pub use certificate::{
     CERTIFICATE_FORMAT, Certificate, CertificateError, ConsistencyProof, LogProof,
     ReceiptSignature, SignedReceipt, assemble, sign_receipt,
@@ -45,5 +47,9 @@ pub use chain::{
 pub use checkpoint::{Checkpoint, LOG_ORIGIN};
 pub use keys::{KeyError, KeyRing, ReceiptPublicKey, ReceiptSigningKey, write_key_pair};
 pub use merkle::MerkleError;
-pub use receipt::{RECEIPT_FORMAT, Receipt, ReceiptKind, check_counts};
+pub use receipt::{
+    ApprovalFacts, ChunkStamp, Generations, InventoryFacts, ManifestFacts, PurgeFacts,
+    RECEIPT_FORMAT, Receipt, ReceiptKind, StageReached, Subject, TableRows, check_counts, new_salt,
+    target_commitment,
+};
 pub use verify::{CertificateProblem, Verified, verify_certificate};

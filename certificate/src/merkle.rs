@@ -17,6 +17,18 @@ use sha2_ct::Sha256;
 /// A log digest as ct-merkle holds it.
 type Node = ct_merkle::digest::Output<Sha256>;
 
+/// The largest tree size accepted when verifying. ct-merkle's index arithmetic overflows (and
+/// panics) near 2^63 leaves; a certificate is untrusted input, so sizes are bounded well below.
+pub const MAX_TREE_SIZE: u64 = 1 << 62;
+
+/// Refuses tree sizes beyond [`MAX_TREE_SIZE`].
+fn bounded(size: u64) -> Result<u64, MerkleError> {
+    if size > MAX_TREE_SIZE {
+        return Err(MerkleError::TreeTooLarge { size });
+    }
+    Ok(size)
+}
+
 /// What is wrong with a log request or a proof.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MerkleError {
@@ -27,6 +39,12 @@ pub enum MerkleError {
         size: u64,
         /// Leaves available.
         log_size: u64,
+    },
+    /// A tree size beyond [`MAX_TREE_SIZE`].
+    #[error("tree size {size} is beyond any real log (at most 2^62 receipts)")]
+    TreeTooLarge {
+        /// The size given.
+        size: u64,
     },
     /// An index outside the tree.
     #[error("leaf index {index} is not in a tree of {tree_size} receipts")]
@@ -197,6 +215,7 @@ fn verify_inclusion_of<L: AsRef<[u8]>>(
     proof: &[String],
     root_hex: &str,
 ) -> Result<(), MerkleError> {
+    bounded(tree_size)?;
     if index >= tree_size {
         return Err(MerkleError::IndexOutOfRange { index, tree_size });
     }
@@ -229,6 +248,7 @@ pub fn verify_consistency(
     new_root_hex: &str,
     proof: &[String],
 ) -> Result<(), MerkleError> {
+    bounded(new_size)?;
     if old_size > new_size {
         return Err(MerkleError::OldLargerThanNew { old_size, new_size });
     }

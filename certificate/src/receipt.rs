@@ -216,7 +216,18 @@ pub fn new_salt() -> Result<String, KeyError> {
 }
 
 /// Internal consistency problems of a receipt; each `field` is a JSON pointer into the
-/// receipt. Empty when every rule holds.
+/// receipt. Empty when every rule holds. The rules, one function each:
+///
+/// - `manifest_sums`: `/manifest/versions_total`, `versions_deleted`, `already_missing` are the
+///   sums over the chunks;
+/// - `chunk_balances`: per chunk, `versions_deleted + already_missing == entries`;
+/// - `chunk_numbering`: `chunk_no` is 0, 1, 2, … in order;
+/// - `purge_total`: `/purge/rows_total` is the sum over the purged tables;
+/// - `approval_binds_inventory`: `/approval/inventory_digest == /inventory/digest`;
+/// - `timestamps_parse`: `/signed_at` and `/completed_at` are RFC 3339;
+/// - `other_timestamps_parse`: so are `requested_at`, `approved_at`, `stamped_at`, `reached_at`;
+/// - `community_has_audit_chain`: a community receipt has `audit_chain.length >= 1`;
+/// - `kind_matches_subject`: `/kind` agrees with `/subject/type`.
 ///
 /// Only rules that hold by construction are checked. Purged rows are deliberately not compared
 /// with the inventory's: rows written between the inventory and the fence are purged too (the
@@ -232,6 +243,7 @@ pub fn check_counts(receipt: &Receipt) -> Vec<CertificateProblem> {
         purge_total,
         approval_binds_inventory,
         timestamps_parse,
+        other_timestamps_parse,
         community_has_audit_chain,
         kind_matches_subject,
     ];
@@ -355,11 +367,34 @@ fn approval_binds_inventory(receipt: &Receipt) -> Vec<CertificateProblem> {
         .collect()
 }
 
-/// Every timestamp is RFC 3339.
+/// Problems for the given (pointer, text) pairs that are not RFC 3339 timestamps.
+fn unparsable(stamps: Vec<(String, &str)>) -> Vec<CertificateProblem> {
+    stamps
+        .into_iter()
+        .filter_map(|(field, text)| {
+            chrono::DateTime::parse_from_rfc3339(text)
+                .err()
+                .map(|error| {
+                    problem(
+                        field,
+                        format!("{text:?} is not an RFC 3339 timestamp: {error}"),
+                    )
+                })
+        })
+        .collect()
+}
+
+/// `signed_at` and `completed_at` are RFC 3339 timestamps.
 fn timestamps_parse(receipt: &Receipt) -> Vec<CertificateProblem> {
-    let mut stamps: Vec<(String, &str)> = vec![
+    unparsable(vec![
         ("/signed_at".to_owned(), &receipt.signed_at),
         ("/completed_at".to_owned(), &receipt.completed_at),
+    ])
+}
+
+/// The other timestamps (request, approval, chunk stamps, stages) are RFC 3339 too.
+fn other_timestamps_parse(receipt: &Receipt) -> Vec<CertificateProblem> {
+    let mut stamps: Vec<(String, &str)> = vec![
         ("/requested_at".to_owned(), &receipt.requested_at),
         (
             "/approval/approved_at".to_owned(),
@@ -375,19 +410,7 @@ fn timestamps_parse(receipt: &Receipt) -> Vec<CertificateProblem> {
     for (i, stage) in receipt.stages.iter().enumerate() {
         stamps.push((format!("/stages/{i}/reached_at"), &stage.reached_at));
     }
-    stamps
-        .into_iter()
-        .filter_map(|(field, text)| {
-            chrono::DateTime::parse_from_rfc3339(text)
-                .err()
-                .map(|error| {
-                    problem(
-                        field,
-                        format!("{text:?} is not an RFC 3339 timestamp: {error}"),
-                    )
-                })
-        })
-        .collect()
+    unparsable(stamps)
 }
 
 /// A community deletion records at least one audit event.

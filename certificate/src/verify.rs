@@ -6,7 +6,8 @@
 //!
 //! 1. `/format` and `/receipt/format` are the v1 formats;
 //! 2. every receipt leaf's digest equals its signed digest in `/field_digests` (a changed,
-//!    added or removed receipt field is named by its pointer);
+//!    added or removed receipt field is named by its pointer), and so does the whole-receipt
+//!    digest (a change of shape only, array ↔ object, is reported at `/receipt`);
 //! 3. the signature over the field digests verifies with the key named by `/signature/key_id`,
 //!    which is `/receipt/key_id` and is in the [`KeyRing`];
 //! 4. the receipt's counts agree ([`crate::receipt::check_counts`]);
@@ -27,13 +28,13 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::certificate::{
-    CERTIFICATE_FORMAT, SIGNATURE_ALGORITHM, escape_pointer_token, exactly_representable,
-    field_digests, leaves, receipt_digest, signed_message,
+    CERTIFICATE_FORMAT, SIGNATURE_ALGORITHM, WHOLE_RECEIPT, escape_pointer_token,
+    exactly_representable, field_digests, leaves, receipt_digest, signed_message,
 };
 use crate::checkpoint::Checkpoint;
 use crate::keys::KeyRing;
 use crate::merkle;
-use crate::receipt::{RECEIPT_FORMAT, Receipt, ReceiptKind, check_counts};
+use crate::receipt::{RECEIPT_FORMAT, Receipt, ReceiptKind, Subject, check_counts};
 
 /// Field prefix of problems found in the older checkpoint given to [`verify_certificate`].
 pub const OLDER_CHECKPOINT: &str = "older checkpoint";
@@ -53,6 +54,8 @@ impl fmt::Display for CertificateProblem {
         write!(f, "{}: {}", self.field, self.problem)
     }
 }
+
+impl std::error::Error for CertificateProblem {}
 
 impl CertificateProblem {
     /// A problem at `field`.
@@ -95,6 +98,10 @@ pub struct Verified {
     pub request_id: Uuid,
     /// Community or user deletion.
     pub kind: ReceiptKind,
+    /// What was deleted (community id and host, or the user commitment).
+    pub subject: Subject,
+    /// When the deletion completed.
+    pub completed_at: String,
     /// Key id that signed the receipt.
     pub receipt_key_id: String,
     /// Key id that signed the log checkpoint.
@@ -329,6 +336,8 @@ pub fn verify_certificate(
         (true, Some(receipt), Some(receipt_key_id), Some(log)) => Ok(Verified {
             request_id: receipt.request_id,
             kind: receipt.kind,
+            subject: receipt.subject,
+            completed_at: receipt.completed_at,
             receipt_key_id,
             checkpoint_key_id: log.checkpoint_key_id,
             tree_size: log.tree_size,
@@ -512,7 +521,8 @@ fn compare_digests(
             format!("/receipt{pointer}")
         }
     };
-    for (pointer, digest) in &computed {
+    let before = problems.0.len();
+    for (pointer, digest) in computed.iter().filter(|(p, _)| *p != WHOLE_RECEIPT) {
         match signed.get(pointer) {
             Some(signed_digest) if signed_digest == digest => {}
             Some(_) if signature_failed => problems.push(
@@ -533,7 +543,10 @@ fn compare_digests(
             ),
         }
     }
-    for pointer in signed.keys().filter(|p| !computed.contains_key(*p)) {
+    for pointer in signed
+        .keys()
+        .filter(|p| *p != WHOLE_RECEIPT && !computed.contains_key(*p))
+    {
         if signature_failed {
             problems.push(
                 at(pointer),
@@ -545,6 +558,15 @@ fn compare_digests(
                 "was removed after signing: the signed digests list it but the receipt does not have it",
             );
         }
+    }
+    // The whole-receipt digest; only worth a problem of its own when every field matched.
+    if problems.0.len() == before && signed.get(WHOLE_RECEIPT) != computed.get(WHOLE_RECEIPT) {
+        let problem = if signature_failed {
+            "the digest of the whole receipt does not match it and the signature does not verify: the digest was changed after signing"
+        } else {
+            "its shape changed after signing: every field matches its digest, but the digest of the whole receipt does not (an array became an object or the reverse)"
+        };
+        problems.push(at(WHOLE_RECEIPT), problem);
     }
 }
 

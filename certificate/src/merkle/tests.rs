@@ -251,8 +251,13 @@ fn malformed_inputs_are_refused_not_panicking() {
     assert!(verify_inclusion(&leaves[2], 2, 5, &proof, "xyz").is_err());
     assert!(verify_inclusion(&leaves[2], 5, 5, &proof, &r).is_err());
     assert!(verify_inclusion(&leaves[2], u64::MAX, u64::MAX, &proof, &r).is_err());
-    assert!(verify_consistency(u64::MAX, &r, u64::MAX, &r, &[]).is_ok());
+    assert_eq!(
+        verify_inclusion(&leaves[2], u64::MAX - 1, u64::MAX, &proof, &r),
+        Err(MerkleError::TreeTooLarge { size: u64::MAX })
+    );
+    assert!(verify_consistency(u64::MAX, &r, u64::MAX, &r, &[]).is_err());
     assert!(verify_consistency(3, &r, u64::MAX, &r, &proof).is_err());
+    assert!(verify_consistency(MAX_TREE_SIZE, &r, MAX_TREE_SIZE, &r, &[]).is_ok());
     // From the empty log: empty proof and the empty root only.
     assert!(verify_consistency(0, &root(&[]), 5, &r, &[]).is_ok());
     assert!(verify_consistency(0, &r, 5, &r, &[]).is_err());
@@ -331,5 +336,25 @@ proptest! {
             changed[i] = tweak(&changed[i]);
             prop_assert!(verify_consistency(u(old), &old_root, u(size), &r, &changed).is_err());
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// A certificate is untrusted input: no index, size or proof makes verification panic.
+    #[test]
+    fn verification_never_panics(
+        index in prop_oneof![any::<u64>(), 0..64u64, (u64::MAX / 2 - 2)..=(u64::MAX / 2 + 2)],
+        tree_size in prop_oneof![any::<u64>(), 0..64u64, (MAX_TREE_SIZE - 2)..=(MAX_TREE_SIZE + 2), (u64::MAX / 2 - 2)..=u64::MAX],
+        old_size in prop_oneof![any::<u64>(), 0..64u64, (u64::MAX / 2 - 2)..=(u64::MAX / 2 + 2)],
+        proof_len in 0..70usize,
+        leaf in any::<[u8; 32]>(),
+    ) {
+        let proof: Vec<String> = (0..proof_len).map(|i| hex::encode([u8::try_from(i).unwrap(); 32])).collect();
+        let r = hex::encode(leaf);
+        let _ = verify_inclusion(&leaf, index, tree_size, &proof, &r);
+        let _ = verify_consistency(old_size, &r, tree_size, &r, &proof);
+        let _ = verify_consistency(old_size.min(tree_size), &r, tree_size, &r, &proof);
     }
 }

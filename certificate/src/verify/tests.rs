@@ -2,6 +2,7 @@
 //! mutation of its JSON is rejected with a problem that names the mutated field.
 
 use super::*;
+use crate::canonical::canonical_json;
 use crate::certificate::{ConsistencyProof, assemble, sign_receipt};
 use crate::keys::{ReceiptSigningKey, random_bytes};
 use crate::receipt::tests::sample_receipt;
@@ -77,6 +78,11 @@ fn realistic_certificate_verifies() {
         Verified {
             request_id: Uuid::parse_str("6f1c2b0e-8a44-4c57-9a0e-2f0b5a1d9c33").unwrap(),
             kind: ReceiptKind::Community,
+            subject: Subject::Community {
+                community_id: Uuid::parse_str("0b9e2f4c-3d5a-4e61-8f70-9a1b2c3d4e5f").unwrap(),
+                host: "chess.example.org".to_owned(),
+            },
+            completed_at: "2026-11-30T20:20:00.000000Z".to_owned(),
             receipt_key_id: f.receipt_key.key_id(),
             checkpoint_key_id: f.log_key.key_id(),
             tree_size: 5,
@@ -499,4 +505,98 @@ fn user_deletion_certificate_verifies() {
     assert_eq!(verified.consistency_from, None);
     // The commitment can be checked by whoever knows the user id, and nobody else learns it.
     assert!(!json.to_string().contains("carol"));
+}
+
+#[test]
+fn changed_shape_of_the_free_form_report_is_named() {
+    // ["a", "b"] and {"0": "a", "1": "b"} have the same leaf pointers and digests.
+    let key = ReceiptSigningKey::generate().unwrap();
+    let mut receipt = sample_receipt(&key.key_id());
+    receipt.verification = json!({"checked": ["posts", "members"], "passed": true});
+    let signed = sign_receipt(receipt, &key).unwrap();
+    let leaves = [signed.digest().unwrap()];
+    let checkpoint = Checkpoint::sign(&key, 1, merkle::root(&leaves), at(10)).unwrap();
+    let certificate = assemble(signed, 0, vec![], checkpoint, None).unwrap();
+    let mut json = serde_json::to_value(&certificate).unwrap();
+    let ring = KeyRing::new(vec![key.public_key()]);
+    verify_certificate(&json, &ring, None).unwrap();
+    json["receipt"]["verification"]["checked"] = json!({"0": "posts", "1": "members"});
+    let problems = verify_certificate(&json, &ring, None).unwrap_err();
+    assert_eq!(fields(&problems), ["/receipt"], "{problems:?}");
+    assert!(problems[0].problem.contains("shape changed after signing"));
+}
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+    use std::sync::OnceLock;
+
+    fn shared() -> &'static Fixture {
+        static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+        FIXTURE.get_or_init(fixture)
+    }
+
+    /// Every pointer of the certificate: containers and leaves.
+    fn pointers(value: &Value, pointer: String, out: &mut Vec<String>) {
+        match value {
+            Value::Object(members) => {
+                for (name, member) in members {
+                    pointers(
+                        member,
+                        format!("{pointer}/{}", escape_pointer_token(name)),
+                        out,
+                    );
+                }
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    pointers(item, format!("{pointer}/{i}"), out);
+                }
+            }
+            _ => {}
+        }
+        out.push(pointer);
+    }
+
+    fn any_json() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<u64>().prop_map(|n| json!(n)),
+            any::<f64>()
+                .prop_filter("finite", |x| x.is_finite())
+                .prop_map(|x| json!(x)),
+            ".{0,70}".prop_map(Value::String),
+            "[0-9a-f]{64}".prop_map(Value::String),
+            Just(json!([])),
+            Just(json!({})),
+            Just(json!([1, "x", null])),
+            Just(json!({"a": 1})),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+
+        /// Replacing any part of the certificate by any JSON value is reported, never a panic,
+        /// unless the canonical form did not change (e.g. `5` written as `5.0` in the free-form
+        /// verification report).
+        #[test]
+        fn any_replacement_is_rejected_without_panicking(
+            pick in any::<proptest::sample::Index>(),
+            replacement in any_json(),
+        ) {
+            let f = shared();
+            let mut all = Vec::new();
+            pointers(&f.certificate, String::new(), &mut all);
+            let pointer = &all[pick.index(all.len())];
+            let mut mutated = f.certificate.clone();
+            *mutated.pointer_mut(pointer).unwrap() = replacement;
+            let unchanged =
+                canonical_json(&mutated).unwrap() == canonical_json(&f.certificate).unwrap();
+            let result = verify_certificate(&mutated, &f.ring(), Some(&f.older));
+            prop_assert_eq!(result.is_ok(), unchanged, "{} -> {:?}", pointer, result);
+        }
+    }
 }
