@@ -10,8 +10,8 @@ use uuid::Uuid;
 use crate::failure::{Classified, Severity};
 use crate::objects::{ObjectStore, ObjectStoreError};
 use crate::store::Store;
-use crate::store::certificates::{CertificateStoreError, ReceiptArchive};
 pub use crate::store::certificates::{CertificateAudit, ReceiptKey};
+use crate::store::certificates::{CertificateStoreError, ReceiptArchive};
 
 /// Names the file holding the worker's Ed25519 receipt signing key (PKCS#8 PEM).
 pub const SIGNING_KEY_FILE_ENV: &str = "BUZZ_RECEIPT_SIGNING_KEY_FILE";

@@ -472,7 +472,11 @@ async fn receipt_is_sound(stores: &Stores, request_id: Uuid) -> Vec<Violation> {
                 }
             }
         }
-        Err(error) => found.push(violation(RULE, &subject, format!("no certificate: {error}"))),
+        Err(error) => found.push(violation(
+            RULE,
+            &subject,
+            format!("no certificate: {error}"),
+        )),
     }
     found
 }

@@ -49,7 +49,9 @@ pub enum StartupError {
     #[error("{0}")]
     PrivilegedRole(String),
     /// The receipt signing key cannot be read.
-    #[error("receipt signing key: {0}\nhint: `buzz-deletion keys generate --dir DIR` writes a key pair; see docs/certificates.md")]
+    #[error(
+        "receipt signing key: {0}\nhint: `buzz-deletion keys generate --dir DIR` writes a key pair; see docs/certificates.md"
+    )]
     ReceiptKey(String),
     /// The Temporal worker could not be built.
     #[error("could not build the Temporal worker: {0}")]
@@ -249,8 +251,8 @@ pub fn build_deployed_worker(
 
 /// The user-deletion activities, signing (and archiving) receipts with the worker's key.
 fn user_activities(deps: &Dependencies) -> UserActivities {
-    let activities = UserActivities::new(deps.store.pool().clone())
-        .with_receipt_key(deps.receipt_key.clone());
+    let activities =
+        UserActivities::new(deps.store.pool().clone()).with_receipt_key(deps.receipt_key.clone());
     match &deps.receipt_archive {
         Some(archive) => activities.with_receipt_archive(archive.clone()),
         None => activities,
@@ -260,7 +262,9 @@ fn user_activities(deps: &Dependencies) -> UserActivities {
 /// The community-deletion activities, archiving receipts when an archive bucket is configured.
 fn community_activities(deps: &Dependencies, settings: Settings) -> CommunityActivities {
     let activities = CommunityActivities::new(
-        deps.store.clone().with_receipt_key(deps.receipt_key.clone()),
+        deps.store
+            .clone()
+            .with_receipt_key(deps.receipt_key.clone()),
         deps.objects.clone(),
         deps.cache.clone(),
         settings,

@@ -33,9 +33,10 @@ pub(crate) async fn append_chained(
         None => (1, GENESIS_HASH.to_owned()),
     };
     // The database's clock, at the precision it stores, so the hashed time is the stored time.
-    let at: DateTime<Utc> = sqlx::query_scalar("SELECT date_trunc('microseconds', clock_timestamp())")
-        .fetch_one(&mut *conn)
-        .await?;
+    let at: DateTime<Utc> =
+        sqlx::query_scalar("SELECT date_trunc('microseconds', clock_timestamp())")
+            .fetch_one(&mut *conn)
+            .await?;
     let row_hash = event_hash(&EventContent {
         request_id,
         seq,

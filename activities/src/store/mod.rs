@@ -144,7 +144,9 @@ impl Store {
     }
 
     /// The receipt signing key, or the error that says how to configure one.
-    pub(crate) fn receipt_key(&self) -> Result<&certificates::ReceiptKey, certificates::CertificateStoreError> {
+    pub(crate) fn receipt_key(
+        &self,
+    ) -> Result<&certificates::ReceiptKey, certificates::CertificateStoreError> {
         self.receipt_key
             .as_ref()
             .ok_or(certificates::CertificateStoreError::NoSigningKey)

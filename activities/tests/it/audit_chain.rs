@@ -39,7 +39,11 @@ async fn concurrent_events_of_one_request_form_one_unbroken_chain() {
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         let events = worker.audit_events(request_id).await.expect("audit");
-        assert_eq!(head.length as usize, events.len(), "every event is in the one chain");
+        assert_eq!(
+            head.length as usize,
+            events.len(),
+            "every event is in the one chain"
+        );
         assert!(events.len() >= 24);
     }
 }

@@ -24,7 +24,12 @@ pub async fn run(command: CertificateCommand) -> CliResult {
             public_keys,
             checkpoint,
             target,
-        } => verify(&file, &public_keys, checkpoint.as_deref(), target.as_deref()),
+        } => verify(
+            &file,
+            &public_keys,
+            checkpoint.as_deref(),
+            target.as_deref(),
+        ),
         CertificateCommand::Audit { id } => audit(id).await,
         CertificateCommand::Checkpoint(out) => latest_checkpoint(out).await,
     }
@@ -74,7 +79,11 @@ struct GeneratedKeys {
 
 /// `community certificate` (`kind` "community") and `user certificate` (`kind` "user").
 pub async fn export(args: ExportArgs, kind: &str) -> CliResult {
-    let older = args.checkpoint.as_deref().map(read_checkpoint).transpose()?;
+    let older = args
+        .checkpoint
+        .as_deref()
+        .map(read_checkpoint)
+        .transpose()?;
     let store = connect::store().await?;
     let certificate = store
         .certificate(args.id, older.as_ref())
@@ -162,8 +171,7 @@ fn verify(
     }
     let ring = KeyRing::new(keys);
     let older = older.map(read_checkpoint).transpose()?;
-    let mut problems = match certificate::verify::verify_certificate(&json, &ring, older.as_ref())
-    {
+    let mut problems = match certificate::verify::verify_certificate(&json, &ring, older.as_ref()) {
         Ok(_) => Vec::new(),
         Err(problems) => problems.iter().map(ToString::to_string).collect(),
     };
@@ -173,9 +181,18 @@ fn verify(
     let outcome = Verification {
         file: file.to_path_buf(),
         valid: problems.is_empty(),
-        request_id: json["receipt"]["request_id"].as_str().unwrap_or_default().to_owned(),
-        kind: json["receipt"]["kind"].as_str().unwrap_or_default().to_owned(),
-        key_id: json["signature"]["key_id"].as_str().unwrap_or_default().to_owned(),
+        request_id: json["receipt"]["request_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        kind: json["receipt"]["kind"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        key_id: json["signature"]["key_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
         leaf_index: json["log"]["leaf_index"].as_u64(),
         tree_size: json["log"]["checkpoint"]["tree_size"].as_u64(),
         consistent_with_tree_size: older.as_ref().map(|c| c.tree_size),

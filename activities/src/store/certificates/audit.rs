@@ -121,7 +121,11 @@ fn receipt_differences(signed: &Receipt, derived: &Receipt) -> Vec<String> {
 
 /// Every leaf of a JSON document with its RFC 6901 pointer.
 fn leaves_of(value: &serde_json::Value) -> Vec<(String, serde_json::Value)> {
-    fn walk(pointer: String, value: &serde_json::Value, out: &mut Vec<(String, serde_json::Value)>) {
+    fn walk(
+        pointer: String,
+        value: &serde_json::Value,
+        out: &mut Vec<(String, serde_json::Value)>,
+    ) {
         match value {
             serde_json::Value::Object(map) if !map.is_empty() => {
                 for (key, child) in map {

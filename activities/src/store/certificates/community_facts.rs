@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use certificate::canonical::timestamp;
 use certificate::chain::ChainHead;
 use certificate::receipt::{
-    ChunkStamp, Generations, InventoryFacts, ManifestFacts, PurgeFacts,
-    RECEIPT_FORMAT, Receipt, ReceiptKind, StageReached, Subject, TableRows,
+    ChunkStamp, Generations, InventoryFacts, ManifestFacts, PurgeFacts, RECEIPT_FORMAT, Receipt,
+    ReceiptKind, StageReached, Subject, TableRows,
 };
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;

@@ -140,9 +140,8 @@ pub(crate) async fn leaf_index_of(
 pub(crate) fn decode_digest(digest: &str) -> CertificateResult<[u8; 32]> {
     let bytes = hex::decode(digest)
         .map_err(|e| CertificateStoreError::certificate("stored receipt digest", e))?;
-    <[u8; 32]>::try_from(bytes.as_slice()).map_err(|_| {
-        CertificateStoreError::certificate("stored receipt digest", "is not 32 bytes")
-    })
+    <[u8; 32]>::try_from(bytes.as_slice())
+        .map_err(|_| CertificateStoreError::certificate("stored receipt digest", "is not 32 bytes"))
 }
 
 fn to_i64(value: u64) -> CertificateResult<i64> {

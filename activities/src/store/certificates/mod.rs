@@ -95,7 +95,10 @@ impl Store {
     }
 
     /// The stored signed receipt of `request_id`, as JSON (for the object-lock archive).
-    pub async fn signed_receipt_json(&self, request_id: Uuid) -> CertificateResult<serde_json::Value> {
+    pub async fn signed_receipt_json(
+        &self,
+        request_id: Uuid,
+    ) -> CertificateResult<serde_json::Value> {
         let mut conn = self.pool.acquire().await?;
         export::signed_receipt(&mut conn, request_id)
             .await?
@@ -104,7 +107,10 @@ impl Store {
     }
 
     /// Where `request_id`'s receipt was archived, if it was.
-    pub async fn receipt_archive(&self, request_id: Uuid) -> CertificateResult<Option<ReceiptArchive>> {
+    pub async fn receipt_archive(
+        &self,
+        request_id: Uuid,
+    ) -> CertificateResult<Option<ReceiptArchive>> {
         Ok(sqlx::query_as(
             "SELECT bucket, object_key, version_id FROM deletion.receipt_archives \
              WHERE request_id = $1",

@@ -125,8 +125,7 @@ fn names(field: &str, pointer: &str) -> bool {
         || related(pointer, field)
         || (pointer.starts_with("/field_digests") && field.starts_with("/signature"))
         || (pointer.starts_with("/log/checkpoint") && field.starts_with("/log/checkpoint"))
-        || (pointer.starts_with("/log/consistency/from")
-            && field.starts_with("/log/consistency"))
+        || (pointer.starts_with("/log/consistency/from") && field.starts_with("/log/consistency"))
         || (pointer.starts_with("/log/") && field.starts_with("/log/inclusion_proof"))
         || (pointer.starts_with("/log/leaf_index") && field.starts_with("/log"))
 }
@@ -144,7 +143,12 @@ async fn a_finished_deletion_exports_a_certificate_that_verifies_offline_and_no_
     // still empty on a fresh stack).
     let older = dir.join("older-checkpoint.json");
     let had_checkpoint = cli
-        .run(&["certificate", "checkpoint", "--out", &older.display().to_string()])
+        .run(&[
+            "certificate",
+            "checkpoint",
+            "--out",
+            &older.display().to_string(),
+        ])
         .await
         .code
         == 0;
@@ -170,7 +174,10 @@ async fn a_finished_deletion_exports_a_certificate_that_verifies_offline_and_no_
     if had_checkpoint {
         verify_extra = vec!["--checkpoint", older_arg.as_str()];
     }
-    let verified = verify_offline(&file, &verify_extra).await.expect_code(0).json();
+    let verified = verify_offline(&file, &verify_extra)
+        .await
+        .expect_code(0)
+        .json();
     assert_eq!(verified["valid"], true, "{verified}");
 
     // What it states is what happened.
@@ -180,10 +187,16 @@ async fn a_finished_deletion_exports_a_certificate_that_verifies_offline_and_no_
     assert_eq!(receipt["kind"], "community");
     assert_eq!(receipt["requested_by"], "alice");
     assert_eq!(receipt["approval"]["approved_by"], "bob");
-    assert!(receipt["purge"]["rows_total"].as_u64().unwrap_or(0) > 0, "{receipt}");
+    assert!(
+        receipt["purge"]["rows_total"].as_u64().unwrap_or(0) > 0,
+        "{receipt}"
+    );
     assert_eq!(receipt["purge"]["redis_keys_purged"], 7, "{receipt}");
     assert!(
-        receipt["manifest"]["versions_deleted"].as_u64().unwrap_or(0) > 0,
+        receipt["manifest"]["versions_deleted"]
+            .as_u64()
+            .unwrap_or(0)
+            > 0,
         "{receipt}"
     );
     let inspection = cli
@@ -212,7 +225,10 @@ async fn a_finished_deletion_exports_a_certificate_that_verifies_offline_and_no_
     .fetch_one(stack.store.pool())
     .await
     .unwrap_or_else(|e| panic!("the receipt was not archived: {e}"));
-    assert_eq!(bucket, required(activities::certificates::ARCHIVE_BUCKET_ENV));
+    assert_eq!(
+        bucket,
+        required(activities::certificates::ARCHIVE_BUCKET_ENV)
+    );
     let version = version.unwrap_or_default();
     let archive = stack.objects.for_bucket(&bucket);
     let copy: Value = serde_json::from_slice(
@@ -243,8 +259,8 @@ async fn a_finished_deletion_exports_a_certificate_that_verifies_offline_and_no_
     // Every single field changed, one at a time: verification fails and names it.
     let key = ReceiptPublicKey::read_file(&public_key_path()).unwrap_or_else(|e| panic!("{e}"));
     let ring = KeyRing::new(vec![key]);
-    let older_checkpoint: Option<certificate::checkpoint::Checkpoint> =
-        had_checkpoint.then(|| serde_json::from_value(read_json(&older)).unwrap_or_else(|e| panic!("{e}")));
+    let older_checkpoint: Option<certificate::checkpoint::Checkpoint> = had_checkpoint
+        .then(|| serde_json::from_value(read_json(&older)).unwrap_or_else(|e| panic!("{e}")));
     assert!(verify_certificate(&certificate, &ring, older_checkpoint.as_ref()).is_ok());
     let pointers = leaves(&certificate);
     assert!(pointers.len() > 60, "{} fields only", pointers.len());
@@ -260,7 +276,11 @@ async fn a_finished_deletion_exports_a_certificate_that_verifies_offline_and_no_
         );
     }
     // And through the CLI, for a sample: exit 1, the field named on stderr.
-    for pointer in ["/receipt/purge/rows_total", "/receipt/subject/host", "/signature/value"] {
+    for pointer in [
+        "/receipt/purge/rows_total",
+        "/receipt/subject/host",
+        "/signature/value",
+    ] {
         let tampered_file = dir.join("tampered.json");
         std::fs::write(&tampered_file, changed(&certificate, pointer).to_string())
             .unwrap_or_else(|e| panic!("{e}"));
@@ -505,10 +525,19 @@ async fn editing_deleting_or_reordering_any_audit_row_fails_the_audit_naming_the
 
 /// Runs `statements` as the schema owner in one transaction (binding `id` where `$1` appears).
 async fn owner_sql(stack: &Stack, statements: &[&str], id: Uuid) {
-    let mut tx = stack.store.pool().begin().await.unwrap_or_else(|e| panic!("{e}"));
+    let mut tx = stack
+        .store
+        .pool()
+        .begin()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     for sql in statements {
         let query = sqlx::query(sqlx::AssertSqlSafe(*sql));
-        let query = if sql.contains("$1") { query.bind(id) } else { query };
+        let query = if sql.contains("$1") {
+            query.bind(id)
+        } else {
+            query
+        };
         query
             .execute(&mut *tx)
             .await
@@ -520,7 +549,11 @@ async fn owner_sql(stack: &Stack, statements: &[&str], id: Uuid) {
 /// `certificate verify FILE` with exactly `keys` (and `extra`), from an empty environment.
 async fn verify_with_keys(file: &Path, keys: &[&Path], extra: &[&str]) -> CliRun {
     let mut command = tokio::process::Command::new(bin("buzz-deletion"));
-    command.env_clear().arg("certificate").arg("verify").arg(file);
+    command
+        .env_clear()
+        .arg("certificate")
+        .arg("verify")
+        .arg(file);
     for key in keys {
         command.arg("--public-key").arg(key);
     }
@@ -563,11 +596,18 @@ async fn rotated_keys_stay_verifiable_and_a_receipt_removed_from_the_log_breaks_
     // The first deletion is signed with the stack's key ...
     let worker = WorkerProcess::start(&queue, &[("DATABASE_URL", db.worker.as_str())]).await;
     let first = finished_deletion(&stack, &cli, "first").await;
-    drop(worker);
+    worker.crash().await;
     // ... then the key is rotated: a new pair, the worker restarted with it.
     let keys = dir.join("keys");
     let generated = cli
-        .run(&["keys", "generate", "--dir", &keys.display().to_string(), "--name", "next"])
+        .run(&[
+            "keys",
+            "generate",
+            "--dir",
+            &keys.display().to_string(),
+            "--name",
+            "next",
+        ])
         .await
         .expect_code(0)
         .json();
@@ -588,13 +628,22 @@ async fn rotated_keys_stay_verifiable_and_a_receipt_removed_from_the_log_breaks_
     let first_file = dir.join("first.json");
     export(&cli, &first, &first_file, &[]).await;
     let first_cert = read_json(&first_file);
-    let old_key_id = first_cert["signature"]["key_id"].as_str().unwrap_or_default().to_owned();
+    let old_key_id = first_cert["signature"]["key_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     assert_ne!(old_key_id, new_key_id);
-    assert_eq!(first_cert["log"]["checkpoint"]["key_id"], new_key_id.as_str());
+    assert_eq!(
+        first_cert["log"]["checkpoint"]["key_id"],
+        new_key_id.as_str()
+    );
     verify_with_keys(&first_file, &[&old_key, &new_key], &[])
         .await
         .expect_code(0);
-    refused_naming(verify_with_keys(&first_file, &[&new_key], &[]).await, &old_key_id);
+    refused_naming(
+        verify_with_keys(&first_file, &[&new_key], &[]).await,
+        &old_key_id,
+    );
     // A key nobody knows: refused naming the key the certificate needs.
     let stranger = dir.join("stranger");
     cli.run(&["keys", "generate", "--dir", &stranger.display().to_string()])
@@ -608,7 +657,12 @@ async fn rotated_keys_stay_verifiable_and_a_receipt_removed_from_the_log_breaks_
     // An auditor holds the checkpoint covering both receipts.
     let held = dir.join("held-checkpoint.json");
     let checkpoint = cli
-        .run(&["certificate", "checkpoint", "--out", &held.display().to_string()])
+        .run(&[
+            "certificate",
+            "checkpoint",
+            "--out",
+            &held.display().to_string(),
+        ])
         .await
         .expect_code(0)
         .json();
@@ -664,8 +718,9 @@ async fn rotated_keys_stay_verifiable_and_a_receipt_removed_from_the_log_breaks_
     let key = certificate::keys::ReceiptSigningKey::read_file(Path::new(&new_private))
         .unwrap_or_else(|e| panic!("{e}"));
     let root = certificate::merkle::root(&[leaf]);
-    let forged = certificate::checkpoint::Checkpoint::sign(&key, 1, root.clone(), chrono::Utc::now())
-        .unwrap_or_else(|e| panic!("{e}"));
+    let forged =
+        certificate::checkpoint::Checkpoint::sign(&key, 1, root.clone(), chrono::Utc::now())
+            .unwrap_or_else(|e| panic!("{e}"));
     owner_sql(
         &stack,
         &[
@@ -684,18 +739,27 @@ async fn rotated_keys_stay_verifiable_and_a_receipt_removed_from_the_log_breaks_
     .execute(stack.store.pool())
     .await
     .unwrap_or_else(|e| panic!("{e}"));
-    cli.unblock(&third, "alice", "log restored").await.expect_code(0);
+    cli.unblock(&third, "alice", "log restored")
+        .await
+        .expect_code(0);
     cli.watch_to_end(&third).await;
 
     // The third certificate is signed and included in the rewritten log, but that log does not
     // extend the checkpoint the auditor held: the consistency check fails.
     let rewritten = dir.join("third.json");
-    export(&cli, &third, &rewritten, &["--checkpoint", &held_arg]).await;
+    export(&cli, &third, &rewritten, &[]).await;
     verify_with_keys(&rewritten, &[&old_key, &new_key], &[])
         .await
         .expect_code(0);
+    let against_held = dir.join("third-against-held.json");
+    export(&cli, &third, &against_held, &["--checkpoint", &held_arg]).await;
     refused_naming(
-        verify_with_keys(&rewritten, &[&old_key, &new_key], &["--checkpoint", &held_arg]).await,
+        verify_with_keys(
+            &against_held,
+            &[&old_key, &new_key],
+            &["--checkpoint", &held_arg],
+        )
+        .await,
         "/log/consistency",
     );
     // And the database audit of the removed receipt finds it missing from the log.
@@ -704,7 +768,11 @@ async fn rotated_keys_stay_verifiable_and_a_receipt_removed_from_the_log_breaks_
         "is not in the log",
     );
 
-    drop(worker);
+    // The worker's and the serving role's connections must be gone before the owner drops the
+    // database (`WITH (FORCE)` may only end the owner's own backends).
+    worker.crash().await;
+    stack.serving.pool().close().await;
+    stack.store.pool().close().await;
     let _ = std::fs::remove_dir_all(&dir);
     drop_database(&name).await;
 }

@@ -367,7 +367,13 @@ async fn a_completed_user_deletion_has_a_certificate_that_verifies_offline_and_n
             let mut command = std::process::Command::new(e2e::env::bin("buzz-deletion"));
             command
                 .env_clear()
-                .args(["certificate", "verify", &file_arg, "--public-key", &public_key])
+                .args([
+                    "certificate",
+                    "verify",
+                    &file_arg,
+                    "--public-key",
+                    &public_key,
+                ])
                 .args(extra);
             CliRun::from_output(&command.output().unwrap_or_else(|e| panic!("{e}")))
         };
