@@ -115,9 +115,9 @@ pub async fn export(args: ExportArgs, kind: &str) -> CliResult {
         tree_size: certificate.log.checkpoint.tree_size,
         key_id: certificate.signature.key_id.clone(),
         verify_command: format!(
-            "buzz-deletion certificate verify {} --public-key <the public key of {}>",
+            "buzz-deletion certificate verify {} --public-key {}",
             path.display(),
-            certificate.signature.key_id
+            public_key_hint(&certificate.signature.key_id)
         ),
     };
     let text = key_values(
@@ -135,6 +135,24 @@ pub async fn export(args: ExportArgs, kind: &str) -> CliResult {
     );
     Report::new(&exported, text)
 }
+
+/// The public key file to name in the printed verify command: the stack's
+/// (`BUZZ_RECEIPT_PUBLIC_KEY_FILE`) when it is the key that signed, else a placeholder.
+fn public_key_hint(key_id: &str) -> String {
+    let stack_key = activities::stack_env::StackEnv::process().optional(PUBLIC_KEY_FILE_ENV);
+    match stack_key {
+        Some(path)
+            if ReceiptPublicKey::read_file(Path::new(&path))
+                .is_ok_and(|key| key.key_id() == key_id) =>
+        {
+            path
+        }
+        _ => format!("<the public key of {key_id}>"),
+    }
+}
+
+/// Names the file of the receipt public key of this stack (written by `deploy/local/up`).
+const PUBLIC_KEY_FILE_ENV: &str = "BUZZ_RECEIPT_PUBLIC_KEY_FILE";
 
 #[derive(Serialize)]
 struct Exported {
