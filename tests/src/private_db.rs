@@ -83,6 +83,15 @@ impl PrivateDatabase {
     }
 }
 
+/// Closes `stack`'s connections to private database `name` and drops it. Stop (crash) the
+/// worker processes on it first: `WITH (FORCE)` may only end the owner's own backends, so the
+/// worker and serving roles' connections must be gone.
+pub async fn drop_private_stack(name: &str, stack: Stack) {
+    stack.serving.pool().close().await;
+    stack.store.pool().close().await;
+    drop_database(name).await;
+}
+
 /// Drops database `name`, waiting for a killed worker's backends to go.
 pub async fn drop_database(name: &str) {
     let owner = required(stack_env::OWNER_DATABASE_URL);

@@ -200,7 +200,8 @@ mod tests {
                 .expect_err("a blank required variable must be refused");
             assert!(error.to_string().starts_with(missing), "{error}");
             assert!(
-                matches!(&error, ConfigError::Stack(e) if e.name() == missing),
+                matches!(&error, ConfigError::Stack(e) if e.name() == missing)
+                    || matches!(&error, ConfigError::Missing { name, .. } if *name == missing),
                 "{error:?}"
             );
         }

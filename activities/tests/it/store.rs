@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use activities::failure::{Classified, Severity};
 use activities::identity::IdentityError;
+use activities::store::certificates::CertificateStoreError;
 use activities::store::{
     ChunkAck, FenceState, RequestFilter, Stage, StoreError, TaxonomySweepInput, catalog_scan_in,
     is_append_only_refusal, is_fenced_write,
@@ -1095,13 +1096,42 @@ async fn purge_deletes_every_row_of_the_community_and_leaves_another_byte_identi
     for (from, to) in [
         (Stage::PostgresPurged, Stage::CachePurged),
         (Stage::CachePurged, Stage::LogicallyVerified),
-        (Stage::LogicallyVerified, Stage::RetentionPending),
     ] {
         store
             .advance(&token, from, to, serde_json::json!({}))
             .await
             .expect("advance");
     }
+    // The last step has no generic advance: it issues the signed receipt, and refuses to finish
+    // without a signing key. (The stack's own key: the log is shared by every test.)
+    match store
+        .complete_with_receipt(&token, serde_json::json!({}))
+        .await
+    {
+        Err(StoreError::Certificate(CertificateStoreError::NoSigningKey)) => {}
+        other => panic!("finishing without a signing key must be refused: {other:?}"),
+    }
+    assert_eq!(fixture.stage().await, Stage::LogicallyVerified);
+    let signing = store.clone().with_receipt_key(e2e::env::receipt_key());
+    signing
+        .complete_with_receipt(&token, serde_json::json!({}))
+        .await
+        .expect("complete with its receipt");
+    let receipt = signing
+        .certificate(fixture.request_id, None)
+        .await
+        .expect("certificate")
+        .receipt;
+    assert_eq!(
+        receipt.purge.rows_total,
+        6 * 23 + 1,
+        "the receipt states the purge"
+    );
+    let audit = signing
+        .audit_certificate(fixture.request_id)
+        .await
+        .expect("audit");
+    assert!(audit.problems.is_empty(), "{:?}", audit.problems);
     let inspection = store.inspect(fixture.request_id).await.expect("inspect");
     assert!(inspection.request.completed_at.is_some());
     assert!(inspection.approval.is_some());

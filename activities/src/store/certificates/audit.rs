@@ -119,31 +119,12 @@ fn receipt_differences(signed: &Receipt, derived: &Receipt) -> Vec<String> {
     problems
 }
 
-/// Every leaf of a JSON document with its RFC 6901 pointer.
+/// Every leaf of a JSON document with its RFC 6901 pointer (the walk the field digests use).
 fn leaves_of(value: &serde_json::Value) -> Vec<(String, serde_json::Value)> {
-    fn walk(
-        pointer: String,
-        value: &serde_json::Value,
-        out: &mut Vec<(String, serde_json::Value)>,
-    ) {
-        match value {
-            serde_json::Value::Object(map) if !map.is_empty() => {
-                for (key, child) in map {
-                    let escaped = key.replace('~', "~0").replace('/', "~1");
-                    walk(format!("{pointer}/{escaped}"), child, out);
-                }
-            }
-            serde_json::Value::Array(items) if !items.is_empty() => {
-                for (index, child) in items.iter().enumerate() {
-                    walk(format!("{pointer}/{index}"), child, out);
-                }
-            }
-            leaf => out.push((pointer, leaf.clone())),
-        }
-    }
-    let mut out = Vec::new();
-    walk(String::new(), value, &mut out);
-    out
+    certificate::certificate::leaves(value, "")
+        .into_iter()
+        .map(|(pointer, leaf)| (pointer, leaf.clone()))
+        .collect()
 }
 
 /// The receipt's leaf still holds its digest, and every stored checkpoint still matches the

@@ -10,7 +10,7 @@
 use activities::store::Store;
 
 use e2e::prelude::*;
-use e2e::private_db::{drop_database, private_database};
+use e2e::private_db::{drop_private_stack, private_database};
 
 async fn exec(store: &Store, sql: &str) {
     sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
@@ -120,10 +120,6 @@ async fn cascading_key_into_tenant_data_blocks_until_dropped_then_the_deletion_c
         notes_before,
         "the non-tenant table keeps every row, byte for byte"
     );
-    // The worker's connections (worker role) must be gone before the owner drops the database:
-    // `WITH (FORCE)` may only terminate the owner's own backends.
     worker.crash().await;
-    stack.serving.pool().close().await;
-    stack.store.pool().close().await;
-    drop_database(&name).await;
+    drop_private_stack(&name, stack).await;
 }

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use e2e::env::required;
 use e2e::prelude::*;
-use e2e::private_db::{drop_database, private_database};
+use e2e::private_db::{drop_private_stack, private_database};
 
 /// The stack's receipt public key (written by `deploy/local/up` next to the signing key).
 fn public_key_path() -> PathBuf {
@@ -46,22 +46,10 @@ async fn export(cli: &Cli, id: &str, file: &Path, extra: &[&str]) -> Value {
     cli.run(&args).await.expect_code(0).json()
 }
 
-/// `certificate verify FILE --public-key KEY` run with an EMPTY environment (no database, no
-/// Temporal, no S3, no Redis variables), as on an auditor's machine.
+/// `certificate verify FILE --public-key KEY` with the stack's public key, run with an EMPTY
+/// environment (no database, no Temporal, no S3, no Redis variables), as on an auditor's machine.
 async fn verify_offline(file: &Path, extra: &[&str]) -> CliRun {
-    let output = tokio::process::Command::new(bin("buzz-deletion"))
-        .env_clear()
-        .arg("certificate")
-        .arg("verify")
-        .arg(file)
-        .arg("--public-key")
-        .arg(public_key_path())
-        .args(extra)
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .unwrap_or_else(|e| panic!("could not run buzz-deletion: {e}"));
-    CliRun::from_output(&output)
+    verify_with_keys(file, &[&public_key_path()], extra).await
 }
 
 fn read_json(path: &Path) -> Value {
@@ -69,27 +57,13 @@ fn read_json(path: &Path) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// Every leaf of a JSON document with its RFC 6901 pointer.
+/// Every leaf of a JSON document by its RFC 6901 pointer (the crate's own walk, which the
+/// field digests use).
 fn leaves(value: &Value) -> Vec<String> {
-    fn walk(pointer: String, value: &Value, out: &mut Vec<String>) {
-        match value {
-            Value::Object(map) if !map.is_empty() => {
-                for (key, child) in map {
-                    let escaped = key.replace('~', "~0").replace('/', "~1");
-                    walk(format!("{pointer}/{escaped}"), child, out);
-                }
-            }
-            Value::Array(items) if !items.is_empty() => {
-                for (index, child) in items.iter().enumerate() {
-                    walk(format!("{pointer}/{index}"), child, out);
-                }
-            }
-            _ => out.push(pointer),
-        }
-    }
-    let mut out = Vec::new();
-    walk(String::new(), value, &mut out);
-    out
+    certificate::certificate::leaves(value, "")
+        .into_iter()
+        .map(|(pointer, _)| pointer)
+        .collect()
 }
 
 /// The document with the leaf at `pointer` changed in the smallest way its type allows.
@@ -298,16 +272,9 @@ async fn a_finished_deletion_exports_a_certificate_that_verifies_offline_and_no_
     cli.run(&["keys", "generate", "--dir", &other.display().to_string()])
         .await
         .expect_code(0);
-    let output = tokio::process::Command::new(bin("buzz-deletion"))
-        .env_clear()
-        .args(["certificate", "verify"])
-        .arg(&file)
-        .arg("--public-key")
-        .arg(other.join("receipt.pub"))
-        .output()
+    let run = verify_with_keys(&file, &[&other.join("receipt.pub")], &[])
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let run = CliRun::from_output(&output).expect_code(1);
+        .expect_code(1);
     let key_id = certificate["signature"]["key_id"].as_str().unwrap_or("?");
     assert!(
         run.stderr.contains(key_id) || run.stdout.contains(key_id),
@@ -343,45 +310,43 @@ async fn audit_rows(stack: &Stack, id: Uuid) -> Vec<AuditRow> {
     .unwrap_or_else(|e| panic!("audit rows: {e}"))
 }
 
-/// Runs `statements` as the schema owner with the audit trail's guards lifted, in one
-/// transaction (the guards are never off outside it).
-async fn as_owner_unguarded(stack: &Stack, statements: &[(String, Vec<Value>)]) {
+/// The triggers that guard the audit trail (append-only, chain extension).
+const AUDIT_GUARDS: [&str; 2] = ["audit_events_append_only", "audit_events_extend_chain"];
+
+/// Lifts (`DISABLE`) or restores (`ENABLE`) the audit trail's guards inside `tx`, so they are
+/// never off outside it. Only the schema owner may.
+async fn set_audit_guards(tx: &mut sqlx::PgConnection, action: &str) {
+    for trigger in AUDIT_GUARDS {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "ALTER TABLE deletion.audit_events {action} TRIGGER {trigger}"
+        )))
+        .execute(&mut *tx)
+        .await
+        .unwrap_or_else(|e| panic!("{action} {trigger}: {e}"));
+    }
+}
+
+/// Runs `statements` (each binding ids) as the schema owner with the audit trail's guards lifted,
+/// in one transaction.
+async fn as_owner_unguarded(stack: &Stack, statements: &[(String, Vec<i64>)]) {
     let mut tx = stack
         .store
         .pool()
         .begin()
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let guards = "audit_events_append_only, audit_events_extend_chain";
-    for trigger in guards.split(", ") {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "ALTER TABLE deletion.audit_events DISABLE TRIGGER {trigger}"
-        )))
-        .execute(&mut *tx)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    }
+    set_audit_guards(&mut tx, "DISABLE").await;
     for (sql, binds) in statements {
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.clone()));
         for bind in binds {
-            query = match bind {
-                Value::Number(n) => query.bind(n.as_i64().unwrap_or_default()),
-                other => query.bind(other.clone()),
-            };
+            query = query.bind(*bind);
         }
         query
             .execute(&mut *tx)
             .await
             .unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
-    for trigger in guards.split(", ") {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "ALTER TABLE deletion.audit_events ENABLE TRIGGER {trigger}"
-        )))
-        .execute(&mut *tx)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    }
+    set_audit_guards(&mut tx, "ENABLE").await;
     tx.commit().await.unwrap_or_else(|e| panic!("{e}"));
 }
 
@@ -393,14 +358,7 @@ async fn restore(stack: &Stack, row: &AuditRow) {
         .begin()
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    for trigger in ["audit_events_append_only", "audit_events_extend_chain"] {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "ALTER TABLE deletion.audit_events DISABLE TRIGGER {trigger}"
-        )))
-        .execute(&mut *tx)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    }
+    set_audit_guards(&mut tx, "DISABLE").await;
     sqlx::query("DELETE FROM deletion.audit_events WHERE id = $1")
         .bind(row.id)
         .execute(&mut *tx)
@@ -423,14 +381,7 @@ async fn restore(stack: &Stack, row: &AuditRow) {
     .execute(&mut *tx)
     .await
     .unwrap_or_else(|e| panic!("{e}"));
-    for trigger in ["audit_events_append_only", "audit_events_extend_chain"] {
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "ALTER TABLE deletion.audit_events ENABLE TRIGGER {trigger}"
-        )))
-        .execute(&mut *tx)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    }
+    set_audit_guards(&mut tx, "ENABLE").await;
     tx.commit().await.unwrap_or_else(|e| panic!("{e}"));
 }
 
@@ -469,7 +420,7 @@ async fn editing_deleting_or_reordering_any_audit_row_fails_the_audit_naming_the
                 "UPDATE deletion.audit_events SET detail = detail || '{\"forged\": true}' \
                  WHERE id = $1"
                     .to_owned(),
-                vec![Value::from(row.id)],
+                vec![row.id],
             )],
         )
         .await;
@@ -482,7 +433,7 @@ async fn editing_deleting_or_reordering_any_audit_row_fails_the_audit_naming_the
             &stack,
             &[(
                 "DELETE FROM deletion.audit_events WHERE id = $1".to_owned(),
-                vec![Value::from(row.id)],
+                vec![row.id],
             )],
         )
         .await;
@@ -506,7 +457,7 @@ async fn editing_deleting_or_reordering_any_audit_row_fails_the_audit_naming_the
             let swap = |from: i64, to: i64| {
                 (
                     "UPDATE deletion.audit_events SET id = $2 WHERE id = $1".to_owned(),
-                    vec![Value::from(from), Value::from(to)],
+                    vec![from, to],
                 )
             };
             let swapped = [
@@ -768,11 +719,7 @@ async fn rotated_keys_stay_verifiable_and_a_receipt_removed_from_the_log_breaks_
         "is not in the log",
     );
 
-    // The worker's and the serving role's connections must be gone before the owner drops the
-    // database (`WITH (FORCE)` may only end the owner's own backends).
     worker.crash().await;
-    stack.serving.pool().close().await;
-    stack.store.pool().close().await;
     let _ = std::fs::remove_dir_all(&dir);
-    drop_database(&name).await;
+    drop_private_stack(&name, stack).await;
 }
