@@ -1242,6 +1242,27 @@ async fn inspect(id: Uuid) -> CliResult {
         ]);
     }
     text.push_str(&audit.render());
+    let chain = &inspection.audit_chain;
+    text.push_str(&match &chain.first_bad_row {
+        None => format!(
+            "\naudit chain: intact, {} event(s), head {}\n",
+            chain.length, chain.head_hash
+        ),
+        Some(first_bad) => format!("\naudit chain: BROKEN at {first_bad}\n"),
+    });
+    if let Some(receipt) = &inspection.receipt {
+        text.push_str(&format!(
+            "receipt: signed by {} at {}, log leaf {}, digest {} \
+             (`buzz-deletion community certificate {}`)\n",
+            receipt.key_id,
+            receipt.signed_at.to_rfc3339(),
+            receipt
+                .leaf_index
+                .map_or_else(|| "MISSING".to_owned(), |i| i.to_string()),
+            receipt.receipt_digest,
+            inspection.request.id
+        ));
+    }
     Report::new(&document, text)
 }
 

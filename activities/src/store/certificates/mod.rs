@@ -88,6 +88,41 @@ impl Store {
             .map_err(|break_| CertificateStoreError::ChainBroken { request_id, break_ })
     }
 
+    /// Re-checks `request_id`'s audit hash chain for a reader of the trail: intact with its
+    /// head, or the first bad row.
+    pub async fn check_audit_chain(&self, request_id: Uuid) -> CertificateResult<AuditChainCheck> {
+        Ok(match self.verify_audit_chain(request_id).await {
+            Ok(head) => AuditChainCheck {
+                intact: true,
+                length: head.length,
+                head_hash: head.head_hash,
+                first_bad_row: None,
+            },
+            Err(CertificateStoreError::ChainBroken { break_, .. }) => AuditChainCheck {
+                intact: false,
+                length: 0,
+                head_hash: String::new(),
+                first_bad_row: Some(break_.to_string()),
+            },
+            Err(other) => return Err(other),
+        })
+    }
+
+    /// Where `request_id`'s receipt is, if it has one.
+    pub async fn receipt_summary(
+        &self,
+        request_id: Uuid,
+    ) -> CertificateResult<Option<ReceiptSummary>> {
+        Ok(sqlx::query_as(
+            "SELECT r.key_id, r.receipt_digest, l.leaf_index, r.created_at AS signed_at \
+             FROM deletion.receipts r LEFT JOIN deletion.transparency_log l USING (request_id) \
+             WHERE r.request_id = $1",
+        )
+        .bind(request_id)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
     /// The latest signed checkpoint of the transparency log (`None` before the first receipt).
     pub async fn latest_checkpoint(&self) -> CertificateResult<Option<Checkpoint>> {
         let mut conn = self.pool.acquire().await?;
@@ -141,6 +176,32 @@ impl Store {
         .await?;
         Ok(())
     }
+}
+
+/// The audit chain as a reader of the trail sees it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct AuditChainCheck {
+    /// Every link and hash checks out.
+    pub intact: bool,
+    /// Events in the chain (0 when broken).
+    pub length: i64,
+    /// The last event's hash (empty when broken).
+    pub head_hash: String,
+    /// The first bad row and what is wrong with it, when broken.
+    pub first_bad_row: Option<String>,
+}
+
+/// A finished request's receipt, as `inspect` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
+pub struct ReceiptSummary {
+    /// The signing key.
+    pub key_id: String,
+    /// The receipt's digest (its log leaf).
+    pub receipt_digest: String,
+    /// Its index in the transparency log (`None` if it is missing from the log).
+    pub leaf_index: Option<i64>,
+    /// When it was stored.
+    pub signed_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// A receipt's copy in the object-lock bucket.

@@ -35,6 +35,10 @@ pub struct AuditEvent {
     pub event: String,
     /// Evidence: counts, digests, reasons.
     pub detail: serde_json::Value,
+    /// Its place in the request's hash chain (1, 2, …; none for fleet-wide events).
+    pub seq: Option<i64>,
+    /// Its hash in that chain (`certificate::chain`).
+    pub row_hash: Option<String>,
 }
 
 /// Appends an audit event inside the caller's transaction: a request's event extends that
@@ -134,8 +138,8 @@ impl Store {
     /// The request's audit trail, oldest first.
     pub async fn audit_events(&self, request_id: Uuid) -> StoreResult<Vec<AuditEvent>> {
         let events = sqlx::query_as::<_, AuditEvent>(
-            "SELECT id, request_id, at, actor, event, detail FROM deletion.audit_events \
-             WHERE request_id = $1 ORDER BY id",
+            "SELECT id, request_id, at, actor, event, detail, seq, row_hash \
+             FROM deletion.audit_events WHERE request_id = $1 ORDER BY id",
         )
         .bind(request_id)
         .fetch_all(&self.pool)

@@ -142,6 +142,10 @@ pub struct RequestInspection {
     pub checkpoints: Vec<Checkpoint>,
     /// The audit trail, oldest first.
     pub audit: Vec<AuditEvent>,
+    /// The audit trail's hash chain, re-checked on this read.
+    pub audit_chain: crate::store::certificates::AuditChainCheck,
+    /// The signed receipt, once the request finished.
+    pub receipt: Option<crate::store::certificates::ReceiptSummary>,
     /// Destructive-manifest progress.
     pub chunks: ChunkProgress,
     /// The community's fence, if any.
@@ -356,6 +360,8 @@ impl Store {
             approval: self.approval_of(request_id).await?,
             checkpoints,
             audit: self.audit_events(request_id).await?,
+            audit_chain: self.check_audit_chain(request_id).await?,
+            receipt: self.receipt_summary(request_id).await?,
             chunks: self.chunk_progress(request_id).await?,
             fence,
             purged: self.purge_progress(request_id).await?,

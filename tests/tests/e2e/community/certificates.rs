@@ -52,6 +52,25 @@ async fn verify_offline(file: &Path, extra: &[&str]) -> CliRun {
     verify_with_keys(file, &[&public_key_path()], extra).await
 }
 
+/// `certificate checkpoint --out FILE`: the log's latest signed checkpoint, as an auditor keeps it.
+async fn save_checkpoint(cli: &Cli, file: &Path) -> CliRun {
+    cli.run(&[
+        "certificate",
+        "checkpoint",
+        "--out",
+        &file.display().to_string(),
+    ])
+    .await
+}
+
+/// `keys generate --dir DIR` (must succeed); returns the new public key's file.
+async fn generated_public_key(cli: &Cli, dir: &Path) -> PathBuf {
+    cli.run(&["keys", "generate", "--dir", &dir.display().to_string()])
+        .await
+        .expect_code(0);
+    dir.join("receipt.pub")
+}
+
 fn read_json(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -116,16 +135,7 @@ async fn a_finished_deletion_exports_a_certificate_that_verifies_offline_and_no_
     // An older checkpoint held by an auditor before this deletion finished (none if the log is
     // still empty on a fresh stack).
     let older = dir.join("older-checkpoint.json");
-    let had_checkpoint = cli
-        .run(&[
-            "certificate",
-            "checkpoint",
-            "--out",
-            &older.display().to_string(),
-        ])
-        .await
-        .code
-        == 0;
+    let had_checkpoint = save_checkpoint(&cli, &older).await.code == 0;
 
     let id = finished_deletion(&stack, &cli, "certified").await;
     let file = dir.join("certificate.json");
@@ -268,20 +278,9 @@ async fn a_finished_deletion_exports_a_certificate_that_verifies_offline_and_no_
     }
 
     // An unknown key: refused naming the key id.
-    let other = dir.join("other");
-    cli.run(&["keys", "generate", "--dir", &other.display().to_string()])
-        .await
-        .expect_code(0);
-    let run = verify_with_keys(&file, &[&other.join("receipt.pub")], &[])
-        .await
-        .expect_code(1);
+    let other = generated_public_key(&cli, &dir.join("other")).await;
     let key_id = certificate["signature"]["key_id"].as_str().unwrap_or("?");
-    assert!(
-        run.stderr.contains(key_id) || run.stdout.contains(key_id),
-        "{}\n{}",
-        run.stdout,
-        run.stderr
-    );
+    refused_naming(verify_with_keys(&file, &[&other], &[]).await, key_id);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -409,6 +408,16 @@ async fn editing_deleting_or_reordering_any_audit_row_fails_the_audit_naming_the
     drop(worker);
     let request: Uuid = id.parse().unwrap_or_default();
     cli.run(&["certificate", "audit", &id]).await.expect_code(0);
+    let inspection = cli
+        .run(&["community", "inspect", &id])
+        .await
+        .expect_code(0)
+        .json();
+    assert_eq!(inspection["audit_chain"]["intact"], true, "{inspection}");
+    assert!(
+        inspection["receipt"]["leaf_index"].is_number(),
+        "{inspection}"
+    );
     let rows = audit_rows(&stack, request).await;
     assert!(rows.len() >= 10, "{} audit rows only", rows.len());
 
@@ -425,6 +434,20 @@ async fn editing_deleting_or_reordering_any_audit_row_fails_the_audit_naming_the
         )
         .await;
         audit_fails_naming(&cli, &id, row.id, &format!("edited row {}", row.id)).await;
+        // Reading the trail re-checks the chain too.
+        let inspection = cli
+            .run(&["community", "inspect", &id])
+            .await
+            .expect_code(0)
+            .json();
+        let chain = &inspection["audit_chain"];
+        assert_eq!(chain["intact"], false, "{chain}");
+        assert!(
+            chain["first_bad_row"]
+                .as_str()
+                .is_some_and(|bad| bad.starts_with(&format!("audit row id {} ", row.id))),
+            "{chain}"
+        );
         restore(&stack, row).await;
 
         // Delete: the row after it no longer follows its predecessor; the last row is missed
@@ -596,27 +619,15 @@ async fn rotated_keys_stay_verifiable_and_a_receipt_removed_from_the_log_breaks_
         &old_key_id,
     );
     // A key nobody knows: refused naming the key the certificate needs.
-    let stranger = dir.join("stranger");
-    cli.run(&["keys", "generate", "--dir", &stranger.display().to_string()])
-        .await
-        .expect_code(0);
+    let stranger = generated_public_key(&cli, &dir.join("stranger")).await;
     refused_naming(
-        verify_with_keys(&first_file, &[&stranger.join("receipt.pub")], &[]).await,
+        verify_with_keys(&first_file, &[&stranger], &[]).await,
         &old_key_id,
     );
 
     // An auditor holds the checkpoint covering both receipts.
     let held = dir.join("held-checkpoint.json");
-    let checkpoint = cli
-        .run(&[
-            "certificate",
-            "checkpoint",
-            "--out",
-            &held.display().to_string(),
-        ])
-        .await
-        .expect_code(0)
-        .json();
+    let checkpoint = save_checkpoint(&cli, &held).await.expect_code(0).json();
     assert_eq!(checkpoint["tree_size"], 2, "{checkpoint}");
     let held_arg = held.display().to_string();
     let good = dir.join("second.json");
