@@ -4,11 +4,15 @@
 //! database owner could rewrite). The bucket's default retention does the locking; the worker
 //! checks at startup that it is there and records each copy's version and retain-until date.
 
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::types::{ObjectLockEnabled, ObjectLockRetentionMode};
 use chrono::{DateTime, Utc};
 
 use super::ObjectStore;
 use super::error::{ObjectStoreError, S3Operation};
+
+/// The S3 error code of GetObjectLockConfiguration on a bucket without object lock.
+const NO_LOCK_CONFIGURATION: &str = "ObjectLockConfigurationNotFoundError";
 
 /// One receipt written to the archive.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,16 +38,28 @@ impl ObjectStore {
     /// Refuses ([`ObjectStoreError::ArchiveNotLocked`]) a bucket without object lock enabled
     /// and a COMPLIANCE default retention.
     pub async fn check_compliance_lock(&self) -> Result<(), ObjectStoreError> {
-        let output = self
+        let not_locked = |reason: &str| ObjectStoreError::ArchiveNotLocked {
+            bucket: self.bucket.to_string(),
+            reason: reason.to_owned(),
+        };
+        let output = match self
             .client
             .get_object_lock_configuration()
             .bucket(self.bucket.as_ref())
             .send()
             .await
-            .map_err(|error| self.sdk_error(S3Operation::GetObjectLockConfiguration, error))?;
-        let not_locked = |reason: &str| ObjectStoreError::ArchiveNotLocked {
-            bucket: self.bucket.to_string(),
-            reason: reason.to_owned(),
+        {
+            Ok(output) => output,
+            // S3's answer for a bucket created without object lock (HTTP 404, like a missing
+            // bucket, so the error code tells them apart).
+            Err(SdkError::ServiceError(service))
+                if service.err().code() == Some(NO_LOCK_CONFIGURATION) =>
+            {
+                return Err(not_locked("it was created without object lock"));
+            }
+            Err(error) => {
+                return Err(self.sdk_error(S3Operation::GetObjectLockConfiguration, error));
+            }
         };
         let config = output
             .object_lock_configuration()

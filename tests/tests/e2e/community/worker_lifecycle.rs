@@ -47,6 +47,55 @@ async fn worker_refuses_to_start_naming_the_missing_variable_or_unreachable_serv
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_refuses_to_start_without_its_receipt_key_or_with_an_unlocked_archive_bucket() {
+    let _shared = outage_lock().read().await;
+    let _stack = stack().await;
+    let key_var = activities::certificates::SIGNING_KEY_FILE_ENV;
+    let (code, stderr) = worker_exit(&[], &[key_var]).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!("{key_var} is not set")) && stderr.contains("keys generate"),
+        "{stderr}"
+    );
+    // A key file that is not a key: the variable and the file are named, nothing of its content.
+    let dir = std::env::temp_dir().join(format!("buzz-bad-key-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let not_a_key = dir.join("receipt.key");
+    std::fs::write(
+        &not_a_key,
+        "-----BEGIN PRIVATE KEY-----\nc2VjcmV0LWJ5dGVz\n-----END PRIVATE KEY-----\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let path = not_a_key.display().to_string();
+    let (code, stderr) = worker_exit(&[(key_var, path.as_str())], &[]).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains(key_var) && stderr.contains(&path),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("c2VjcmV0LWJ5dGVz"),
+        "key material printed: {stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    // The tenant bucket is versioned but not under object lock: no archive there.
+    let bucket = required(stack_env::S3_BUCKET);
+    let (code, stderr) = worker_exit(
+        &[(
+            activities::certificates::ARCHIVE_BUCKET_ENV,
+            bucket.as_str(),
+        )],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("cannot archive receipts") && stderr.contains("COMPLIANCE"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_refuses_an_unmigrated_schema_and_says_to_run_migrate() {
     let _shared = outage_lock().read().await;
     let stack = stack().await;
