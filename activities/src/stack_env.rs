@@ -8,6 +8,12 @@
 //! so the rules — what is required, what is trimmed, which default applies — are unit-tested
 //! without touching the process environment. Each caller asks only for what it uses; settings
 //! that belong to one binary (the worker's tuning knobs, the CLI's task queue) stay with it.
+//!
+//! Every required variable may instead be given as a file: `NAME_FILE` names a file whose
+//! content (trimmed) is the value, the convention of container secrets (`POSTGRES_PASSWORD_FILE`)
+//! and of Kubernetes Secrets mounted as volumes. So no secret needs to be in the process
+//! environment. Setting both `NAME` and `NAME_FILE` is refused rather than silently preferring
+//! one; errors name the variable and the file, never a value.
 
 use crate::objects::S3Config;
 
@@ -43,6 +49,10 @@ pub const DEFAULT_S3_REGION: &str = "us-east-1";
 /// Namespace used when `TEMPORAL_NAMESPACE` is unset or blank.
 pub const DEFAULT_TEMPORAL_NAMESPACE: &str = "default";
 
+/// Suffix of the variable naming a file that holds another variable's value
+/// (`DATABASE_URL_FILE` for `DATABASE_URL`).
+pub const FILE_SUFFIX: &str = "_FILE";
+
 /// What to do when a variable is missing.
 pub const HOW_TO_SET: &str =
     "export it, or run `bash deploy/local/up && source .state/env` for the local stack";
@@ -50,11 +60,30 @@ pub const HOW_TO_SET: &str =
 /// A required variable of the stack's environment is not usable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StackEnvError {
-    /// The variable is unset, empty or only whitespace.
-    #[error("{name} is not set (or is blank): {HOW_TO_SET}")]
+    /// The variable is unset, empty or only whitespace, and so is its `_FILE` twin.
+    #[error("{name} is not set (or is blank), nor is {name}_FILE: {HOW_TO_SET}")]
     Missing {
         /// Variable name.
         name: &'static str,
+    },
+    /// Both the variable and its `_FILE` twin are set.
+    #[error(
+        "both {name} and {name}_FILE are set: keep one ({name}_FILE keeps the value out of the \
+         process environment)"
+    )]
+    Ambiguous {
+        /// Variable name.
+        name: &'static str,
+    },
+    /// The file named by the `_FILE` twin cannot be read or is empty.
+    #[error("{name}_FILE={path}: {reason}")]
+    Unreadable {
+        /// Variable name (without the suffix).
+        name: &'static str,
+        /// The file named.
+        path: String,
+        /// Why it cannot serve (never its content).
+        reason: String,
     },
 }
 
@@ -62,9 +91,27 @@ impl StackEnvError {
     /// The variable at fault.
     pub fn name(&self) -> &'static str {
         match self {
-            StackEnvError::Missing { name } => name,
+            StackEnvError::Missing { name }
+            | StackEnvError::Ambiguous { name }
+            | StackEnvError::Unreadable { name, .. } => name,
         }
     }
+}
+
+/// The trimmed content of `path`, the value of `name` given as a file.
+fn read_value_file(name: &'static str, path: &str) -> Result<String, StackEnvError> {
+    let unreadable = |reason: String| StackEnvError::Unreadable {
+        name,
+        path: path.to_owned(),
+        reason,
+    };
+    let content = std::fs::read_to_string(path)
+        .map_err(|e| unreadable(format!("cannot read the file ({e})")))?;
+    let value = content.trim();
+    if value.is_empty() {
+        return Err(unreadable("the file is empty".to_owned()));
+    }
+    Ok(value.to_owned())
 }
 
 /// Reads the stack's variables through a lookup function.
@@ -104,9 +151,16 @@ impl<L: Fn(&str) -> Option<String>> StackEnv<L> {
             .filter(|v| !v.is_empty())
     }
 
-    /// The trimmed value of `name`, or an error naming it and saying how to set it.
+    /// The trimmed value of `name`, or of the file `NAME_FILE` names; an error naming the
+    /// variable (and the file, never its content) when neither serves or both are set.
     pub fn required(&self, name: &'static str) -> Result<String, StackEnvError> {
-        self.optional(name).ok_or(StackEnvError::Missing { name })
+        let file = self.optional(&format!("{name}{FILE_SUFFIX}"));
+        match (self.optional(name), file) {
+            (Some(_), Some(_)) => Err(StackEnvError::Ambiguous { name }),
+            (Some(value), None) => Ok(value),
+            (None, Some(path)) => read_value_file(name, &path),
+            (None, None) => Err(StackEnvError::Missing { name }),
+        }
     }
 
     /// `DATABASE_URL`: the worker role's connection string.
@@ -283,6 +337,63 @@ mod tests {
                 assert_eq!(error.name(), missing, "{blank:?}");
             }
         }
+    }
+
+    /// A file of this test's own holding `content`.
+    fn value_file(content: &str) -> std::path::PathBuf {
+        let path =
+            std::env::temp_dir().join(format!("buzz-stack-env-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::write(&path, content).expect("write the value file");
+        path
+    }
+
+    #[test]
+    fn every_required_variable_can_be_given_as_a_file() {
+        for name in REQUIRED {
+            let mut env = full_env();
+            let value = env.remove(name).unwrap_or_default();
+            let path = value_file(&format!("{value}\n"));
+            env.insert(
+                Box::leak(format!("{name}{FILE_SUFFIX}").into_boxed_str()),
+                path.display().to_string(),
+            );
+            let read = read_required(&reader(&env), name);
+            let expected = read_required(&reader(&full_env()), name);
+            assert_eq!(read, expected, "{name} from a file");
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    #[test]
+    fn a_variable_and_its_file_together_are_refused() {
+        let mut env = full_env();
+        let path = value_file("postgres://other");
+        env.insert("DATABASE_URL_FILE", path.display().to_string());
+        let error = reader(&env).database_url().expect_err("both set");
+        assert_eq!(error, StackEnvError::Ambiguous { name: DATABASE_URL });
+        assert!(error.to_string().contains("DATABASE_URL_FILE"), "{error}");
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn an_unreadable_or_empty_file_is_named_and_its_content_never_shown() {
+        let mut env = full_env();
+        env.remove(S3_SECRET_KEY);
+        env.insert("BUZZ_S3_SECRET_KEY_FILE", "/nonexistent/secret".into());
+        let error = reader(&env).s3().expect_err("unreadable");
+        assert_eq!(error.name(), S3_SECRET_KEY);
+        let message = error.to_string();
+        assert!(
+            message.starts_with("BUZZ_S3_SECRET_KEY_FILE=/nonexistent/secret: cannot read"),
+            "{message}"
+        );
+        let empty = value_file(" \n");
+        env.insert("BUZZ_S3_SECRET_KEY_FILE", empty.display().to_string());
+        let message = reader(&env).s3().expect_err("empty").to_string();
+        assert!(message.ends_with("the file is empty"), "{message}");
+        let _ = std::fs::remove_file(empty);
+        let full = full_env();
+        assert!(!message.contains(full[S3_SECRET_KEY].as_str()));
     }
 
     #[test]

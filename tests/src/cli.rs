@@ -76,6 +76,7 @@ pub async fn exec(program: &str, args: &[&str], envs: &[(&str, &str)]) -> CliRun
 #[derive(Clone)]
 pub struct Cli {
     env: Vec<(String, String)>,
+    removed: Vec<String>,
 }
 
 impl Cli {
@@ -88,12 +89,21 @@ impl Cli {
 
     /// A CLI with this process's environment and nothing else.
     pub fn inherited() -> Cli {
-        Cli { env: Vec::new() }
+        Cli {
+            env: Vec::new(),
+            removed: Vec::new(),
+        }
     }
 
     /// The same CLI with extra environment (e.g. a test's own `DATABASE_URL`).
     pub fn with_env(mut self, name: &str, value: &str) -> Cli {
         self.env.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// The same CLI without the inherited variable `name` (e.g. to give it as `NAME_FILE`).
+    pub fn without_env(mut self, name: &str) -> Cli {
+        self.removed.push(name.to_owned());
         self
     }
 
@@ -105,6 +115,9 @@ impl Cli {
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .kill_on_drop(true);
+        for name in &self.removed {
+            command.env_remove(name);
+        }
         command
     }
 

@@ -37,9 +37,22 @@ pub struct WorkerProcess {
 impl WorkerProcess {
     /// Starts a worker on `task_queue` with extra environment, and waits until it polls.
     pub async fn start(task_queue: &str, extra_env: &[(&str, &str)]) -> WorkerProcess {
+        WorkerProcess::start_without(task_queue, extra_env, &[]).await
+    }
+
+    /// [`WorkerProcess::start`] with the variables `remove` taken out of the inherited
+    /// environment.
+    pub async fn start_without(
+        task_queue: &str,
+        extra_env: &[(&str, &str)],
+        remove: &[&str],
+    ) -> WorkerProcess {
         let mut command = worker_command(&[("BUZZ_TASK_QUEUE", task_queue), ("RUST_LOG", "warn")]);
         for (k, v) in extra_env {
             command.env(k, v);
+        }
+        for k in remove {
+            command.env_remove(k);
         }
         let child = command
             .stderr(Stdio::inherit())

@@ -96,6 +96,72 @@ async fn worker_refuses_to_start_without_its_receipt_key_or_with_an_unlocked_arc
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_secret_can_come_from_a_file_and_none_is_printed() {
+    let _shared = outage_lock().read().await;
+    let stack = stack().await;
+    let dir = std::env::temp_dir().join(format!("buzz-secrets-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    // Each secret in a file of its own, as a mounted Kubernetes Secret; none in the environment.
+    let secrets = [
+        stack_env::DATABASE_URL,
+        stack_env::REDIS_URL,
+        stack_env::S3_ACCESS_KEY,
+        stack_env::S3_SECRET_KEY,
+    ];
+    let mut files = Vec::new();
+    for name in secrets {
+        let path = dir.join(name.to_lowercase());
+        std::fs::write(&path, format!("{}\n", required(name))).unwrap_or_else(|e| panic!("{e}"));
+        files.push((format!("{name}_FILE"), path.display().to_string()));
+    }
+    let file_env: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let queue = unique_queue("secret-files");
+    let _worker = WorkerProcess::start_without(&queue, &file_env, &secrets).await;
+    let mut cli = Cli::new(&queue);
+    for (name, path) in &file_env {
+        cli = cli.with_env(name, path);
+    }
+    for name in secrets {
+        cli = cli.without_env(name);
+    }
+    let host = unique_host("secret-files");
+    let target = seed(&stack, &host, small_plan()).await;
+    let (id, digest) = cli.submit(&host, "alice", &[]).await;
+    cli.approve(&id, "bob", &digest).await.expect_code(0);
+    cli.watch_to_end(&id).await;
+    snapshot(&stack, target.community_id)
+        .await
+        .assert_gone("the target");
+
+    // A secret's file that cannot be read: the worker names the variable and the file.
+    let (code, stderr) = worker_exit(
+        &[("REDIS_URL_FILE", "/nonexistent/redis-url")],
+        &[stack_env::REDIS_URL],
+    )
+    .await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("REDIS_URL_FILE=/nonexistent/redis-url: cannot read the file"),
+        "{stderr}"
+    );
+    // Both a value and a file: refused, naming both, printing neither value.
+    let (code, stderr) = worker_exit(&[file_env[3]], &[]).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("both BUZZ_S3_SECRET_KEY and BUZZ_S3_SECRET_KEY_FILE are set"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains(&required(stack_env::S3_SECRET_KEY)),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_refuses_an_unmigrated_schema_and_says_to_run_migrate() {
     let _shared = outage_lock().read().await;
     let stack = stack().await;
