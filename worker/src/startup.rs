@@ -107,7 +107,11 @@ pub async fn connect(config: &WorkerConfig) -> Result<Dependencies, StartupError
             .map_err(|e| StartupError::Unreachable {
                 service: "PostgreSQL",
                 address: activities::store::redact_password(&config.database_url),
-                detail: e.to_string(),
+                // The store's own message repeats the address and the local-stack hint.
+                detail: match e {
+                    activities::store::StoreError::Connect { source, .. } => source.to_string(),
+                    other => other.to_string(),
+                },
             })?;
     store
         .check_schema_current()

@@ -161,6 +161,71 @@ async fn every_secret_can_come_from_a_file_and_none_is_printed() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `url` with TLS to Postgres verified against `ca` (`sslmode=verify-full`).
+fn verified_tls(url: &str, ca: &str) -> String {
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{separator}sslmode=verify-full&sslrootcert={ca}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_and_cli_reach_postgres_over_verified_tls_and_a_wrong_ca_stops_the_worker() {
+    let _shared = outage_lock().read().await;
+    let _stack = stack().await;
+    let ca = required("BUZZ_LOCAL_CA_FILE");
+    let url = verified_tls(&required(stack_env::DATABASE_URL), &ca);
+    let queue = unique_queue("pg-tls");
+    let _worker = WorkerProcess::start(&queue, &[(stack_env::DATABASE_URL, url.as_str())]).await;
+    let cli = Cli::new(&queue).with_env(stack_env::DATABASE_URL, &url);
+    cli.run(&["stack-check", "--sleep-secs", "1"])
+        .await
+        .expect_code(0);
+
+    // A CA that did not sign the server's certificate: the worker does not start, and says
+    // PostgreSQL refused to be trusted.
+    let dir = std::env::temp_dir().join(format!("buzz-other-ca-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let other_ca = dir.join("ca.pem");
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+        ])
+        .args([
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=someone else's CA",
+            "-keyout",
+        ])
+        .arg(dir.join("ca.key"))
+        .arg("-out")
+        .arg(&other_ca)
+        .output()
+        .unwrap_or_else(|e| panic!("openssl: {e}"));
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let wrong = verified_tls(
+        &required(stack_env::DATABASE_URL),
+        &other_ca.display().to_string(),
+    );
+    let (code, stderr) = worker_exit(&[(stack_env::DATABASE_URL, wrong.as_str())], &[]).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("PostgreSQL is not reachable"), "{stderr}");
+    assert!(
+        !stderr.contains(":buzz_worker@"),
+        "the password is redacted: {stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_refuses_an_unmigrated_schema_and_says_to_run_migrate() {
     let _shared = outage_lock().read().await;
