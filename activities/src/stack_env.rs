@@ -15,7 +15,7 @@
 //! environment. Setting both `NAME` and `NAME_FILE` is refused rather than silently preferring
 //! one; errors name the variable and the file, never a value.
 
-use crate::objects::S3Config;
+use crate::objects::{S3Addressing, S3Config, S3Credentials};
 
 /// Worker role's Postgres connection string (least privilege).
 pub const DATABASE_URL: &str = "DATABASE_URL";
@@ -35,6 +35,8 @@ pub const S3_REGION: &str = "BUZZ_S3_REGION";
 pub const S3_ACCESS_KEY: &str = "BUZZ_S3_ACCESS_KEY";
 /// S3 secret access key.
 pub const S3_SECRET_KEY: &str = "BUZZ_S3_SECRET_KEY";
+/// S3 addressing style, `path` (default) or `virtual`.
+pub const S3_ADDRESSING: &str = "BUZZ_S3_ADDRESSING";
 /// Temporal frontend, `host:port` or a URL.
 pub const TEMPORAL_ADDRESS: &str = "TEMPORAL_ADDRESS";
 /// Temporal namespace (optional, see [`DEFAULT_TEMPORAL_NAMESPACE`]).
@@ -75,6 +77,16 @@ pub enum StackEnvError {
         /// Variable name.
         name: &'static str,
     },
+    /// A variable's value is not one of the accepted ones.
+    #[error("{name}={value:?} is invalid: {expected}")]
+    Invalid {
+        /// Variable name.
+        name: &'static str,
+        /// The value found (never a secret's).
+        value: String,
+        /// What is accepted.
+        expected: &'static str,
+    },
     /// The file named by the `_FILE` twin cannot be read or is empty.
     #[error("{name}_FILE={path}: {reason}")]
     Unreadable {
@@ -93,6 +105,7 @@ impl StackEnvError {
         match self {
             StackEnvError::Missing { name }
             | StackEnvError::Ambiguous { name }
+            | StackEnvError::Invalid { name, .. }
             | StackEnvError::Unreadable { name, .. } => name,
         }
     }
@@ -200,17 +213,42 @@ impl<L: Fn(&str) -> Option<String>> StackEnv<L> {
             .unwrap_or_else(|| workflows::TASK_QUEUE.to_owned())
     }
 
-    /// The bucket settings from the `BUZZ_S3_*` variables; the region defaults to
-    /// [`DEFAULT_S3_REGION`], the other four are required.
+    /// The bucket settings from the `BUZZ_S3_*` variables. Endpoint and bucket are required.
+    /// The region is `BUZZ_S3_REGION`, else the AWS SDK's standard places, else
+    /// [`DEFAULT_S3_REGION`]. The credentials are the static pair `BUZZ_S3_ACCESS_KEY` and
+    /// `BUZZ_S3_SECRET_KEY` when either is set (then both are required), else the AWS SDK's
+    /// default provider chain. `BUZZ_S3_ADDRESSING` is `path` (default) or `virtual`.
     pub fn s3(&self) -> Result<S3Config, StackEnvError> {
+        let static_pair = [S3_ACCESS_KEY, S3_SECRET_KEY].iter().any(|name| {
+            self.optional(name).is_some()
+                || self.optional(&format!("{name}{FILE_SUFFIX}")).is_some()
+        });
+        let credentials = if static_pair {
+            S3Credentials::Static {
+                access_key: self.required(S3_ACCESS_KEY)?,
+                secret_key: self.required(S3_SECRET_KEY)?,
+            }
+        } else {
+            S3Credentials::DefaultChain
+        };
+        let addressing = match self.optional(S3_ADDRESSING).as_deref() {
+            None | Some("path") => S3Addressing::Path,
+            Some("virtual") => S3Addressing::VirtualHosted,
+            Some(other) => {
+                return Err(StackEnvError::Invalid {
+                    name: S3_ADDRESSING,
+                    value: other.to_owned(),
+                    expected: "path (endpoint/bucket/key, the default) or virtual \
+                               (bucket.endpoint/key)",
+                });
+            }
+        };
         Ok(S3Config {
             endpoint: self.required(S3_ENDPOINT)?,
             bucket: self.required(S3_BUCKET)?,
-            region: self
-                .optional(S3_REGION)
-                .unwrap_or_else(|| DEFAULT_S3_REGION.to_owned()),
-            access_key: self.required(S3_ACCESS_KEY)?,
-            secret_key: self.required(S3_SECRET_KEY)?,
+            region: self.optional(S3_REGION),
+            credentials,
+            addressing,
         })
     }
 }
@@ -301,9 +339,12 @@ mod tests {
             Ok(S3Config {
                 endpoint: "http://127.0.0.1:57480".into(),
                 bucket: "buzz-media".into(),
-                region: "eu-west-3".into(),
-                access_key: "access".into(),
-                secret_key: "secret".into(),
+                region: Some("eu-west-3".into()),
+                credentials: S3Credentials::Static {
+                    access_key: "access".into(),
+                    secret_key: "secret".into(),
+                },
+                addressing: S3Addressing::Path,
             })
         );
     }
@@ -425,7 +466,7 @@ mod tests {
     }
 
     #[test]
-    fn the_region_defaults_to_us_east_1_when_unset_or_blank() {
+    fn an_unset_region_is_left_to_the_aws_standard_places() {
         for region in [None, Some(""), Some("  ")] {
             let mut env = full_env();
             match region {
@@ -433,9 +474,43 @@ mod tests {
                 Some(blank) => env.insert(S3_REGION, blank.to_owned()),
             };
             let s3 = reader(&env).s3().expect("the region is optional");
-            assert_eq!(s3.region, DEFAULT_S3_REGION, "{region:?}");
-            assert_eq!(s3.region, "us-east-1");
+            assert_eq!(s3.region, None, "{region:?}");
         }
+    }
+
+    #[test]
+    fn without_the_static_pair_the_aws_default_chain_signs() {
+        let mut env = full_env();
+        env.remove(S3_ACCESS_KEY);
+        env.remove(S3_SECRET_KEY);
+        let s3 = reader(&env).s3().expect("the static pair is optional");
+        assert_eq!(s3.credentials, S3Credentials::DefaultChain);
+        // Half a pair is a mistake, not a request for the chain.
+        let mut env = full_env();
+        env.remove(S3_SECRET_KEY);
+        let error = reader(&env).s3().expect_err("half a pair");
+        assert_eq!(error.name(), S3_SECRET_KEY);
+        // The secret is never printed, even in a Debug of the configuration.
+        let debug = format!("{:?}", reader(&full_env()).s3());
+        assert!(!debug.contains("\"secret\""), "{debug}");
+    }
+
+    #[test]
+    fn addressing_is_path_unless_virtual_and_anything_else_is_refused() {
+        let mut env = full_env();
+        assert_eq!(
+            reader(&env).s3().map(|s3| s3.addressing),
+            Ok(S3Addressing::Path)
+        );
+        env.insert(S3_ADDRESSING, "virtual".into());
+        assert_eq!(
+            reader(&env).s3().map(|s3| s3.addressing),
+            Ok(S3Addressing::VirtualHosted)
+        );
+        env.insert(S3_ADDRESSING, "dns".into());
+        let error = reader(&env).s3().expect_err("unknown style");
+        assert_eq!(error.name(), S3_ADDRESSING);
+        assert!(error.to_string().contains("path"), "{error}");
     }
 
     #[test]

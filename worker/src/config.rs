@@ -213,7 +213,10 @@ mod tests {
         let config = WorkerConfig::from_lookup(|k| env.get(k).map(|v| v.to_string()))
             .expect("complete environment");
         assert_eq!(config.temporal.namespace, "default");
-        assert_eq!(config.s3.region, "us-east-1");
+        assert_eq!(
+            config.s3.region, None,
+            "an unset region is the AWS SDK's to find"
+        );
         assert_eq!(config.metrics_port, 9464);
         assert!(!config.allow_privileged_db_role);
         assert_eq!(

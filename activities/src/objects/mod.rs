@@ -46,30 +46,61 @@ pub use writes::UploadedPart;
 const CREDENTIALS_SOURCE: &str = "buzz-deletion-static";
 
 /// Where the bucket lives and how to authenticate. Read once at the binary edge.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct S3Config {
-    /// Base URL of the S3 server, e.g. `http://127.0.0.1:57480`.
+    /// Base URL of the S3 server, e.g. `http://127.0.0.1:57480` or
+    /// `https://s3.eu-west-1.amazonaws.com`.
     pub endpoint: String,
     /// The one shared, versioned bucket.
     pub bucket: String,
-    /// Signing region (any non-empty value for RGW).
-    pub region: String,
-    /// Access key id.
-    pub access_key: String,
-    /// Secret access key; never printed.
-    pub secret_key: String,
+    /// Signing region; `None` takes it from the standard places (`AWS_REGION`,
+    /// `AWS_DEFAULT_REGION`, the profile), else [`crate::stack_env::DEFAULT_S3_REGION`].
+    pub region: Option<String>,
+    /// How requests are signed.
+    pub credentials: S3Credentials,
+    /// Path-style (`endpoint/bucket/key`, what RGW and most S3-compatible servers need) or
+    /// virtual-hosted (`bucket.endpoint/key`, what AWS prefers).
+    pub addressing: S3Addressing,
 }
 
-impl fmt::Debug for S3Config {
+/// Where the S3 credentials come from.
+#[derive(Clone, PartialEq, Eq)]
+pub enum S3Credentials {
+    /// A static access key pair (`BUZZ_S3_ACCESS_KEY`, `BUZZ_S3_SECRET_KEY`).
+    Static {
+        /// Access key id.
+        access_key: String,
+        /// Secret access key; never printed.
+        secret_key: String,
+    },
+    /// The AWS SDK's default provider chain: `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`, the
+    /// shared config and credentials files (`AWS_PROFILE`), a web identity token (Kubernetes
+    /// service accounts, `AWS_WEB_IDENTITY_TOKEN_FILE` + `AWS_ROLE_ARN`), then container and
+    /// instance metadata.
+    DefaultChain,
+}
+
+impl fmt::Debug for S3Credentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("S3Config")
-            .field("endpoint", &self.endpoint)
-            .field("bucket", &self.bucket)
-            .field("region", &self.region)
-            .field("access_key", &self.access_key)
-            .field("secret_key", &"<redacted>")
-            .finish()
+        match self {
+            S3Credentials::Static { access_key, .. } => f
+                .debug_struct("Static")
+                .field("access_key", access_key)
+                .field("secret_key", &"<redacted>")
+                .finish(),
+            S3Credentials::DefaultChain => f.write_str("DefaultChain"),
+        }
     }
+}
+
+/// How bucket and key appear in a request URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum S3Addressing {
+    /// `endpoint/bucket/key` (the default: RGW, MinIO and most S3-compatible servers).
+    #[default]
+    Path,
+    /// `bucket.endpoint/key` (AWS S3's preferred form).
+    VirtualHosted,
 }
 
 /// A client bound to one bucket. Cheap to clone; clones share the connection pool.
@@ -89,19 +120,48 @@ impl fmt::Debug for ObjectStore {
     }
 }
 
+/// Resolves the default chain's credentials once, so a process without any fails at start with
+/// what to set rather than at its first request.
+async fn require_chain_credentials(shared: &aws_config::SdkConfig) -> Result<(), ObjectStoreError> {
+    use aws_sdk_s3::config::ProvideCredentials;
+    let missing = |detail: String| ObjectStoreError::InvalidConfig {
+        reason: format!(
+            "no S3 credentials: set BUZZ_S3_ACCESS_KEY and BUZZ_S3_SECRET_KEY (or their _FILE \
+             variants), or provide them the AWS way (AWS_ACCESS_KEY_ID and \
+             AWS_SECRET_ACCESS_KEY, AWS_PROFILE with a shared credentials file, a web identity \
+             token, a container or instance role): {detail}"
+        ),
+    };
+    let provider = shared
+        .credentials_provider()
+        .ok_or_else(|| missing("the default provider chain is not available".to_owned()))?;
+    provider
+        .provide_credentials()
+        .await
+        .map(|_| ())
+        .map_err(|error| missing(error.to_string()))
+}
+
 impl ObjectStore {
-    /// Builds a client for `cfg.bucket`. Makes no network call; see [`ObjectStore::check_bucket`].
+    /// Builds a client for `cfg.bucket`. With static credentials it makes no network call (see
+    /// [`ObjectStore::check_bucket`]); with the default chain it resolves the credentials once.
     ///
     /// The HTTPS client is built with rustls on ring explicitly: the workspace compiles only that
     /// crypto provider, so the SDK has no default client to fall back on.
     pub async fn connect(cfg: &S3Config) -> Result<Self, ObjectStoreError> {
-        for (name, value) in [
-            ("endpoint", &cfg.endpoint),
-            ("bucket", &cfg.bucket),
-            ("region", &cfg.region),
-            ("access key", &cfg.access_key),
-            ("secret key", &cfg.secret_key),
-        ] {
+        let mut required = vec![("endpoint", &cfg.endpoint), ("bucket", &cfg.bucket)];
+        if let Some(region) = &cfg.region {
+            required.push(("region", region));
+        }
+        if let S3Credentials::Static {
+            access_key,
+            secret_key,
+        } = &cfg.credentials
+        {
+            required.push(("access key", access_key));
+            required.push(("secret key", secret_key));
+        }
+        for (name, value) in required {
             if value.trim().is_empty() {
                 return Err(ObjectStoreError::InvalidConfig {
                     reason: format!("S3 {name} is empty"),
@@ -123,19 +183,38 @@ impl ObjectStore {
             .connect_timeout(Duration::from_secs(5))
             .operation_attempt_timeout(Duration::from_secs(120))
             .build();
-        let config = aws_sdk_s3::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .http_client(http)
-            .region(Region::new(cfg.region.clone()))
-            .credentials_provider(Credentials::new(
-                cfg.access_key.clone(),
-                cfg.secret_key.clone(),
+        // Region and credentials from the AWS SDK's standard places unless given.
+        let mut loader = aws_config::defaults(BehaviorVersion::latest()).http_client(http.clone());
+        if let Some(region) = &cfg.region {
+            loader = loader.region(Region::new(region.clone()));
+        }
+        if let S3Credentials::Static {
+            access_key,
+            secret_key,
+        } = &cfg.credentials
+        {
+            loader = loader.credentials_provider(Credentials::new(
+                access_key.clone(),
+                secret_key.clone(),
                 None,
                 None,
                 CREDENTIALS_SOURCE,
-            ))
+            ));
+        }
+        let shared = loader.load().await;
+        if cfg.credentials == S3Credentials::DefaultChain {
+            require_chain_credentials(&shared).await?;
+        }
+        let region = shared
+            .region()
+            .cloned()
+            .unwrap_or_else(|| Region::new(crate::stack_env::DEFAULT_S3_REGION));
+        let config = aws_sdk_s3::config::Builder::from(&shared)
+            .behavior_version(BehaviorVersion::latest())
+            .http_client(http)
+            .region(region)
             .endpoint_url(cfg.endpoint.clone())
-            .force_path_style(true)
+            .force_path_style(cfg.addressing == S3Addressing::Path)
             .timeout_config(timeouts)
             // S3-compatible servers differ in which flexible checksums they accept; send and
             // validate them only where the protocol requires one.

@@ -146,9 +146,12 @@ fn unroutable_config() -> S3Config {
     S3Config {
         endpoint: "http://127.0.0.1:1".into(),
         bucket: "b".into(),
-        region: "us-east-1".into(),
-        access_key: "k".into(),
-        secret_key: "s".into(),
+        region: Some("us-east-1".into()),
+        credentials: S3Credentials::Static {
+            access_key: "k".into(),
+            secret_key: "s".into(),
+        },
+        addressing: S3Addressing::Path,
     }
 }
 

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use activities::failure::{Classified, Severity};
 use activities::objects::{
     AbortOutcome, DeleteFailureKind, MAX_VERSIONS_PER_DELETE, MultipartUpload, ObjectStore,
-    ObjectStoreError, ObjectVersion, ObjectVersionRef, S3Config,
+    ObjectStoreError, ObjectVersion, ObjectVersionRef, S3Config, S3Credentials,
 };
 use activities::taxonomy::{PrefixRoot, VersionKind, is_tenant_owned_key, tenant_prefixes};
 use sha2::{Digest, Sha256};
@@ -306,7 +306,13 @@ async fn preflight_passes_with_the_configured_credentials() {
 async fn preflight_with_a_wrong_secret_is_a_permanent_access_denial() {
     store().await;
     let wrong = S3Config {
-        secret_key: "definitely-not-the-secret".to_owned(),
+        credentials: match config().credentials {
+            S3Credentials::Static { access_key, .. } => S3Credentials::Static {
+                access_key,
+                secret_key: "definitely-not-the-secret".to_owned(),
+            },
+            S3Credentials::DefaultChain => panic!("the local stack gives a static key pair"),
+        },
         ..config()
     };
     let store = ObjectStore::connect(&wrong).await.unwrap();

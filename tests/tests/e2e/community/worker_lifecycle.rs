@@ -161,6 +161,77 @@ async fn every_secret_can_come_from_a_file_and_none_is_printed() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A worker on its own queue with `env` (and without the static S3 pair) passes a stack check,
+/// which writes, reads and deletes an object in the bucket.
+async fn stack_check_with_s3_credentials_from(env: &[(&str, &str)]) {
+    let queue = unique_queue("s3-creds");
+    let _worker = WorkerProcess::start_without(
+        &queue,
+        env,
+        &[stack_env::S3_ACCESS_KEY, stack_env::S3_SECRET_KEY],
+    )
+    .await;
+    Cli::new(&queue)
+        .run(&["stack-check", "--sleep-secs", "1"])
+        .await
+        .expect_code(0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_credentials_come_from_the_aws_environment_a_shared_profile_or_the_static_pair() {
+    let _shared = outage_lock().read().await;
+    let _stack = stack().await;
+    let access = required(stack_env::S3_ACCESS_KEY);
+    let secret = required(stack_env::S3_SECRET_KEY);
+    // The AWS SDK's environment variables.
+    stack_check_with_s3_credentials_from(&[
+        ("AWS_ACCESS_KEY_ID", access.as_str()),
+        ("AWS_SECRET_ACCESS_KEY", secret.as_str()),
+    ])
+    .await;
+    // A profile of a shared credentials file, as `aws configure --profile` writes it.
+    let dir = std::env::temp_dir().join(format!("buzz-aws-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let credentials = dir.join("credentials");
+    std::fs::write(
+        &credentials,
+        format!(
+            "[default]\naws_access_key_id = wrong\naws_secret_access_key = wrong\n\n\
+             [buzz-deletion]\naws_access_key_id = {access}\naws_secret_access_key = {secret}\n"
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let config = dir.join("config");
+    std::fs::write(&config, "[profile buzz-deletion]\nregion = us-east-1\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let credentials = credentials.display().to_string();
+    let config = config.display().to_string();
+    stack_check_with_s3_credentials_from(&[
+        ("AWS_SHARED_CREDENTIALS_FILE", credentials.as_str()),
+        ("AWS_CONFIG_FILE", config.as_str()),
+        ("AWS_PROFILE", "buzz-deletion"),
+    ])
+    .await;
+    // Nothing anywhere (no instance metadata either): the worker stops at start saying what to
+    // set, and prints no key.
+    let (code, stderr) = worker_exit(
+        &[
+            ("AWS_EC2_METADATA_DISABLED", "true"),
+            ("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials"),
+            ("AWS_CONFIG_FILE", "/nonexistent/config"),
+        ],
+        &[stack_env::S3_ACCESS_KEY, stack_env::S3_SECRET_KEY],
+    )
+    .await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("no S3 credentials") && stderr.contains("BUZZ_S3_ACCESS_KEY"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(&secret), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `url` with TLS to Postgres verified against `ca` (`sslmode=verify-full`).
 fn verified_tls(url: &str, ca: &str) -> String {
     let separator = if url.contains('?') { '&' } else { '?' };
