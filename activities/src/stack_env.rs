@@ -35,6 +35,8 @@ pub const S3_REGION: &str = "BUZZ_S3_REGION";
 pub const S3_ACCESS_KEY: &str = "BUZZ_S3_ACCESS_KEY";
 /// S3 secret access key.
 pub const S3_SECRET_KEY: &str = "BUZZ_S3_SECRET_KEY";
+/// PEM file of CA certificates trusted for an `https://` S3 endpoint (optional).
+pub const S3_CA_FILE: &str = "BUZZ_S3_CA_FILE";
 /// S3 addressing style, `path` (default) or `virtual`.
 pub const S3_ADDRESSING: &str = "BUZZ_S3_ADDRESSING";
 /// Temporal frontend, `host:port` or a URL.
@@ -249,6 +251,7 @@ impl<L: Fn(&str) -> Option<String>> StackEnv<L> {
             region: self.optional(S3_REGION),
             credentials,
             addressing,
+            ca_file: self.optional(S3_CA_FILE),
         })
     }
 }
@@ -345,6 +348,7 @@ mod tests {
                     secret_key: "secret".into(),
                 },
                 addressing: S3Addressing::Path,
+                ca_file: None,
             })
         );
     }

@@ -21,7 +21,7 @@ BUZZ_ENV_FILE=$BUZZ_STATE_DIR/env
 # Port variables, each with its default. Order matters only for printing.
 BUZZ_PORT_VARS=(
   BUZZ_TEMPORAL_PORT BUZZ_TEMPORAL_UI_PORT BUZZ_TEMPORAL_HTTP_PORT BUZZ_TEMPORAL_METRICS_PORT
-  BUZZ_PG_PORT BUZZ_REDIS_PORT BUZZ_CEPH_MON_PORT BUZZ_RGW_PORT
+  BUZZ_PG_PORT BUZZ_REDIS_PORT BUZZ_CEPH_MON_PORT BUZZ_RGW_PORT BUZZ_RGW_TLS_PORT
 )
 declare -A BUZZ_PORT_DEFAULTS=(
   [BUZZ_TEMPORAL_PORT]=7233
@@ -34,6 +34,8 @@ declare -A BUZZ_PORT_DEFAULTS=(
   [BUZZ_REDIS_PORT]=56379
   [BUZZ_CEPH_MON_PORT]=56789
   [BUZZ_RGW_PORT]=57480
+  # The same gateway over HTTPS, with a certificate of the local CA.
+  [BUZZ_RGW_TLS_PORT]=57443
 )
 
 # Precedence: variable set by the caller > port recorded by the last `up` > default.

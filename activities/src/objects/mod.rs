@@ -31,7 +31,7 @@ use aws_sdk_s3::config::{
     BehaviorVersion, Credentials, Region, RequestChecksumCalculation, ResponseChecksumValidation,
 };
 use aws_sdk_s3::types::BucketVersioningStatus;
-use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
+use aws_smithy_http_client::tls::{Provider, TlsContext, TrustStore, rustls_provider::CryptoMode};
 
 pub use addresses::{MultipartUpload, ObjectVersion, ObjectVersionRef};
 pub use archive::ArchivedCopy;
@@ -61,6 +61,9 @@ pub struct S3Config {
     /// Path-style (`endpoint/bucket/key`, what RGW and most S3-compatible servers need) or
     /// virtual-hosted (`bucket.endpoint/key`, what AWS prefers).
     pub addressing: S3Addressing,
+    /// A PEM file of CA certificates trusted for an `https://` endpoint, besides the system's
+    /// (`BUZZ_S3_CA_FILE`; a private CA in front of an S3-compatible server).
+    pub ca_file: Option<String>,
 }
 
 /// Where the S3 credentials come from.
@@ -176,8 +179,22 @@ impl ObjectStore {
                 ),
             });
         }
+        let mut trust = TrustStore::default();
+        if let Some(path) = &cfg.ca_file {
+            let pem = std::fs::read(path).map_err(|e| ObjectStoreError::InvalidConfig {
+                reason: format!("BUZZ_S3_CA_FILE={path}: cannot read the CA file ({e})"),
+            })?;
+            trust = trust.with_pem_certificate(pem);
+        }
+        let tls = TlsContext::builder()
+            .with_trust_store(trust)
+            .build()
+            .map_err(|e| ObjectStoreError::InvalidConfig {
+                reason: format!("S3 TLS settings: {e}"),
+            })?;
         let http = aws_smithy_http_client::Builder::new()
             .tls_provider(Provider::Rustls(CryptoMode::Ring))
+            .tls_context(tls)
             .build_https();
         let timeouts = TimeoutConfig::builder()
             .connect_timeout(Duration::from_secs(5))

@@ -152,6 +152,7 @@ fn unroutable_config() -> S3Config {
             secret_key: "s".into(),
         },
         addressing: S3Addressing::Path,
+        ca_file: None,
     }
 }
 

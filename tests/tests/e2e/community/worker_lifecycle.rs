@@ -232,6 +232,49 @@ async fn s3_credentials_come_from_the_aws_environment_a_shared_profile_or_the_st
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_worker_reaches_s3_over_https_trusting_the_given_ca_and_refuses_an_unknown_issuer() {
+    let _shared = outage_lock().read().await;
+    let _stack = stack().await;
+    let https = required("BUZZ_S3_HTTPS_ENDPOINT");
+    let ca = required("BUZZ_LOCAL_CA_FILE");
+    let queue = unique_queue("s3-https");
+    let _worker = WorkerProcess::start(
+        &queue,
+        &[
+            (stack_env::S3_ENDPOINT, https.as_str()),
+            (stack_env::S3_CA_FILE, ca.as_str()),
+        ],
+    )
+    .await;
+    Cli::new(&queue)
+        .run(&["stack-check", "--sleep-secs", "1"])
+        .await
+        .expect_code(0);
+    // Without the CA, the gateway's certificate is from an unknown issuer: refused at start.
+    let (code, stderr) = worker_exit(&[(stack_env::S3_ENDPOINT, https.as_str())], &[]).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("S3") && stderr.contains(&https), "{stderr}");
+    assert!(
+        stderr.contains("UnknownIssuer") || stderr.contains("certificate"),
+        "{stderr}"
+    );
+    // A CA file that cannot be read is named.
+    let (code, stderr) = worker_exit(
+        &[
+            (stack_env::S3_ENDPOINT, https.as_str()),
+            (stack_env::S3_CA_FILE, "/nonexistent/ca.pem"),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("BUZZ_S3_CA_FILE=/nonexistent/ca.pem"),
+        "{stderr}"
+    );
+}
+
 /// `url` with TLS to Postgres verified against `ca` (`sslmode=verify-full`).
 fn verified_tls(url: &str, ca: &str) -> String {
     let separator = if url.contains('?') { '&' } else { '?' };
