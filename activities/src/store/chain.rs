@@ -21,22 +21,21 @@ pub(crate) async fn append_chained(
     detail: &serde_json::Value,
 ) -> CertificateResult<i64> {
     lock_chain(conn, request_id).await?;
-    let head: Option<(i64, String)> = sqlx::query_as(
-        "SELECT seq, row_hash FROM deletion.audit_events \
-         WHERE request_id = $1 AND seq IS NOT NULL ORDER BY seq DESC LIMIT 1",
+    // The head, and the database's clock at the precision it stores (so the hashed time is the
+    // stored time), in one round trip.
+    let (head_seq, head_hash, at): (Option<i64>, Option<String>, DateTime<Utc>) = sqlx::query_as(
+        "SELECT h.seq, h.row_hash, date_trunc('microseconds', clock_timestamp()) \
+         FROM (SELECT 1) AS one LEFT JOIN LATERAL ( \
+             SELECT seq, row_hash FROM deletion.audit_events \
+             WHERE request_id = $1 AND seq IS NOT NULL ORDER BY seq DESC LIMIT 1) AS h ON true",
     )
     .bind(request_id)
-    .fetch_optional(&mut *conn)
+    .fetch_one(&mut *conn)
     .await?;
-    let (seq, prev_hash) = match head {
-        Some((seq, hash)) => (seq + 1, hash),
-        None => (1, GENESIS_HASH.to_owned()),
+    let (seq, prev_hash) = match (head_seq, head_hash) {
+        (Some(seq), Some(hash)) => (seq + 1, hash),
+        _ => (1, GENESIS_HASH.to_owned()),
     };
-    // The database's clock, at the precision it stores, so the hashed time is the stored time.
-    let at: DateTime<Utc> =
-        sqlx::query_scalar("SELECT date_trunc('microseconds', clock_timestamp())")
-            .fetch_one(&mut *conn)
-            .await?;
     let row_hash = event_hash(&EventContent {
         request_id,
         seq,

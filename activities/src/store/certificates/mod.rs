@@ -88,26 +88,6 @@ impl Store {
             .map_err(|break_| CertificateStoreError::ChainBroken { request_id, break_ })
     }
 
-    /// Re-checks `request_id`'s audit hash chain for a reader of the trail: intact with its
-    /// head, or the first bad row.
-    pub async fn check_audit_chain(&self, request_id: Uuid) -> CertificateResult<AuditChainCheck> {
-        Ok(match self.verify_audit_chain(request_id).await {
-            Ok(head) => AuditChainCheck {
-                intact: true,
-                length: head.length,
-                head_hash: head.head_hash,
-                first_bad_row: None,
-            },
-            Err(CertificateStoreError::ChainBroken { break_, .. }) => AuditChainCheck {
-                intact: false,
-                length: 0,
-                head_hash: String::new(),
-                first_bad_row: Some(break_.to_string()),
-            },
-            Err(other) => return Err(other),
-        })
-    }
-
     /// Where `request_id`'s receipt is, if it has one.
     pub async fn receipt_summary(
         &self,
@@ -189,6 +169,26 @@ pub struct AuditChainCheck {
     pub head_hash: String,
     /// The first bad row and what is wrong with it, when broken.
     pub first_bad_row: Option<String>,
+}
+
+impl AuditChainCheck {
+    /// Re-checks the chain of a request's audit rows (as read, in id order).
+    pub(crate) fn of(rows: &[certificate::chain::ChainRow]) -> AuditChainCheck {
+        match certificate::chain::verify_chain(rows) {
+            Ok(head) => AuditChainCheck {
+                intact: true,
+                length: head.length,
+                head_hash: head.head_hash,
+                first_bad_row: None,
+            },
+            Err(first_bad) => AuditChainCheck {
+                intact: false,
+                length: 0,
+                head_hash: String::new(),
+                first_bad_row: Some(first_bad.to_string()),
+            },
+        }
+    }
 }
 
 /// A finished request's receipt, as `inspect` shows it.

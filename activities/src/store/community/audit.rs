@@ -41,6 +41,21 @@ pub struct AuditEvent {
     pub row_hash: Option<String>,
 }
 
+impl From<certificate::chain::ChainRow> for AuditEvent {
+    fn from(row: certificate::chain::ChainRow) -> AuditEvent {
+        AuditEvent {
+            id: row.id,
+            request_id: Some(row.request_id),
+            at: row.at,
+            actor: row.actor,
+            event: row.event,
+            detail: row.detail,
+            seq: row.seq,
+            row_hash: row.row_hash,
+        }
+    }
+}
+
 /// Appends an audit event inside the caller's transaction: a request's event extends that
 /// request's hash chain (`crate::store::chain`); a fleet-wide one (no request) is not chained.
 pub(crate) async fn insert_audit(

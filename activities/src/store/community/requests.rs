@@ -14,6 +14,7 @@ use super::signed::consume_community_signature;
 use super::stage::Stage;
 use crate::identity::{StoredSignature, signatures_of_request};
 use crate::store::Store;
+use crate::store::certificates::AuditChainCheck;
 use crate::store::communities::{Community, normalize_host};
 use crate::store::error::{StoreError, StoreResult, violated_constraint};
 use workflows::community::contracts::TableCount;
@@ -352,6 +353,10 @@ impl Store {
         .bind(request_id)
         .fetch_all(&self.pool)
         .await?;
+        let audit_rows = {
+            let mut conn = self.pool.acquire().await?;
+            crate::store::chain::chain_rows(&mut conn, request_id).await?
+        };
         let fence = match request.community_id {
             Some(community_id) => self.fence_status(community_id).await?,
             None => None,
@@ -359,8 +364,9 @@ impl Store {
         Ok(RequestInspection {
             approval: self.approval_of(request_id).await?,
             checkpoints,
-            audit: self.audit_events(request_id).await?,
-            audit_chain: self.check_audit_chain(request_id).await?,
+            // One read of the trail serves both the events and the re-check of their chain.
+            audit: audit_rows.iter().cloned().map(AuditEvent::from).collect(),
+            audit_chain: AuditChainCheck::of(&audit_rows),
             receipt: self.receipt_summary(request_id).await?,
             chunks: self.chunk_progress(request_id).await?,
             fence,

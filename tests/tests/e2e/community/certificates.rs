@@ -312,8 +312,24 @@ async fn audit_rows(stack: &Stack, id: Uuid) -> Vec<AuditRow> {
 /// The triggers that guard the audit trail (append-only, chain extension).
 const AUDIT_GUARDS: [&str; 2] = ["audit_events_append_only", "audit_events_extend_chain"];
 
-/// Lifts (`DISABLE`) or restores (`ENABLE`) the audit trail's guards inside `tx`, so they are
-/// never off outside it. Only the schema owner may.
+/// A transaction of the schema owner's with the audit trail's guards lifted (they are never off
+/// outside it); [`commit_guarded`] puts them back and commits.
+async fn unguarded(stack: &Stack) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut tx = stack
+        .store
+        .pool()
+        .begin()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    set_audit_guards(&mut tx, "DISABLE").await;
+    tx
+}
+
+async fn commit_guarded(mut tx: sqlx::Transaction<'static, sqlx::Postgres>) {
+    set_audit_guards(&mut tx, "ENABLE").await;
+    tx.commit().await.unwrap_or_else(|e| panic!("{e}"));
+}
+
 async fn set_audit_guards(tx: &mut sqlx::PgConnection, action: &str) {
     for trigger in AUDIT_GUARDS {
         sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -328,13 +344,7 @@ async fn set_audit_guards(tx: &mut sqlx::PgConnection, action: &str) {
 /// Runs `statements` (each binding ids) as the schema owner with the audit trail's guards lifted,
 /// in one transaction.
 async fn as_owner_unguarded(stack: &Stack, statements: &[(String, Vec<i64>)]) {
-    let mut tx = stack
-        .store
-        .pool()
-        .begin()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    set_audit_guards(&mut tx, "DISABLE").await;
+    let mut tx = unguarded(stack).await;
     for (sql, binds) in statements {
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.clone()));
         for bind in binds {
@@ -345,19 +355,12 @@ async fn as_owner_unguarded(stack: &Stack, statements: &[(String, Vec<i64>)]) {
             .await
             .unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
-    set_audit_guards(&mut tx, "ENABLE").await;
-    tx.commit().await.unwrap_or_else(|e| panic!("{e}"));
+    commit_guarded(tx).await;
 }
 
 /// Puts `row` back exactly as it was.
 async fn restore(stack: &Stack, row: &AuditRow) {
-    let mut tx = stack
-        .store
-        .pool()
-        .begin()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    set_audit_guards(&mut tx, "DISABLE").await;
+    let mut tx = unguarded(stack).await;
     sqlx::query("DELETE FROM deletion.audit_events WHERE id = $1")
         .bind(row.id)
         .execute(&mut *tx)
@@ -380,8 +383,7 @@ async fn restore(stack: &Stack, row: &AuditRow) {
     .execute(&mut *tx)
     .await
     .unwrap_or_else(|e| panic!("{e}"));
-    set_audit_guards(&mut tx, "ENABLE").await;
-    tx.commit().await.unwrap_or_else(|e| panic!("{e}"));
+    commit_guarded(tx).await;
 }
 
 /// `certificate audit ID` must fail (exit 1) naming audit row `row_id`.
