@@ -19,4 +19,5 @@ pub mod stack_env;
 pub mod store;
 pub mod sweep;
 pub mod taxonomy;
+pub mod temporal_access;
 pub mod user;

@@ -178,6 +178,20 @@ impl<L: Fn(&str) -> Option<String>> StackEnv<L> {
         }
     }
 
+    /// Like [`StackEnv::required`], but `None` when neither `NAME` nor `NAME_FILE` is set.
+    pub fn optional_or_file(&self, name: &'static str) -> Result<Option<String>, StackEnvError> {
+        match self.required(name) {
+            Ok(value) => Ok(Some(value)),
+            Err(StackEnvError::Missing { .. }) => Ok(None),
+            Err(other) => Err(other),
+        }
+    }
+
+    /// How Temporal is reached: TLS, mutual TLS, API key (see [`crate::temporal_access`]).
+    pub fn temporal_access(&self) -> Result<crate::temporal_access::TemporalAccess, StackEnvError> {
+        crate::temporal_access::settings::read(self)
+    }
+
     /// `DATABASE_URL`: the worker role's connection string.
     pub fn database_url(&self) -> Result<String, StackEnvError> {
         self.required(DATABASE_URL)

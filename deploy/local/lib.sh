@@ -22,6 +22,7 @@ BUZZ_ENV_FILE=$BUZZ_STATE_DIR/env
 BUZZ_PORT_VARS=(
   BUZZ_TEMPORAL_PORT BUZZ_TEMPORAL_UI_PORT BUZZ_TEMPORAL_HTTP_PORT BUZZ_TEMPORAL_METRICS_PORT
   BUZZ_PG_PORT BUZZ_REDIS_PORT BUZZ_CEPH_MON_PORT BUZZ_RGW_PORT BUZZ_RGW_TLS_PORT
+  BUZZ_TEMPORAL_TLS_PORT BUZZ_TEMPORAL_MTLS_PORT BUZZ_TEMPORAL_API_KEY_PORT
 )
 declare -A BUZZ_PORT_DEFAULTS=(
   [BUZZ_TEMPORAL_PORT]=7233
@@ -36,6 +37,10 @@ declare -A BUZZ_PORT_DEFAULTS=(
   [BUZZ_RGW_PORT]=57480
   # The same gateway over HTTPS, with a certificate of the local CA.
   [BUZZ_RGW_TLS_PORT]=57443
+  # The dev server behind an nginx gRPC proxy: TLS, mutual TLS, TLS with an API key.
+  [BUZZ_TEMPORAL_TLS_PORT]=57233
+  [BUZZ_TEMPORAL_MTLS_PORT]=57234
+  [BUZZ_TEMPORAL_API_KEY_PORT]=57235
 )
 
 # Precedence: variable set by the caller > port recorded by the last `up` > default.
@@ -191,6 +196,12 @@ buzz_temporal_exe() { printf '%s/temporal' "$(buzz_python_scripts_dir)"; }
 buzz_probe_temporal() {
   "${BUZZ_TEMPORAL_EXE:-$(buzz_temporal_exe)}" operator search-attribute list \
     --address "127.0.0.1:$BUZZ_TEMPORAL_PORT" --namespace default --command-timeout 5s
+}
+
+# The TLS front answers a gRPC call over verified TLS (the plain TLS port: no credentials).
+buzz_probe_temporal_front() {
+  "$(buzz_temporal_exe)" operator cluster health --address "127.0.0.1:$BUZZ_TEMPORAL_TLS_PORT" \
+    --tls --tls-ca-path "$BUZZ_STATE_DIR/tls/ca.pem" --command-timeout 5s
 }
 
 buzz_probe_temporal_ui() {

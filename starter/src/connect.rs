@@ -4,7 +4,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use activities::stack_env::{self, StackEnv};
-use temporalio_client::{Client, ClientOptions, ConnectionOptions};
+use activities::temporal_access::{TemporalAccess, TemporalConnectError};
+use temporalio_client::Client;
 
 use crate::error::CliError;
 
@@ -25,54 +26,50 @@ pub struct TemporalTarget {
     pub address: String,
     /// Namespace.
     pub namespace: String,
+    /// TLS, mutual TLS, API key.
+    pub access: TemporalAccess,
 }
 
 impl TemporalTarget {
-    /// Reads TEMPORAL_ADDRESS (default 127.0.0.1:7233) and TEMPORAL_NAMESPACE (default `default`).
-    pub fn from_env() -> Self {
+    /// Reads TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default `default`)
+    /// and the TLS / API-key settings (`TEMPORAL_TLS*`, `TEMPORAL_API_KEY(_FILE)`).
+    pub fn from_env() -> Result<Self, CliError> {
         let env = StackEnv::process();
-        Self {
+        Ok(Self {
             address: env
                 .optional(stack_env::TEMPORAL_ADDRESS)
                 .unwrap_or_else(|| DEFAULT_TEMPORAL_ADDRESS.to_owned()),
             namespace: env.temporal_namespace(),
-        }
+            access: env
+                .temporal_access()
+                .map_err(|e| CliError::Usage(format!("Temporal: {e}")))?,
+        })
     }
 }
 
-/// Connects a Temporal client, failing within ten seconds with a message naming the address.
+/// Connects a Temporal client, failing within ten seconds with a message naming the address
+/// and, for a refusal, the variable to fix.
 pub async fn temporal(target: &TemporalTarget) -> Result<Client, CliError> {
-    let unavailable = |detail: String| CliError::Unavailable {
-        service: "Temporal",
-        address: target.address.clone(),
-        detail,
-        hint: TEMPORAL_HINT,
-    };
-    let with_scheme = if target.address.contains("://") {
-        target.address.clone()
-    } else {
-        format!("http://{}", target.address)
-    };
-    let url = url::Url::parse(&with_scheme).map_err(|e| {
-        CliError::Usage(format!(
-            "TEMPORAL_ADDRESS={:?} is invalid: {e}",
-            target.address
-        ))
-    })?;
-    let connection = ConnectionOptions::new(url)
-        .identity(format!("buzz-deletion-cli@{}", std::process::id()))
-        .build();
-    let options = ClientOptions::new(target.namespace.clone()).build();
-    match tokio::time::timeout(
+    activities::temporal_access::connect(
+        &target.address,
+        &target.namespace,
+        &target.access,
+        format!("buzz-deletion-cli@{}", std::process::id()),
         Duration::from_secs(10),
-        Client::connect(connection, options),
     )
     .await
-    {
-        Ok(Ok(client)) => Ok(client),
-        Ok(Err(e)) => Err(unavailable(e.to_string())),
-        Err(_) => Err(unavailable("no answer within 10 s".to_owned())),
-    }
+    .map_err(|error| match error {
+        TemporalConnectError::Unreachable { address, detail } => CliError::Unavailable {
+            service: "Temporal",
+            address,
+            detail,
+            hint: TEMPORAL_HINT,
+        },
+        TemporalConnectError::Address { .. } | TemporalConnectError::Material(_) => {
+            CliError::Usage(error.to_string())
+        }
+        TemporalConnectError::Refused { .. } => CliError::Refused(error.to_string()),
+    })
 }
 
 /// The task queue workflows are started on (the worker polls the same one): see

@@ -54,7 +54,7 @@ async fn dispatch(cli: Cli) -> CliResult {
         Command::User(command) => {
             let store = connect::store().await?;
             let env = user_cmd::UserCliEnv {
-                client: connect::temporal(&connect::TemporalTarget::from_env()).await?,
+                client: connect::temporal(&connect::TemporalTarget::from_env()?).await?,
                 task_queue: connect::task_queue(),
                 waits,
                 store: activities::user::UserStore::new(store.pool().clone()),

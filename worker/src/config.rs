@@ -33,29 +33,15 @@ pub enum ConfigError {
     },
 }
 
-/// Where Temporal is and which namespace to use.
+/// Where Temporal is, which namespace to use, and how the connection is secured.
 #[derive(Debug, Clone)]
 pub struct TemporalConfig {
     /// `host:port` of the frontend (no scheme), or a full `http(s)://` URL.
     pub address: String,
     /// Namespace the workflows run in.
     pub namespace: String,
-}
-
-impl TemporalConfig {
-    /// The address as a URL the client accepts.
-    pub fn url(&self) -> Result<url::Url, ConfigError> {
-        let with_scheme = if self.address.contains("://") {
-            self.address.clone()
-        } else {
-            format!("http://{}", self.address)
-        };
-        url::Url::parse(&with_scheme).map_err(|e| ConfigError::Invalid {
-            name: "TEMPORAL_ADDRESS",
-            value: self.address.clone(),
-            reason: e.to_string(),
-        })
-    }
+    /// TLS, mutual TLS, API key (`TEMPORAL_TLS*`, `TEMPORAL_API_KEY(_FILE)`).
+    pub access: activities::temporal_access::TemporalAccess,
 }
 
 /// Everything the worker process is configured with.
@@ -127,6 +113,7 @@ impl WorkerConfig {
             temporal: TemporalConfig {
                 address: stack.temporal_address()?,
                 namespace: stack.temporal_namespace(),
+                access: stack.temporal_access()?,
             },
             database_url: stack.database_url()?,
             redis_url: stack.redis_url()?,
@@ -220,8 +207,8 @@ mod tests {
         assert_eq!(config.metrics_port, 9464);
         assert!(!config.allow_privileged_db_role);
         assert_eq!(
-            config.temporal.url().map(|u| u.to_string()).ok().as_deref(),
-            Some("http://127.0.0.1:7233/")
+            config.temporal.access,
+            activities::temporal_access::TemporalAccess::plaintext()
         );
     }
 

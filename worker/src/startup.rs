@@ -10,8 +10,9 @@ use activities::objects::ObjectStore;
 use activities::stack_check::StackCheckActivities;
 use activities::store::Store;
 use activities::sweep::SweepActivities;
+use activities::temporal_access::TemporalConnectError;
 use activities::user::UserActivities;
-use temporalio_client::{Client, ClientOptions, ConnectionOptions};
+use temporalio_client::Client;
 use temporalio_sdk::{Runtime, Worker, WorkerOptions};
 use workflows::community::CommunityDeletion;
 use workflows::stack_check::StackCheck;
@@ -29,6 +30,9 @@ pub enum StartupError {
     /// Configuration is missing or malformed.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// Temporal refused or did not answer; the message names the variable to fix.
+    #[error(transparent)]
+    Temporal(#[from] TemporalConnectError),
     /// A dependency did not answer.
     #[error("{service} is not reachable at {address}: {detail}\nhint: {LOCAL_HINT}")]
     Unreachable {
@@ -75,27 +79,17 @@ pub struct Dependencies {
     pub receipt_archive: Option<ObjectStore>,
 }
 
-/// Connects to Temporal with a bounded wait.
+/// Connects to Temporal with a bounded wait, over TLS, mutual TLS or with an API key as
+/// configured.
 pub async fn connect_temporal(config: &WorkerConfig) -> Result<Client, StartupError> {
-    let unreachable = |detail: String| StartupError::Unreachable {
-        service: "Temporal",
-        address: config.temporal.address.clone(),
-        detail,
-    };
-    let connection = ConnectionOptions::new(config.temporal.url()?)
-        .identity(format!("buzz-deletion-worker@{}", std::process::id()))
-        .build();
-    let options = ClientOptions::new(config.temporal.namespace.clone()).build();
-    match tokio::time::timeout(
+    Ok(activities::temporal_access::connect(
+        &config.temporal.address,
+        &config.temporal.namespace,
+        &config.temporal.access,
+        format!("buzz-deletion-worker@{}", std::process::id()),
         Duration::from_secs(15),
-        Client::connect(connection, options),
     )
-    .await
-    {
-        Ok(Ok(client)) => Ok(client),
-        Ok(Err(e)) => Err(unreachable(e.to_string())),
-        Err(_) => Err(unreachable("no answer within 15 s".to_owned())),
-    }
+    .await?)
 }
 
 /// Connects Postgres (checking the schema), S3 (checking the bucket is versioned), Redis and

@@ -362,7 +362,7 @@ async fn submit(
             open.id, open.stage, open.id
         )));
     }
-    let client = connect::temporal(&TemporalTarget::from_env()).await?;
+    let client = connect::temporal(&TemporalTarget::from_env()?).await?;
     // Nothing is started while no worker polls: the request would wait unregistered.
     waits.require_worker(&client, "deletion request").await?;
     let request_id = Uuid::new_v4();
@@ -541,7 +541,7 @@ async fn existing_workflow(
             request.kind, request.kind
         )));
     }
-    let client = connect::temporal(&TemporalTarget::from_env()).await?;
+    let client = connect::temporal(&TemporalTarget::from_env()?).await?;
     Ok(client.get_workflow_handle::<CommunityDeletion>(request.workflow_id))
 }
 
@@ -1075,7 +1075,12 @@ struct LivePhase {
 async fn live_phases() -> std::collections::HashMap<String, LivePhase> {
     use futures::StreamExt;
     let mut live = std::collections::HashMap::new();
-    let client = match connect::temporal(&TemporalTarget::from_env()).await {
+    let target = TemporalTarget::from_env();
+    let connected = match &target {
+        Ok(target) => connect::temporal(target).await,
+        Err(e) => Err(CliError::Usage(e.to_string())),
+    };
+    let client = match connected {
         Ok(client) => client,
         Err(e) => {
             eprintln!("warning: live phases unavailable ({e}); showing Postgres only");

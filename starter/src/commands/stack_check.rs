@@ -9,7 +9,7 @@ use crate::output::Report;
 
 /// Starts a StackCheck workflow and waits for its report (needs a running worker).
 pub async fn run(sleep_secs: u64) -> CliResult {
-    let client = connect::temporal(&TemporalTarget::from_env()).await?;
+    let client = connect::temporal(&TemporalTarget::from_env()?).await?;
     let nonce = uuid::Uuid::new_v4().to_string();
     let workflow_id = format!("stack-check-{nonce}");
     let handle = client

@@ -44,7 +44,7 @@ fn input(max_objects: u64) -> SweepInput {
 }
 
 async fn run_once(max_objects: u64) -> CliResult {
-    let client = connect::temporal(&TemporalTarget::from_env()).await?;
+    let client = connect::temporal(&TemporalTarget::from_env()?).await?;
     let workflow_id = format!("{SWEEP_WORKFLOW_ID_PREFIX}-{}", Uuid::new_v4());
     let handle = client
         .start_workflow(
@@ -93,7 +93,7 @@ fn record_text(record: &SweepRecord) -> String {
 
 async fn schedule(id: &str, every: Duration, max_objects: u64) -> CliResult {
     let id = required_id(id)?;
-    let client = connect::temporal(&TemporalTarget::from_env()).await?;
+    let client = connect::temporal(&TemporalTarget::from_env()?).await?;
     let task_queue = connect::task_queue();
     let action = ScheduleAction::start_workflow(
         TaxonomySweep::run,
@@ -197,7 +197,7 @@ fn schedule_summary(
 
 async fn unschedule(id: &str) -> CliResult {
     let id = required_id(id)?;
-    let client = connect::temporal(&TemporalTarget::from_env()).await?;
+    let client = connect::temporal(&TemporalTarget::from_env()?).await?;
     match client
         .get_schedule_handle(id.clone())
         .delete(Default::default())
