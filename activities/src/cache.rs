@@ -43,6 +43,12 @@ pub fn scan_proves_absence(pages: &[(u64, Vec<String>)]) -> bool {
 /// Everything that can go wrong talking to Redis, one variant per retry decision.
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
+    /// The configuration contradicts itself or a file cannot be read. Permanent.
+    #[error("Redis: {reason}")]
+    Config {
+        /// What is wrong and how to fix it.
+        reason: String,
+    },
     /// The Redis URL does not parse. Permanent.
     #[error("invalid Redis URL: {source}")]
     InvalidUrl {
@@ -86,6 +92,7 @@ impl Classified for CacheError {
     fn severity(&self) -> Severity {
         match self {
             CacheError::InvalidUrl { .. }
+            | CacheError::Config { .. }
             | CacheError::Denied { .. }
             | CacheError::Rejected { .. } => Severity::Permanent,
             CacheError::Unavailable { .. } | CacheError::KeyStillPresent { .. } => {
@@ -119,6 +126,91 @@ fn command_error(command: &'static str, source: RedisError) -> CacheError {
     }
 }
 
+/// Where Redis is and how it is trusted: `redis://` (plaintext) or `rediss://` (TLS), with
+/// `user:password@` for AUTH, and a CA file for a server certificate of a private CA (else the
+/// system roots). TLS goes through rustls with the process's one crypto provider (ring).
+#[derive(Clone, PartialEq, Eq)]
+pub struct RedisConfig {
+    /// `redis://…` or `rediss://…` (the password, if any, inside).
+    pub url: String,
+    /// PEM file of the CA certificates that sign the server's certificate (`BUZZ_REDIS_CA_FILE`).
+    pub ca_file: Option<String>,
+}
+
+impl RedisConfig {
+    /// A plaintext or system-roots configuration: just the URL.
+    pub fn url(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            ca_file: None,
+        }
+    }
+
+    /// The URL with its password replaced, for messages.
+    pub fn redacted_url(&self) -> String {
+        redact_url(&self.url)
+    }
+}
+
+impl fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisConfig")
+            .field("url", &self.redacted_url())
+            .field("ca_file", &self.ca_file)
+            .finish()
+    }
+}
+
+/// `url` with the password of its user-info replaced by `***`.
+fn redact_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("***"));
+            parsed.to_string()
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// The client of `config`, refusing a configuration that would not be verified TLS as meant.
+fn client_of(config: &RedisConfig) -> Result<redis::Client, CacheError> {
+    let refuse = |reason: String| CacheError::Config { reason };
+    let tls = config.url.starts_with("rediss://");
+    if tls && config.url.contains("#insecure") {
+        return Err(refuse(
+            "REDIS_URL ends in #insecure, which would turn certificate checks off: remove it \
+             and set BUZZ_REDIS_CA_FILE to the CA that signed the server's certificate"
+                .to_owned(),
+        ));
+    }
+    let Some(ca_file) = &config.ca_file else {
+        return redis::Client::open(config.url.as_str())
+            .map_err(|source| CacheError::InvalidUrl { source });
+    };
+    if !tls {
+        return Err(refuse(
+            "BUZZ_REDIS_CA_FILE is set but REDIS_URL is plaintext (redis://): write rediss:// \
+             for TLS, or unset BUZZ_REDIS_CA_FILE"
+                .to_owned(),
+        ));
+    }
+    let root_cert = std::fs::read(ca_file).map_err(|e| {
+        refuse(format!(
+            "BUZZ_REDIS_CA_FILE={ca_file}: cannot read the file ({e})"
+        ))
+    })?;
+    // The TLS handshake uses the process's default provider; install ring when no binary did.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    redis::Client::build_with_tls(
+        config.url.as_str(),
+        redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(root_cert),
+        },
+    )
+    .map_err(|source| CacheError::InvalidUrl { source })
+}
+
 /// A reconnecting Redis client. Cheap to clone; clones share one multiplexed connection.
 #[derive(Clone)]
 pub struct Cache {
@@ -132,10 +224,16 @@ impl fmt::Debug for Cache {
 }
 
 impl Cache {
-    /// Connects to `url` (`redis://host:port/db`), failing fast if the server is unreachable.
+    /// Connects to `url` (`redis://host:port/db`, or `rediss://` trusting the system roots),
+    /// failing fast if the server is unreachable.
     pub async fn connect(url: &str) -> Result<Self, CacheError> {
-        let client =
-            redis::Client::open(url).map_err(|source| CacheError::InvalidUrl { source })?;
+        Self::connect_with(&RedisConfig::url(url)).await
+    }
+
+    /// Connects as `config` says (TLS with its CA file, AUTH from the URL), failing fast if the
+    /// server is unreachable or refuses.
+    pub async fn connect_with(config: &RedisConfig) -> Result<Self, CacheError> {
+        let client = client_of(config)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(5)))
             .set_response_timeout(Some(Duration::from_secs(30)))

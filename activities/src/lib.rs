@@ -20,4 +20,5 @@ pub mod store;
 pub mod sweep;
 pub mod taxonomy;
 pub mod temporal_access;
+pub mod tls_failure;
 pub mod user;

@@ -25,6 +25,8 @@ pub const OWNER_DATABASE_URL: &str = "BUZZ_OWNER_DATABASE_URL";
 pub const SERVING_DATABASE_URL: &str = "BUZZ_SERVING_DATABASE_URL";
 /// Redis connection string.
 pub const REDIS_URL: &str = "REDIS_URL";
+/// PEM file of CA certificates trusted for a `rediss://` server (optional).
+pub const REDIS_CA_FILE: &str = "BUZZ_REDIS_CA_FILE";
 /// Base URL of the S3 server.
 pub const S3_ENDPOINT: &str = "BUZZ_S3_ENDPOINT";
 /// The shared, versioned bucket.
@@ -210,6 +212,14 @@ impl<L: Fn(&str) -> Option<String>> StackEnv<L> {
     /// `REDIS_URL`.
     pub fn redis_url(&self) -> Result<String, StackEnvError> {
         self.required(REDIS_URL)
+    }
+
+    /// `REDIS_URL` and `BUZZ_REDIS_CA_FILE`.
+    pub fn redis(&self) -> Result<crate::cache::RedisConfig, StackEnvError> {
+        Ok(crate::cache::RedisConfig {
+            url: self.redis_url()?,
+            ca_file: self.optional(REDIS_CA_FILE),
+        })
     }
 
     /// `TEMPORAL_ADDRESS`, as written (`host:port` or a URL).

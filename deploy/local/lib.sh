@@ -22,7 +22,7 @@ BUZZ_ENV_FILE=$BUZZ_STATE_DIR/env
 BUZZ_PORT_VARS=(
   BUZZ_TEMPORAL_PORT BUZZ_TEMPORAL_UI_PORT BUZZ_TEMPORAL_HTTP_PORT BUZZ_TEMPORAL_METRICS_PORT
   BUZZ_PG_PORT BUZZ_REDIS_PORT BUZZ_CEPH_MON_PORT BUZZ_RGW_PORT BUZZ_RGW_TLS_PORT
-  BUZZ_TEMPORAL_TLS_PORT BUZZ_TEMPORAL_MTLS_PORT BUZZ_TEMPORAL_API_KEY_PORT
+  BUZZ_TEMPORAL_TLS_PORT BUZZ_TEMPORAL_MTLS_PORT BUZZ_TEMPORAL_API_KEY_PORT BUZZ_REDIS_TLS_PORT
 )
 declare -A BUZZ_PORT_DEFAULTS=(
   [BUZZ_TEMPORAL_PORT]=7233
@@ -41,6 +41,8 @@ declare -A BUZZ_PORT_DEFAULTS=(
   [BUZZ_TEMPORAL_TLS_PORT]=57233
   [BUZZ_TEMPORAL_MTLS_PORT]=57234
   [BUZZ_TEMPORAL_API_KEY_PORT]=57235
+  # Redis over TLS (certificate of the local CA, ACL user with a password).
+  [BUZZ_REDIS_TLS_PORT]=56380
 )
 
 # Precedence: variable set by the caller > port recorded by the last `up` > default.
@@ -214,6 +216,13 @@ buzz_probe_postgres() {
 
 buzz_probe_redis() {
   [[ $(redis-cli -h 127.0.0.1 -p "$BUZZ_REDIS_PORT" ping 2>/dev/null) == PONG ]]
+}
+
+# The TLS port answers over verified TLS (no AUTH needed for PING's reply to be checked:
+# an unauthenticated client gets NOAUTH only with requirepass, which this stack does not set).
+buzz_probe_redis_tls() {
+  [[ $(redis-cli -h 127.0.0.1 -p "$BUZZ_REDIS_TLS_PORT" --tls --cacert "$BUZZ_STATE_DIR/tls/ca.pem" \
+    ping 2>/dev/null) == PONG ]]
 }
 
 BUZZ_CEPH_DIR=$BUZZ_STATE_DIR/ceph

@@ -29,6 +29,27 @@ pub fn worker_command(extra_env: &[(&str, &str)]) -> Command {
     command
 }
 
+/// Runs the worker binary with the stack's environment plus `overrides` and without `remove`,
+/// until it exits (it must, within 60 s: these are startup refusals); its exit code and stderr.
+pub async fn worker_exit(overrides: &[(&str, &str)], remove: &[&str]) -> (i32, String) {
+    let mut command = worker_command(&[("RUST_LOG", "warn")]);
+    command.stderr(Stdio::piped());
+    for (k, v) in overrides {
+        command.env(k, v);
+    }
+    for k in remove {
+        command.env_remove(k);
+    }
+    let output = tokio::time::timeout(Duration::from_secs(60), command.output())
+        .await
+        .unwrap_or_else(|_| panic!("the worker neither started nor failed within 60 s"))
+        .unwrap_or_else(|e| panic!("could not run the worker: {e}"));
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
 /// A `buzz-deletion-worker` process on its own task queue.
 pub struct WorkerProcess {
     child: Child,

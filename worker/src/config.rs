@@ -52,7 +52,7 @@ pub struct WorkerConfig {
     /// Postgres connection string.
     pub database_url: String,
     /// Redis connection string.
-    pub redis_url: String,
+    pub redis: activities::cache::RedisConfig,
     /// The S3 bucket holding tenant objects.
     pub s3: S3Config,
     /// Port of the Prometheus `/metrics` endpoint (0 disables it).
@@ -116,7 +116,7 @@ impl WorkerConfig {
                 access: stack.temporal_access()?,
             },
             database_url: stack.database_url()?,
-            redis_url: stack.redis_url()?,
+            redis: stack.redis()?,
             s3: stack.s3()?,
             metrics_port,
             shutdown_grace: Duration::from_secs(parse_u64("BUZZ_SHUTDOWN_GRACE_SECS", "60")?),

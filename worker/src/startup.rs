@@ -6,7 +6,7 @@ use std::time::Duration;
 use activities::cache::Cache;
 use activities::certificates::ReceiptKey;
 use activities::community::{CommunityActivities, Settings};
-use activities::objects::ObjectStore;
+use activities::objects::{ObjectStore, ObjectStoreError};
 use activities::stack_check::StackCheckActivities;
 use activities::store::Store;
 use activities::sweep::SweepActivities;
@@ -21,6 +21,7 @@ use workflows::user::UserDeletion;
 
 use crate::config::{ConfigError, WorkerConfig};
 use crate::deployment::DeploymentConfig;
+use crate::refusal::{Refusal, postgres_refusal, redis_refusal};
 
 const LOCAL_HINT: &str = "run `bash deploy/local/up && source .state/env` for the local stack";
 
@@ -43,6 +44,19 @@ pub enum StartupError {
         /// The underlying error.
         detail: String,
     },
+    /// A dependency refused this worker (an untrusted or expired certificate, a wrong password):
+    /// one line naming the variable to fix.
+    #[error("{service} at {address} refused the connection: {reason}: {fix}")]
+    Refused {
+        /// Which dependency.
+        service: &'static str,
+        /// Where (password redacted).
+        address: String,
+        /// What was refused.
+        reason: String,
+        /// What to change.
+        fix: String,
+    },
     /// The database schema is older than this binary.
     #[error(
         "{0}\nhint: run `buzz-deletion migrate` against this database, then start the worker again"
@@ -60,6 +74,17 @@ pub enum StartupError {
     /// The Temporal worker could not be built.
     #[error("could not build the Temporal worker: {0}")]
     Worker(String),
+}
+
+impl StartupError {
+    fn refused(service: &'static str, address: &str, refusal: Refusal) -> Self {
+        StartupError::Refused {
+            service,
+            address: address.to_owned(),
+            reason: refusal.reason,
+            fix: refusal.fix,
+        }
+    }
 }
 
 /// The connected dependencies a worker runs against.
@@ -95,46 +120,74 @@ pub async fn connect_temporal(config: &WorkerConfig) -> Result<Client, StartupEr
 /// Connects Postgres (checking the schema), S3 (checking the bucket is versioned), Redis and
 /// Temporal. Each failure names the dependency and its address.
 pub async fn connect(config: &WorkerConfig) -> Result<Dependencies, StartupError> {
-    let store =
-        Store::connect(&config.database_url)
-            .await
-            .map_err(|e| StartupError::Unreachable {
+    let postgres_address = activities::store::redact_password(&config.database_url);
+    let store = Store::connect(&config.database_url)
+        .await
+        .map_err(|e| match e {
+            activities::store::StoreError::Connect { source, .. } => {
+                match postgres_refusal(&source, &config.database_url) {
+                    Some(refusal) => {
+                        StartupError::refused("PostgreSQL", &postgres_address, refusal)
+                    }
+                    // The store's own message repeats the address and the local-stack hint.
+                    None => StartupError::Unreachable {
+                        service: "PostgreSQL",
+                        address: postgres_address.clone(),
+                        detail: source.to_string(),
+                    },
+                }
+            }
+            other => StartupError::Unreachable {
                 service: "PostgreSQL",
-                address: activities::store::redact_password(&config.database_url),
-                // The store's own message repeats the address and the local-stack hint.
-                detail: match e {
-                    activities::store::StoreError::Connect { source, .. } => source.to_string(),
-                    other => other.to_string(),
-                },
-            })?;
+                address: postgres_address.clone(),
+                detail: other.to_string(),
+            },
+        })?;
     store
         .check_schema_current()
         .await
         .map_err(StartupError::Schema)?;
     refuse_privileged_role(&store, config).await?;
-    let objects =
-        ObjectStore::connect(&config.s3)
-            .await
-            .map_err(|e| StartupError::Unreachable {
-                service: "S3",
-                address: config.s3.endpoint.clone(),
+    let s3_ca_file = config.s3.ca_file.as_deref();
+    let s3_failure = |service: &'static str, address: String, e: &ObjectStoreError| match e {
+        ObjectStoreError::Unreachable {
+            certificate: Some(problem),
+            ..
+        } => StartupError::refused(
+            service,
+            &address,
+            Refusal {
+                reason: problem.reason().to_owned(),
+                fix: problem.fix(activities::stack_env::S3_CA_FILE, s3_ca_file),
+            },
+        ),
+        other => StartupError::Unreachable {
+            service,
+            address,
+            detail: other.to_string(),
+        },
+    };
+    let objects = ObjectStore::connect(&config.s3)
+        .await
+        .map_err(|e| s3_failure("S3", config.s3.endpoint.clone(), &e))?;
+    objects.check_bucket().await.map_err(|e| {
+        s3_failure(
+            "S3 bucket",
+            format!("{}/{}", config.s3.endpoint, config.s3.bucket),
+            &e,
+        )
+    })?;
+    let cache = Cache::connect_with(&config.redis).await.map_err(|e| {
+        let address = config.redis.redacted_url();
+        match redis_refusal(&e, config.redis.ca_file.as_deref()) {
+            Some(refusal) => StartupError::refused("Redis", &address, refusal),
+            None => StartupError::Unreachable {
+                service: "Redis",
+                address,
                 detail: e.to_string(),
-            })?;
-    objects
-        .check_bucket()
-        .await
-        .map_err(|e| StartupError::Unreachable {
-            service: "S3 bucket",
-            address: format!("{}/{}", config.s3.endpoint, config.s3.bucket),
-            detail: e.to_string(),
-        })?;
-    let cache = Cache::connect(&config.redis_url)
-        .await
-        .map_err(|e| StartupError::Unreachable {
-            service: "Redis",
-            address: activities::store::redact_password(&config.redis_url),
-            detail: e.to_string(),
-        })?;
+            },
+        }
+    })?;
     let receipt_key = activities::certificates::load_receipt_key(&config.receipt_key_file)
         .map_err(StartupError::ReceiptKey)?;
     let receipt_archive = match &config.receipt_archive_bucket {

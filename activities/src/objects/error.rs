@@ -235,6 +235,8 @@ pub enum ObjectStoreError {
         endpoint: String,
         /// The SDK's error chain.
         detail: String,
+        /// What TLS said of the server's certificate, when that is why (found by type).
+        certificate: Option<crate::tls_failure::ServerCertificateProblem>,
     },
     /// A truncated version listing did not say where to continue. Transient (server hiccup).
     #[error("truncated version listing of {prefix} has no {missing}")]
@@ -339,6 +341,8 @@ impl ObjectStore {
             other => ObjectStoreError::Unreachable {
                 operation,
                 endpoint: self.endpoint.to_string(),
+                certificate: crate::tls_failure::find_tls_error(&other)
+                    .and_then(crate::tls_failure::server_certificate_problem),
                 detail: DisplayErrorContext(&other).to_string(),
             },
         }

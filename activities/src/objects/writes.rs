@@ -93,6 +93,7 @@ impl ObjectStore {
                 operation: S3Operation::GetObject,
                 endpoint: self.endpoint.to_string(),
                 detail: error.to_string(),
+                certificate: None,
             })?;
         Ok(body.into_bytes().to_vec())
     }

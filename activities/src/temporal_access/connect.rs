@@ -9,7 +9,7 @@
 use std::error::Error as StdError;
 use std::time::{Duration, SystemTime};
 
-use rustls::{AlertDescription, CertificateError};
+use rustls::AlertDescription;
 use temporalio_client::errors::ClientConnectError;
 use temporalio_client::{Client, ClientOptions, ClientTlsOptions, ConnectionOptions, TlsOptions};
 use tonic::Code;
@@ -19,6 +19,7 @@ use super::settings::{
     TEMPORAL_API_KEY, TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_SERVER_CA_CERT_PATH,
     TEMPORAL_TLS_SERVER_NAME, TemporalAccess,
 };
+use crate::tls_failure::{ServerCertificateProblem, find_tls_error, server_certificate_problem};
 
 /// Why no Temporal client could be made.
 #[derive(Debug, thiserror::Error)]
@@ -205,7 +206,21 @@ fn explain_tls(
     access: &TemporalAccess,
     refused: impl Fn(&str, String) -> TemporalConnectError,
 ) -> TemporalConnectError {
-    let ca_fix = || match access.tls.as_ref().and_then(|t| t.ca_file.as_deref()) {
+    let ca_file = access.tls.as_ref().and_then(|t| t.ca_file.as_deref());
+    if let Some(problem) = server_certificate_problem(tls) {
+        let fix = match problem {
+            ServerCertificateProblem::Expired => {
+                "the Temporal frontend (or the proxy before it) must be given a renewed certificate"
+                    .to_owned()
+            }
+            ServerCertificateProblem::WrongName => {
+                format!("set {TEMPORAL_TLS_SERVER_NAME} to a name the certificate carries")
+            }
+            other => other.fix(TEMPORAL_TLS_SERVER_CA_CERT_PATH, ca_file),
+        };
+        return refused(problem.reason(), fix);
+    }
+    let ca_fix = || match ca_file {
         Some(file) => format!(
             "{TEMPORAL_TLS_SERVER_CA_CERT_PATH}={file} is not the CA that signed the server's certificate: point it at the right CA file"
         ),
@@ -214,23 +229,6 @@ fn explain_tls(
         ),
     };
     match tls {
-        rustls::Error::InvalidCertificate(cert) => match cert {
-            CertificateError::UnknownIssuer | CertificateError::BadSignature => {
-                refused("the server's certificate is not signed by a trusted CA", ca_fix())
-            }
-            CertificateError::Expired | CertificateError::ExpiredContext { .. } => refused(
-                "the server's certificate has expired",
-                "the Temporal frontend (or the proxy before it) must be given a renewed certificate".to_owned(),
-            ),
-            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => refused(
-                "the server's certificate is not valid for the name connected to",
-                format!("set {TEMPORAL_TLS_SERVER_NAME} to a name the certificate carries"),
-            ),
-            other => refused(
-                &format!("the server's certificate was rejected ({other:?})"),
-                ca_fix(),
-            ),
-        },
         rustls::Error::AlertReceived(alert) => match alert {
             AlertDescription::CertificateRequired | AlertDescription::HandshakeFailure
                 if access.tls.as_ref().is_some_and(|t| t.client.is_none()) =>
@@ -258,25 +256,6 @@ fn explain_tls(
             ca_fix(),
         ),
     }
-}
-
-/// The first `rustls::Error` in the source chain, also inside an `io::Error`.
-fn find_tls_error<'a>(error: &'a (dyn StdError + 'static)) -> Option<&'a rustls::Error> {
-    let mut current: Option<&(dyn StdError + 'static)> = Some(error);
-    while let Some(error) = current {
-        if let Some(tls) = error.downcast_ref::<rustls::Error>() {
-            return Some(tls);
-        }
-        if let Some(io) = error.downcast_ref::<std::io::Error>()
-            && let Some(tls) = io
-                .get_ref()
-                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-        {
-            return Some(tls);
-        }
-        current = error.source();
-    }
-    None
 }
 
 /// The error and its sources on one line, deduplicated.

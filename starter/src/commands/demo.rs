@@ -44,12 +44,12 @@ pub async fn connect_data_stores() -> Result<(ObjectStore, Cache), CliError> {
             detail: e.to_string(),
             hint: "start the local stack with `bash deploy/local/up && source .state/env`",
         })?;
-    let redis_url = StackEnv::process().redis_url()?;
-    let cache = Cache::connect(&redis_url)
+    let redis = StackEnv::process().redis()?;
+    let cache = Cache::connect_with(&redis)
         .await
         .map_err(|e| CliError::Unavailable {
             service: "Redis",
-            address: redis_url.clone(),
+            address: redis.redacted_url(),
             detail: e.to_string(),
             hint: "start the local stack with `bash deploy/local/up && source .state/env`",
         })?;

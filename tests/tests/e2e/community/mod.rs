@@ -14,6 +14,9 @@
 //!   after the freeze blocks verification, and unblock deletes it as a late manifest chunk.
 //! - `evidence`: a tampered request row blocks naming the mismatch; abort decided by the marker.
 //! - `refusals`: approval validation, abort, and every refused operator action.
+//! - `production_tls`: a deletion with every service over verified TLS (Temporal mTLS, TLS and
+//!   API key; Postgres verify-full; rediss://; HTTPS S3), secrets from files; each TLS or
+//!   credential mistake stops the worker in one line naming the fix, with no secret shown.
 //! - `outage`: Redis goes down mid-deletion and comes back; the workflow retries and completes.
 //! - `serving_load`: the fence holds under live serving traffic, slow writes and dead leases.
 //! - `stack_check`: the foundation round trip on the dev server and the time-skipping server.
@@ -40,6 +43,7 @@ mod metrics;
 mod no_worker;
 mod operator_identity;
 mod outage;
+mod production_tls;
 mod refusals;
 mod serving_load;
 mod stack_check;
