@@ -4,4 +4,5 @@
 pub mod config;
 pub mod deployment;
 pub mod metrics;
+pub mod request_sampler;
 pub mod startup;
