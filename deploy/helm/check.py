@@ -10,7 +10,12 @@ Usage: python3 deploy/helm/check.py      (deploy/local/test installs the two pac
 
 from __future__ import annotations
 
+import json
+import re
+import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -18,6 +23,12 @@ import yaml
 from helm_python import Chart, HelmError, lint
 
 CHART_DIR = Path(__file__).resolve().parent / "buzz-deletion"
+REPO = CHART_DIR.parents[2]
+DASHBOARD = REPO / "deploy" / "grafana" / "buzz-deletion.json"
+CHART_DASHBOARD = CHART_DIR / "dashboards" / "buzz-deletion.json"
+ALERTS_TEST = REPO / "deploy" / "prometheus" / "alerts_test.yaml"
+OPERATIONS = REPO / "docs" / "operations.md"
+METRICS_RS = REPO / "activities" / "src" / "metrics.rs"
 SECRET = {
     "secret": {"existingSecret": "buzz-connections"},
     "database": {"ownerSecret": {"name": "buzz-owner"}},
@@ -116,7 +127,10 @@ def mounted_file(pod: dict[str, Any], container: dict[str, Any], path: str) -> t
 
 
 def lint_is_clean_in_strict_mode() -> None:
-    for name, values in (("legacy", SECRET), ("production", PRODUCTION)):
+    everything = merge(PRODUCTION, {"prometheusRule": {"enabled": True},
+                                    "grafanaDashboard": {"enabled": True},
+                                    "serviceMonitor": {"enabled": True}})
+    for name, values in (("legacy", SECRET), ("production", PRODUCTION), ("all on", everything)):
         report = lint(CHART_DIR, values, strict=True)
         problems = [m for m in report["messages"] if m["severity"] >= 2] + report.get("errors", [])
         assert not problems, f"helm lint --strict ({name} values): {problems}"
@@ -501,7 +515,159 @@ def bad_secret_combinations_fail_the_render_naming_the_value() -> None:
         assert wanted in message, f"{override}: {message}"
 
 
+# --- alerts and dashboard ----------------------------------------------------------------
+
+# The Temporal SDK's worker metrics the alerts and the dashboard may name, as a running worker
+# serves them (scraped from buzz-deletion-worker's /metrics with temporalio-sdk 1.1.1).
+SDK_METRICS = {
+    "temporal_num_pollers", "temporal_worker_task_slots_available",
+    "temporal_worker_task_slots_used", "temporal_activity_execution_failed_total",
+    "temporal_activity_execution_latency_seconds",
+    "temporal_activity_schedule_to_start_latency_seconds",
+    "temporal_workflow_completed_total", "temporal_workflow_endtoend_latency_seconds",
+    "temporal_workflow_task_queue_poll_succeed_total",
+}
+HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum")
+RULES = merge(SECRET, {"prometheusRule": {"enabled": True}})
+
+
+def exported_metrics() -> set[str]:
+    """`activities::metrics::EXPORTED`, read from the source (a worker test checks that list
+    against what the endpoint really serves), constants resolved."""
+    source = METRICS_RS.read_text()
+    constants = dict(re.findall(r'pub const ([A-Z_]+): &str = "([a-z_]+)";', source))
+    block = re.search(r"pub const EXPORTED: \[&str; \d+\] = \[(.*?)\];", source, re.S)
+    assert block, f"no EXPORTED list in {METRICS_RS}"
+    names = set()
+    for entry in re.findall(r'"[a-z_]+"|[A-Z_]+', block.group(1)):
+        names.add(entry.strip('"') if entry.startswith('"') else constants[entry])
+    assert len(names) >= 9, names
+    return names
+
+
+def metric_names(expr: str) -> set[str]:
+    """The buzz_deletion_/temporal_ metric names an expression reads, histogram suffixes off."""
+    names = set()
+    for name in re.findall(r"\b((?:buzz_deletion|temporal)_[a-z_]+)\b", expr):
+        for suffix in HISTOGRAM_SUFFIXES:
+            if name.endswith(suffix) and name[: -len(suffix)].endswith("_seconds"):
+                name = name[: -len(suffix)]
+        names.add(name)
+    return names
+
+
+def assert_known_metrics(where: str, expr: str) -> None:
+    names = metric_names(expr)
+    assert names, f"{where}: names no worker metric: {expr}"
+    unknown = names - exported_metrics() - SDK_METRICS
+    assert not unknown, f"{where}: {sorted(unknown)} is not a metric the worker exports: {expr}"
+
+
+def promtool() -> str:
+    path = shutil.which("promtool")
+    assert path, ("promtool not found: install Debian's prometheus package without starting it "
+                  "(deploy/local/test, deploy_checks, does)")
+    return path
+
+
+def github_anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives the headings of a Markdown file."""
+    anchors = set()
+    for heading in re.findall(r"^#+ (.+)$", markdown, re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        anchors.add(slug)
+    return anchors
+
+
+def rendered_rules() -> dict[str, Any]:
+    return render(RULES)["PrometheusRule"]
+
+
+def prometheus_rule_has_every_alert_with_its_runbook() -> None:
+    rule = rendered_rules()
+    labels = render(merge(RULES, {"prometheusRule": {"labels": {"release": "prom"}}}))[
+        "PrometheusRule"]["metadata"]["labels"]
+    assert labels["release"] == "prom", labels
+    alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert set(alerts) == {
+        "BuzzDeletionBlocked", "BuzzDeletionNoWorkerPolling", "BuzzDeletionActivityFailureRate",
+        "BuzzDeletionStalled", "BuzzDeletionMetricsSampleFailing",
+    }, set(alerts)
+    anchors = github_anchors(OPERATIONS.read_text())
+    for name, alert in alerts.items():
+        assert alert["labels"]["severity"] in ("warning", "critical"), alert
+        annotations = alert["annotations"]
+        assert {"summary", "description", "runbook_url"} <= annotations.keys(), annotations
+        base, _, anchor = annotations["runbook_url"].partition("#")
+        assert base == "docs/operations.md" and anchor in anchors, (
+            f"{name}: runbook {annotations['runbook_url']} has no heading in docs/operations.md")
+        assert_known_metrics(name, alert["expr"])
+        # Scoped to this release's workers, never every worker Prometheus scrapes.
+        assert 'job="buzz-buzz-deletion-metrics"' in alert["expr"], alert["expr"]
+    assert 'task_queue="buzz-deletion"' in alerts["BuzzDeletionNoWorkerPolling"]["expr"]
+    thresholds = render(merge(RULES, {"prometheusRule": {"blocked": {"seconds": 600}}}))
+    blocked = thresholds["PrometheusRule"]["spec"]["groups"][0]["rules"][0]
+    assert blocked["expr"].rstrip().endswith("> 600"), blocked["expr"]
+    assert "PrometheusRule" not in render(SECRET), "disabled by default"
+
+
+def alert_rules_parse_and_pass_their_unit_tests_in_promtool() -> None:
+    tool = promtool()
+    rule = rendered_rules()
+    with tempfile.TemporaryDirectory() as tmp:
+        rules = Path(tmp) / "alerts.rules.yaml"
+        rules.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}, sort_keys=False))
+        checked = subprocess.run([tool, "check", "rules", str(rules)], capture_output=True, text=True)
+        assert checked.returncode == 0, f"promtool check rules:\n{checked.stdout}{checked.stderr}"
+        test = Path(tmp) / ALERTS_TEST.name
+        shutil.copy(ALERTS_TEST, test)
+        tested = subprocess.run([tool, "test", "rules", str(test)], capture_output=True, text=True)
+        assert tested.returncode == 0, f"promtool test rules:\n{tested.stdout}{tested.stderr}"
+
+
+def dashboard_panels_query_only_exported_metrics_in_valid_promql() -> None:
+    text = DASHBOARD.read_text()
+    dashboard = json.loads(text)
+    assert CHART_DASHBOARD.read_text() == text, (
+        f"{CHART_DASHBOARD} differs from {DASHBOARD}: copy it again (Helm cannot read outside the chart)")
+    panels = [p for p in dashboard["panels"] if p["type"] != "row"]
+    assert len(panels) >= 10, len(panels)
+    records = []
+    for panel in panels:
+        assert panel["targets"], f"panel {panel['title']!r} has no query"
+        for target in panel["targets"]:
+            expr = target["expr"]
+            assert_known_metrics(f"panel {panel['title']!r}", expr)
+            assert 'namespace="$namespace"' in expr, f"panel {panel['title']!r} ignores $namespace"
+            # Grafana's variables replaced by what a dashboard would send, then parsed by promtool.
+            concrete = (expr.replace("$__rate_interval", "5m").replace("$__range", "6h")
+                        .replace("$namespace", "deletion").replace("$job", ".+")
+                        .replace("$task_queue", ".+"))
+            records.append({"record": f"dashboard:panel{panel['id']}:{target['refId']}", "expr": concrete})
+    covered = set().union(*(metric_names(t["expr"]) for p in panels for t in p["targets"]))
+    wanted = exported_metrics() | {"temporal_num_pollers", "temporal_worker_task_slots_available"}
+    assert wanted <= covered, f"no panel shows {sorted(wanted - covered)}"
+    with tempfile.TemporaryDirectory() as tmp:
+        rules = Path(tmp) / "dashboard.rules.yaml"
+        rules.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": records}]}))
+        checked = subprocess.run([promtool(), "check", "rules", str(rules)], capture_output=True, text=True)
+        assert checked.returncode == 0, f"dashboard PromQL:\n{checked.stdout}{checked.stderr}"
+
+
+def grafana_dashboard_configmap_embeds_the_dashboard() -> None:
+    objects = render(merge(SECRET, {"grafanaDashboard": {"enabled": True}}))
+    configmap = objects["ConfigMap"]
+    assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1", configmap["metadata"]
+    embedded = configmap["data"]["buzz-deletion.json"]
+    assert json.loads(embedded) == json.loads(DASHBOARD.read_text())
+    assert "ConfigMap" not in render(SECRET), "disabled by default"
+
+
 CHECKS: list[Callable[[], None]] = [
+    prometheus_rule_has_every_alert_with_its_runbook,
+    alert_rules_parse_and_pass_their_unit_tests_in_promtool,
+    dashboard_panels_query_only_exported_metrics_in_valid_promql,
+    grafana_dashboard_configmap_embeds_the_dashboard,
     production_worker_gets_every_secret_only_as_a_mounted_file,
     production_migration_job_gets_only_the_owner_url_and_ca_as_files,
     production_plain_settings_are_variables,
@@ -539,7 +705,7 @@ def main() -> int:
         try:
             check()
             print(f"  ok    {check.__name__}")
-        except (AssertionError, HelmError, KeyError, yaml.YAMLError) as err:
+        except (AssertionError, HelmError, KeyError, yaml.YAMLError, ValueError, OSError) as err:
             failed += 1
             print(f"  FAIL  {check.__name__}: {type(err).__name__}: {err}")
     print(f"helm chart: {len(CHECKS) - failed} passed, {failed} failed")
