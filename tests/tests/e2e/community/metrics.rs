@@ -137,20 +137,24 @@ const OLDEST_BLOCKED: &str = "buzz_deletion_oldest_blocked_seconds";
 const OLDEST_STALLED: &str = "buzz_deletion_oldest_stalled_seconds";
 const SAMPLE_FAILURES: &str = "buzz_deletion_metrics_sample_failures_total";
 
-/// Scrapes every half second until `done` holds (60 s at most), returning that scrape.
+/// Scrapes every half second until `done` holds (60 s at most), returning that scrape. The
+/// worker may still be starting (its endpoint not yet listening) at the first tries.
 async fn scrape_until(
     port: u16,
     what: &str,
     done: impl Fn(&HashMap<String, f64>) -> bool,
 ) -> HashMap<String, f64> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut exposition = String::from("(the endpoint never answered)");
     loop {
-        let exposition = tokio::task::spawn_blocking(move || scrape(port))
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        let samples = samples(&exposition);
-        if done(&samples) {
-            return samples;
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            exposition = tokio::task::spawn_blocking(move || scrape(port))
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            let samples = samples(&exposition);
+            if done(&samples) {
+                return samples;
+            }
         }
         if tokio::time::Instant::now() > deadline {
             panic!("/metrics never showed {what} within 60 s:\n{exposition}");
