@@ -15,11 +15,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use temporalio_common::telemetry::metrics::{
-    CoreMeter, Counter, HistogramF64, MetricAttributes, MetricKeyValue, MetricParameters,
+    CoreMeter, Counter, Gauge, HistogramF64, MetricAttributes, MetricKeyValue, MetricParameters,
     NewAttributes,
 };
 
 use crate::failure::{Classified, Severity};
+use crate::store::request_gauges::RequestGauges;
 
 /// Name of the versions-deleted counter (the exporter adds `_total`).
 pub const OBJECTS_DELETED: &str = "buzz_deletion_objects_deleted";
@@ -31,6 +32,30 @@ pub const KEYS_PURGED: &str = "buzz_deletion_keys_purged";
 pub const BLOCKED: &str = "buzz_deletion_blocked";
 /// Name of the activity-duration histogram, in seconds, labelled by `activity` and `outcome`.
 pub const ACTIVITY_DURATION: &str = "buzz_deletion_activity_duration_seconds";
+
+/// Name of the requests gauge, labelled by `kind` and `state` (`store::request_gauges::STATES`).
+pub const REQUESTS: &str = "buzz_deletion_requests";
+/// Name of the gauge of how long the longest-blocked open request has been blocked, seconds.
+pub const OLDEST_BLOCKED: &str = "buzz_deletion_oldest_blocked_seconds";
+/// Name of the gauge of how long the longest-stalled request has gone without progress, seconds.
+pub const OLDEST_STALLED: &str = "buzz_deletion_oldest_stalled_seconds";
+/// Name of the failed-samples counter (the exporter adds `_total`).
+pub const SAMPLE_FAILURES: &str = "buzz_deletion_metrics_sample_failures";
+
+/// Every metric family the worker itself exports (the SDK's `temporal_…` metrics aside), as the
+/// exporter spells them: what dashboards and alerts may name. `deploy/helm/check.py` reads this
+/// list; a worker test scrapes the endpoint and compares it with what is really served.
+pub const EXPORTED: [&str; 9] = [
+    "buzz_deletion_objects_deleted_total",
+    "buzz_deletion_rows_purged_total",
+    "buzz_deletion_keys_purged_total",
+    "buzz_deletion_blocked_total",
+    "buzz_deletion_activity_duration_seconds",
+    REQUESTS,
+    OLDEST_BLOCKED,
+    OLDEST_STALLED,
+    "buzz_deletion_metrics_sample_failures_total",
+];
 
 /// Bucket bounds of [`ACTIVITY_DURATION`], in seconds: from a bookkeeping write to a long
 /// chunk-deletion call.
@@ -203,5 +228,84 @@ impl Outcome {
             Outcome::Transient => "transient",
             Outcome::Permanent => "permanent",
         }
+    }
+}
+
+/// The gauges sampled from Postgres for the alerts (`store::request_gauges`), and the counter of
+/// samples that failed. Cheap to clone.
+#[derive(Clone)]
+pub struct RequestStateGauges(Arc<GaugeInstruments>);
+
+struct GaugeInstruments {
+    meter: Arc<dyn CoreMeter>,
+    requests: Gauge,
+    oldest_blocked: Gauge,
+    oldest_stalled: Gauge,
+    sample_failures: Counter,
+    unlabelled: MetricAttributes,
+}
+
+impl std::fmt::Debug for RequestStateGauges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RequestStateGauges")
+    }
+}
+
+impl RequestStateGauges {
+    /// Creates the instruments on `meter`. The gauges appear with the first successful sample
+    /// (a zero before any sample would claim nothing is blocked); the failure counter at zero.
+    pub fn new(meter: Arc<dyn CoreMeter>) -> Self {
+        let gauge = |name: &'static str, description: &'static str| {
+            meter.gauge(
+                MetricParameters::builder()
+                    .name(name)
+                    .description(description)
+                    .build(),
+            )
+        };
+        let instruments = GaugeInstruments {
+            requests: gauge(REQUESTS, "Deletion requests by kind and state"),
+            oldest_blocked: gauge(
+                OLDEST_BLOCKED,
+                "Seconds the longest-blocked open deletion request has been blocked (0 if none)",
+            ),
+            oldest_stalled: gauge(
+                OLDEST_STALLED,
+                "Seconds since the last progress of the longest-stalled active deletion (0 if none)",
+            ),
+            sample_failures: meter.counter(
+                MetricParameters::builder()
+                    .name(SAMPLE_FAILURES)
+                    .description(
+                        "Request-state samples that failed (the gauges keep their last values)",
+                    )
+                    .build(),
+            ),
+            unlabelled: meter.new_attributes(NewAttributes::new(Vec::new())),
+            meter,
+        };
+        instruments.sample_failures.add(0, &instruments.unlabelled);
+        Self(Arc::new(instruments))
+    }
+
+    /// Sets every gauge from one sample.
+    pub fn record(&self, sample: &RequestGauges) {
+        let m = &self.0;
+        for count in &sample.counts {
+            let labels = m.meter.new_attributes(NewAttributes::new(vec![
+                MetricKeyValue::new("kind", count.kind),
+                MetricKeyValue::new("state", count.state),
+            ]));
+            m.requests.record(count.requests, &labels);
+        }
+        m.oldest_blocked
+            .record(sample.oldest_blocked_secs, &m.unlabelled);
+        m.oldest_stalled
+            .record(sample.oldest_stalled_secs, &m.unlabelled);
+    }
+
+    /// Counts one failed sample; the gauges keep their last values.
+    pub fn sample_failed(&self) {
+        self.0.sample_failures.add(1, &self.0.unlabelled);
     }
 }

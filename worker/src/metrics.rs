@@ -10,7 +10,9 @@ use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
-use activities::metrics::{ACTIVITY_DURATION, ACTIVITY_DURATION_BUCKETS, DeletionMetrics};
+use activities::metrics::{
+    ACTIVITY_DURATION, ACTIVITY_DURATION_BUCKETS, DeletionMetrics, RequestStateGauges,
+};
 use temporalio_common::telemetry::metrics::CoreMeter;
 use temporalio_common::telemetry::{
     HistogramBucketOverrides, PrometheusExporterOptions, TelemetryOptions,
@@ -69,6 +71,11 @@ impl MetricsEndpoint {
     /// The deletion metrics, recorded into this endpoint's registry.
     pub fn deletion_metrics(&self) -> DeletionMetrics {
         DeletionMetrics::new(self.meter.clone())
+    }
+
+    /// The request-state gauges (`crate::request_sampler`), recorded into this registry.
+    pub fn request_state_gauges(&self) -> RequestStateGauges {
+        RequestStateGauges::new(self.meter.clone())
     }
 }
 

@@ -23,6 +23,7 @@ mod community;
 mod error;
 mod migrate;
 mod privilege;
+pub mod request_gauges;
 mod sweeps;
 mod tenant_tree;
 pub mod user;

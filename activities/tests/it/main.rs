@@ -9,6 +9,7 @@ mod catalog_shapes;
 mod evidence;
 mod objects;
 mod operators;
+mod request_gauges;
 mod roles;
 mod serving;
 mod store;

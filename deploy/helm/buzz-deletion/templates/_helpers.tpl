@@ -80,8 +80,9 @@ BUZZ_OWNER_DATABASE_URL
 {{- end -}}
 
 {{/*
-Environment shared by the worker and the migration Job: the connection Secret and
-the Temporal settings. Grace-period invariants are checked here so that no
+Environment shared by the worker and the migration Job: the legacy connection Secret (only when
+`secret.*` is used; the recommended path mounts each secret as a file, see _files.tpl) and the
+Temporal settings. Grace-period invariants are checked here so that no
 manifest renders with a worker that could be killed mid-activity.
 */}}
 {{- define "buzz-deletion.env" -}}
@@ -92,9 +93,11 @@ manifest renders with a worker that could be killed mid-activity.
 {{- if le (int $w.terminationGracePeriodSeconds) (int $w.shutdownGraceSeconds) -}}
 {{- fail (printf "worker.terminationGracePeriodSeconds (%v) must exceed worker.shutdownGraceSeconds (%v)" $w.terminationGracePeriodSeconds $w.shutdownGraceSeconds) -}}
 {{- end -}}
+{{- if include "buzz-deletion.legacySecret" . }}
 envFrom:
   - secretRef:
       name: {{ include "buzz-deletion.secretName" . }}
+{{- end }}
 env:
   - name: TEMPORAL_ADDRESS
     value: {{ required "temporal.address is required" .Values.temporal.address | quote }}

@@ -1,5 +1,6 @@
 //! The worker's Prometheus endpoint: after one deletion it reports exactly what the deletion
-//! removed, next to the Temporal SDK's own worker metrics.
+//! removed, next to the Temporal SDK's own worker metrics; its request-state gauges (sampled from
+//! Postgres, what the alerts read) report a blocked deletion and how long it has been blocked.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -7,6 +8,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use e2e::prelude::*;
+use e2e::private_db::{drop_private_stack, private_database};
 
 /// A port nobody listens on right now (the worker binds it a moment later).
 fn free_port() -> u16 {
@@ -126,4 +128,133 @@ async fn metrics_endpoint_counts_exactly_what_a_deletion_removed_beside_the_sdk_
         samples.keys().any(|series| series.starts_with("temporal_")),
         "the SDK's own worker metrics must be served on the same endpoint:\n{exposition}"
     );
+}
+
+const BLOCKED_COMMUNITIES: &str = "buzz_deletion_requests{kind=\"community\",state=\"blocked\"}";
+const ABORTED_COMMUNITIES: &str = "buzz_deletion_requests{kind=\"community\",state=\"aborted\"}";
+const ACTIVE_COMMUNITIES: &str = "buzz_deletion_requests{kind=\"community\",state=\"active\"}";
+const OLDEST_BLOCKED: &str = "buzz_deletion_oldest_blocked_seconds";
+const OLDEST_STALLED: &str = "buzz_deletion_oldest_stalled_seconds";
+const SAMPLE_FAILURES: &str = "buzz_deletion_metrics_sample_failures_total";
+
+/// Scrapes every half second until `done` holds (60 s at most), returning that scrape. The
+/// worker may still be starting (its endpoint not yet listening) at the first tries.
+async fn scrape_until(
+    port: u16,
+    what: &str,
+    done: impl Fn(&HashMap<String, f64>) -> bool,
+) -> HashMap<String, f64> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut exposition = String::from("(the endpoint never answered)");
+    loop {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            exposition = tokio::task::spawn_blocking(move || scrape(port))
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            let samples = samples(&exposition);
+            if done(&samples) {
+                return samples;
+            }
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("/metrics never showed {what} within 60 s:\n{exposition}");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn gauge(samples: &HashMap<String, f64>, series: &str) -> f64 {
+    samples
+        .get(series)
+        .copied()
+        .unwrap_or_else(|| panic!("{series} is missing from /metrics: {samples:?}"))
+}
+
+/// On a database of its own (so the counts are exactly this test's requests): the gauges start
+/// at zero, report the one blocked deletion with an age no older than its block, and return to
+/// zero blocked once it is aborted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_gauges_report_a_blocked_deletion_its_age_and_its_abort() {
+    let _shared = outage_lock().read().await;
+    let shared = stack().await;
+    let db = private_database("gauges").await;
+    let name = db.name.clone();
+    let stack = db.migrated_stack(shared).await;
+    let queue = unique_queue("gauges");
+    let port = free_port();
+    let port_text = port.to_string();
+    let worker = WorkerProcess::start(
+        &queue,
+        &[
+            ("DATABASE_URL", db.worker.as_str()),
+            ("BUZZ_METRICS_PORT", &port_text),
+            ("BUZZ_METRICS_SAMPLE_SECS", "1"),
+        ],
+    )
+    .await;
+    let cli = Cli::new(&queue)
+        .with_env("DATABASE_URL", &db.worker)
+        .with_env("BUZZ_OWNER_DATABASE_URL", &db.owner);
+
+    let empty = scrape_until(port, "the first sample", |s| {
+        s.contains_key(BLOCKED_COMMUNITIES)
+    })
+    .await;
+    assert_eq!(gauge(&empty, BLOCKED_COMMUNITIES), 0.0);
+    assert_eq!(gauge(&empty, OLDEST_BLOCKED), 0.0);
+    assert_eq!(gauge(&empty, OLDEST_STALLED), 0.0);
+
+    // An unknown key shape blocks the inventory.
+    let host = unique_host("gauges");
+    let target = seed(&stack, &host, small_plan()).await;
+    plant_stray_key(&stack, target.community_id).await;
+    let (id, _) = cli.submit_blocked(&host, &[]).await;
+
+    let blocked = scrape_until(port, "one blocked deletion older than a second", |s| {
+        s.get(BLOCKED_COMMUNITIES) == Some(&1.0) && s.get(OLDEST_BLOCKED).is_some_and(|v| *v > 0.0)
+    })
+    .await;
+    let blocked_for: f64 = sqlx::query_scalar(
+        "SELECT EXTRACT(EPOCH FROM now() - blocked_at)::float8 FROM deletion.requests \
+         WHERE id = $1 AND blocked_reason IS NOT NULL",
+    )
+    .bind(id)
+    .fetch_one(stack.store.pool())
+    .await
+    .unwrap_or_else(|e| panic!("the request must be blocked in Postgres: {e}"));
+    assert!(
+        gauge(&blocked, OLDEST_BLOCKED) <= blocked_for.ceil(),
+        "the oldest-blocked age ({}) is this request's, which was blocked {blocked_for} s ago",
+        gauge(&blocked, OLDEST_BLOCKED)
+    );
+    assert_eq!(
+        gauge(&blocked, ACTIVE_COMMUNITIES),
+        0.0,
+        "a blocked request is not active"
+    );
+    assert_eq!(gauge(&blocked, OLDEST_STALLED), 0.0, "nor stalled");
+    assert_eq!(gauge(&blocked, SAMPLE_FAILURES), 0.0);
+
+    // Aborted, it leaves the blocked series: the gauge drops to zero rather than keep its count.
+    let id_text = id.to_string();
+    cli.run(&[
+        "community",
+        "abort",
+        &id_text,
+        "--aborted-by",
+        "carol",
+        "--reason",
+        "stray upload, deletion postponed",
+    ])
+    .await
+    .expect_code(0);
+    let aborted = scrape_until(port, "the deletion aborted and nothing blocked", |s| {
+        s.get(ABORTED_COMMUNITIES) == Some(&1.0) && s.get(BLOCKED_COMMUNITIES) == Some(&0.0)
+    })
+    .await;
+    assert_eq!(gauge(&aborted, OLDEST_BLOCKED), 0.0);
+    assert_eq!(gauge(&aborted, SAMPLE_FAILURES), 0.0);
+
+    worker.crash().await;
+    drop_private_stack(&name, stack).await;
 }
