@@ -496,6 +496,32 @@ def plaintext_temporal_sets_no_tls_variable() -> None:
     assert tls_only["TEMPORAL_TLS"] == "true", tls_only
 
 
+# libpq variables the Postgres driver (sqlx) reads itself when the URL leaves them out.
+DRIVER_VARIABLES = {"PGSSLMODE", "PGSSLROOTCERT"}
+
+
+def variables_read_by_the_binaries() -> set[str]:
+    """Every quoted UPPER_CASE name in the Rust sources of the crates the image ships."""
+    names: set[str] = set()
+    for crate in ("activities", "worker", "starter"):
+        for source in (REPO / crate / "src").rglob("*.rs"):
+            names.update(re.findall(r'"([A-Z][A-Z0-9_]{2,})"', source.read_text()))
+    return names
+
+
+def every_variable_the_chart_sets_is_one_the_binaries_read() -> None:
+    """A misspelt variable would be ignored in silence (a CA not trusted, TLS left off)."""
+    known = variables_read_by_the_binaries() | DRIVER_VARIABLES
+    for values in (PRODUCTION, merge(PRODUCTION, {"temporal": {"apiKey": {"secret": "k", "key": "key"},
+                                                               "tls": {"client": {"secret": ""}}}})):
+        objects = render(values)
+        for kind in ("Deployment", "Job"):
+            for container in objects[kind]["spec"]["template"]["spec"]["containers"]:
+                for name in env_of(container):
+                    base = name.removesuffix("_FILE")
+                    assert name in known or base in known, f"{kind} sets {name}, which no binary reads"
+
+
 def bad_secret_combinations_fail_the_render_naming_the_value() -> None:
     cases: list[tuple[dict[str, Any], str]] = [
         ({"temporal": {"tls": {"client": {"keyKey": ""}}}}, "temporal.tls.client.keyKey"),
@@ -664,6 +690,7 @@ def grafana_dashboard_configmap_embeds_the_dashboard() -> None:
 
 
 CHECKS: list[Callable[[], None]] = [
+    every_variable_the_chart_sets_is_one_the_binaries_read,
     prometheus_rule_has_every_alert_with_its_runbook,
     alert_rules_parse_and_pass_their_unit_tests_in_promtool,
     dashboard_panels_query_only_exported_metrics_in_valid_promql,

@@ -78,11 +78,15 @@ pub fn task_queue() -> String {
     StackEnv::process().task_queue()
 }
 
-/// Reads DATABASE_URL: the worker role, for every command but `migrate` and `demo`.
+/// Reads DATABASE_URL (or DATABASE_URL_FILE): the worker role, for every command but
+/// `migrate` and `demo`.
 pub fn database_url() -> Result<String, CliError> {
-    StackEnv::process()
-        .database_url()
-        .map_err(|e| CliError::Usage(format!("{} is not set: {POSTGRES_HINT}", e.name())))
+    StackEnv::process().database_url().map_err(|e| match e {
+        activities::stack_env::StackEnvError::Missing { name } => {
+            CliError::Usage(format!("{name} is not set: {POSTGRES_HINT}"))
+        }
+        other => CliError::Usage(other.to_string()),
+    })
 }
 
 /// The schema owner's URL for `migrate`: BUZZ_OWNER_DATABASE_URL, else DATABASE_URL.
@@ -101,9 +105,12 @@ pub const OWNER_URL_ENV: &str = stack_env::OWNER_DATABASE_URL;
 /// Variable holding the serving role's connection string.
 pub const SERVING_URL_ENV: &str = stack_env::SERVING_DATABASE_URL;
 
-/// `(variable, url)`: `name` if set, else DATABASE_URL.
+/// `(variable, url)`: `name` (or the file `name_FILE` names) if set, else DATABASE_URL.
 fn url_or_database_url(name: &'static str) -> Result<(&'static str, String), CliError> {
-    match StackEnv::process().optional(name) {
+    match StackEnv::process()
+        .optional_or_file(name)
+        .map_err(|e| CliError::Usage(e.to_string()))?
+    {
         Some(url) => Ok((name, url)),
         None => database_url().map(|url| ("DATABASE_URL", url)),
     }

@@ -44,12 +44,19 @@ pub fn postgres_refusal(error: &sqlx::Error, url: &str) -> Option<Refusal> {
                 .to_owned(),
         });
     }
-    let root_cert = url::Url::parse(url).ok().and_then(|url| {
+    // The URL's sslrootcert= wins over PGSSLROOTCERT (the Helm chart's CA mount), as in sqlx.
+    let in_url = url::Url::parse(url).ok().and_then(|url| {
         url.query_pairs()
             .find(|(key, _)| key == "sslrootcert")
             .map(|(_, value)| value.into_owned())
     });
-    tls_refusal(error, "sslrootcert= in DATABASE_URL", root_cert.as_deref())
+    match in_url {
+        Some(file) => tls_refusal(error, "DATABASE_URL's sslrootcert", Some(&file)),
+        None => match std::env::var("PGSSLROOTCERT").ok() {
+            Some(file) => tls_refusal(error, "PGSSLROOTCERT", Some(&file)),
+            None => tls_refusal(error, "DATABASE_URL's sslrootcert (or PGSSLROOTCERT)", None),
+        },
+    }
 }
 
 /// Why Redis refused the connection, when it did.
