@@ -20,6 +20,13 @@ pub fn render(report: &Report) -> String {
         report.started_at
     );
     let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "The other benchmark, one multiplexed Redis connection against a `deadpool-redis` pool \
+         for concurrent namespace purges, is `buzz-deletion-redis-bench`: \
+         [benchmarks-redis.md](benchmarks-redis.md)."
+    );
+    let _ = writeln!(out);
     how_to_run(&mut out, report);
     machine(&mut out, report);
     let _ = writeln!(out, "## Results");
