@@ -12,6 +12,7 @@ pub mod failure;
 pub mod identity;
 pub mod metrics;
 pub mod objects;
+pub mod refusal;
 pub mod serving;
 pub mod simulator;
 pub mod stack_check;

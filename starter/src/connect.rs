@@ -134,14 +134,29 @@ fn privileged_role_allowed() -> bool {
 }
 
 async fn connect_url(url: &str) -> Result<activities::store::Store, CliError> {
-    activities::store::Store::connect(url)
-        .await
-        .map_err(|e| CliError::Unavailable {
-            service: "PostgreSQL",
-            address: redact_password(url),
-            detail: e.to_string(),
-            hint: POSTGRES_HINT,
-        })
+    activities::store::Store::connect(url).await.map_err(|e| {
+        let refusal = match &e {
+            activities::store::StoreError::Connect { source, .. } => {
+                activities::refusal::postgres_refusal(source, url)
+            }
+            _ => None,
+        };
+        match refusal {
+            // A certificate or password refused: one line saying what to fix.
+            Some(refusal) => CliError::Refused(format!(
+                "PostgreSQL at {} refused the connection: {}: {}",
+                redact_password(url),
+                refusal.reason,
+                refusal.fix
+            )),
+            None => CliError::Unavailable {
+                service: "PostgreSQL",
+                address: redact_password(url),
+                detail: e.to_string(),
+                hint: POSTGRES_HINT,
+            },
+        }
+    })
 }
 
 /// Refuses (exit 1) a superuser or schema-owner connection unless explicitly allowed.

@@ -72,6 +72,7 @@ async fn run() -> anyhow::Result<()> {
         deployment = config.deployment.name.as_deref().unwrap_or("-"),
         build_id = config.deployment.build_id.as_deref().unwrap_or("(executable hash)"),
         temporal = %config.temporal.address,
+        temporal_access = %config.temporal.access.describe(),
         metrics = %metrics.as_ref().map_or("disabled".to_owned(), |m| format!("http://{}/metrics", m.address)),
         "worker polling"
     );

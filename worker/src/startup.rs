@@ -21,7 +21,7 @@ use workflows::user::UserDeletion;
 
 use crate::config::{ConfigError, WorkerConfig};
 use crate::deployment::DeploymentConfig;
-use crate::refusal::{Refusal, postgres_refusal, redis_refusal};
+use activities::refusal::{Refusal, postgres_refusal, redis_refusal};
 
 const LOCAL_HINT: &str = "run `bash deploy/local/up && source .state/env` for the local stack";
 

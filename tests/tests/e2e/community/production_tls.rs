@@ -391,6 +391,21 @@ async fn each_tls_or_credential_mistake_stops_the_worker_in_one_line_naming_the_
     )
     .await;
     assert!(!stderr.contains("wrong-password-42"), "{stderr}");
+    // The operators' CLI says the same, in one line.
+    let cli = Cli::new(&unique_queue("cli-refused"))
+        .without_env(stack_env::DATABASE_URL)
+        .with_env("DATABASE_URL_FILE", &wrong_password_file)
+        .run(&["community", "list"])
+        .await;
+    cli.expect_exit(1);
+    let line = cli.stderr.trim_end();
+    assert!(
+        line.starts_with("error: PostgreSQL at")
+            && line.contains("password authentication failed")
+            && !line.contains('\n'),
+        "{line}"
+    );
+    assert!(!cli.stderr.contains("wrong-password-42"), "{}", cli.stderr);
     refused_in_one_line(
         &[(stack_env::DATABASE_URL, &verify_full(&url, FOREIGN_CA))],
         &[],

@@ -1,11 +1,11 @@
-//! A dependency that refuses this worker — a certificate it cannot trust, a password it rejects —
+//! A dependency that refuses this process (worker or CLI) — a certificate it cannot trust, a password it rejects —
 //! is reported on one line naming the service, the address (password redacted), what was
 //! refused and which variable to fix. Found by the errors' types, never their text.
 
 use std::error::Error as StdError;
 
-use activities::cache::CacheError;
-use activities::tls_failure::{find_tls_error, server_certificate_problem};
+use crate::cache::CacheError;
+use crate::tls_failure::{find_tls_error, server_certificate_problem};
 use redis::ErrorKind;
 
 /// PostgreSQL's SQLSTATE for a wrong password (`invalid_password`).
@@ -70,7 +70,7 @@ pub fn redis_refusal(error: &CacheError, ca_file: Option<&str>) -> Option<Refusa
             })
         }
         CacheError::Unavailable { source, .. } | CacheError::Denied { source, .. } => {
-            tls_refusal(source, activities::stack_env::REDIS_CA_FILE, ca_file)
+            tls_refusal(source, crate::stack_env::REDIS_CA_FILE, ca_file)
         }
         _ => None,
     }
