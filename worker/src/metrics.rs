@@ -91,13 +91,14 @@ pub fn runtime_options(endpoint: Option<&MetricsEndpoint>) -> Result<RuntimeOpti
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::io::{Read, Write};
     use std::net::TcpStream;
 
     use super::*;
 
-    fn scrape(address: SocketAddr) -> String {
+    /// The endpoint's `/metrics` response (status line, headers and body).
+    pub(crate) fn scrape(address: SocketAddr) -> String {
         let mut stream = TcpStream::connect(("127.0.0.1", address.port()))
             .unwrap_or_else(|e| panic!("connect {address}: {e}"));
         stream

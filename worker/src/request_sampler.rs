@@ -89,14 +89,14 @@ pub fn spawn(store: Store, gauges: RequestStateGauges, every: Duration) {
 
 #[cfg(test)]
 mod tests {
-    use std::io::{Read, Write};
-    use std::net::{SocketAddr, TcpStream};
+    use std::net::SocketAddr;
 
     use activities::metrics::EXPORTED;
     use activities::store::request_gauges::{KINDS, STATES, StateCount};
 
     use super::*;
     use crate::metrics::MetricsEndpoint;
+    use crate::metrics::tests::scrape;
 
     #[test]
     fn the_period_defaults_to_thirty_seconds_and_refuses_nonsense() {
@@ -118,19 +118,6 @@ mod tests {
                 "the error names the variable: {error}"
             );
         }
-    }
-
-    fn scrape(address: SocketAddr) -> String {
-        let mut stream = TcpStream::connect(("127.0.0.1", address.port()))
-            .unwrap_or_else(|e| panic!("connect {address}: {e}"));
-        stream
-            .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-            .unwrap_or_else(|e| panic!("{e}"));
-        let mut response = String::new();
-        stream
-            .read_to_string(&mut response)
-            .unwrap_or_else(|e| panic!("{e}"));
-        response
     }
 
     async fn scrape_async(address: SocketAddr) -> String {

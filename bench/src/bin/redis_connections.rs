@@ -221,21 +221,29 @@ where
     Ok((wall, probes))
 }
 
+/// One SCAN MATCH `pattern` COUNT 1000 step from `cursor`: the next cursor and the page.
+async fn scan_page(
+    connection: &mut impl ConnectionLike,
+    pattern: &str,
+    cursor: u64,
+) -> Result<(u64, Vec<String>)> {
+    Ok(redis::cmd("SCAN")
+        .arg(cursor)
+        .arg("MATCH")
+        .arg(pattern)
+        .arg("COUNT")
+        .arg(1000)
+        .query_async(connection)
+        .await?)
+}
+
 /// SCAN MATCH `namespace*` COUNT 1000, UNLINK each non-empty page: `Cache::purge_namespace`'s
 /// commands. The keys unlinked.
 async fn purge(connection: &mut impl ConnectionLike, namespace: &str) -> Result<u64> {
     let pattern = format!("{namespace}*");
-    let mut cursor = 0u64;
-    let mut unlinked = 0u64;
+    let (mut cursor, mut unlinked) = (0u64, 0u64);
     loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(&pattern)
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(connection)
-            .await?;
+        let (next, keys) = scan_page(connection, &pattern, cursor).await?;
         if !keys.is_empty() {
             let removed: u64 = redis::cmd("UNLINK")
                 .arg(&keys)
@@ -265,19 +273,12 @@ async fn seed(connection: &mut impl ConnectionLike, namespace: &str, keys: u32) 
     Ok(())
 }
 
+/// Keys under `namespace` (one full SCAN pass).
 async fn count(connection: &mut impl ConnectionLike, namespace: &str) -> Result<u64> {
     let pattern = format!("{namespace}*");
-    let mut cursor = 0u64;
-    let mut found = 0u64;
+    let (mut cursor, mut found) = (0u64, 0u64);
     loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(&pattern)
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(connection)
-            .await?;
+        let (next, keys) = scan_page(connection, &pattern, cursor).await?;
         found += keys.len() as u64;
         if next == 0 {
             return Ok(found);
