@@ -310,6 +310,22 @@ async fn each_tls_or_credential_mistake_stops_the_worker_in_one_line_naming_the_
         &secrets,
     )
     .await;
+    // Temporal: a frontend whose certificate has expired.
+    let expired_front = required("BUZZ_TEMPORAL_EXPIRED_ADDRESS");
+    refused_in_one_line(
+        &[
+            (stack_env::TEMPORAL_ADDRESS, &expired_front),
+            (TEMPORAL_TLS_SERVER_CA_CERT_PATH, &ca),
+        ],
+        &[],
+        &[
+            &format!("Temporal at {expired_front} refused the connection"),
+            "the server's certificate has expired",
+            "renewed certificate",
+        ],
+        &secrets,
+    )
+    .await;
     // Temporal: mutual TLS without a client certificate.
     refused_in_one_line(
         &[
