@@ -340,3 +340,30 @@ buzz_bin_dir() {
     buzz_die "cargo metadata failed; is this the buzz-deletion checkout?"
   printf '%s/debug' "$target"
 }
+
+# Installs Debian packages (--no-install-recommends), their output in the install log; the
+# package index is refreshed once per process. Dies naming the log on failure.
+BUZZ_APT_UPDATED=0
+buzz_apt_install() {
+  local policy=/usr/sbin/policy-rc.d created_policy=0
+  # Without systemd, package scripts would start the distribution's own
+  # postgres/redis/ceph/prometheus services through invoke-rc.d; policy-rc.d exit 101 forbids it.
+  if [[ ! -e $policy ]]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+    created_policy=1
+  fi
+  local rc=0
+  {
+    if ((BUZZ_APT_UPDATED == 0)); then
+      buzz_log "apt-get update"
+      apt-get -o DPkg::Lock::Timeout=600 update -q >>"$BUZZ_LOGS_DIR/install.log" 2>&1
+      BUZZ_APT_UPDATED=1
+    fi
+    buzz_log "apt-get install $*"
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q \
+      --no-install-recommends "$@" >>"$BUZZ_LOGS_DIR/install.log" 2>&1
+  } || rc=$?
+  if ((created_policy)); then rm -f "$policy"; fi
+  ((rc == 0)) || buzz_die "apt-get failed (exit $rc); see $BUZZ_LOGS_DIR/install.log"
+}

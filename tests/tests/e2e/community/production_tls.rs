@@ -13,7 +13,7 @@ use std::time::Duration;
 use activities::stack_env;
 use activities::temporal_access::settings::{
     TEMPORAL_API_KEY, TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH,
-    TEMPORAL_TLS_SERVER_CA_CERT_PATH,
+    TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_SERVER_NAME,
 };
 use e2e::env::required;
 use e2e::prelude::*;
@@ -482,8 +482,26 @@ async fn each_tls_or_credential_mistake_stops_the_worker_in_one_line_naming_the_
         &secrets,
     )
     .await;
-    // A worker given everything right starts (the refusals above were the mistakes, not TLS).
-    let (set, remove) = worker_tls_env(&files);
+    // Temporal: a server name override the certificate does not carry.
+    refused_in_one_line(
+        &[
+            (stack_env::TEMPORAL_ADDRESS, &tls),
+            (TEMPORAL_TLS_SERVER_CA_CERT_PATH, &ca),
+            (TEMPORAL_TLS_SERVER_NAME, "ns.other.example"),
+        ],
+        &[],
+        &[
+            "not valid for the name connected to",
+            TEMPORAL_TLS_SERVER_NAME,
+        ],
+        &secrets,
+    )
+    .await;
+    // A worker given everything right starts (the refusals above were the mistakes, not TLS),
+    // here with the server name override the front's certificate does carry (`localhost`, while
+    // the address is 127.0.0.1), as a Cloud endpoint behind another name needs.
+    let (mut set, remove) = worker_tls_env(&files);
+    set.push((TEMPORAL_TLS_SERVER_NAME, "localhost".to_owned()));
     let set: Vec<(&str, &str)> = set.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let queue = unique_queue("tls-ok");
     let _worker = WorkerProcess::start_without(&queue, &set, &remove).await;
