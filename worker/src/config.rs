@@ -57,6 +57,9 @@ pub struct WorkerConfig {
     pub s3: S3Config,
     /// Port of the Prometheus `/metrics` endpoint (0 disables it).
     pub metrics_port: u16,
+    /// How often the request-state gauges are sampled from Postgres
+    /// (`BUZZ_METRICS_SAMPLE_SECS`, see [`crate::request_sampler`]).
+    pub metrics_sample_every: Duration,
     /// How long in-flight activities get to finish after SIGTERM before they are cancelled.
     pub shutdown_grace: Duration,
     /// Task queue to poll (default `buzz-deletion`; tests isolate themselves with their own).
@@ -119,6 +122,19 @@ impl WorkerConfig {
             redis: stack.redis()?,
             s3: stack.s3()?,
             metrics_port,
+            metrics_sample_every: crate::request_sampler::sample_interval(
+                stack
+                    .optional(crate::request_sampler::SAMPLE_SECS_ENV)
+                    .as_deref(),
+            )
+            .map_err(|e| ConfigError::Invalid {
+                name: crate::request_sampler::SAMPLE_SECS_ENV,
+                value: e.value.clone(),
+                reason: format!(
+                    "not a whole number of seconds between 1 and {}",
+                    crate::request_sampler::MAX_SAMPLE_SECS
+                ),
+            })?,
             shutdown_grace: Duration::from_secs(parse_u64("BUZZ_SHUTDOWN_GRACE_SECS", "60")?),
             task_queue: stack.task_queue(),
             manifest_chunk_entries: usize::try_from(parse_u64(
@@ -209,6 +225,23 @@ mod tests {
         assert_eq!(
             config.temporal.access,
             activities::temporal_access::TemporalAccess::plaintext()
+        );
+    }
+
+    #[test]
+    fn the_metrics_sample_period_defaults_to_thirty_seconds_and_refuses_zero() {
+        let mut env = full_env();
+        let config = WorkerConfig::from_lookup(|k| env.get(k).map(|v| v.to_string()))
+            .expect("complete environment");
+        assert_eq!(config.metrics_sample_every, Duration::from_secs(30));
+        env.insert("BUZZ_METRICS_SAMPLE_SECS", "0");
+        let error = WorkerConfig::from_lookup(|k| env.get(k).map(|v| v.to_string()))
+            .expect_err("zero is no period");
+        assert!(
+            error
+                .to_string()
+                .starts_with("BUZZ_METRICS_SAMPLE_SECS=\"0\" is invalid"),
+            "{error}"
         );
     }
 

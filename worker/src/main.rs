@@ -29,7 +29,6 @@ async fn run() -> anyhow::Result<()> {
         .init();
 
     let config = WorkerConfig::from_env()?;
-    let sample_every = worker::request_sampler::sample_interval_from_env()?;
     let deps = startup::connect(&config).await?;
     let metrics = match config.metrics_port {
         0 => None,
@@ -37,7 +36,7 @@ async fn run() -> anyhow::Result<()> {
     };
     if let Some(endpoint) = &metrics {
         let gauges = endpoint.request_state_gauges();
-        worker::request_sampler::spawn(deps.store.clone(), gauges, sample_every);
+        worker::request_sampler::spawn(deps.store.clone(), gauges, config.metrics_sample_every);
     }
     let runtime_options = worker::metrics::runtime_options(metrics.as_ref())
         .map_err(anyhow::Error::msg)

@@ -46,12 +46,6 @@ pub fn sample_interval(value: Option<&str>) -> Result<Duration, SampleIntervalEr
     }
 }
 
-/// The sampling period from the process environment.
-pub fn sample_interval_from_env() -> Result<Duration, SampleIntervalError> {
-    let value = std::env::var(SAMPLE_SECS_ENV).ok();
-    sample_interval(value.as_deref())
-}
-
 /// Takes one sample and records it; on failure logs it, counts it and leaves the gauges as they
 /// were. Returns whether the sample succeeded.
 pub async fn sample_once<E, F>(gauges: &RequestStateGauges, sample: F) -> bool
