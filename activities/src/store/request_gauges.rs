@@ -112,6 +112,14 @@ GROUP BY kind, state
 "#;
 
 impl RequestGauges {
+    /// The count of the `(kind, state)` series, `None` for a pair outside [`KINDS`] × [`STATES`].
+    pub fn count(&self, kind: &str, state: &str) -> Option<u64> {
+        self.counts
+            .iter()
+            .find(|c| c.kind == kind && c.state == state)
+            .map(|c| c.requests)
+    }
+
     /// Folds the query's rows into a full sample. A kind or state this binary does not know is
     /// refused as corrupt rather than silently dropped.
     pub fn from_rows(rows: &[StateRow]) -> StoreResult<RequestGauges> {
@@ -180,10 +188,7 @@ mod tests {
 
     fn count(gauges: &RequestGauges, kind: &str, state: &str) -> u64 {
         gauges
-            .counts
-            .iter()
-            .find(|c| c.kind == kind && c.state == state)
-            .map(|c| c.requests)
+            .count(kind, state)
             .unwrap_or_else(|| panic!("no {kind}/{state} series in {gauges:?}"))
     }
 

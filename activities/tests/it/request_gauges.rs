@@ -70,10 +70,7 @@ async fn audit(owner: &Store, request: Uuid, events: &[(&str, &str)]) {
 
 fn count(gauges: &RequestGauges, kind: &str, state: &str) -> u64 {
     gauges
-        .counts
-        .iter()
-        .find(|c| c.kind == kind && c.state == state)
-        .map(|c| c.requests)
+        .count(kind, state)
         .unwrap_or_else(|| panic!("no {kind}/{state} series in {gauges:?}"))
 }
 
