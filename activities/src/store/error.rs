@@ -282,6 +282,22 @@ pub enum StoreError {
         /// One line per relation: its name and what is wrong with its fence.
         problems: Vec<String>,
     },
+    /// A relation of a tenant table does not declare (soundly) which column holds the pubkey of
+    /// the user a row belongs to, or that it holds no user data (migration 0011).
+    #[error(
+        "tenant table(s) without a sound user-data declaration: {}; give each relation the \
+         trigger BEFORE INSERT OR UPDATE FOR EACH ROW EXECUTE FUNCTION buzz.user_data('<the text \
+         column holding the user's 64-hex pubkey>' or 'none'), named buzz_user_data and enabled \
+         with ALTER TABLE … ENABLE ALWAYS TRIGGER buzz_user_data (docs/data-model.md, \"User data \
+         declarations\")",
+        .problems.join("; ")
+    )]
+    UserDataUndeclared {
+        /// Schema-qualified relations whose declaration is missing or unsound.
+        tables: Vec<String>,
+        /// One line per relation: its name and what is wrong.
+        problems: Vec<String>,
+    },
     /// A foreign key from a table that is not tenant data would change that table's rows when
     /// tenant rows are purged.
     #[error(

@@ -27,6 +27,7 @@ pub mod request_gauges;
 mod sweeps;
 mod tenant_tree;
 pub mod user;
+pub mod user_data;
 
 use std::str::FromStr;
 use std::time::Duration;

@@ -14,4 +14,5 @@ mod roles;
 mod serving;
 mod store;
 mod store_support;
+mod user_data;
 mod user_store;
