@@ -2,6 +2,7 @@
 //! with known states and ages in a database of its own (so the counts are exactly these
 //! requests): which state each lands in, and which timestamps count as progress.
 
+use crate::store_support::private_db::private_db_as_worker;
 use activities::store::Store;
 use activities::store::request_gauges::RequestGauges;
 use uuid::Uuid;
@@ -90,14 +91,8 @@ fn assert_about(actual: u64, expected: u64, what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn states_and_ages_count_only_real_progress_sampled_as_the_worker_role() {
-    let db = e2e::private_db::private_database("gauges").await;
-    let owner = Store::connect_with_pool_size(&db.owner, 2)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    owner.migrate().await.unwrap_or_else(|e| panic!("{e}"));
-    let worker = Store::connect_with_pool_size(&db.worker, 2)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let db = private_db_as_worker("gauges").await;
+    let (owner, worker) = (db.owner.clone(), db.worker.clone());
 
     let empty = sample(&worker).await;
     assert!(empty.counts.iter().all(|c| c.requests == 0), "{empty:?}");
@@ -209,7 +204,5 @@ async fn states_and_ages_count_only_real_progress_sampled_as_the_worker_role() {
     );
     assert_about(all.oldest_blocked_secs, 1800, "blocked 30 min ago");
 
-    owner.pool().close().await;
-    worker.pool().close().await;
-    e2e::private_db::drop_database(&db.name).await;
+    db.drop_database().await;
 }

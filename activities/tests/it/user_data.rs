@@ -5,6 +5,7 @@
 //! a child) is refused, naming the relation — so a table added later cannot be forgotten by a
 //! user inventory. Each shape runs in a transaction of its own on a private database.
 
+use crate::store_support::private_db::private_db_as_worker;
 use activities::failure::{Classified, Severity};
 use activities::store::user_data::UserDataDeclaration;
 use activities::store::{Store, StoreError};
@@ -87,14 +88,8 @@ fn assert_refused(read: Result<Vec<UserDataDeclaration>, StoreError>, relation: 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_tenant_table_must_declare_its_user_data_and_a_new_one_without_is_named() {
-    let db = e2e::private_db::private_database("userdata").await;
-    let owner = Store::connect_with_pool_size(&db.owner, 2)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    owner.migrate().await.unwrap_or_else(|e| panic!("{e}"));
-    let worker = Store::connect_with_pool_size(&db.worker, 2)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let db = private_db_as_worker("userdata").await;
+    let (owner, worker) = (db.owner.clone(), db.worker.clone());
 
     // The shipped model, read by the worker role.
     assert_eq!(worker.user_data_declarations().await.ok(), Some(shipped()));
@@ -174,21 +169,13 @@ async fn every_tenant_table_must_declare_its_user_data_and_a_new_one_without_is_
         "its root buzz.notes declares \"author\"",
     );
 
-    owner.pool().close().await;
-    worker.pool().close().await;
-    e2e::private_db::drop_database(&db.name).await;
+    db.drop_database().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_owner_may_change_a_declaration_and_an_uploader_is_a_pubkey() {
-    let db = e2e::private_db::private_database("userdata_roles").await;
-    let owner = Store::connect_with_pool_size(&db.owner, 2)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    owner.migrate().await.unwrap_or_else(|e| panic!("{e}"));
-    let worker = Store::connect_with_pool_size(&db.worker, 2)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let db = private_db_as_worker("userdata_roles").await;
+    let (owner, worker) = (db.owner.clone(), db.worker.clone());
     // Only the tables' owner may change a declaration: the worker may not drop or add one.
     for sql in [
         "DROP TRIGGER buzz_user_data ON buzz.events",
@@ -223,7 +210,5 @@ async fn only_the_owner_may_change_a_declaration_and_an_uploader_is_a_pubkey() {
     .expect_err("not a pubkey");
     assert!(refused.to_string().contains("uploader_pubkey"), "{refused}");
 
-    owner.pool().close().await;
-    worker.pool().close().await;
-    e2e::private_db::drop_database(&db.name).await;
+    db.drop_database().await;
 }

@@ -41,3 +41,42 @@ impl PrivateDb {
         e2e::private_db::drop_database(&self.name).await;
     }
 }
+
+/// A migrated database of the test's own with a store as the owner and one as the worker role
+/// (its least-privilege login); call [`RoleStores::drop_database`] at the end.
+pub struct RoleStores {
+    /// As the schema owner: creates, migrates and tampers.
+    pub owner: Store,
+    /// As the worker role, which the code under test runs as.
+    pub worker: Store,
+    name: String,
+}
+
+/// Creates and migrates `<shared database>_<tag>_<random>`, connected as owner and worker.
+pub async fn private_db_as_worker(tag: &str) -> RoleStores {
+    let db = e2e::private_db::private_database(tag).await;
+    let owner = Store::connect_with_pool_size(&db.owner, 2)
+        .await
+        .unwrap_or_else(|e| panic!("connect to {} as the owner: {e}", db.name));
+    owner
+        .migrate()
+        .await
+        .unwrap_or_else(|e| panic!("migrate {}: {e}", db.name));
+    let worker = Store::connect_with_pool_size(&db.worker, 2)
+        .await
+        .unwrap_or_else(|e| panic!("connect to {} as the worker: {e}", db.name));
+    RoleStores {
+        owner,
+        worker,
+        name: db.name,
+    }
+}
+
+impl RoleStores {
+    /// Closes both pools and drops the database.
+    pub async fn drop_database(self) {
+        self.owner.pool().close().await;
+        self.worker.pool().close().await;
+        e2e::private_db::drop_database(&self.name).await;
+    }
+}
