@@ -148,7 +148,7 @@ impl RedisConfig {
 
     /// The URL with its password replaced, for messages.
     pub fn redacted_url(&self) -> String {
-        redact_url(&self.url)
+        crate::store::redact_password(&self.url)
     }
 }
 
@@ -158,17 +158,6 @@ impl fmt::Debug for RedisConfig {
             .field("url", &self.redacted_url())
             .field("ca_file", &self.ca_file)
             .finish()
-    }
-}
-
-/// `url` with the password of its user-info replaced by `***`.
-fn redact_url(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut parsed) if parsed.password().is_some() => {
-            let _ = parsed.set_password(Some("***"));
-            parsed.to_string()
-        }
-        _ => url.to_owned(),
     }
 }
 

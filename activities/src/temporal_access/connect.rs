@@ -220,14 +220,9 @@ fn explain_tls(
         };
         return refused(problem.reason(), fix);
     }
-    let ca_fix = || match ca_file {
-        Some(file) => format!(
-            "{TEMPORAL_TLS_SERVER_CA_CERT_PATH}={file} is not the CA that signed the server's certificate: point it at the right CA file"
-        ),
-        None => format!(
-            "set {TEMPORAL_TLS_SERVER_CA_CERT_PATH} to the CA file that signed the server's certificate (the system roots do not know it)"
-        ),
-    };
+    // The same wording every service uses for a CA that does not sign the server's certificate.
+    let ca_fix =
+        || ServerCertificateProblem::UntrustedIssuer.fix(TEMPORAL_TLS_SERVER_CA_CERT_PATH, ca_file);
     match tls {
         rustls::Error::AlertReceived(alert) => match alert {
             AlertDescription::CertificateRequired | AlertDescription::HandshakeFailure
