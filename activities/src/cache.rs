@@ -467,6 +467,49 @@ mod tests {
         assert!(error.to_string().contains("buzz:c:k"));
     }
 
+    #[test]
+    fn a_configuration_that_would_not_be_verified_tls_is_refused_before_connecting() {
+        // `#insecure` would switch certificate checks off.
+        let insecure = client_of(&RedisConfig::url(
+            "rediss://u:secret-pw@cache:6379/#insecure",
+        ))
+        .err()
+        .map(|e| e.to_string());
+        assert!(
+            insecure
+                .as_deref()
+                .is_some_and(|m| m.contains("#insecure") && m.contains("BUZZ_REDIS_CA_FILE")),
+            "{insecure:?}"
+        );
+        // A CA file with a plaintext URL would trust nothing: TLS is not on.
+        let plaintext = client_of(&RedisConfig {
+            url: "redis://cache:6379".into(),
+            ca_file: Some("/etc/ca.pem".into()),
+        })
+        .err()
+        .map(|e| e.to_string());
+        assert!(
+            plaintext
+                .as_deref()
+                .is_some_and(|m| m.contains("rediss://")),
+            "{plaintext:?}"
+        );
+        // An unreadable CA file is named, and the URL's password is never shown.
+        let config = RedisConfig {
+            url: "rediss://u:secret-pw@cache:6379".into(),
+            ca_file: Some("/nonexistent/ca.pem".into()),
+        };
+        let unreadable = client_of(&config).err().map(|e| e.to_string());
+        assert!(
+            unreadable
+                .as_deref()
+                .is_some_and(|m| m.contains("BUZZ_REDIS_CA_FILE=/nonexistent/ca.pem")),
+            "{unreadable:?}"
+        );
+        assert!(!format!("{config:?}").contains("secret-pw"));
+        assert_eq!(config.redacted_url(), "rediss://u:***@cache:6379");
+    }
+
     #[tokio::test]
     async fn malformed_url_is_permanent() {
         let error = Cache::connect("not a url").await.unwrap_err();
