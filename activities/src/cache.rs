@@ -253,9 +253,20 @@ impl Cache {
     pub async fn purge_namespace(
         &self,
         community: Uuid,
+        on_progress: impl FnMut(u64),
+    ) -> Result<u64, CacheError> {
+        self.purge_matching(&namespace_pattern(community), on_progress)
+            .await
+    }
+
+    /// Removes every key matching `pattern` (a SCAN glob inside one namespace, e.g. a user's
+    /// keys in a community), the way [`Cache::purge_namespace`] does.
+    pub async fn purge_matching(
+        &self,
+        pattern: &str,
         mut on_progress: impl FnMut(u64),
     ) -> Result<u64, CacheError> {
-        let pattern = namespace_pattern(community);
+        let pattern = pattern.to_owned();
         let mut connection = self.connection.clone();
         let mut pass = ScanPass::new(&pattern);
         let mut unlinked = 0u64;
@@ -280,7 +291,14 @@ impl Cache {
     /// one pass runs can be missed; two complete empty passes are required, each judged by
     /// [`scan_proves_absence`]. The first key seen fails with [`CacheError::KeyStillPresent`].
     pub async fn verify_absent(&self, community: Uuid) -> Result<(), CacheError> {
-        let pattern = namespace_pattern(community);
+        self.verify_absent_matching(&namespace_pattern(community))
+            .await
+    }
+
+    /// Proves no key matches `pattern` with two complete SCAN passes (see
+    /// [`Cache::verify_absent`]).
+    pub async fn verify_absent_matching(&self, pattern: &str) -> Result<(), CacheError> {
+        let pattern = pattern.to_owned();
         let mut connection = self.connection.clone();
         for _pass in 0..2 {
             let pass = scan_until_first_key(&mut connection, &pattern).await?;
@@ -307,7 +325,27 @@ impl Cache {
 
     /// Number of keys in the community's namespace (one full SCAN pass).
     pub async fn count_namespace(&self, community: Uuid) -> Result<u64, CacheError> {
-        let pattern = namespace_pattern(community);
+        self.count_matching(&namespace_pattern(community)).await
+    }
+
+    /// Calls `each` with every key matching `pattern` (one full SCAN pass; memory bounded by one
+    /// page).
+    pub async fn for_each_matching(
+        &self,
+        pattern: &str,
+        mut each: impl FnMut(&str),
+    ) -> Result<(), CacheError> {
+        let mut connection = self.connection.clone();
+        let mut pass = ScanPass::new(pattern);
+        while let Some((_, keys)) = pass.next_page(&mut connection).await? {
+            keys.iter().for_each(|key| each(key));
+        }
+        Ok(())
+    }
+
+    /// Number of keys matching `pattern` (one full SCAN pass).
+    pub async fn count_matching(&self, pattern: &str) -> Result<u64, CacheError> {
+        let pattern = pattern.to_owned();
         let mut connection = self.connection.clone();
         let mut pass = ScanPass::new(&pattern);
         let mut count = 0u64;

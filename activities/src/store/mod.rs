@@ -20,6 +20,7 @@ pub mod certificates;
 mod chain;
 mod communities;
 mod community;
+pub mod erasure;
 mod error;
 mod migrate;
 mod privilege;

@@ -92,7 +92,7 @@ fn judge(
 fn declarations_of(
     tables: &[TenantTable],
     rows: &BTreeMap<i64, DeclarationRow>,
-) -> StoreResult<Vec<UserDataDeclaration>> {
+) -> StoreResult<Vec<DeclaredTenantTable>> {
     let mut declarations = Vec::new();
     let mut problems = Vec::new();
     let mut refused = Vec::new();
@@ -121,9 +121,12 @@ fn declarations_of(
             }
         }
         if let Some(user_column) = declared {
-            declarations.push(UserDataDeclaration {
-                table: table.qualified(),
-                user_column,
+            declarations.push(DeclaredTenantTable {
+                declaration: UserDataDeclaration {
+                    table: table.qualified(),
+                    user_column,
+                },
+                table: table.clone(),
             });
         }
     }
@@ -137,6 +140,56 @@ fn declarations_of(
     }
 }
 
+/// A tenant table with its sound user-data declaration.
+#[derive(Debug, Clone)]
+pub(crate) struct DeclaredTenantTable {
+    /// The declaration.
+    pub declaration: UserDataDeclaration,
+    /// The table's relations (heaps hold the rows).
+    pub table: TenantTable,
+}
+
+/// Every tenant table with its declaration, read on `conn`; fails closed like
+/// [`Store::user_data_declarations`].
+pub(crate) async fn declared_tenant_tables(
+    conn: &mut sqlx::PgConnection,
+) -> StoreResult<Vec<DeclaredTenantTable>> {
+    let tables = tenant_tables(&mut *conn).await?;
+    let oids: Vec<i64> = tables
+        .iter()
+        .flat_map(|table| table.relations.iter().map(|relation| relation.oid))
+        .collect();
+    let rows = sqlx::query_as::<_, DeclarationRow>(
+        "SELECT r.oid::int8 AS oid, \
+                t.tgenabled::text AS enabled, \
+                (t.tgfoid = 'buzz.user_data()'::regprocedure) AS runs_function, \
+                (t.tgtype::int4 & 31 = 23 AND t.tgqual IS NULL \
+                 AND cardinality(t.tgattr::int2[]) = 0) AS fires_on_every_write, \
+                CASE WHEN t.oid IS NULL THEN NULL ELSE \
+                  (SELECT coalesce(array_agg(a ORDER BY n), '{}') \
+                     FROM unnest((string_to_array(encode(t.tgargs, 'escape'), '\\000')) \
+                                 [1:t.tgnargs]) WITH ORDINALITY AS x(a, n)) \
+                END AS args, \
+                coalesce((SELECT array_agg(c.attname::text ORDER BY c.attnum) \
+                            FROM pg_catalog.pg_attribute c \
+                           WHERE c.attrelid = r.oid AND c.attnum > 0 AND NOT c.attisdropped \
+                             AND c.atttypid IN ('text'::regtype, 'varchar'::regtype)), '{}') \
+                  AS text_columns \
+           FROM unnest($1::int8[]) AS o(oid) \
+           JOIN pg_catalog.pg_class r ON r.oid = o.oid::oid \
+           LEFT JOIN pg_catalog.pg_trigger t ON t.tgrelid = r.oid AND t.tgname = $2",
+    )
+    .bind(&oids)
+    .bind(USER_DATA_TRIGGER)
+    .fetch_all(&mut *conn)
+    .await?;
+    let rows: BTreeMap<i64, DeclarationRow> =
+        rows.into_iter().map(|row| (row.oid, row)).collect();
+    let mut declared = declarations_of(&tables, &rows)?;
+    declared.sort_by(|a, b| a.declaration.table.cmp(&b.declaration.table));
+    Ok(declared)
+}
+
 impl Store {
     /// Every tenant table's user-data declaration, sorted by table; fails closed with
     /// [`StoreError::UserDataUndeclared`] naming every relation whose declaration is missing or
@@ -144,39 +197,7 @@ impl Store {
     /// column of the relation, a partition or child declaring otherwise than its root).
     pub async fn user_data_declarations(&self) -> StoreResult<Vec<UserDataDeclaration>> {
         let mut conn = self.pool.acquire().await?;
-        let tables = tenant_tables(&mut conn).await?;
-        let oids: Vec<i64> = tables
-            .iter()
-            .flat_map(|table| table.relations.iter().map(|relation| relation.oid))
-            .collect();
-        let rows = sqlx::query_as::<_, DeclarationRow>(
-            "SELECT r.oid::int8 AS oid, \
-                    t.tgenabled::text AS enabled, \
-                    (t.tgfoid = 'buzz.user_data()'::regprocedure) AS runs_function, \
-                    (t.tgtype::int4 & 31 = 23 AND t.tgqual IS NULL \
-                     AND cardinality(t.tgattr::int2[]) = 0) AS fires_on_every_write, \
-                    CASE WHEN t.oid IS NULL THEN NULL ELSE \
-                      (SELECT coalesce(array_agg(a ORDER BY n), '{}') \
-                         FROM unnest((string_to_array(encode(t.tgargs, 'escape'), '\\000')) \
-                                     [1:t.tgnargs]) WITH ORDINALITY AS x(a, n)) \
-                    END AS args, \
-                    coalesce((SELECT array_agg(c.attname::text ORDER BY c.attnum) \
-                                FROM pg_catalog.pg_attribute c \
-                               WHERE c.attrelid = r.oid AND c.attnum > 0 AND NOT c.attisdropped \
-                                 AND c.atttypid IN ('text'::regtype, 'varchar'::regtype)), '{}') \
-                      AS text_columns \
-               FROM unnest($1::int8[]) AS o(oid) \
-               JOIN pg_catalog.pg_class r ON r.oid = o.oid::oid \
-               LEFT JOIN pg_catalog.pg_trigger t ON t.tgrelid = r.oid AND t.tgname = $2",
-        )
-        .bind(&oids)
-        .bind(USER_DATA_TRIGGER)
-        .fetch_all(&mut *conn)
-        .await?;
-        let rows: BTreeMap<i64, DeclarationRow> =
-            rows.into_iter().map(|row| (row.oid, row)).collect();
-        let mut declarations = declarations_of(&tables, &rows)?;
-        declarations.sort_by(|a, b| a.table.cmp(&b.table));
-        Ok(declarations)
+        let declared = declared_tenant_tables(&mut conn).await?;
+        Ok(declared.into_iter().map(|d| d.declaration).collect())
     }
 }

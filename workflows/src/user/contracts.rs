@@ -276,12 +276,29 @@ activity_contract!(
     CommitTransition = "user.commit_transition": CommitTransitionInput => CommittedTransition
 );
 activity_contract!(
-    /// Runs the dummy handler of the current row, heartbeating, and saves its outcome.
+    /// Runs the current row's handler (a dummy for a demo target, the real one for a user
+    /// target), heartbeating, and saves its outcome.
     ExecuteStage = "user.execute_stage": ExecuteStageInput => StageOutcome
 );
 activity_contract!(
     /// Saves why a run stopped on a broken invariant, so `user status` shows it.
     RecordBlocked = "user.record_blocked": BlockedInput => ()
+);
+
+/// Input of `user.take_inventory`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TakeUserInventoryInput {
+    /// The request being registered.
+    pub request_id: Uuid,
+    /// The `user:<pubkey>` target.
+    pub target: String,
+}
+
+activity_contract!(
+    /// Discovers a real user's footprint: the user-data declarations (refusing any tenant table
+    /// without one), every community where the user participates or left data, and per community
+    /// the rows per declared table, media objects, agents and Redis keys (read-only).
+    TakeUserInventory = "user.take_inventory": TakeUserInventoryInput => UserInventory
 );
 
 activity_contract!(
@@ -291,7 +308,7 @@ activity_contract!(
 );
 
 /// Every user activity name, for the test that checks the worker registers them all.
-pub const ACTIVITY_NAMES: [&str; 9] = [
+pub const ACTIVITY_NAMES: [&str; 10] = [
     "user.register",
     "user.record_approval",
     "user.load_progress",
@@ -301,4 +318,5 @@ pub const ACTIVITY_NAMES: [&str; 9] = [
     "user.load_approved_inventory",
     "user.resume",
     "user.interrupt_stage",
+    "user.take_inventory",
 ];

@@ -8,14 +8,16 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-/// Prefix every accepted target carries.
-pub const DEMO_TARGET_PREFIX: &str = "demo:";
-/// Longest target accepted (prefix included).
-pub const MAX_TARGET_LEN: usize = 200;
+pub use super::footprint::{CommunityFootprint, DeclaredTable};
+pub use super::target::{DEMO_TARGET_PREFIX, MAX_TARGET_LEN, TargetError, UserTarget, parse_target};
+
 /// Most communities one inventory may list; a resource limit of reconstruction, not a demo shape.
 pub const MAX_INVENTORY_COMMUNITIES: usize = 1_000;
-/// Version of the inventory encoding and of the stage rules that read it.
+/// Version of the demo inventory's encoding and of the stage rules that read it.
 pub const INVENTORY_VERSION: u32 = 1;
+/// Version of a real user's inventory: the demo encoding plus the user-data declarations it was
+/// taken under and each community's footprint.
+pub const USER_INVENTORY_VERSION: u32 = 2;
 /// Communities of a demo inventory when the submitter asks for no other size: B, then C.
 pub const DEFAULT_DEMO_COMMUNITIES: u32 = 2;
 
@@ -52,6 +54,9 @@ pub struct InventoryCommunity {
     pub community_id: Uuid,
     /// How the user relates to it.
     pub role: CommunityRole,
+    /// What of the user it holds (a real user's inventory only; a demo inventory has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub footprint: Option<CommunityFootprint>,
 }
 
 /// The inventory frozen at submission; approval names its digest, and the stage policy visits
@@ -66,40 +71,18 @@ pub struct UserInventory {
     pub target: String,
     /// Communities in the order they are purged.
     pub communities: Vec<InventoryCommunity>,
-}
-
-/// Why a target cannot be submitted.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TargetError {
-    /// Anything but a `demo:` target: this workflow never deletes a real user.
-    #[error("only demo: targets are accepted (got {0:?}); user deletion runs dummy handlers only")]
-    NotDemo(String),
-    /// `demo:` with nothing after it.
-    #[error("the demo target names no user: write demo:<name>")]
-    EmptyName,
-    /// Whitespace or control characters, or longer than [`MAX_TARGET_LEN`].
-    #[error("target {0:?} must be at most 200 characters without whitespace or control characters")]
-    Malformed(String),
-    /// A demo inventory of no community, or of more than [`MAX_INVENTORY_COMMUNITIES`].
-    #[error(
-        "a demo inventory of {0} communities cannot be frozen: it must list 1 to {MAX_INVENTORY_COMMUNITIES} communities"
-    )]
-    CommunityCount(u32),
+    /// The user-data declarations the inventory was taken under (a real user's inventory only):
+    /// the purge refuses to run under different ones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub declarations: Vec<DeclaredTable>,
 }
 
 /// Checks that `target` is an acceptable `demo:` target.
 pub fn validate_demo_target(target: &str) -> Result<(), TargetError> {
-    let Some(name) = target.strip_prefix(DEMO_TARGET_PREFIX) else {
-        return Err(TargetError::NotDemo(target.to_string()));
-    };
-    if name.is_empty() {
-        return Err(TargetError::EmptyName);
+    match parse_target(target)? {
+        UserTarget::Demo { .. } => Ok(()),
+        UserTarget::User { .. } => Err(TargetError::UnknownKind(target.to_string())),
     }
-    if target.len() > MAX_TARGET_LEN || target.chars().any(|c| c.is_whitespace() || c.is_control())
-    {
-        return Err(TargetError::Malformed(target.to_string()));
-    }
-    Ok(())
 }
 
 impl UserInventory {
@@ -121,6 +104,7 @@ impl UserInventory {
             version: INVENTORY_VERSION,
             target: target.to_string(),
             communities: (0..communities).map(demo_community).collect(),
+            declarations: Vec::new(),
         })
     }
 
@@ -132,12 +116,18 @@ impl UserInventory {
             "buzz-user-inventory\nversion={}\ntarget={}\n",
             self.version, self.target
         );
+        for declaration in &self.declarations {
+            canonical.push_str(&declaration.canonical_line());
+        }
         for community in &self.communities {
             canonical.push_str(&format!(
                 "community={} role={}\n",
                 community.community_id.hyphenated(),
                 community.role.as_str()
             ));
+            if let Some(footprint) = &community.footprint {
+                canonical.push_str(&footprint.canonical_lines());
+            }
         }
         hex::encode(Sha256::digest(canonical.as_bytes()))
     }
@@ -158,10 +148,12 @@ pub fn demo_community(index: u32) -> InventoryCommunity {
         0 => InventoryCommunity {
             community_id: DEMO_PARTICIPANT_COMMUNITY,
             role: CommunityRole::Participant,
+            footprint: None,
         },
         1 => InventoryCommunity {
             community_id: DEMO_FORMER_PARTICIPANT_COMMUNITY,
             role: CommunityRole::FormerParticipant,
+            footprint: None,
         },
         n => InventoryCommunity {
             community_id: Uuid::from_u128(0x1_0000_0000 + u128::from(n)),
@@ -170,6 +162,7 @@ pub fn demo_community(index: u32) -> InventoryCommunity {
             } else {
                 CommunityRole::FormerParticipant
             },
+            footprint: None,
         },
     }
 }
@@ -204,7 +197,7 @@ mod tests {
     fn non_demo_targets_are_refused() {
         assert_eq!(
             UserInventory::demo("npub1realuser"),
-            Err(TargetError::NotDemo("npub1realuser".into()))
+            Err(TargetError::UnknownKind("npub1realuser".into()))
         );
         assert_eq!(UserInventory::demo("demo:"), Err(TargetError::EmptyName));
         assert!(matches!(

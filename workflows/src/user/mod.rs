@@ -1,12 +1,13 @@
 //! User deletion (reference 003 on Temporal): the `UserDeletion` workflow, its activity
 //! contracts, the frozen demo inventory and the pure stage policy.
 //!
-//! Handlers are dummies that change no tenant data and only `demo:` targets are accepted; the
-//! orchestration, the durable stage history and every recovery path are real.
+//! A `demo:` target runs the orchestration on dummy handlers that change no tenant data; a
+//! `user:<pubkey>` target erases one real user's footprint (see `docs/user-deletion.md`).
 
 pub mod approved;
 pub mod contracts;
 pub mod early_start;
+pub mod footprint;
 pub mod inventory;
 pub mod ledger;
 pub mod messages;
@@ -14,11 +15,13 @@ pub mod policy;
 pub mod resume;
 pub mod stage;
 pub mod stop;
+pub mod target;
 pub mod workflow;
 
 pub use approved::{ApprovedInventory, StoredInventoryError};
 pub use contracts::*;
 pub use inventory::{UserInventory, validate_demo_target};
+pub use target::{TargetError, UserTarget, parse_target, real_user_pubkey};
 pub use messages::*;
 pub use resume::{ResumeCause, ResumeRequest, ResumedRequest, StartMode, UserTuning};
 pub use stage::{StageKind, StageStatus};

@@ -26,11 +26,13 @@ use uuid::Uuid;
 use super::contracts::{
     BlockedInput, CommitTransition, CommitTransitionInput, CommittedTransition, ExecuteStageInput,
     LoadApprovedInventory, LoadProgress, RecordBlocked, RecordUserApproval, RegisterUser,
-    RegisterUserInput, StageOutcome, StageRecord, TransitionCommand, UserApprovalInput,
+    RegisterUserInput, StageOutcome, StageRecord, TakeUserInventory, TakeUserInventoryInput,
+    TransitionCommand, UserApprovalInput,
     UserApprovalRecord, UserApproveRequest, UserRequestRef,
 };
 use super::early_start::store_refused_early_start;
-use super::inventory::{DEFAULT_DEMO_COMMUNITIES, TargetError, UserInventory};
+use super::inventory::{DEFAULT_DEMO_COMMUNITIES, UserInventory};
+use super::target::{TargetError, UserTarget, parse_target};
 use super::ledger::{Admission, RunLedger};
 use super::messages::{
     Registration, RunOptions, RunOutcome, RunReport, UserDeletionInput, UserDeletionOutcome,
@@ -52,6 +54,11 @@ pub const RETRY_DELAY: Duration = Duration::from_secs(30);
 /// Heartbeat timeout of a handler: a worker that dies mid-handler is noticed this fast, and the
 /// row is resumed elsewhere.
 pub const HANDLER_HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one attempt at taking a user's inventory may run (it counts rows in every declared
+/// table and scans the Redis namespaces of every community found).
+pub const INVENTORY_TIMEOUT: Duration = Duration::from_secs(300);
+/// Longest one attempt of a real user's handler may run (it heartbeats every batch).
+pub const REAL_HANDLER_TIMEOUT: Duration = Duration::from_secs(3600);
 /// Handlers one run may execute before it pauses, so a run always returns to its operator.
 pub const MAX_HANDLERS_PER_RUN: u32 = 100;
 
@@ -86,10 +93,7 @@ impl UserDeletion {
     fn new(ctx: &WorkflowContextView, input: UserDeletionInput) -> Self {
         UserDeletion {
             request_id: input.request_id,
-            inventory: UserInventory::demo_sized(
-                &input.target,
-                input.demo_communities.unwrap_or(DEFAULT_DEMO_COMMUNITIES),
-            ),
+            inventory: initial_inventory(&input.target, input.demo_communities),
             requested_by: input.requested_by,
             reason: input.reason,
             submitted: input.signed,
@@ -113,6 +117,10 @@ impl UserDeletion {
         }
         let inventory = match ctx.state(|s| s.inventory.clone()) {
             Ok(inventory) => inventory,
+            Err(TargetError::InventoryPending) => match take_inventory(ctx, request_id).await {
+                Ok(inventory) => inventory,
+                Err(reason) => return Err(registration_failed(ctx, reason).into()),
+            },
             Err(refusal) => return Err(registration_failed(ctx, refusal.to_string()).into()),
         };
 
@@ -313,6 +321,43 @@ impl UserDeletion {
             .err()
             .map(|refusal| refusal.to_string())
     }
+}
+
+/// The inventory a new execution registers: a demo target's is artificial and computed here; a
+/// user target's is discovered by `user.take_inventory` when the workflow runs.
+fn initial_inventory(
+    target: &str,
+    demo_communities: Option<u32>,
+) -> Result<UserInventory, TargetError> {
+    match parse_target(target)? {
+        UserTarget::Demo { .. } => UserInventory::demo_sized(
+            target,
+            demo_communities.unwrap_or(DEFAULT_DEMO_COMMUNITIES),
+        ),
+        UserTarget::User { .. } if demo_communities.is_some() => Err(TargetError::SizedRealTarget),
+        UserTarget::User { .. } => Err(TargetError::InventoryPending),
+    }
+}
+
+/// Takes a user target's inventory and keeps it as the one this execution registers. The
+/// activity refuses (permanently) a tenant table without a user-data declaration, naming it.
+async fn take_inventory(
+    ctx: &mut WorkflowContext<UserDeletion>,
+    request_id: Uuid,
+) -> Result<UserInventory, String> {
+    let input = TakeUserInventoryInput {
+        request_id,
+        target: ctx.state(|s| s.target.clone()),
+    };
+    let options = ActivityOptions::with_start_to_close_timeout(INVENTORY_TIMEOUT)
+        .retry_policy(retry_policy())
+        .build();
+    let inventory = ctx
+        .execute_activity(TakeUserInventory, input, options)
+        .await
+        .map_err(|e| format!("the user's inventory could not be taken: {}", describe(&e)))?;
+    ctx.state_mut(|s| s.inventory = Ok(inventory.clone()));
+    Ok(inventory)
 }
 
 /// Waits for the approval, then serves `run` updates until the last transition completes the

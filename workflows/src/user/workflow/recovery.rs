@@ -12,7 +12,7 @@ use temporalio_sdk::{
 };
 
 use super::{
-    HANDLER_HEARTBEAT_TIMEOUT, UserDeletion, describe, enter_phase, registration_failed,
+    HANDLER_HEARTBEAT_TIMEOUT, REAL_HANDLER_TIMEOUT, UserDeletion, describe, enter_phase, registration_failed,
     retry_policy, store_options,
 };
 use crate::user::contracts::{ExecuteStage, ExecuteStageInput, StageOutcome};
@@ -20,6 +20,7 @@ use crate::user::inventory::UserInventory;
 use crate::user::messages::{RunOptions, UserDeletionInput, UserPhase};
 use crate::user::resume::{ResumeCause, ResumeInput, ResumeRequest, StartMode};
 use crate::user::stop::{HandlerAtStop, InterruptStage, InterruptStageInput};
+use crate::user::target::real_user_pubkey;
 
 /// Reads the request from Postgres (bumping its execution generation, which fences out every
 /// older execution's late writes) and takes up its phase, approval and retry state. A request
@@ -104,9 +105,15 @@ pub(super) async fn execute_unless_stopped(
     options: &RunOptions,
 ) -> Result<Option<StageOutcome>, ActivityExecutionError> {
     let delay = Duration::from_millis(options.directives.stage_delay_ms);
+    // A real user's handler waits out serving-write leases and deletes in batches; it heartbeats
+    // every batch, so the heartbeat timeout, not this bound, notices a dead worker.
+    let bound = match ctx.state(|s| real_user_pubkey(&s.target).is_some()) {
+        true => REAL_HANDLER_TIMEOUT,
+        false => delay + Duration::from_secs(60),
+    };
     let cancellation = WorkflowCancellationToken::new();
     let handler_options =
-        ActivityOptions::with_start_to_close_timeout(delay + Duration::from_secs(60))
+        ActivityOptions::with_start_to_close_timeout(bound)
             .heartbeat_timeout(HANDLER_HEARTBEAT_TIMEOUT)
             .retry_policy(retry_policy())
             .cancellation_token(cancellation.clone())

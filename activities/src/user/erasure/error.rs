@@ -1,0 +1,126 @@
+//! Why a real handler did not finish, each classified once: transient failures are retried by
+//! Temporal (a new attempt, a new generation, continuing from what is logged); permanent ones are
+//! saved on the stage row as its failure, with the remedy, and the run stops there.
+
+use uuid::Uuid;
+
+use crate::cache::CacheError;
+use crate::failure::{Classified, Report, Severity};
+use crate::objects::ObjectStoreError;
+use crate::store::StoreError;
+
+/// Why a real handler stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ErasureError {
+    /// Postgres failed or refused.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The user-deletion store failed.
+    #[error(transparent)]
+    UserStore(#[from] crate::store::user::UserStoreError),
+    /// S3 failed or refused.
+    #[error(transparent)]
+    Objects(#[from] ObjectStoreError),
+    /// Redis failed or refused.
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+    /// This worker was started without the clients a real user needs.
+    #[error(
+        "this worker cannot erase real users: it has no S3 bucket or Redis configured \
+         (BUZZ_S3_* and REDIS_URL); start the worker with them and run again"
+    )]
+    NotConfigured,
+    /// A media upload row of the user names an object outside its community's prefix.
+    #[error(
+        "community {community_id}: an upload of the user names object {object_key:?}, which is \
+         outside the community's prefix media/{community_id}/; nothing of it was deleted. Correct \
+         or remove that buzz.media_uploads row, then run again"
+    )]
+    ForeignObjectKey {
+        /// The community.
+        community_id: Uuid,
+        /// The key.
+        object_key: String,
+    },
+    /// The user-data declarations differ from the ones the approved inventory was taken under.
+    #[error(
+        "the user-data declarations changed since the inventory was approved ({change}); the \
+         approval no longer covers them: abort this request and submit a new one"
+    )]
+    DeclarationsChanged {
+        /// What differs.
+        change: String,
+    },
+    /// Once fenced, the user holds data in a community the approved inventory does not list.
+    #[error(
+        "the user has data in {} community(ies) the approved inventory does not list: {}; the \
+         approval does not cover them: abort this request and submit a new one (its inventory \
+         will list them)",
+        .communities.len(),
+        .communities.iter().map(Uuid::to_string).collect::<Vec<_>>().join(", ")
+    )]
+    UninventoriedCommunities {
+        /// The communities.
+        communities: Vec<Uuid>,
+    },
+    /// A purged community still holds something of the user.
+    #[error("community {community_id}: verification failed: {what}; run again to purge it")]
+    NotVerified {
+        /// The community.
+        community_id: Uuid,
+        /// What is left.
+        what: String,
+    },
+    /// The user's serving writes did not drain in time.
+    #[error(
+        "the user's serving writes did not drain within {waited_secs} s ({detail}); run again once \
+         the serving side released them (docs/operations.md, \"Stalled serving-write leases\")"
+    )]
+    DrainTimeout {
+        /// How long the gate waited.
+        waited_secs: u64,
+        /// The last refusal.
+        detail: String,
+    },
+    /// Temporal cancelled the attempt.
+    #[error("the handler attempt was cancelled")]
+    Cancelled,
+}
+
+impl ErasureError {
+    /// Whether a newer attempt superseded this one (it must stop without saving anything).
+    pub fn is_stale_generation(&self) -> bool {
+        match self {
+            ErasureError::Store(StoreError::StaleGeneration { .. }) => true,
+            ErasureError::UserStore(error) => error.is_stale_generation(),
+            _ => false,
+        }
+    }
+}
+
+impl Classified for ErasureError {
+    fn severity(&self) -> Severity {
+        match self {
+            ErasureError::Store(error) => error.severity(),
+            ErasureError::UserStore(error) => error.severity(),
+            ErasureError::Objects(error) => error.severity(),
+            ErasureError::Cache(error) => error.severity(),
+            ErasureError::Cancelled => Severity::Transient,
+            ErasureError::NotConfigured
+            | ErasureError::ForeignObjectKey { .. }
+            | ErasureError::DeclarationsChanged { .. }
+            | ErasureError::UninventoriedCommunities { .. }
+            | ErasureError::NotVerified { .. }
+            | ErasureError::DrainTimeout { .. } => Severity::Permanent,
+        }
+    }
+
+    fn report(&self) -> Report {
+        match self {
+            ErasureError::Cancelled => Report::Cancelled,
+            ErasureError::Store(error) => error.report(),
+            ErasureError::UserStore(error) => error.report(),
+            _ => Report::BySeverity,
+        }
+    }
+}

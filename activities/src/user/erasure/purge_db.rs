@@ -1,0 +1,103 @@
+//! `purge_db` of one community: the user's media objects (decided per object), their rows in
+//! every declared table but the agents', and their per-user Redis keys; then the community is
+//! verified and the saved result says whether the user has agents there (reference 003's
+//! branch).
+
+use serde_json::{Value, json};
+use uuid::Uuid;
+use workflows::user::footprint::{AGENTS_TABLE, user_key_pattern};
+use workflows::user::inventory::UserInventory;
+
+use super::media::erase_media;
+use super::verify::{require_declarations_unchanged, verify_community};
+use super::{ErasureError, Eraser, HandlerRun, ROW_BATCH};
+use crate::store::erasure::PurgeLogKind;
+use crate::store::erasure::rows::RowScope;
+
+/// Runs `purge_db` of `community_id` and returns the result to save.
+pub(crate) async fn purge_db(
+    eraser: &Eraser,
+    run: &HandlerRun<'_>,
+    inventory: &UserInventory,
+    community_id: Uuid,
+) -> Result<Value, ErasureError> {
+    require_declarations_unchanged(eraser, inventory).await?;
+    // Objects first: their decisions read the user's upload rows, which the row step deletes.
+    let media = erase_media(eraser, run, community_id).await?;
+    erase_rows(eraser, run, community_id, RowScope::AllExcept(&[AGENTS_TABLE])).await?;
+
+    let pattern = user_key_pattern(community_id, run.pubkey);
+    eraser.store.require_current_attempt(&run.attempt).await?;
+    let keys = eraser.cache.purge_matching(&pattern, |_| {}).await?;
+    eraser
+        .store
+        .log_erased(&run.attempt, community_id, PurgeLogKind::UserKeys, &pattern, keys)
+        .await?;
+    run.beat("keys", keys).await?;
+
+    let verified = verify_community(eraser, run, community_id, &[AGENTS_TABLE]).await?;
+    let agents_left = verified.agents_left;
+    let erased = erased_summary(eraser, run).await?;
+    let result = json!({
+        "has_agents": agents_left > 0,
+        "agents_found": agents_left,
+        "erased": erased,
+        "media": media,
+        "verified": verified.summary(),
+    });
+    eraser
+        .store
+        .audit_erasure(
+            &run.attempt,
+            "user.community_purged",
+            &json!({"community_id": community_id, "stage": "purge_db", "result": result}),
+        )
+        .await?;
+    Ok(result)
+}
+
+/// Deletes the user's rows in the community's tables of `scope`, heartbeating every batch.
+pub(crate) async fn erase_rows(
+    eraser: &Eraser,
+    run: &HandlerRun<'_>,
+    community_id: Uuid,
+    scope: RowScope<'_>,
+) -> Result<(), ErasureError> {
+    let mut done = 0u64;
+    for target in eraser.store.user_row_targets(scope).await? {
+        loop {
+            let removed = eraser
+                .store
+                .erase_row_batch(&run.attempt, community_id, &target, run.pubkey, ROW_BATCH)
+                .await?;
+            if removed == 0 {
+                break;
+            }
+            done = done.saturating_add(removed);
+            run.beat("rows", done).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Everything this stage row's attempts removed, from the purge log (so a retried attempt
+/// reports what its predecessors deleted too).
+pub(crate) async fn erased_summary(
+    eraser: &Eraser,
+    run: &HandlerRun<'_>,
+) -> Result<Value, ErasureError> {
+    let mut summary = serde_json::Map::new();
+    for (what, subject, removed) in eraser
+        .store
+        .erased_in_stage(run.attempt.request_id, run.attempt.stage_id)
+        .await?
+    {
+        let entry = summary
+            .entry(what)
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        if let Value::Object(by_subject) = entry {
+            by_subject.insert(subject, json!(removed));
+        }
+    }
+    Ok(Value::Object(summary))
+}
