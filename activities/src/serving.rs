@@ -87,6 +87,19 @@ pub enum ServingError {
         /// The community.
         community_id: Uuid,
     },
+    /// The user the write is made for is quiescing for deletion: no new write for them is
+    /// admitted.
+    #[error("serving write refused: user {pubkey} is quiescing for deletion")]
+    UserQuiescing {
+        /// The user's pubkey.
+        pubkey: String,
+    },
+    /// The user the write is made for is fenced for deletion.
+    #[error("serving write refused: user {pubkey} is fenced for deletion")]
+    UserFenced {
+        /// The user's pubkey.
+        pubkey: String,
+    },
     /// The lease is no longer valid; the protected write was (or must be) abandoned.
     #[error("serving-write lease {lease_id} lost: {reason}")]
     LeaseLost {
@@ -113,12 +126,16 @@ pub enum ServingError {
 }
 
 impl ServingError {
-    /// Whether the write was refused because the community is being deleted (quiescing or
-    /// fenced): the serving path should answer "community unavailable", not retry.
+    /// Whether the write was refused because the community, or the user it is made for, is
+    /// being deleted (quiescing or fenced): the serving path should answer "unavailable", not
+    /// retry.
     pub fn is_refused_because_fenced(&self) -> bool {
         matches!(
             self,
-            ServingError::Quiescing { .. } | ServingError::Fenced { .. }
+            ServingError::Quiescing { .. }
+                | ServingError::Fenced { .. }
+                | ServingError::UserQuiescing { .. }
+                | ServingError::UserFenced { .. }
         )
     }
 
@@ -142,6 +159,12 @@ impl ServingError {
                     reason: format!("community {community_id} is fenced"),
                 }
             }
+            (StoreError::UserQuiescing { pubkey }, _) => ServingError::UserQuiescing { pubkey },
+            (StoreError::UserFenced { pubkey }, None) => ServingError::UserFenced { pubkey },
+            (StoreError::UserFenced { pubkey }, Some(lease_id)) => ServingError::LeaseLost {
+                lease_id,
+                reason: format!("user {pubkey} is fenced"),
+            },
             (StoreError::LeaseLost { lease_id, reason }, _) => {
                 ServingError::LeaseLost { lease_id, reason }
             }
@@ -187,6 +210,41 @@ pub async fn acquire_serving_write_with(
         .acquire_serving_write_lease(community_id, operation, &config.owner, config.ttl)
         .await
         .map_err(|error| ServingError::from_store(error, None))?;
+    Ok(guard_lease(store, lease, requested_at, config))
+}
+
+/// Admits one external serving write made for the user `pubkey` (a media upload, a per-user
+/// cache key): refused once the community or the user is quiescing or fenced. The returned
+/// guard works as [`acquire_serving_write_with`]'s; its lease is also lost once the user is
+/// fenced.
+pub async fn acquire_user_serving_write_with(
+    store: &Store,
+    community_id: Uuid,
+    pubkey: &str,
+    operation: &str,
+    config: &ServingLeaseConfig,
+) -> Result<ServingWriteGuard, ServingError> {
+    let requested_at = Instant::now();
+    let lease = store
+        .acquire_user_serving_write_lease(
+            community_id,
+            pubkey,
+            operation,
+            &config.owner,
+            config.ttl,
+        )
+        .await
+        .map_err(|error| ServingError::from_store(error, None))?;
+    Ok(guard_lease(store, lease, requested_at, config))
+}
+
+/// Starts the heartbeat of a lease acquired at `requested_at` and wraps it in its guard.
+fn guard_lease(
+    store: &Store,
+    lease: ServingWriteLease,
+    requested_at: Instant,
+    config: &ServingLeaseConfig,
+) -> ServingWriteGuard {
     let stop = CancellationToken::new();
     let lost = CancellationToken::new();
     let lost_reason = Arc::new(Mutex::new(None));
@@ -202,7 +260,7 @@ pub async fn acquire_serving_write_with(
         },
         requested_at + config.ttl,
     ));
-    Ok(ServingWriteGuard {
+    ServingWriteGuard {
         store: store.clone(),
         lease,
         stop,
@@ -210,7 +268,7 @@ pub async fn acquire_serving_write_with(
         lost_reason,
         heartbeat: Some(heartbeat),
         finished: false,
-    })
+    }
 }
 
 /// What the heartbeat task needs.

@@ -7,6 +7,10 @@ use crate::failure::{Classified, Severity};
 /// SQLSTATE raised by the tenant write-fence trigger for a row write into a fenced community.
 pub const FENCED_WRITE_SQLSTATE: &str = "BZ001";
 
+/// SQLSTATE raised by the user-data trigger for a row write naming a user fenced for deletion
+/// (migration 0012).
+pub const USER_FENCED_WRITE_SQLSTATE: &str = "BZ006";
+
 /// SQLSTATE raised when an append-only table (audit trail, approvals, checkpoints) is modified.
 pub const APPEND_ONLY_SQLSTATE: &str = "BZ002";
 
@@ -160,6 +164,63 @@ pub enum StoreError {
     CommunityFenced {
         /// The community.
         community_id: Uuid,
+    },
+    /// A new serving write for a user was refused: the user is being quiesced for deletion.
+    #[error("user {pubkey} is quiescing for deletion: new serving writes for them are refused")]
+    UserQuiescing {
+        /// The user's pubkey.
+        pubkey: String,
+    },
+    /// A serving write for a user was refused: the user is fenced for deletion.
+    #[error("user {pubkey} is fenced for deletion: serving writes for them are refused")]
+    UserFenced {
+        /// The user's pubkey.
+        pubkey: String,
+    },
+    /// The user's fence is held by another deletion request.
+    #[error(
+        "user {pubkey} is already quiesced or fenced by deletion request {request_id}; finish or \
+         abort that request first"
+    )]
+    UserFenceHeld {
+        /// The user's pubkey.
+        pubkey: String,
+        /// The request holding the fence.
+        request_id: Uuid,
+    },
+    /// The user cannot be fenced: this request has not quiesced them first.
+    #[error("user {pubkey} is {state}, not quiescing for this request: quiesce before fencing")]
+    UserNotQuiescing {
+        /// The user's pubkey.
+        pubkey: String,
+        /// The fence state found.
+        state: String,
+    },
+    /// Serving writes for the user admitted before quiescing are still running; the user fence
+    /// waits for them.
+    #[error("user {pubkey} still has {count} live serving write(s): {operations:?}")]
+    LiveUserServingWrites {
+        /// The user's pubkey.
+        pubkey: String,
+        /// Live, unexpired, unreleased user leases.
+        count: u64,
+        /// Their operations, deduplicated.
+        operations: Vec<String>,
+    },
+    /// Leases for the user left unreleased when the user was fenced may still cover a running
+    /// writer: the user's data is not purged before each is past its expiry plus the
+    /// protected-operation bound.
+    #[error(
+        "user {pubkey}: waiting on {count} stalled serving-write lease(s) until {until} (expiry \
+         plus the protected-operation bound)"
+    )]
+    StalledUserServingWrites {
+        /// The user's pubkey.
+        pubkey: String,
+        /// Leases unreleased at fence time and still inside their bound.
+        count: u64,
+        /// When the last of them leaves its bound (database clock).
+        until: chrono::DateTime<chrono::Utc>,
     },
     /// A serving-write lease is no longer valid (released, expired, or not the caller's).
     #[error("serving-write lease {lease_id} is lost: {reason}")]
@@ -390,6 +451,8 @@ impl Classified for StoreError {
             StoreError::Connect { .. }
             | StoreError::ServingWritesLive { .. }
             | StoreError::StalledServingWrites { .. }
+            | StoreError::LiveUserServingWrites { .. }
+            | StoreError::StalledUserServingWrites { .. }
             | StoreError::StaleGeneration { .. } => Severity::Transient,
             StoreError::Database(error) => sqlx_severity(error),
             StoreError::Identity(error) => error.severity(),
@@ -422,9 +485,18 @@ impl std::fmt::Display for CascadingReference {
     }
 }
 
-/// Whether a database error is a row write refused by the tenant write fence (SQLSTATE BZ001).
+/// Whether a database error is a row write refused by a write fence: the community's (SQLSTATE
+/// BZ001) or the user's (BZ006). The serving side treats both as "refused".
 pub fn is_fenced_write(error: &sqlx::Error) -> bool {
-    sqlstate(error).as_deref() == Some(FENCED_WRITE_SQLSTATE)
+    matches!(
+        sqlstate(error).as_deref(),
+        Some(FENCED_WRITE_SQLSTATE | USER_FENCED_WRITE_SQLSTATE)
+    )
+}
+
+/// Whether a database error is a row write refused by the per-user write fence (SQLSTATE BZ006).
+pub fn is_user_fenced_write(error: &sqlx::Error) -> bool {
+    sqlstate(error).as_deref() == Some(USER_FENCED_WRITE_SQLSTATE)
 }
 
 /// Whether a database error is a modification refused on an append-only table (SQLSTATE BZ002).
@@ -515,6 +587,47 @@ mod tests {
             Severity::Permanent
         );
         assert_eq!(sqlstate_severity(APPEND_ONLY_SQLSTATE), Severity::Permanent);
+        assert_eq!(
+            sqlstate_severity(USER_FENCED_WRITE_SQLSTATE),
+            Severity::Permanent
+        );
+    }
+
+    #[test]
+    fn user_fence_refusals_are_permanent_and_waits_transient() {
+        let pubkey = "ab".repeat(32);
+        let held = StoreError::UserFenceHeld {
+            pubkey: pubkey.clone(),
+            request_id: Uuid::nil(),
+        };
+        assert_eq!(held.severity(), Severity::Permanent);
+        assert!(held.to_string().contains(&pubkey));
+        for permanent in [
+            StoreError::UserFenced {
+                pubkey: pubkey.clone(),
+            },
+            StoreError::UserQuiescing {
+                pubkey: pubkey.clone(),
+            },
+            StoreError::UserNotQuiescing {
+                pubkey: pubkey.clone(),
+                state: "serving".into(),
+            },
+        ] {
+            assert_eq!(permanent.severity(), Severity::Permanent, "{permanent}");
+        }
+        let live = StoreError::LiveUserServingWrites {
+            pubkey: pubkey.clone(),
+            count: 1,
+            operations: vec!["s3_put".into()],
+        };
+        assert_eq!(live.severity(), Severity::Transient);
+        let stalled = StoreError::StalledUserServingWrites {
+            pubkey,
+            count: 1,
+            until: chrono::Utc::now(),
+        };
+        assert_eq!(stalled.severity(), Severity::Transient);
     }
 
     #[test]

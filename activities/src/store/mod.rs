@@ -29,6 +29,7 @@ mod sweeps;
 mod tenant_tree;
 pub mod user;
 pub mod user_data;
+mod user_fence;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -54,7 +55,7 @@ pub use community::uploads::UploadAbortRecord;
 pub(crate) use error::sqlx_severity as sqlx_error_severity;
 pub use error::{
     APPEND_ONLY_SQLSTATE, CascadingReference, FENCED_WRITE_SQLSTATE, StoreError, StoreResult,
-    is_append_only_refusal, is_fenced_write,
+    USER_FENCED_WRITE_SQLSTATE, is_append_only_refusal, is_fenced_write, is_user_fenced_write,
 };
 pub use migrate::{MIGRATIONS_TABLE, MIGRATOR};
 pub use privilege::{
@@ -62,6 +63,7 @@ pub use privilege::{
     WORKER_GROUP, privileged_role_allowed,
 };
 pub use sweeps::{TaxonomySweep, TaxonomySweepInput};
+pub use user_fence::{UserFenceStatus, validate_user_pubkey};
 
 /// Connections the store opens by default: enough for a worker's parallel activities.
 const DEFAULT_MAX_CONNECTIONS: u32 = 16;

@@ -15,4 +15,5 @@ mod serving;
 mod store;
 mod store_support;
 mod user_data;
+mod user_fence;
 mod user_store;

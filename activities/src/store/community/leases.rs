@@ -46,6 +46,10 @@ pub struct ServingWriteLease {
     pub fence_generation: i64,
     /// When it lapses unless renewed.
     pub expires_at: DateTime<Utc>,
+    /// The user the write is made for (a per-user lease, refused once that user is fenced);
+    /// `None` for a community-only lease.
+    #[serde(default)]
+    pub user_pubkey: Option<String>,
 }
 
 /// Live serving writes of a community.
@@ -57,7 +61,7 @@ pub struct LiveServingWrites {
     pub operations: Vec<String>,
 }
 
-fn ttl_seconds(ttl: Duration) -> StoreResult<f64> {
+pub(crate) fn ttl_seconds(ttl: Duration) -> StoreResult<f64> {
     if ttl.is_zero() {
         return Err(StoreError::InvalidInput {
             field: "ttl",
@@ -139,6 +143,9 @@ fn lease_outcome(
         ("valid", Some(expires_at)) => Ok(expires_at),
         ("fenced", _) => Err(StoreError::CommunityFenced {
             community_id: lease.community_id,
+        }),
+        ("user_fenced", _) => Err(StoreError::UserFenced {
+            pubkey: lease.user_pubkey.clone().unwrap_or_default(),
         }),
         ("missing", _) => Err(lost("no such lease for this community")),
         ("not_owner", _) => Err(lost("held by another owner")),
@@ -229,6 +236,7 @@ impl Store {
             owner: owner.to_owned(),
             fence_generation,
             expires_at,
+            user_pubkey: None,
         })
     }
 
