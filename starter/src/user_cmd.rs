@@ -16,8 +16,9 @@ use workflows::user::policy::{Position, reconstruct};
 use workflows::user::{
     HandlerAtStop, HandlerDirectives, Registration, RunOptions, RunOutcome, RunReport, StageKind,
     UserApprovalRecord, UserApproveRequest, UserDeletion, UserDeletionInput, UserInventory,
-    validate_demo_target, workflow_id,
+    workflow_id,
 };
+use workflows::user::{TargetError, UserTarget, parse_target};
 
 use workflows::operator::{Action, Kind};
 
@@ -136,13 +137,19 @@ async fn submit(
     demo_communities: Option<u32>,
     key: &KeyArgs,
 ) -> CliResult {
-    if let Err(refusal) = validate_demo_target(&target) {
-        return Err(refuse(2, &refusal.to_string()));
-    }
-    if let Some(size) = demo_communities
-        && let Err(refusal) = UserInventory::demo_sized(&target, size)
-    {
-        return Err(refuse(2, &format!("--demo-communities {size}: {refusal}")));
+    match parse_target(&target) {
+        Err(refusal) => return Err(refuse(2, &refusal.to_string())),
+        Ok(UserTarget::User { .. }) if demo_communities.is_some() => {
+            return Err(refuse(2, &TargetError::SizedRealTarget.to_string()));
+        }
+        Ok(UserTarget::User { .. }) => {}
+        Ok(UserTarget::Demo { .. }) => {
+            if let Some(size) = demo_communities
+                && let Err(refusal) = UserInventory::demo_sized(&target, size)
+            {
+                return Err(refuse(2, &format!("--demo-communities {size}: {refusal}")));
+            }
+        }
     }
     let signer = match SigningKey::from_args(key) {
         Ok(signer) => signer,

@@ -12,6 +12,7 @@ use activities::store::Store;
 use activities::sweep::SweepActivities;
 use activities::temporal_access::TemporalConnectError;
 use activities::user::UserActivities;
+use activities::user::erasure::Eraser;
 use temporalio_client::Client;
 use temporalio_sdk::{Runtime, Worker, WorkerOptions};
 use workflows::community::CommunityDeletion;
@@ -300,10 +301,13 @@ pub fn build_deployed_worker(
     Worker::new(runtime, deps.client.clone(), options).map_err(|e| worker_error(&e))
 }
 
-/// The user-deletion activities, signing (and archiving) receipts with the worker's key.
+/// The user-deletion activities: real handlers for `user:` targets, signing (and archiving)
+/// receipts with the worker's key.
 fn user_activities(deps: &Dependencies) -> UserActivities {
-    let activities =
-        UserActivities::new(deps.store.pool().clone()).with_receipt_key(deps.receipt_key.clone());
+    let eraser = Eraser::new(deps.store.clone(), deps.objects.clone(), deps.cache.clone());
+    let activities = UserActivities::new(deps.store.pool().clone())
+        .with_receipt_key(deps.receipt_key.clone())
+        .with_eraser(eraser);
     match &deps.receipt_archive {
         Some(archive) => activities.with_receipt_archive(archive.clone()),
         None => activities,

@@ -6,6 +6,7 @@
 //! inventory is the workflow's own input, so it stays in `workflows::user::inventory`.)
 
 mod rows;
+pub mod user;
 
 use futures::StreamExt;
 use serde::Serialize;

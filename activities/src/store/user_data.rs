@@ -183,8 +183,7 @@ pub(crate) async fn declared_tenant_tables(
     .bind(USER_DATA_TRIGGER)
     .fetch_all(&mut *conn)
     .await?;
-    let rows: BTreeMap<i64, DeclarationRow> =
-        rows.into_iter().map(|row| (row.oid, row)).collect();
+    let rows: BTreeMap<i64, DeclarationRow> = rows.into_iter().map(|row| (row.oid, row)).collect();
     let mut declared = declarations_of(&tables, &rows)?;
     declared.sort_by(|a, b| a.declaration.table.cmp(&b.declaration.table));
     Ok(declared)

@@ -67,7 +67,7 @@ pub fn dummy_result(
 
 /// Sleeps `delay_ms` in short slices, heartbeating after each so a dead worker is noticed within
 /// the heartbeat timeout and a cancelled attempt stops promptly.
-async fn take_delay(
+pub(crate) async fn take_delay(
     ctx: &ActivityContext,
     stage_id: Uuid,
     stage: StageKind,

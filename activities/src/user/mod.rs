@@ -1,6 +1,7 @@
 //! Activities of the `UserDeletion` workflow: each binds one contract of `workflows::user` to the
 //! user-deletion store or to a dummy handler.
 
+pub mod erasure;
 pub mod faults;
 pub mod handlers;
 
@@ -21,12 +22,14 @@ use workflows::user::stop::{InterruptStageInput, InterruptedStage};
 use workflows::user::{
     ApprovedInventory, BlockedInput, CommitTransitionInput, CommittedTransition, ExecuteStageInput,
     ProgressSnapshot, RegisterUserInput, RegisteredUserRequest, ResumedRequest, StageKind,
-    StageOutcome, UserApprovalInput, UserApprovalRecord, UserRequestRef,
+    StageOutcome, TakeUserInventoryInput, UserApprovalInput, UserApprovalRecord, UserInventory,
+    UserRequestRef,
 };
 
 pub use error::UserStoreError;
 pub use store::{StageRowView, StageStart, UserRequestSummary, UserRequestView, UserStore};
 
+use crate::store::erasure::ErasureAttempt;
 use faults::{FaultPoint, FaultPoints};
 use handlers::{HandlerError, run_dummy_handler};
 
@@ -38,6 +41,9 @@ pub struct UserActivities {
     faults: FaultPoints,
     /// The object-lock bucket signed receipts are copied to, when configured.
     archive: Option<crate::objects::ObjectStore>,
+    /// The real handlers of `user:` targets (Postgres, S3, Redis); `None` on a worker that can
+    /// only run demo targets.
+    eraser: Option<erasure::Eraser>,
 }
 
 impl UserActivities {
@@ -47,7 +53,14 @@ impl UserActivities {
             store: UserStore::new(pool),
             faults: FaultPoints::default(),
             archive: None,
+            eraser: None,
         }
+    }
+
+    /// The same activities running real handlers for `user:` targets through `eraser`.
+    pub fn with_eraser(mut self, eraser: erasure::Eraser) -> Self {
+        self.eraser = Some(eraser);
+        self
     }
 
     /// The same activities signing each completed request's receipt with `key`.
@@ -175,7 +188,27 @@ impl UserActivities {
                 row.id
             )))
         })?;
-        match run_dummy_handler(&ctx, row.id, stage, row.community_id, &input.directives).await {
+        let handled = match self.real_target(input.request_id).await? {
+            None => run_dummy_handler(&ctx, row.id, stage, row.community_id, &input.directives)
+                .await
+                .map_err(StageFailure::Dummy),
+            Some(inventory) => {
+                let run = erasure::HandlerRun {
+                    ctx: &ctx,
+                    attempt: ErasureAttempt {
+                        request_id: input.request_id,
+                        stage_id: row.id,
+                        generation,
+                    },
+                    pubkey: workflows::user::real_user_pubkey(&inventory.target).unwrap_or(""),
+                    stage: stage.as_str(),
+                    community_id: row.community_id,
+                };
+                self.run_real_handler(&run, stage, &inventory, &input.directives)
+                    .await
+            }
+        };
+        match handled {
             Ok(result) => {
                 self.store
                     .save_stage_result(input.request_id, row.id, generation, &result)
@@ -187,8 +220,13 @@ impl UserActivities {
                     handler_ran: true,
                 })
             }
-            Err(HandlerError::Cancelled) => Err(ActivityError::cancelled()),
-            Err(failure @ HandlerError::Injected(_)) => {
+            Err(StageFailure::Dummy(HandlerError::Cancelled)) => Err(ActivityError::cancelled()),
+            Err(StageFailure::Real(error)) if !error.is_saved_as_stage_failure() => {
+                // Transient (retried by Temporal as a new attempt under a new generation),
+                // cancelled, or superseded by a newer attempt: nothing to save.
+                Err(crate::failure::activity_error(error))
+            }
+            Err(failure) => {
                 let error = failure.to_string();
                 let retry = self
                     .store
@@ -203,6 +241,31 @@ impl UserActivities {
                     .map_err(activity_error)?;
                 Ok(StageOutcome::Failed { error, retry })
             }
+        }
+    }
+
+    /// Takes a real user's inventory (read-only): declarations first (failing closed, naming any
+    /// undeclared tenant table), then every community holding data of the user.
+    #[activity(definition = workflows::user::TakeUserInventory)]
+    pub async fn take_inventory(
+        self: Arc<Self>,
+        _ctx: ActivityContext,
+        input: TakeUserInventoryInput,
+    ) -> Result<UserInventory, ActivityError> {
+        let Some(pubkey) = workflows::user::real_user_pubkey(&input.target) else {
+            return Err(crate::failure::activity_error(
+                erasure::ErasureError::NotAUserTarget(input.target.clone()),
+            ));
+        };
+        let eraser = self
+            .eraser
+            .as_ref()
+            .ok_or(erasure::ErasureError::NotConfigured)
+            .map_err(crate::failure::activity_error)?;
+        match erasure::take_inventory(eraser, &input.target, pubkey).await {
+            Ok(Ok(inventory)) => Ok(inventory),
+            Ok(Err(refusal)) => Err(crate::failure::activity_error(refusal)),
+            Err(error) => Err(crate::failure::activity_error(error)),
         }
     }
 
@@ -260,6 +323,77 @@ impl UserActivities {
     }
 }
 
+/// Why a handler produced no result.
+#[derive(Debug, thiserror::Error)]
+enum StageFailure {
+    /// The dummy handler of a demo target.
+    #[error(transparent)]
+    Dummy(HandlerError),
+    /// A real handler.
+    #[error(transparent)]
+    Real(erasure::ErasureError),
+}
+
+impl UserActivities {
+    /// The approved inventory when the request is a real user's (`user:` target); `None` for a
+    /// demo target.
+    async fn real_target(
+        &self,
+        request_id: uuid::Uuid,
+    ) -> Result<Option<UserInventory>, ActivityError> {
+        let approved = self
+            .store
+            .load_approved_inventory(request_id)
+            .await
+            .map_err(activity_error)?;
+        Ok(
+            workflows::user::real_user_pubkey(&approved.inventory.target)
+                .is_some()
+                .then_some(approved.inventory),
+        )
+    }
+
+    /// Runs the real handler of `stage`. The run's directives apply as they do to a dummy: the
+    /// delay is taken first (heartbeating), and an injected failure fails the stage before the
+    /// handler changes anything.
+    async fn run_real_handler(
+        &self,
+        run: &erasure::HandlerRun<'_>,
+        stage: StageKind,
+        inventory: &UserInventory,
+        directives: &workflows::user::HandlerDirectives,
+    ) -> Result<serde_json::Value, StageFailure> {
+        handlers::take_delay(
+            run.ctx,
+            run.attempt.stage_id,
+            stage,
+            directives.stage_delay_ms,
+        )
+        .await
+        .map_err(StageFailure::Dummy)?;
+        if directives.fail_stage == Some(stage) {
+            return Err(StageFailure::Dummy(HandlerError::Injected(stage)));
+        }
+        let eraser = self
+            .eraser
+            .as_ref()
+            .ok_or(StageFailure::Real(erasure::ErasureError::NotConfigured))?;
+        let handled = match (stage, run.community_id) {
+            (StageKind::GateUser, _) => erasure::gate_user(eraser, run, inventory).await,
+            (StageKind::PurgeDb, Some(community)) => {
+                erasure::purge_db(eraser, run, inventory, community).await
+            }
+            (StageKind::PurgeAgents, Some(community)) => {
+                erasure::purge_agents(eraser, run, inventory, community).await
+            }
+            (_, None) => Err(erasure::ErasureError::NoCommunity(
+                stage.as_str().to_owned(),
+            )),
+        };
+        handled.map_err(StageFailure::Real)
+    }
+}
+
 /// Maps a store error to Temporal's retry decision through the one mapping
 /// ([`crate::failure::activity_error`]; see `UserStoreError::report` for the failures with a type
 /// of their own).
@@ -283,6 +417,7 @@ mod tests {
             user_activities::LoadApprovedInventory.name().to_string(),
             user_activities::Resume.name().to_string(),
             user_activities::InterruptStage.name().to_string(),
+            user_activities::TakeInventory.name().to_string(),
         ];
         assert_eq!(
             implemented,

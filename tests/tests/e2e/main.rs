@@ -7,3 +7,4 @@
 mod community;
 mod record_histories;
 mod user_deletion;
+mod user_erasure;

@@ -5,10 +5,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::inventory::{INVENTORY_VERSION, MAX_INVENTORY_COMMUNITIES, UserInventory};
+use super::inventory::{
+    INVENTORY_VERSION, MAX_INVENTORY_COMMUNITIES, USER_INVENTORY_VERSION, UserInventory,
+};
 
 /// Inventory versions whose encoding and stage rules this build implements.
-pub const KNOWN_INVENTORY_VERSIONS: [u32; 1] = [INVENTORY_VERSION];
+pub const KNOWN_INVENTORY_VERSIONS: [u32; 2] = [INVENTORY_VERSION, USER_INVENTORY_VERSION];
 
 /// Output of `user.load_approved_inventory`: the stored inventory, verified against the approval.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,6 +82,9 @@ pub fn verify_stored_inventory(
     }
     let inventory: UserInventory = serde_json::from_value(stored.clone())
         .map_err(|e| StoredInventoryError::Unreadable(e.to_string()))?;
+    if let Some(problem) = inventory.shape_problem() {
+        return Err(StoredInventoryError::Unreadable(problem));
+    }
     let recomputed = inventory.digest();
     if recomputed != approved_digest {
         return Err(StoredInventoryError::DigestMismatch {
@@ -157,14 +162,14 @@ mod tests {
         let inventory = UserInventory::demo("demo:alice").unwrap();
         let digest = inventory.digest();
         let mut future = stored(&inventory);
-        future["version"] = json!(2);
-        future["communities"] = json!("a shape only version 2 knows");
+        future["version"] = json!(3);
+        future["communities"] = json!("a shape only version 3 knows");
         let refusal = verify_stored_inventory(&future, Some(&digest), &digest).unwrap_err();
-        assert_eq!(refusal, StoredInventoryError::UnknownVersion("2".into()));
+        assert_eq!(refusal, StoredInventoryError::UnknownVersion("3".into()));
         assert!(
             refusal
                 .to_string()
-                .contains("inventory version 2 is not understood by this build")
+                .contains("inventory version 3 is not understood by this build")
         );
         assert!(refusal.to_string().contains("deploy a build that knows it"));
     }

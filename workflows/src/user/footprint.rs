@@ -69,7 +69,9 @@ impl CommunityFootprint {
 
     /// Total rows of the user found in the community.
     pub fn total_rows(&self) -> u64 {
-        self.rows.values().fold(0u64, |sum, n| sum.saturating_add(*n))
+        self.rows
+            .values()
+            .fold(0u64, |sum, n| sum.saturating_add(*n))
     }
 }
 

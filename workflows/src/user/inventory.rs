@@ -9,7 +9,9 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 pub use super::footprint::{CommunityFootprint, DeclaredTable};
-pub use super::target::{DEMO_TARGET_PREFIX, MAX_TARGET_LEN, TargetError, UserTarget, parse_target};
+pub use super::target::{
+    DEMO_TARGET_PREFIX, MAX_TARGET_LEN, TargetError, UserTarget, parse_target,
+};
 
 /// Most communities one inventory may list; a resource limit of reconstruction, not a demo shape.
 pub const MAX_INVENTORY_COMMUNITIES: usize = 1_000;
@@ -130,6 +132,53 @@ impl UserInventory {
             }
         }
         hex::encode(Sha256::digest(canonical.as_bytes()))
+    }
+
+    /// What makes this inventory unfit to be frozen or run, if anything. A demo inventory
+    /// (version 1) has a `demo:` target and no footprint or declarations. A real user's (version
+    /// 2) has a `user:` target, the declarations it was taken under and a footprint for every
+    /// community. Either lists between one and [`MAX_INVENTORY_COMMUNITIES`] distinct communities.
+    pub fn shape_problem(&self) -> Option<String> {
+        let real = match parse_target(&self.target) {
+            Ok(UserTarget::Demo { .. }) => false,
+            Ok(UserTarget::User { .. }) => true,
+            Err(refusal) => return Some(refusal.to_string()),
+        };
+        let distinct: std::collections::BTreeSet<Uuid> =
+            self.communities.iter().map(|c| c.community_id).collect();
+        if distinct.len() != self.communities.len() {
+            return Some("it lists a community twice".into());
+        }
+        if self.communities.is_empty() || self.communities.len() > MAX_INVENTORY_COMMUNITIES {
+            return Some(format!(
+                "it lists {} communities; an inventory lists 1 to {MAX_INVENTORY_COMMUNITIES}",
+                self.communities.len()
+            ));
+        }
+        let footprints = self
+            .communities
+            .iter()
+            .filter(|c| c.footprint.is_some())
+            .count();
+        match (real, self.version) {
+            (false, INVENTORY_VERSION) if footprints == 0 && self.declarations.is_empty() => None,
+            (false, INVENTORY_VERSION) => {
+                Some("a demo inventory carries no footprint or declarations".into())
+            }
+            (true, USER_INVENTORY_VERSION)
+                if footprints == self.communities.len() && !self.declarations.is_empty() =>
+            {
+                None
+            }
+            (true, USER_INVENTORY_VERSION) => Some(
+                "a user inventory needs the declarations it was taken under and a footprint for                  every community"
+                    .into(),
+            ),
+            (real, version) => Some(format!(
+                "version {version} is not the version of a {} inventory",
+                if real { "user" } else { "demo" }
+            )),
+        }
     }
 
     /// The community entry for `community_id`, if the inventory lists it.

@@ -158,7 +158,10 @@ mod tests {
                 problem: PubkeyProblem::Length(3)
             }
         );
-        assert!(short.to_string().contains("user:<64 lowercase hex"), "{short}");
+        assert!(
+            short.to_string().contains("user:<64 lowercase hex"),
+            "{short}"
+        );
         let upper = KEY.to_uppercase();
         assert!(matches!(
             parse_target(&format!("user:{upper}")),

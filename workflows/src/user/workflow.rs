@@ -27,12 +27,10 @@ use super::contracts::{
     BlockedInput, CommitTransition, CommitTransitionInput, CommittedTransition, ExecuteStageInput,
     LoadApprovedInventory, LoadProgress, RecordBlocked, RecordUserApproval, RegisterUser,
     RegisterUserInput, StageOutcome, StageRecord, TakeUserInventory, TakeUserInventoryInput,
-    TransitionCommand, UserApprovalInput,
-    UserApprovalRecord, UserApproveRequest, UserRequestRef,
+    TransitionCommand, UserApprovalInput, UserApprovalRecord, UserApproveRequest, UserRequestRef,
 };
 use super::early_start::store_refused_early_start;
 use super::inventory::{DEFAULT_DEMO_COMMUNITIES, UserInventory};
-use super::target::{TargetError, UserTarget, parse_target};
 use super::ledger::{Admission, RunLedger};
 use super::messages::{
     Registration, RunOptions, RunOutcome, RunReport, UserDeletionInput, UserDeletionOutcome,
@@ -42,6 +40,7 @@ use super::policy::{Position, decide, initial_stage, reconstruct, successor_stag
 use super::resume::{StartMode, UserTuning, run_token};
 use super::stage::StageStatus;
 use super::stop::{HandlerAtStop, StopAnswer, StopRequest, stopped_at};
+use super::target::{TargetError, UserTarget, parse_target};
 use crate::approval::Operator;
 use crate::contract::{
     PERMANENT_FAILURE_TYPE, RETRY_NOT_DUE_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE,
@@ -330,10 +329,9 @@ fn initial_inventory(
     demo_communities: Option<u32>,
 ) -> Result<UserInventory, TargetError> {
     match parse_target(target)? {
-        UserTarget::Demo { .. } => UserInventory::demo_sized(
-            target,
-            demo_communities.unwrap_or(DEFAULT_DEMO_COMMUNITIES),
-        ),
+        UserTarget::Demo { .. } => {
+            UserInventory::demo_sized(target, demo_communities.unwrap_or(DEFAULT_DEMO_COMMUNITIES))
+        }
         UserTarget::User { .. } if demo_communities.is_some() => Err(TargetError::SizedRealTarget),
         UserTarget::User { .. } => Err(TargetError::InventoryPending),
     }

@@ -83,7 +83,9 @@ pub(crate) async fn rows_in_heap(
 }
 
 /// The declared tables that hold user data, with their column.
-fn user_tables(declared: &[DeclaredTenantTable]) -> impl Iterator<Item = (&DeclaredTenantTable, &str)> {
+fn user_tables(
+    declared: &[DeclaredTenantTable],
+) -> impl Iterator<Item = (&DeclaredTenantTable, &str)> {
     declared.iter().filter_map(|d| {
         d.declaration
             .user_column
@@ -125,13 +127,14 @@ impl Store {
             per_community.entry(*community).or_default();
         }
         let ids: Vec<Uuid> = per_community.keys().copied().collect();
-        let hosts: BTreeMap<Uuid, String> =
-            sqlx::query_as::<_, (Uuid, String)>("SELECT id, host FROM buzz.communities WHERE id = ANY($1)")
-                .bind(&ids)
-                .fetch_all(&mut *tx)
-                .await?
-                .into_iter()
-                .collect();
+        let hosts: BTreeMap<Uuid, String> = sqlx::query_as::<_, (Uuid, String)>(
+            "SELECT id, host FROM buzz.communities WHERE id = ANY($1)",
+        )
+        .bind(&ids)
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .collect();
         let has = |name: &str| declared.iter().any(|d| d.declaration.table == name);
         let roles: BTreeMap<Uuid, String> = if has(MEMBERSHIPS_TABLE) {
             sqlx::query_as::<_, (Uuid, String)>(

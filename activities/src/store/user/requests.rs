@@ -40,20 +40,31 @@ impl UserStore {
             request_id: input.request_id,
             reason,
         };
-        let size = u32::try_from(input.inventory.communities.len()).unwrap_or(u32::MAX);
-        let expected =
-            UserInventory::demo_sized(&input.target, size).map_err(|e| refused(e.to_string()))?;
-        if input.inventory != expected {
+        if input.inventory.target != input.target {
             return Err(refused(format!(
-                "it is not the demo inventory of {size} communities (B participant, C former \
-                 participant, then the generated ones)"
+                "it is the inventory of {:?}, not of {:?}",
+                input.inventory.target, input.target
             )));
         }
-        if input.inventory_digest != expected.digest() {
+        if let Some(problem) = input.inventory.shape_problem() {
+            return Err(refused(problem));
+        }
+        if workflows::user::real_user_pubkey(&input.target).is_none() {
+            let size = u32::try_from(input.inventory.communities.len()).unwrap_or(u32::MAX);
+            let expected = UserInventory::demo_sized(&input.target, size)
+                .map_err(|e| refused(e.to_string()))?;
+            if input.inventory != expected {
+                return Err(refused(format!(
+                    "it is not the demo inventory of {size} communities (B participant, C former \
+                     participant, then the generated ones)"
+                )));
+            }
+        }
+        if input.inventory_digest != input.inventory.digest() {
             return Err(refused(format!(
                 "digest {} is not the inventory's digest {}",
                 input.inventory_digest,
-                expected.digest()
+                input.inventory.digest()
             )));
         }
         let inventory = serde_json::to_value(&input.inventory)

@@ -12,7 +12,7 @@ use workflows::user::inventory::UserInventory;
 
 use super::purge_db::{erase_rows, erased_summary};
 use super::verify::{require_declarations_unchanged, verify_community};
-use super::{ErasureError, Eraser, HandlerRun};
+use super::{Eraser, ErasureError, HandlerRun};
 use crate::store::erasure::PurgeLogKind;
 use crate::store::erasure::rows::RowScope;
 
@@ -34,7 +34,13 @@ pub(crate) async fn purge_agents(
         let keys = eraser.cache.purge_matching(&pattern, |_| {}).await?;
         eraser
             .store
-            .log_erased(&run.attempt, community_id, PurgeLogKind::AgentKeys, &pattern, keys)
+            .log_erased(
+                &run.attempt,
+                community_id,
+                PurgeLogKind::AgentKeys,
+                &pattern,
+                keys,
+            )
             .await?;
         run.beat("agent_keys", u64::try_from(done + 1).unwrap_or(u64::MAX))
             .await?;
@@ -58,7 +64,10 @@ pub(crate) async fn purge_agents(
 }
 
 /// Agent rows this stage row's attempts deleted, from the purge log.
-async fn verified_agents_deleted(eraser: &Eraser, run: &HandlerRun<'_>) -> Result<u64, ErasureError> {
+async fn verified_agents_deleted(
+    eraser: &Eraser,
+    run: &HandlerRun<'_>,
+) -> Result<u64, ErasureError> {
     Ok(eraser
         .store
         .erased_in_stage(run.attempt.request_id, run.attempt.stage_id)

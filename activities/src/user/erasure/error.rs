@@ -30,6 +30,14 @@ pub enum ErasureError {
          (BUZZ_S3_* and REDIS_URL); start the worker with them and run again"
     )]
     NotConfigured,
+    /// `user.take_inventory` called for a target that is not `user:<pubkey>`.
+    #[error(
+        "target {0:?} is not a user: target; only user:<64-hex pubkey> has an inventory to take"
+    )]
+    NotAUserTarget(String),
+    /// A per-community stage row without its community.
+    #[error("stage row {0} names no community; the stage history is corrupt")]
+    NoCommunity(String),
     /// A media upload row of the user names an object outside its community's prefix.
     #[error(
         "community {community_id}: an upload of the user names object {object_key:?}, which is \
@@ -98,6 +106,15 @@ impl ErasureError {
     }
 }
 
+impl ErasureError {
+    /// Whether the failure is saved on the stage row (the stage fails, the run stops with the
+    /// remedy) rather than handed to Temporal: permanent failures are; transient ones are
+    /// retried as a new attempt, and a superseded or cancelled attempt saves nothing.
+    pub fn is_saved_as_stage_failure(&self) -> bool {
+        self.severity() == Severity::Permanent && !self.is_stale_generation()
+    }
+}
+
 impl Classified for ErasureError {
     fn severity(&self) -> Severity {
         match self {
@@ -107,6 +124,8 @@ impl Classified for ErasureError {
             ErasureError::Cache(error) => error.severity(),
             ErasureError::Cancelled => Severity::Transient,
             ErasureError::NotConfigured
+            | ErasureError::NotAUserTarget(_)
+            | ErasureError::NoCommunity(_)
             | ErasureError::ForeignObjectKey { .. }
             | ErasureError::DeclarationsChanged { .. }
             | ErasureError::UninventoriedCommunities { .. }

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use workflows::user::inventory::UserInventory;
 
 use super::inventory::communities_with_user_keys;
-use super::{ErasureError, Eraser, HandlerRun};
+use super::{Eraser, ErasureError, HandlerRun};
 use crate::failure::{Classified, Severity};
 use crate::serving::MAX_PROTECTED_OPERATION;
 use crate::store::StoreError;

@@ -13,7 +13,7 @@ use workflows::user::inventory::{
     UserInventory,
 };
 
-use super::{ErasureError, Eraser};
+use super::{Eraser, ErasureError};
 use crate::store::erasure::footprint::FoundCommunity;
 
 /// Why an inventory cannot be frozen although it was read.
@@ -168,12 +168,21 @@ mod tests {
         );
         // Upper-case or unhyphenated ids are not the namespace the relay writes.
         let upper = c.to_uppercase();
-        assert_eq!(community_of_user_key(&format!("buzz:{upper}:user:{key}:s"), &key), None);
+        assert_eq!(
+            community_of_user_key(&format!("buzz:{upper}:user:{key}:s"), &key),
+            None
+        );
         assert_eq!(
             community_of_user_key(&format!("buzz:{}:user:{key}:s", c.replace('-', "")), &key),
             None
         );
-        assert_eq!(community_of_user_key(&format!("buzz:{c}:users:{key}:s"), &key), None);
-        assert_eq!(community_of_user_key(&format!("buzz:not-a-uuid:user:{key}:s"), &key), None);
+        assert_eq!(
+            community_of_user_key(&format!("buzz:{c}:users:{key}:s"), &key),
+            None
+        );
+        assert_eq!(
+            community_of_user_key(&format!("buzz:not-a-uuid:user:{key}:s"), &key),
+            None
+        );
     }
 }

@@ -10,7 +10,7 @@
 
 use uuid::Uuid;
 
-use super::{ErasureError, Eraser, HandlerRun};
+use super::{Eraser, ErasureError, HandlerRun};
 use crate::objects::{MAX_VERSIONS_PER_DELETE, ObjectVersionRef};
 use crate::store::erasure::media::{MediaDecision, MediaDecisionKind};
 

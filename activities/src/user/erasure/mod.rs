@@ -61,10 +61,10 @@ impl Eraser {
 
 /// Where a handler attempt is, shown in the Web UI as the activity's heartbeat details.
 #[derive(Debug, Clone, Serialize)]
-struct Progress<'a> {
-    stage: &'a str,
+struct Progress {
+    stage: String,
     community_id: Option<Uuid>,
-    step: &'a str,
+    step: String,
     done: u64,
 }
 
@@ -84,9 +84,9 @@ impl HandlerRun<'_> {
         let _ = self
             .ctx
             .record_heartbeat(Progress {
-                stage: self.stage,
+                stage: self.stage.to_owned(),
                 community_id: self.community_id,
-                step,
+                step: step.to_owned(),
                 done,
             })
             .await;

@@ -10,7 +10,7 @@ use workflows::user::inventory::UserInventory;
 
 use super::media::erase_media;
 use super::verify::{require_declarations_unchanged, verify_community};
-use super::{ErasureError, Eraser, HandlerRun, ROW_BATCH};
+use super::{Eraser, ErasureError, HandlerRun, ROW_BATCH};
 use crate::store::erasure::PurgeLogKind;
 use crate::store::erasure::rows::RowScope;
 
@@ -24,14 +24,26 @@ pub(crate) async fn purge_db(
     require_declarations_unchanged(eraser, inventory).await?;
     // Objects first: their decisions read the user's upload rows, which the row step deletes.
     let media = erase_media(eraser, run, community_id).await?;
-    erase_rows(eraser, run, community_id, RowScope::AllExcept(&[AGENTS_TABLE])).await?;
+    erase_rows(
+        eraser,
+        run,
+        community_id,
+        RowScope::AllExcept(&[AGENTS_TABLE]),
+    )
+    .await?;
 
     let pattern = user_key_pattern(community_id, run.pubkey);
     eraser.store.require_current_attempt(&run.attempt).await?;
     let keys = eraser.cache.purge_matching(&pattern, |_| {}).await?;
     eraser
         .store
-        .log_erased(&run.attempt, community_id, PurgeLogKind::UserKeys, &pattern, keys)
+        .log_erased(
+            &run.attempt,
+            community_id,
+            PurgeLogKind::UserKeys,
+            &pattern,
+            keys,
+        )
         .await?;
     run.beat("keys", keys).await?;
 

@@ -11,7 +11,7 @@ use workflows::user::footprint::{AGENTS_TABLE, DeclaredTable, user_key_pattern};
 use workflows::user::inventory::UserInventory;
 
 use super::media::exact_versions;
-use super::{ErasureError, Eraser, HandlerRun};
+use super::{Eraser, ErasureError, HandlerRun};
 use crate::cache::CacheError;
 use crate::store::erasure::PurgeLogKind;
 use crate::store::erasure::media::MediaDecisionKind;
@@ -60,7 +60,8 @@ pub(crate) async fn require_declarations_unchanged(
     if now == inventory.declarations {
         return Ok(());
     }
-    let describe = |d: &DeclaredTable| format!("{}:{}", d.table, d.column.as_deref().unwrap_or("none"));
+    let describe =
+        |d: &DeclaredTable| format!("{}:{}", d.table, d.column.as_deref().unwrap_or("none"));
     let added: Vec<String> = now
         .iter()
         .filter(|d| !inventory.declarations.contains(d))
@@ -124,7 +125,11 @@ pub(crate) async fn verify_community(
         namespaces.extend(
             eraser
                 .store
-                .erased_subjects(run.attempt.request_id, community_id, PurgeLogKind::AgentKeys)
+                .erased_subjects(
+                    run.attempt.request_id,
+                    community_id,
+                    PurgeLogKind::AgentKeys,
+                )
                 .await?,
         );
     }

@@ -12,8 +12,8 @@ use temporalio_sdk::{
 };
 
 use super::{
-    HANDLER_HEARTBEAT_TIMEOUT, REAL_HANDLER_TIMEOUT, UserDeletion, describe, enter_phase, registration_failed,
-    retry_policy, store_options,
+    HANDLER_HEARTBEAT_TIMEOUT, REAL_HANDLER_TIMEOUT, UserDeletion, describe, enter_phase,
+    registration_failed, retry_policy, store_options,
 };
 use crate::user::contracts::{ExecuteStage, ExecuteStageInput, StageOutcome};
 use crate::user::inventory::UserInventory;
@@ -112,12 +112,11 @@ pub(super) async fn execute_unless_stopped(
         false => delay + Duration::from_secs(60),
     };
     let cancellation = WorkflowCancellationToken::new();
-    let handler_options =
-        ActivityOptions::with_start_to_close_timeout(bound)
-            .heartbeat_timeout(HANDLER_HEARTBEAT_TIMEOUT)
-            .retry_policy(retry_policy())
-            .cancellation_token(cancellation.clone())
-            .build();
+    let handler_options = ActivityOptions::with_start_to_close_timeout(bound)
+        .heartbeat_timeout(HANDLER_HEARTBEAT_TIMEOUT)
+        .retry_policy(retry_policy())
+        .cancellation_token(cancellation.clone())
+        .build();
     let mut work = pin!(
         ctx.execute_activity(ExecuteStage, input, handler_options)
             .fuse()

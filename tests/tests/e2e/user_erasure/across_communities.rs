@@ -1,0 +1,313 @@
+//! Must-show 1 and 4 of issue 17: a user active in three communities is erased everywhere and
+//! nobody else loses a byte; a tenant table without a user-data declaration blocks the inventory.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use activities::demo::user::{UserSeed, media_key};
+use activities::store::is_user_fenced_write;
+use activities::user::UserStore;
+use e2e::prelude::*;
+use uuid::Uuid;
+
+use super::{fresh_pubkey, seed_footprint, without_user};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_is_erased_in_every_community_and_everyone_else_is_byte_identical() {
+    let _shared = outage_lock().read().await;
+    let stack = stack().await;
+    let queue = unique_queue("user-erase");
+    let _worker = WorkerProcess::start(&queue, &[]).await;
+    let cli = Cli::new(&queue);
+    let user = fresh_pubkey();
+    let other = fresh_pubkey();
+
+    // A: member, allow-listed, an upload of their own and one shared with `other`.
+    // B: member with two agents (`other` has one too). C: former member (events and keys left).
+    let a = seed(&stack, &unique_host("uploads"), small_plan())
+        .await
+        .community_id;
+    let b = seed(&stack, &unique_host("agents"), small_plan())
+        .await
+        .community_id;
+    let c = seed(&stack, &unique_host("former"), small_plan())
+        .await
+        .community_id;
+    let shared = b"a picture both of them uploaded".to_vec();
+    let own = b"a picture only the user uploaded".to_vec();
+    seed_footprint(
+        &stack,
+        a,
+        &user,
+        &UserSeed {
+            member: true,
+            events: 3,
+            allowlisted: true,
+            uploads: vec![own.clone(), shared.clone()],
+            keys: 2,
+            ..UserSeed::default()
+        },
+    )
+    .await;
+    seed_footprint(
+        &stack,
+        a,
+        &other,
+        &UserSeed {
+            member: true,
+            events: 2,
+            uploads: vec![shared.clone()],
+            keys: 1,
+            ..UserSeed::default()
+        },
+    )
+    .await;
+    let b_user = seed_footprint(
+        &stack,
+        b,
+        &user,
+        &UserSeed {
+            member: true,
+            events: 2,
+            agents: 2,
+            keys: 1,
+            ..UserSeed::default()
+        },
+    )
+    .await;
+    seed_footprint(
+        &stack,
+        b,
+        &other,
+        &UserSeed {
+            member: true,
+            events: 1,
+            agents: 1,
+            ..UserSeed::default()
+        },
+    )
+    .await;
+    seed_footprint(
+        &stack,
+        c,
+        &user,
+        &UserSeed {
+            events: 2,
+            keys: 1,
+            ..UserSeed::default()
+        },
+    )
+    .await;
+    let (own_key, _) = media_key(a, &own);
+    let (shared_key, _) = media_key(a, &shared);
+
+    let mut before = BTreeMap::new();
+    for community in [a, b, c] {
+        before.insert(community, snapshot(&stack, community).await);
+    }
+
+    let submitted = cli
+        .run(&[
+            "user",
+            "submit",
+            "--target",
+            &format!("user:{user}"),
+            "--requested-by",
+            "alice",
+        ])
+        .await
+        .expect_code(0)
+        .json();
+    let id = submitted["request_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let digest = submitted["inventory_digest"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let inventory = &submitted["inventory"];
+    assert_eq!(inventory["version"], 2, "{submitted}");
+    let roles: BTreeMap<String, String> = inventory["communities"]
+        .as_array()
+        .unwrap_or(&Vec::new())
+        .iter()
+        .map(|entry| {
+            (
+                entry["community_id"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                entry["role"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        roles,
+        BTreeMap::from([
+            (a.to_string(), "participant".to_owned()),
+            (b.to_string(), "participant".to_owned()),
+            (c.to_string(), "former_participant".to_owned()),
+        ]),
+        "the inventory discovers where the user participates and where they used to"
+    );
+    let footprint_of = |community: Uuid| {
+        inventory["communities"]
+            .as_array()
+            .and_then(|all| {
+                all.iter()
+                    .find(|e| e["community_id"] == community.to_string())
+            })
+            .map(|e| e["footprint"].clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(footprint_of(a)["rows"]["buzz.events"], 3);
+    assert_eq!(footprint_of(a)["media_objects"], 2);
+    assert_eq!(footprint_of(a)["user_keys"], 2);
+    assert_eq!(footprint_of(b)["agents"], 2);
+    assert_eq!(footprint_of(b)["agent_keys"], 4);
+    assert_eq!(footprint_of(c)["rows"]["buzz.memberships"], 0);
+
+    cli.user_approve(&id, "bob", &digest).await.expect_code(0);
+    let ran = cli.run(&["user", "run", &id]).await;
+    ran.expect_exit(0);
+
+    for community in [a, b, c] {
+        let erased: BTreeSet<String> = match community {
+            x if x == a => BTreeSet::from([own_key.clone()]),
+            _ => BTreeSet::new(),
+        };
+        let agents: &[Uuid] = if community == b { &b_user.agents } else { &[] };
+        let expected = without_user(&before[&community], community, &user, &erased, agents);
+        assert_ne!(
+            expected, before[&community],
+            "the user must have held something in {community} for the test to mean anything"
+        );
+        let after = snapshot(&stack, community).await;
+        assert_identical(
+            &expected,
+            &after,
+            &format!("community {community} after the deletion"),
+        );
+    }
+    let shared_versions = object_versions(&stack, a).await;
+    assert!(
+        shared_versions.iter().any(|v| v.key == shared_key),
+        "the object the other user also uploaded is kept"
+    );
+
+    let id: Uuid = id
+        .parse()
+        .unwrap_or_else(|e| panic!("request id {id}: {e}"));
+    let rows = UserStore::new(stack.store.pool().clone())
+        .stage_rows(id)
+        .await
+        .unwrap_or_else(|e| panic!("stage rows: {e}"));
+    let path: Vec<(String, Option<Uuid>)> = rows
+        .iter()
+        .map(|r| (r.stage.clone(), r.community_id))
+        .collect();
+    assert_eq!(
+        path.first(),
+        Some(&("gate_user".to_owned(), None)),
+        "{path:?}"
+    );
+    assert_eq!(
+        path.iter()
+            .filter(|(stage, _)| stage == "purge_agents")
+            .collect::<Vec<_>>(),
+        vec![&("purge_agents".to_owned(), Some(b))],
+        "only the community where the user has agents takes the purge_agents branch: {path:?}"
+    );
+    assert_eq!(path.len(), 5, "{path:?}");
+    for row in &rows {
+        assert_eq!(row.status, "completed", "{row:?}");
+    }
+    let purge_a = rows
+        .iter()
+        .find(|r| r.stage == "purge_db" && r.community_id == Some(a))
+        .and_then(|r| r.result.clone())
+        .unwrap_or_default();
+    assert_eq!(purge_a["media"]["deleted_objects"], 1, "{purge_a}");
+    assert_eq!(purge_a["media"]["kept_shared"], 1, "{purge_a}");
+    assert_eq!(purge_a["has_agents"], false, "{purge_a}");
+    assert_eq!(purge_a["erased"]["rows"]["buzz.events"], 3, "{purge_a}");
+    assert_eq!(
+        purge_a["verified"]["rows_left"]["buzz.events"], 0,
+        "{purge_a}"
+    );
+
+    // Every community's purge is in the audit trail.
+    let audited: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM deletion.audit_events \
+         WHERE request_id = $1 AND event = 'user.community_purged'",
+    )
+    .bind(id)
+    .fetch_one(stack.store.pool())
+    .await
+    .unwrap_or_else(|e| panic!("audit: {e}"));
+    assert_eq!(audited, 4);
+
+    // The user stays fenced: a late write as them is refused; `other` still writes.
+    let late = sqlx::query(
+        "INSERT INTO buzz.events (id, community_id, pubkey, kind, content) VALUES ($1, $2, $3, 1, 'late')",
+    )
+    .bind(fresh_pubkey())
+    .bind(a)
+    .bind(&user)
+    .execute(stack.serving.pool())
+    .await;
+    assert!(
+        late.as_ref().is_err_and(is_user_fenced_write),
+        "a row written as the erased user must be refused: {late:?}"
+    );
+    sqlx::query(
+        "INSERT INTO buzz.events (id, community_id, pubkey, kind, content) VALUES ($1, $2, $3, 1, 'still here')",
+    )
+    .bind(fresh_pubkey())
+    .bind(a)
+    .bind(&other)
+    .execute(stack.serving.pool())
+    .await
+    .unwrap_or_else(|e| panic!("another user's write must pass: {e}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_user_target_is_refused_with_what_to_write() {
+    let queue = unique_queue("user-target");
+    let cli = Cli::new(&queue);
+    for (target, says) in [
+        ("user:abc", "it has 3 characters, not 64"),
+        ("user:XYZ", "not 64"),
+        ("npub1someone", "names no kind of user"),
+    ] {
+        let refused = cli
+            .run(&[
+                "user",
+                "submit",
+                "--target",
+                target,
+                "--requested-by",
+                "alice",
+            ])
+            .await;
+        refused.expect_exit(2);
+        assert!(
+            refused.stderr.contains(says),
+            "{target}: {}",
+            refused.stderr
+        );
+    }
+    let upper = format!("user:{}", fresh_pubkey().to_uppercase());
+    let refused = cli
+        .run(&[
+            "user",
+            "submit",
+            "--target",
+            &upper,
+            "--requested-by",
+            "alice",
+        ])
+        .await;
+    refused.expect_exit(2);
+    assert!(refused.stderr.contains("upper-case"), "{}", refused.stderr);
+}

@@ -1,0 +1,88 @@
+//! Real user deletion (`user:<pubkey>` targets) on the real stack, through the CLI and the worker
+//! binary: one user's footprint erased across communities while everyone else's data stays
+//! byte-identical.
+//!
+//! - `across_communities`: the user in three communities (member, member with agents, former
+//!   member), with an upload shared with another user; the undeclared-table refusal.
+
+mod across_communities;
+
+use std::collections::BTreeSet;
+
+use activities::demo::user::{UserSeed, UserSeedReport, seed_user};
+use e2e::prelude::*;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+/// A fresh random 64-hex pubkey.
+pub fn fresh_pubkey() -> String {
+    hex::encode(Sha256::digest(Uuid::new_v4().as_bytes()))
+}
+
+/// Seeds `seed` for `pubkey` in `community` as the serving side.
+pub async fn seed_footprint(
+    stack: &Stack,
+    community: Uuid,
+    pubkey: &str,
+    seed: &UserSeed,
+) -> UserSeedReport {
+    seed_user(
+        &stack.serving,
+        &stack.objects,
+        &stack.cache,
+        community,
+        pubkey,
+        seed,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("seeding {pubkey} in {community}: {e}"))
+}
+
+/// Columns holding the pubkey of the user a row belongs to (the shipped declarations).
+const USER_COLUMNS: [(&str, &str); 5] = [
+    ("events", "pubkey"),
+    ("memberships", "pubkey"),
+    ("pubkey_allowlist", "pubkey"),
+    ("agents", "pubkey"),
+    ("media_uploads", "uploader_pubkey"),
+];
+
+/// `before` without everything of `pubkey`: its rows in the declared tables, the versions (and
+/// bytes) of `erased_objects`, and the keys of its namespace and of `agents`' namespaces. What a
+/// community must look like after the user's deletion, byte for byte.
+pub fn without_user(
+    before: &Snapshot,
+    community: Uuid,
+    pubkey: &str,
+    erased_objects: &BTreeSet<String>,
+    agents: &[Uuid],
+) -> Snapshot {
+    let mut expected = before.clone();
+    for table in &mut expected.rows {
+        let column = USER_COLUMNS
+            .iter()
+            .find(|(name, _)| table.table.ends_with(name))
+            .map(|(_, column)| *column);
+        if let Some(column) = column {
+            table.rows.retain(|row| {
+                let row: serde_json::Value = serde_json::from_str(row).unwrap_or_default();
+                row[column] != pubkey
+            });
+        }
+    }
+    expected
+        .versions
+        .retain(|v| !erased_objects.contains(&v.key));
+    expected
+        .bodies
+        .retain(|(key, _), _| !erased_objects.contains(key));
+    let user_prefix = format!("buzz:{}:user:{pubkey}:", community.hyphenated());
+    let agent_prefixes: Vec<String> = agents
+        .iter()
+        .map(|a| format!("buzz:{}:agent:{}:", community.hyphenated(), a.hyphenated()))
+        .collect();
+    expected.keys.retain(|(key, _)| {
+        !key.starts_with(&user_prefix) && !agent_prefixes.iter().any(|p| key.starts_with(p))
+    });
+    expected
+}
