@@ -112,6 +112,7 @@ pub fn startup_worker(
         client: client.clone(),
         receipt_key: crate::env::receipt_key(),
         receipt_archive: None,
+        user_row_batch: activities::user::erasure::DEFAULT_ROW_BATCH,
     };
     worker::startup::build_worker(
         runtime,

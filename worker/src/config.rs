@@ -69,6 +69,9 @@ pub struct WorkerConfig {
     pub manifest_chunk_entries: usize,
     /// How long one fence attempt waits for live serving-write leases.
     pub fence_wait: Duration,
+    /// Rows of a user deleted per transaction by a user deletion's purge
+    /// (`BUZZ_USER_ROW_BATCH`, default 1,000, clamped to 1..=10,000).
+    pub user_row_batch: u32,
     /// Versions deleted per second per tenant prefix, at most (`BUZZ_DELETE_RATE_PER_PREFIX`,
     /// default 3,500 as real S3 allows; 0 = unlimited).
     pub deletes_per_second_per_prefix: u32,
@@ -144,6 +147,9 @@ impl WorkerConfig {
             .unwrap_or(10_000)
             .clamp(1, 10_000),
             fence_wait: Duration::from_secs(parse_u64("BUZZ_FENCE_WAIT_SECS", "20")?),
+            user_row_batch: u32::try_from(parse_u64("BUZZ_USER_ROW_BATCH", "1000")?)
+                .unwrap_or(10_000)
+                .clamp(1, 10_000),
             deletes_per_second_per_prefix: u32::try_from(parse_u64(
                 "BUZZ_DELETE_RATE_PER_PREFIX",
                 "3500",

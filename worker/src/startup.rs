@@ -103,6 +103,8 @@ pub struct Dependencies {
     pub receipt_key: ReceiptKey,
     /// The object-lock bucket receipts are copied to, when configured.
     pub receipt_archive: Option<ObjectStore>,
+    /// Rows a user deletion deletes per transaction (`BUZZ_USER_ROW_BATCH`).
+    pub user_row_batch: u32,
 }
 
 /// Connects to Temporal with a bounded wait, over TLS, mutual TLS or with an API key as
@@ -214,6 +216,7 @@ pub async fn connect(config: &WorkerConfig) -> Result<Dependencies, StartupError
         client,
         receipt_key,
         receipt_archive,
+        user_row_batch: config.user_row_batch,
     })
 }
 
@@ -304,7 +307,8 @@ pub fn build_deployed_worker(
 /// The user-deletion activities: real handlers for `user:` targets, signing (and archiving)
 /// receipts with the worker's key.
 fn user_activities(deps: &Dependencies) -> UserActivities {
-    let eraser = Eraser::new(deps.store.clone(), deps.objects.clone(), deps.cache.clone());
+    let eraser = Eraser::new(deps.store.clone(), deps.objects.clone(), deps.cache.clone())
+        .with_row_batch(deps.user_row_batch);
     let activities = UserActivities::new(deps.store.pool().clone())
         .with_receipt_key(deps.receipt_key.clone())
         .with_eraser(eraser);

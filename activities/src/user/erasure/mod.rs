@@ -24,8 +24,8 @@ use crate::store::erasure::ErasureAttempt;
 pub use error::ErasureError;
 pub use inventory::take_inventory;
 
-/// Rows deleted per batch (one transaction each).
-const ROW_BATCH: u32 = 1_000;
+/// Rows deleted per batch (one transaction each) unless the worker says otherwise.
+pub const DEFAULT_ROW_BATCH: u32 = 1_000;
 
 /// Everything the real handlers reach: Postgres, the bucket and Redis.
 #[derive(Debug, Clone)]
@@ -35,6 +35,8 @@ pub struct Eraser {
     cache: Cache,
     /// How long the gate waits for the user's serving writes to drain before the stage fails.
     drain_timeout: Duration,
+    /// Rows deleted per transaction.
+    row_batch: u32,
 }
 
 impl Eraser {
@@ -45,7 +47,14 @@ impl Eraser {
             objects,
             cache,
             drain_timeout: Duration::from_secs(180),
+            row_batch: DEFAULT_ROW_BATCH,
         }
+    }
+
+    /// The same handlers deleting at most `rows` rows per transaction (at least one).
+    pub fn with_row_batch(mut self, rows: u32) -> Self {
+        self.row_batch = rows.max(1);
+        self
     }
 
     /// The store.

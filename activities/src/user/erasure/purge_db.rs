@@ -10,7 +10,7 @@ use workflows::user::inventory::UserInventory;
 
 use super::media::erase_media;
 use super::verify::{require_declarations_unchanged, verify_community};
-use super::{Eraser, ErasureError, HandlerRun, ROW_BATCH};
+use super::{Eraser, ErasureError, HandlerRun};
 use crate::store::erasure::PurgeLogKind;
 use crate::store::erasure::rows::RowScope;
 
@@ -80,7 +80,7 @@ pub(crate) async fn erase_rows(
         loop {
             let removed = eraser
                 .store
-                .erase_row_batch(&run.attempt, community_id, &target, run.pubkey, ROW_BATCH)
+                .erase_row_batch(&run.attempt, community_id, &target, run.pubkey, eraser.row_batch)
                 .await?;
             if removed == 0 {
                 break;
