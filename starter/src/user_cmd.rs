@@ -215,7 +215,21 @@ async fn submit(
                 &format!("user deletion {id} was started, but {e}"),
             ));
         }
-        Err(failure) => return Err(failure.into_cli("registration", NOT_RUNNING)),
+        Err(failure) => {
+            // A refused registration (a malformed inventory, an undeclared tenant table) ends the
+            // workflow, sometimes before the update is answered: its failure is the reason.
+            let ended = handle
+                .describe(Default::default())
+                .await
+                .is_ok_and(|d| d.status() != temporalio_client::WorkflowExecutionStatus::Running);
+            if ended
+                && let Err(temporalio_client::errors::WorkflowGetResultError::Failed(why)) =
+                    handle.get_result(Default::default()).await
+            {
+                return Err(refuse(2, &format!("registration refused: {why}")));
+            }
+            return Err(failure.into_cli("registration", NOT_RUNNING));
+        }
     };
     let text = key_values(
         "user deletion submitted",

@@ -80,7 +80,13 @@ pub(crate) async fn erase_rows(
         loop {
             let removed = eraser
                 .store
-                .erase_row_batch(&run.attempt, community_id, &target, run.pubkey, eraser.row_batch)
+                .erase_row_batch(
+                    &run.attempt,
+                    community_id,
+                    &target,
+                    run.pubkey,
+                    eraser.row_batch,
+                )
                 .await?;
             if removed == 0 {
                 break;

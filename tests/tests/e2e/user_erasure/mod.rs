@@ -6,6 +6,7 @@
 //!   member), with an upload shared with another user; the undeclared-table refusal.
 
 mod across_communities;
+mod undeclared_table;
 
 use std::collections::BTreeSet;
 

@@ -1,0 +1,163 @@
+//! Must-show 4 of issue 17: a tenant table added without a user-data declaration blocks the
+//! user inventory, naming it; once declared, its rows of the user are inventoried and purged and
+//! everyone else's are kept.
+//!
+//! The table would block every other user deletion of the shared database, so the story runs on
+//! a database of its own (worker and CLI get its URLs); objects and keys stay on the shared stack.
+
+use activities::demo::user::UserSeed;
+use activities::store::Store;
+use e2e::prelude::*;
+use e2e::private_db::{drop_private_stack, private_database};
+
+use super::{fresh_pubkey, seed_footprint};
+
+async fn exec(store: &Store, sql: &str) {
+    sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+        .execute(store.pool())
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+async fn reactions_of(store: &Store, pubkey: &str) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM buzz.reactions WHERE pubkey = $1")
+        .bind(pubkey)
+        .fetch_one(store.pool())
+        .await
+        .unwrap_or_else(|e| panic!("reactions: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_added_without_a_declaration_blocks_the_inventory_naming_it() {
+    let _shared = outage_lock().read().await;
+    let shared = stack().await;
+    let db = private_database("undeclared").await;
+    let name = db.name.clone();
+    let stack = db.migrated_stack(shared).await;
+    let queue = unique_queue("undeclared");
+    let worker = WorkerProcess::start(&queue, &[("DATABASE_URL", db.worker.as_str())]).await;
+    let cli = Cli::new(&queue)
+        .with_env("DATABASE_URL", &db.worker)
+        .with_env("BUZZ_OWNER_DATABASE_URL", &db.owner);
+    let user = fresh_pubkey();
+    let other = fresh_pubkey();
+    let community = seed(&stack, &unique_host("reactions"), small_plan())
+        .await
+        .community_id;
+    seed_footprint(
+        &stack,
+        community,
+        &user,
+        &UserSeed {
+            member: true,
+            events: 2,
+            ..UserSeed::default()
+        },
+    )
+    .await;
+
+    // A relay migration adds a tenant table, fenced like every tenant table, but forgets to say
+    // where its user data is.
+    exec(
+        &stack.store,
+        "CREATE TABLE buzz.reactions (community_id uuid NOT NULL REFERENCES buzz.communities (id), \
+         pubkey text NOT NULL, emoji text NOT NULL)",
+    )
+    .await;
+    exec(
+        &stack.store,
+        "CREATE TRIGGER buzz_write_fence BEFORE INSERT OR UPDATE ON buzz.reactions \
+         FOR EACH ROW EXECUTE FUNCTION buzz.refuse_fenced_write()",
+    )
+    .await;
+    exec(
+        &stack.store,
+        "ALTER TABLE buzz.reactions ENABLE ALWAYS TRIGGER buzz_write_fence",
+    )
+    .await;
+    for (pubkey, emoji) in [(&user, "+"), (&user, "!"), (&other, "+")] {
+        sqlx::query("INSERT INTO buzz.reactions (community_id, pubkey, emoji) VALUES ($1, $2, $3)")
+            .bind(community)
+            .bind(pubkey)
+            .bind(emoji)
+            .execute(stack.serving.pool())
+            .await
+            .unwrap_or_else(|e| panic!("reaction: {e}"));
+    }
+
+    let target = format!("user:{user}");
+    let refused = cli
+        .run(&[
+            "user",
+            "submit",
+            "--target",
+            &target,
+            "--requested-by",
+            "alice",
+        ])
+        .await;
+    assert_ne!(refused.code, 0, "{}", refused.stdout);
+    for named in [
+        "buzz.reactions",
+        "buzz.user_data",
+        "ENABLE ALWAYS TRIGGER buzz_user_data",
+    ] {
+        assert!(
+            refused.stderr.contains(named),
+            "the refusal must name {named}: {}",
+            refused.stderr
+        );
+    }
+    assert_eq!(
+        reactions_of(&stack.store, &user).await,
+        2,
+        "nothing was deleted"
+    );
+
+    // Declared: the next submission inventories and purges it.
+    exec(
+        &stack.store,
+        "CREATE TRIGGER buzz_user_data BEFORE INSERT OR UPDATE ON buzz.reactions \
+         FOR EACH ROW EXECUTE FUNCTION buzz.user_data('pubkey')",
+    )
+    .await;
+    exec(
+        &stack.store,
+        "ALTER TABLE buzz.reactions ENABLE ALWAYS TRIGGER buzz_user_data",
+    )
+    .await;
+    let submitted = cli
+        .run(&[
+            "user",
+            "submit",
+            "--target",
+            &target,
+            "--requested-by",
+            "alice",
+        ])
+        .await
+        .expect_code(0)
+        .json();
+    let counted =
+        submitted["inventory"]["communities"][0]["footprint"]["rows"]["buzz.reactions"].clone();
+    assert_eq!(counted, 2, "{submitted}");
+    let id = submitted["request_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let digest = submitted["inventory_digest"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    cli.user_approve(&id, "bob", &digest).await.expect_code(0);
+    cli.run(&["user", "run", &id]).await.expect_exit(0);
+    assert_eq!(reactions_of(&stack.store, &user).await, 0);
+    assert_eq!(
+        reactions_of(&stack.store, &other).await,
+        1,
+        "another user's reaction is kept"
+    );
+
+    worker.crash().await;
+    drop_private_stack(&name, stack).await;
+}
