@@ -22,7 +22,8 @@ use workflows::user::stop::{InterruptStageInput, InterruptedStage};
 use workflows::user::{
     ApprovedInventory, BlockedInput, CommitTransitionInput, CommittedTransition, ExecuteStageInput,
     ProgressSnapshot, RegisterUserInput, RegisteredUserRequest, ResumedRequest, StageKind,
-    StageOutcome, TakeUserInventoryInput, UserApprovalInput, UserApprovalRecord, UserInventory,
+    StageOutcome, TakeUserInventoryInput, UserAbortInput, UserAbortRecord, UserApprovalInput,
+    UserApprovalRecord, UserInventory,
     UserRequestRef,
 };
 
@@ -269,6 +270,19 @@ impl UserActivities {
         }
     }
 
+    /// Aborts the request before its irreversible point and lifts the user's write fence.
+    #[activity(definition = workflows::user::AbortUser)]
+    pub async fn abort(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: UserAbortInput,
+    ) -> Result<UserAbortRecord, ActivityError> {
+        self.store
+            .abort(&input, &crate::identity::consumer_of(&ctx))
+            .await
+            .map_err(activity_error)
+    }
+
     /// Reads the stored inventory back and verifies it against the approval.
     #[activity(definition = workflows::user::LoadApprovedInventory)]
     pub async fn load_approved_inventory(
@@ -418,6 +432,7 @@ mod tests {
             user_activities::Resume.name().to_string(),
             user_activities::InterruptStage.name().to_string(),
             user_activities::TakeInventory.name().to_string(),
+            user_activities::Abort.name().to_string(),
         ];
         assert_eq!(
             implemented,

@@ -285,6 +285,40 @@ activity_contract!(
     RecordBlocked = "user.record_blocked": BlockedInput => ()
 );
 
+/// An abort as the operator submits it (update `abort`): refused once a purge has started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserAbortRequest {
+    /// The aborting operator (the signing key's registered name).
+    pub requested_by: String,
+    /// Why (kept in the audit trail).
+    pub reason: String,
+    /// The operator's signed `abort` statement (required).
+    #[serde(default)]
+    pub signed: Option<SignedAction>,
+}
+
+/// Input of `user.abort`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserAbortInput {
+    /// The request.
+    pub request_id: Uuid,
+    /// The abort as submitted.
+    pub abort: UserAbortRequest,
+}
+
+/// The recorded abort.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserAbortRecord {
+    /// The request.
+    pub request_id: Uuid,
+    /// Who aborted it (the key's registered name).
+    pub aborted_by: String,
+    /// Why.
+    pub reason: String,
+    /// Whether a per-user write fence this request held was lifted (the user may write again).
+    pub fence_lifted: bool,
+}
+
 /// Input of `user.take_inventory`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TakeUserInventoryInput {
@@ -302,13 +336,19 @@ activity_contract!(
 );
 
 activity_contract!(
+    /// Aborts the request before its irreversible point (no purge started): verifies and consumes
+    /// the signed statement, marks the request aborted and lifts the user's write fence.
+    AbortUser = "user.abort": UserAbortInput => UserAbortRecord
+);
+
+activity_contract!(
     /// Reads the stored inventory and the approval, and verifies the inventory's version and its
     /// recomputed digest against the approval (read-only).
     LoadApprovedInventory = "user.load_approved_inventory": UserRequestRef => ApprovedInventory
 );
 
 /// Every user activity name, for the test that checks the worker registers them all.
-pub const ACTIVITY_NAMES: [&str; 10] = [
+pub const ACTIVITY_NAMES: [&str; 11] = [
     "user.register",
     "user.record_approval",
     "user.load_progress",
@@ -319,4 +359,5 @@ pub const ACTIVITY_NAMES: [&str; 10] = [
     "user.resume",
     "user.interrupt_stage",
     "user.take_inventory",
+    "user.abort",
 ];

@@ -114,6 +114,7 @@ impl RunLedger {
             | UserPhase::Stopped
             | UserPhase::Blocked
             | UserPhase::Completed => None,
+            UserPhase::Aborted => Some("the request was aborted; nothing more runs".into()),
         }
     }
 
@@ -143,7 +144,8 @@ impl RunLedger {
             UserPhase::Registering
             | UserPhase::RegistrationFailed
             | UserPhase::AwaitingApproval
-            | UserPhase::Approving => answer(RunOutcome::NotApproved),
+            | UserPhase::Approving
+            | UserPhase::Aborted => answer(RunOutcome::NotApproved),
             UserPhase::Approved
             | UserPhase::Paused
             | UserPhase::RetryWait

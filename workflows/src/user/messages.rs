@@ -68,6 +68,8 @@ pub enum UserPhase {
     Blocked,
     /// Every stage is done.
     Completed,
+    /// An operator aborted the request before its irreversible point; the workflow ends.
+    Aborted,
 }
 
 impl UserPhase {
@@ -85,6 +87,7 @@ impl UserPhase {
             UserPhase::Stopped => "stopped",
             UserPhase::Blocked => "blocked",
             UserPhase::Completed => "completed",
+            UserPhase::Aborted => "aborted",
         }
     }
 }

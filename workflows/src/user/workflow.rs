@@ -24,6 +24,7 @@ use temporalio_sdk::{
 use uuid::Uuid;
 
 use super::contracts::{
+    AbortUser, UserAbortInput, UserAbortRecord, UserAbortRequest,
     BlockedInput, CommitTransition, CommitTransitionInput, CommittedTransition, ExecuteStageInput,
     LoadApprovedInventory, LoadProgress, RecordBlocked, RecordUserApproval, RegisterUser,
     RegisterUserInput, StageOutcome, StageRecord, TakeUserInventory, TakeUserInventoryInput,
@@ -84,6 +85,10 @@ pub struct UserDeletion {
     /// This execution's run id: with a run's sequence number, the run token saved on the rows
     /// whose handlers the run starts.
     run_id: String,
+    /// Set while an abort is being recorded: no run is admitted meanwhile.
+    aborting: bool,
+    /// The recorded abort: the workflow ends.
+    aborted: Option<UserAbortRecord>,
 }
 
 #[workflow_methods]
@@ -102,6 +107,8 @@ impl UserDeletion {
             start: input.start,
             tuning: input.tuning,
             run_id: ctx.run_id().to_string(),
+            aborting: false,
+            aborted: None,
         }
     }
 
@@ -209,12 +216,59 @@ impl UserDeletion {
         }
     }
 
+    #[update_validator(abort)]
+    fn validate_abort(
+        &self,
+        _ctx: &WorkflowContextView,
+        request: &UserAbortRequest,
+    ) -> Result<(), UpdateError> {
+        match self.abort_refusal(request) {
+            Some(refusal) => Err(refusal.into()),
+            None => Ok(()),
+        }
+    }
+
+    /// Aborts the request before its irreversible point: the store refuses once a purge has
+    /// started. The user's write fence, if this request holds it, is lifted; the workflow ends.
+    #[update(name = "abort")]
+    pub async fn abort(
+        ctx: &mut WorkflowContext<Self>,
+        request: UserAbortRequest,
+    ) -> Result<UserAbortRecord, UpdateError> {
+        ctx.state_mut(|s| match s.abort_refusal(&request) {
+            Some(refusal) => Err(refusal),
+            None => {
+                s.aborting = true;
+                Ok(())
+            }
+        })?;
+        let input = UserAbortInput {
+            request_id: ctx.state(|s| s.request_id),
+            abort: request,
+        };
+        let recorded = ctx
+            .execute_activity(AbortUser, input, store_options())
+            .await;
+        ctx.state_mut(|s| s.aborting = false);
+        match recorded {
+            Ok(record) => {
+                ctx.state_mut(|s| s.aborted = Some(record.clone()));
+                enter_phase(ctx, UserPhase::Aborted);
+                Ok(record)
+            }
+            Err(e) => Err(format!("the abort was not recorded: {}", describe(&e)).into()),
+        }
+    }
+
     #[update_validator(request_run)]
     fn validate_run(
         &self,
         _ctx: &WorkflowContextView,
         _options: &RunOptions,
     ) -> Result<(), UpdateError> {
+        if self.aborting {
+            return Err("the request is being aborted".into());
+        }
         // A resuming execution is reading its request from Postgres: the run waits for it.
         if self.ledger.phase == UserPhase::Registering && self.start != StartMode::Register {
             return Ok(());
@@ -296,6 +350,40 @@ impl UserDeletion {
 }
 
 impl UserDeletion {
+    /// Why an abort must be refused before it is sent to the store, if it must.
+    fn abort_refusal(&self, request: &UserAbortRequest) -> Option<String> {
+        let refusal = match self.ledger.phase {
+            UserPhase::Registering | UserPhase::RegistrationFailed => {
+                Some("the request is not registered")
+            }
+            UserPhase::Approving => Some("an approval is being recorded; try again"),
+            UserPhase::Running => Some(
+                "a run of this request is in progress: stop it first with `buzz-deletion user \
+                 stop ID`",
+            ),
+            UserPhase::Completed => Some("the request is completed: there is nothing to abort"),
+            UserPhase::Aborted => Some("the request is already aborted"),
+            _ if self.aborting => Some("an abort is already being recorded"),
+            _ => None,
+        };
+        if let Some(refusal) = refusal {
+            return Some(refusal.to_owned());
+        }
+        if request.reason.trim().is_empty() {
+            return Some("an abort needs a reason (--reason)".into());
+        }
+        let expected = Expected {
+            action: Action::Abort,
+            kind: Kind::User,
+            request_id: self.request_id,
+            target: &self.target,
+            digest: None,
+        };
+        check_binding(request.signed.as_ref(), &expected)
+            .err()
+            .map(|refusal| refusal.to_string())
+    }
+
     fn approval_refusal(&self, request: &UserApproveRequest) -> Option<String> {
         let digest = self.inventory.as_ref().ok().map(UserInventory::digest);
         let requester = Operator {
@@ -364,13 +452,22 @@ async fn serve_runs(
     ctx: &mut WorkflowContext<UserDeletion>,
     request_id: Uuid,
 ) -> WorkflowResult<UserDeletionOutcome> {
-    ctx.wait_condition(|s| s.ledger.approval.is_some()).await?;
+    ctx.wait_condition(|s| s.ledger.approval.is_some() || s.aborted.is_some())
+        .await?;
     loop {
+        if ctx.state(|s| s.aborted.is_some()) {
+            break;
+        }
         let continue_due = recovery::continue_as_new_due(ctx);
         ctx.wait_condition(move |s| {
-            s.ledger.pending_run.is_some() || (continue_due && s.ledger.waiting_updates == 0)
+            s.ledger.pending_run.is_some()
+                || s.aborted.is_some()
+                || (continue_due && s.ledger.waiting_updates == 0)
         })
         .await?;
+        if ctx.state(|s| s.aborted.is_some()) {
+            break;
+        }
         let Some((run, options)) = ctx.state(|s| s.ledger.pending_run.clone()) else {
             return Err(recovery::continue_as_new(ctx).await);
         };

@@ -133,6 +133,33 @@ pub enum UserStoreError {
     /// An operator signature was refused (or the registry could not be read).
     #[error(transparent)]
     Identity(#[from] crate::identity::IdentityError),
+    /// A store call shared with the community side failed (the user's write fence).
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// An abort after a purge started: rows, objects or keys may already be gone.
+    #[error(
+        "request {request_id} cannot be aborted: its irreversible point is passed ({stage} of \
+         stage row {stage_id} started, so data may already be deleted); run it to the end instead"
+    )]
+    IrreversibleStarted {
+        /// The request.
+        request_id: Uuid,
+        /// The first purge row that started.
+        stage_id: Uuid,
+        /// Its stage.
+        stage: String,
+    },
+    /// An abort while a handler attempt is marked running.
+    #[error(
+        "request {request_id}: stage row {stage_id} is running; stop the run first \
+         (`buzz-deletion user stop {request_id}`), then abort"
+    )]
+    HandlerRunning {
+        /// The request.
+        request_id: Uuid,
+        /// The running row.
+        stage_id: Uuid,
+    },
 }
 
 impl UserStoreError {
@@ -164,6 +191,10 @@ impl Classified for UserStoreError {
             UserStoreError::Database(_) => Severity::Transient,
             UserStoreError::Certificate(error) => error.severity(),
             UserStoreError::Identity(error) => error.severity(),
+            UserStoreError::Store(error) => error.severity(),
+            UserStoreError::IrreversibleStarted { .. } | UserStoreError::HandlerRunning { .. } => {
+                Severity::Permanent
+            }
             UserStoreError::UnknownRequest(_)
             | UserStoreError::RegistrationConflict(_)
             | UserStoreError::InventoryRefused { .. }

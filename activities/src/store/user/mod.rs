@@ -7,6 +7,7 @@
 //! transition is a compare-and-set from the row the workflow expects to be current; and every
 //! write is idempotent under retry (a repeated call finds its earlier effect and returns it).
 
+mod abort;
 mod approved;
 pub mod error;
 mod interrupt;
