@@ -207,6 +207,24 @@ async fn the_user_fence_goes_serving_quiescing_fenced_and_back_for_its_request_o
     );
     assert_eq!(audit_events(&owner, other).await, vec!["user.quiesced"]);
 
+    // The relay can neither read nor change fence rows, nor lock one by hand.
+    let serving = serving_store().await;
+    for sql in [
+        "SELECT state FROM deletion.user_fences LIMIT 1",
+        "UPDATE deletion.user_fences SET state = 'serving'",
+        "SELECT deletion.hold_user_fence(repeat('a', 64))",
+    ] {
+        let denied = sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+            .execute(serving.pool())
+            .await;
+        match denied {
+            Err(sqlx::Error::Database(error)) => {
+                assert_eq!(error.code().as_deref(), Some("42501"), "{sql}: {error}")
+            }
+            other => panic!("{sql}: expected permission denied, got {other:?}"),
+        }
+    }
+
     // A malformed pubkey never reaches SQL.
     for bad in ["", "ABCD", &pubkey.to_uppercase(), &format!("{pubkey}0")] {
         assert!(
