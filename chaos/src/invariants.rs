@@ -274,6 +274,7 @@ pub async fn served_again(stores: &Stores, host: &str, community_id: Uuid) -> Ve
         lease: ServingLeaseConfig::default(),
         community_id,
         run_tag: "chaos-check".into(),
+        authors: Vec::new(),
     };
     let mut found = Vec::new();
     for (seq, kind) in [(0u64, WriteKind::Row), (3, WriteKind::CacheKey)] {

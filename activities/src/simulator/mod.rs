@@ -28,12 +28,15 @@ use uuid::Uuid;
 use crate::cache::{Cache, CacheError};
 use crate::objects::{ObjectStore, ObjectStoreError};
 use crate::serving::ServingLeaseConfig;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, validate_user_pubkey};
+
+use report::AuthoredStart;
 
 pub use check::{MissingWrites, missing_admitted_writes};
 pub use report::{
-    AdmittedRow, AdmittedWrite, AdmittedWrites, CommunityReport, CountsByKind, RowTable,
-    SimulationReport, StopReason, UnconfirmedWrite, WriteCounts, WriteKind, WriteOutcome,
+    AdmittedRow, AdmittedWrite, AdmittedWrites, AuthoredOutcome, AuthoredWrite, CommunityReport,
+    CountsByKind, RowTable, SimulationReport, StopReason, UnconfirmedWrite, WriteCounts, WriteKind,
+    WriteOutcome,
 };
 pub use writes::HostWriter;
 
@@ -63,6 +66,11 @@ pub struct SimulationPlan {
     pub record_limit: usize,
     /// Lease timing and owner of this serving process.
     pub lease: ServingLeaseConfig,
+    /// Users (64-hex pubkeys) to write as; write `seq` of a host is authored by
+    /// `authors[seq % len]`: its row is an event by them, its object write a media upload by them
+    /// and its cache write a per-user key, each external write under a per-user lease. Empty:
+    /// anonymous traffic (events and memberships of fresh pubkeys, community leases).
+    pub authors: Vec<String>,
 }
 
 impl SimulationPlan {
@@ -76,6 +84,7 @@ impl SimulationPlan {
             max_in_flight_per_host: 4,
             record_limit: 0,
             lease: ServingLeaseConfig::default(),
+            authors: Vec::new(),
         }
     }
 
@@ -93,6 +102,11 @@ impl SimulationPlan {
         }
         if self.max_in_flight_per_host == 0 {
             return invalid("at least one write per host must be allowed in flight");
+        }
+        for author in &self.authors {
+            if let Err(error) = validate_user_pubkey("author", author) {
+                return invalid(&error.to_string());
+            }
         }
         Ok(())
     }
@@ -156,6 +170,7 @@ pub async fn simulate(
             lease: plan.lease.clone(),
             community_id: community.id,
             run_tag: run_tag.clone(),
+            authors: plan.authors.clone(),
         };
         writers.push((host.clone(), writer));
     }
@@ -228,7 +243,7 @@ async fn serve_host(
         record_limit: pace.record_limit,
     };
     let writer = Arc::new(writer);
-    let mut in_flight: JoinSet<(WriteKind, WriteOutcome)> = JoinSet::new();
+    let mut in_flight: JoinSet<(WriteKind, Option<AuthoredStart>, WriteOutcome)> = JoinSet::new();
 
     let mut ticks = tokio::time::interval(pace.period);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -253,8 +268,17 @@ async fn serve_host(
         let existing_key = (kind == WriteKind::NewVersion)
             .then(|| state.version_target(seq))
             .flatten();
+        let authored = writer.author(seq).map(|author| AuthoredStart {
+            seq,
+            kind,
+            author: author.to_owned(),
+            started_at: chrono::Utc::now(),
+        });
         let writer = Arc::clone(&writer);
-        in_flight.spawn(async move { (kind, writer.write(kind, seq, existing_key).await) });
+        in_flight.spawn(async move {
+            let outcome = writer.write(kind, seq, existing_key).await;
+            (kind, authored, outcome)
+        });
         seq += 1;
     }
     while let Some(finished) = in_flight.join_next().await {
@@ -273,9 +297,12 @@ struct HostState {
 
 impl HostState {
     /// Counts a finished write; an admitted new key becomes a target for later new versions.
-    fn absorb(&mut self, finished: Result<(WriteKind, WriteOutcome), tokio::task::JoinError>) {
+    fn absorb(
+        &mut self,
+        finished: Result<(WriteKind, Option<AuthoredStart>, WriteOutcome), tokio::task::JoinError>,
+    ) {
         match finished {
-            Ok((kind, outcome)) => {
+            Ok((kind, authored, outcome)) => {
                 if let (WriteKind::NewObject, WriteOutcome::Admitted(AdmittedWrite::Object(v))) =
                     (kind, &outcome)
                 {
@@ -284,7 +311,13 @@ impl HostState {
                     }
                     self.version_targets.push_back(v.key.clone());
                 }
-                self.report.record(kind, outcome, self.record_limit);
+                match authored {
+                    Some(authored) => {
+                        self.report
+                            .record_authored(authored, outcome, self.record_limit)
+                    }
+                    None => self.report.record(kind, outcome, self.record_limit),
+                }
             }
             Err(error) => self
                 .report
@@ -327,6 +360,11 @@ mod tests {
     fn a_plan_without_hosts_rate_or_slots_is_refused() {
         let plan = SimulationPlan::new(vec!["a.example".into()], 5, None);
         assert!(plan.validate().is_ok());
+        let authored = SimulationPlan {
+            authors: vec!["a".repeat(64), "0".repeat(64)],
+            ..plan.clone()
+        };
+        assert!(authored.validate().is_ok());
         for broken in [
             SimulationPlan {
                 hosts: vec![],
@@ -338,6 +376,14 @@ mod tests {
             },
             SimulationPlan {
                 max_in_flight_per_host: 0,
+                ..plan.clone()
+            },
+            SimulationPlan {
+                authors: vec!["A".repeat(64)],
+                ..plan.clone()
+            },
+            SimulationPlan {
+                authors: vec!["a".repeat(63)],
                 ..plan.clone()
             },
         ] {

@@ -1,6 +1,8 @@
 //! What a simulation observed: per-community counts of serving writes by outcome, and (when
 //! asked) the exact writes that were admitted, so a test can check each one is still present.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -122,7 +124,8 @@ pub struct AdmittedRow {
 }
 
 /// One admitted write, exactly as it was stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum AdmittedWrite {
     /// A committed row.
     Row(AdmittedRow),
@@ -207,6 +210,58 @@ impl AdmittedWrites {
     }
 }
 
+/// How one write made as a user ended, as the report keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum AuthoredOutcome {
+    /// Completed under its exclusion proof; what was stored.
+    Admitted {
+        /// The stored row, object version or key.
+        write: AdmittedWrite,
+    },
+    /// Refused: the community or the author is quiescing or fenced.
+    Refused,
+    /// Failed before anything was sent.
+    Failed,
+    /// Failed after being sent: it may be stored.
+    Unconfirmed {
+        /// What may have been stored.
+        write: UnconfirmedWrite,
+    },
+}
+
+impl AuthoredOutcome {
+    fn of(outcome: &WriteOutcome) -> Self {
+        match outcome {
+            WriteOutcome::Admitted(write) => AuthoredOutcome::Admitted {
+                write: write.clone(),
+            },
+            WriteOutcome::Refused => AuthoredOutcome::Refused,
+            WriteOutcome::Failed(_) => AuthoredOutcome::Failed,
+            WriteOutcome::Unconfirmed { write, .. } => AuthoredOutcome::Unconfirmed {
+                write: write.clone(),
+            },
+        }
+    }
+}
+
+/// One write made as a user (a plan with authors), with its author and when it started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthoredWrite {
+    /// The host loop's write number.
+    pub seq: u64,
+    /// Its kind.
+    pub kind: WriteKind,
+    /// The 64-hex pubkey it was written as.
+    pub author: String,
+    /// When the write started (simulator clock): a write started after a user's fence committed
+    /// must be refused.
+    pub started_at: DateTime<Utc>,
+    /// How it ended.
+    #[serde(flatten)]
+    pub outcome: AuthoredOutcome,
+}
+
 /// What the simulator saw for one community.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommunityReport {
@@ -227,6 +282,16 @@ pub struct CommunityReport {
     /// The admitted writes, when the run was asked to record them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admitted: Option<AdmittedWrites>,
+    /// Counts per author (64-hex pubkey), for a plan with authors.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_author: BTreeMap<String, WriteCounts>,
+    /// Every write made as a user with its author and outcome (admitted, refused, failed or
+    /// unconfirmed), up to the recording limit, for a plan with authors.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub authored: Vec<AuthoredWrite>,
+    /// Whether more authored writes ended than the recording limit allowed keeping.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub authored_truncated: bool,
 }
 
 impl CommunityReport {
@@ -241,7 +306,38 @@ impl CommunityReport {
             last_admitted_at: None,
             failure_samples: Vec::new(),
             admitted: (record_limit > 0).then(AdmittedWrites::default),
+            by_author: BTreeMap::new(),
+            authored: Vec::new(),
+            authored_truncated: false,
         }
+    }
+
+    /// Counts one finished write made as `author` (see [`CommunityReport::record`]), and keeps
+    /// it with its author while fewer than `record_limit` authored writes are kept.
+    pub(crate) fn record_authored(
+        &mut self,
+        write: AuthoredStart,
+        outcome: WriteOutcome,
+        record_limit: usize,
+    ) {
+        self.by_author
+            .entry(write.author.clone())
+            .or_default()
+            .count(&outcome);
+        if record_limit > 0 {
+            if self.authored.len() < record_limit {
+                self.authored.push(AuthoredWrite {
+                    seq: write.seq,
+                    kind: write.kind,
+                    author: write.author,
+                    started_at: write.started_at,
+                    outcome: AuthoredOutcome::of(&outcome),
+                });
+            } else {
+                self.authored_truncated = true;
+            }
+        }
+        self.record(write.kind, outcome, record_limit);
     }
 
     /// Counts one finished write and records it if admitted.
@@ -280,6 +376,15 @@ impl CommunityReport {
             self.failure_samples.push(message);
         }
     }
+}
+
+/// A write made as a user, as it started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AuthoredStart {
+    pub(crate) seq: u64,
+    pub(crate) kind: WriteKind,
+    pub(crate) author: String,
+    pub(crate) started_at: DateTime<Utc>,
 }
 
 /// Why the simulation stopped.
@@ -396,6 +501,44 @@ mod tests {
         }
         assert_eq!(report.failure_samples.len(), FAILURE_SAMPLES);
         assert_eq!(report.totals.failed, 50);
+    }
+
+    #[test]
+    fn authored_writes_are_counted_per_author_and_kept_with_their_author() {
+        let mut report = CommunityReport::new("h".into(), Uuid::new_v4(), 2);
+        let (a, b) = ("a".repeat(64), "b".repeat(64));
+        let start = |seq: u64, author: &str| AuthoredStart {
+            seq,
+            kind: WriteKind::for_seq(seq),
+            author: author.to_owned(),
+            started_at: Utc::now(),
+        };
+        report.record_authored(start(3, &a), WriteOutcome::Admitted(key(3)), 2);
+        report.record_authored(start(4, &b), WriteOutcome::Refused, 2);
+        report.record_authored(start(5, &b), WriteOutcome::Refused, 2);
+        assert_eq!(report.by_author[&a].admitted, 1);
+        assert_eq!(report.by_author[&b].refused, 2);
+        assert_eq!(report.totals.attempted, 3);
+        assert_eq!(report.authored.len(), 2);
+        assert!(report.authored_truncated);
+        let json = serde_json::to_value(&report).unwrap_or_default();
+        assert_eq!(json["by_author"][&b]["refused"], 2);
+        assert_eq!(json["authored"][0]["author"], a.as_str());
+        assert_eq!(json["authored"][0]["outcome"], "admitted");
+        assert_eq!(json["authored"][0]["write"]["key"], "buzz:c:3");
+        assert_eq!(json["authored"][1]["outcome"], "refused");
+        let back: CommunityReport = serde_json::from_value(json).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, report);
+    }
+
+    #[test]
+    fn a_report_without_authors_serialises_as_before() {
+        let mut report = CommunityReport::new("h".into(), Uuid::new_v4(), 1);
+        report.record(WriteKind::CacheKey, WriteOutcome::Admitted(key(1)), 1);
+        let json = serde_json::to_value(&report).unwrap_or_default();
+        for absent in ["by_author", "authored", "authored_truncated"] {
+            assert!(json.get(absent).is_none(), "{absent}: {json}");
+        }
     }
 
     #[test]

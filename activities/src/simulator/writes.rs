@@ -1,6 +1,12 @@
 //! One serving write of each kind, done the way the relay's serving path does it: rows with plain
-//! SQL (the write-fence trigger refuses them with SQLSTATE BZ001 once fenced), external writes
-//! under their own serving-write lease (`acquire` → `protect` → `finish`).
+//! SQL (the write-fence triggers refuse them with SQLSTATE BZ001 once the community is fenced,
+//! BZ006 once their user is), external writes under their own serving-write lease (`acquire` →
+//! `protect` → `finish`).
+//!
+//! A write made as a user (a plan with authors) is what that user's client would cause: an event
+//! they author, a media upload (the content-addressed object `media/{community}/{sha256}` put
+//! under a per-user lease, then its `buzz.media_uploads` row naming them) or a per-user cache key
+//! `buzz:{community}:user:{pubkey}:served:{run}:{seq}` set under a per-user lease.
 
 use std::future::Future;
 
@@ -10,7 +16,9 @@ use uuid::Uuid;
 use crate::cache::Cache;
 use crate::demo::{content_hash, writer_key};
 use crate::objects::{ObjectStore, ObjectVersionRef};
-use crate::serving::{ServingLeaseConfig, acquire_serving_write_with};
+use crate::serving::{
+    ServingLeaseConfig, acquire_serving_write_with, acquire_user_serving_write_with,
+};
 use crate::store::{Store, is_fenced_write};
 use crate::taxonomy::PrefixRoot;
 
@@ -33,6 +41,8 @@ pub struct HostWriter {
     pub community_id: Uuid,
     /// Distinguishes this run's Redis keys from any other run's.
     pub run_tag: String,
+    /// Users to write as (see [`crate::simulator::SimulationPlan::authors`]); empty: anonymous.
+    pub authors: Vec<String>,
 }
 
 /// A fresh 64-hex value (content hash, event id, pubkey).
@@ -41,6 +51,15 @@ fn fresh_hex64() -> String {
 }
 
 impl HostWriter {
+    /// The user the `seq`-th write is made as, when the plan has authors.
+    pub fn author(&self, seq: u64) -> Option<&str> {
+        if self.authors.is_empty() {
+            return None;
+        }
+        let index = usize::try_from(seq % self.authors.len() as u64).unwrap_or_default();
+        self.authors.get(index).map(String::as_str)
+    }
+
     /// Performs the `seq`-th write, of `kind`. `existing_key` is the key a [`WriteKind::NewVersion`]
     /// write adds a version to (an earlier write's key); without one it writes a version of the
     /// community's first seeded media key.
@@ -50,6 +69,15 @@ impl HostWriter {
         seq: u64,
         existing_key: Option<String>,
     ) -> WriteOutcome {
+        if let Some(author) = self.author(seq) {
+            return match kind {
+                WriteKind::Row => self.insert_event_as(author, seq).await,
+                WriteKind::NewObject | WriteKind::NewVersion => {
+                    self.upload_as(kind, author, seq).await
+                }
+                WriteKind::CacheKey => self.set_user_key(author, seq).await,
+            };
+        }
         match kind {
             WriteKind::Row => self.insert_row(seq).await,
             WriteKind::NewObject => {
@@ -108,12 +136,97 @@ impl HostWriter {
         }
     }
 
+    /// Inserts an event authored by `author` with plain SQL.
+    async fn insert_event_as(&self, author: &str, seq: u64) -> WriteOutcome {
+        let key = fresh_hex64();
+        let insert = sqlx::query(
+            "INSERT INTO buzz.events (id, community_id, pubkey, kind, content) \
+             VALUES ($1, $2, $3, 1, $4)",
+        )
+        .bind(key.clone())
+        .bind(self.community_id)
+        .bind(author)
+        .bind(format!("served message {seq}"));
+        let row = AdmittedRow {
+            table: RowTable::Events,
+            key,
+        };
+        match insert.execute(self.store.pool()).await {
+            Ok(_) => WriteOutcome::Admitted(AdmittedWrite::Row(row)),
+            Err(error) if is_fenced_write(&error) => WriteOutcome::Refused,
+            Err(error) => WriteOutcome::Unconfirmed {
+                error: format!("row insert: {error}"),
+                write: UnconfirmedWrite::Row(row),
+            },
+        }
+    }
+
+    /// Uploads one media object as `author`: puts the content-addressed version, then records the
+    /// upload row naming them, both under one per-user lease.
+    async fn upload_as(&self, kind: WriteKind, author: &str, seq: u64) -> WriteOutcome {
+        let body = format!(
+            "served upload {seq} by {author} in {} ({})",
+            self.community_id, self.run_tag
+        )
+        .into_bytes();
+        let sha256 = hex::encode(Sha256::digest(&body));
+        let key = writer_key(PrefixRoot::Media, self.community_id, &sha256);
+        let bytes = i64::try_from(body.len()).unwrap_or(i64::MAX);
+        let upload = async {
+            let version_id = self
+                .objects
+                .put_object(&key, body)
+                .await
+                .map_err(|error| format!("media put: {error}"))?;
+            sqlx::query(
+                "INSERT INTO buzz.media_uploads \
+                 (id, community_id, sha256, object_key, bytes, uploader_pubkey) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(Uuid::new_v4())
+            .bind(self.community_id)
+            .bind(&sha256)
+            .bind(&key)
+            .bind(bytes)
+            .bind(author)
+            .execute(self.store.pool())
+            .await
+            .map_err(|error| format!("media upload row: {error}"))?;
+            Ok::<String, String>(version_id)
+        };
+        let unconfirmed = UnconfirmedWrite::ObjectKey(key.clone());
+        self.under_lease(kind, Some(author), upload, unconfirmed, |version_id| {
+            AdmittedWrite::Object(ObjectVersionRef {
+                key: key.clone(),
+                version_id,
+            })
+        })
+        .await
+    }
+
+    /// Sets one per-user Redis key of the community namespace as `author`, under a per-user
+    /// lease.
+    async fn set_user_key(&self, author: &str, seq: u64) -> WriteOutcome {
+        let key = format!(
+            "buzz:{}:user:{author}:served:{}:{seq}",
+            self.community_id.hyphenated(),
+            self.run_tag
+        );
+        let value = format!("served session {seq} of {author}");
+        let set = self.cache.set(&key, value.as_bytes());
+        let unconfirmed = UnconfirmedWrite::Key(key.clone());
+        self.under_lease(WriteKind::CacheKey, Some(author), set, unconfirmed, |()| {
+            AdmittedWrite::Key(key.clone())
+        })
+        .await
+    }
+
     /// Puts one object version under a lease.
     async fn put_object(&self, kind: WriteKind, key: String, seq: u64) -> WriteOutcome {
         let body = format!("served {kind:?} {seq} of {}", self.community_id).into_bytes();
         let put = self.objects.put_object(&key, body);
         let unconfirmed = UnconfirmedWrite::ObjectKey(key.clone());
-        self.under_lease(kind, put, unconfirmed, |version_id| {
+        self.under_lease(kind, None, put, unconfirmed, |version_id| {
             AdmittedWrite::Object(ObjectVersionRef {
                 key: key.clone(),
                 version_id,
@@ -132,18 +245,20 @@ impl HostWriter {
         let value = format!("served session {seq}");
         let set = self.cache.set(&key, value.as_bytes());
         let unconfirmed = UnconfirmedWrite::Key(key.clone());
-        self.under_lease(WriteKind::CacheKey, set, unconfirmed, |()| {
+        self.under_lease(WriteKind::CacheKey, None, set, unconfirmed, |()| {
             AdmittedWrite::Key(key.clone())
         })
         .await
     }
 
-    /// Runs `write` as one admitted serving write: refused before it starts once the community is
-    /// quiescing or fenced; admitted only if the lease held from before it started until it was
-    /// released after it finished. A failure once the write was sent is `unconfirmed`.
+    /// Runs `write` as one admitted serving write: refused before it starts once the community
+    /// (or, for a write made as `author`, that user) is quiescing or fenced; admitted only if the
+    /// lease held from before it started until it was released after it finished. A failure once
+    /// the write was sent is `unconfirmed`.
     async fn under_lease<T, E: std::fmt::Display>(
         &self,
         kind: WriteKind,
+        author: Option<&str>,
         write: impl Future<Output = Result<T, E>>,
         unconfirmed: UnconfirmedWrite,
         admitted: impl FnOnce(T) -> AdmittedWrite,
@@ -152,14 +267,28 @@ impl HostWriter {
             error,
             write: unconfirmed.clone(),
         };
-        let guard = match acquire_serving_write_with(
-            &self.store,
-            self.community_id,
-            kind.lease_operation(),
-            &self.lease,
-        )
-        .await
-        {
+        let acquired = match author {
+            Some(author) => {
+                acquire_user_serving_write_with(
+                    &self.store,
+                    self.community_id,
+                    author,
+                    kind.lease_operation(),
+                    &self.lease,
+                )
+                .await
+            }
+            None => {
+                acquire_serving_write_with(
+                    &self.store,
+                    self.community_id,
+                    kind.lease_operation(),
+                    &self.lease,
+                )
+                .await
+            }
+        };
+        let guard = match acquired {
             Ok(guard) => guard,
             Err(error) if error.is_refused_because_fenced() => return WriteOutcome::Refused,
             Err(error) => return WriteOutcome::Failed(error.to_string()),

@@ -8,10 +8,17 @@
 //! community keeps writing; and the fence cannot commit past a write that passed the trigger,
 //! even for a user who had no fence row when the write began.
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use activities::cache::Cache;
 use activities::failure::{Classified, Severity};
+use activities::objects::{ObjectStore, ObjectVersionRef};
 use activities::serving::{ServingError, ServingLeaseConfig, acquire_user_serving_write_with};
+use activities::simulator::{
+    AdmittedWrite, AuthoredOutcome, AuthoredWrite, RowTable, SimulationPlan,
+    missing_admitted_writes, simulate,
+};
 use activities::store::{FenceState, Store, StoreError, is_fenced_write, is_user_fenced_write};
 use uuid::Uuid;
 
@@ -199,6 +206,24 @@ async fn the_user_fence_goes_serving_quiescing_fenced_and_back_for_its_request_o
         vec!["user.quiesced", "user.fenced", "user.unfenced"]
     );
     assert_eq!(audit_events(&owner, other).await, vec!["user.quiesced"]);
+
+    // The relay can neither read nor change fence rows, nor lock one by hand.
+    let serving = serving_store().await;
+    for sql in [
+        "SELECT state FROM deletion.user_fences LIMIT 1",
+        "UPDATE deletion.user_fences SET state = 'serving'",
+        "SELECT deletion.hold_user_fence(repeat('a', 64))",
+    ] {
+        let denied = sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+            .execute(serving.pool())
+            .await;
+        match denied {
+            Err(sqlx::Error::Database(error)) => {
+                assert_eq!(error.code().as_deref(), Some("42501"), "{sql}: {error}")
+            }
+            other => panic!("{sql}: expected permission denied, got {other:?}"),
+        }
+    }
 
     // A malformed pubkey never reaches SQL.
     for bad in ["", "ABCD", &pubkey.to_uppercase(), &format!("{pubkey}0")] {
@@ -800,4 +825,204 @@ async fn the_community_fence_still_refuses_user_leases_and_counts_them_live() {
         Err(error @ ServingError::Fenced { .. }) => assert!(error.is_refused_because_fenced()),
         other => panic!("expected the community's Fenced, got {other:?}"),
     }
+}
+
+async fn object_store() -> ObjectStore {
+    let config = activities::stack_env::StackEnv::process()
+        .s3()
+        .unwrap_or_else(|e| panic!("the RGW (S3) server cannot be found: {e}"));
+    let objects = ObjectStore::connect(&config)
+        .await
+        .unwrap_or_else(|e| panic!("S3 configuration rejected: {e}"));
+    objects
+        .check_bucket()
+        .await
+        .unwrap_or_else(|e| panic!("RGW not reachable at {}: {e}", config.endpoint));
+    objects
+}
+
+async fn cache() -> Cache {
+    let url = activities::stack_env::StackEnv::process()
+        .redis_url()
+        .unwrap_or_else(|e| panic!("the Redis server cannot be found: {e}"));
+    Cache::connect(&url)
+        .await
+        .unwrap_or_else(|e| panic!("Redis not reachable at {url}: {e}"))
+}
+
+/// What `author` has stored in `community`: event ids, upload object keys, per-user Redis keys.
+async fn stored_as(
+    store: &Store,
+    cache: &Cache,
+    community: Uuid,
+    author: &str,
+) -> (BTreeSet<String>, BTreeSet<String>, BTreeSet<String>) {
+    let events = events_of(store, community, author)
+        .await
+        .into_iter()
+        .collect();
+    let uploads: Vec<String> = sqlx::query_scalar(
+        "SELECT object_key FROM buzz.media_uploads WHERE community_id = $1 AND uploader_pubkey = $2",
+    )
+    .bind(community)
+    .bind(author)
+    .fetch_all(store.pool())
+    .await
+    .expect("read uploads");
+    let marker = format!(":user:{author}:");
+    let keys = cache
+        .snapshot_namespace(community)
+        .await
+        .expect("snapshot namespace")
+        .into_iter()
+        .map(|(key, _)| key)
+        .filter(|key| key.contains(&marker))
+        .collect();
+    (events, uploads.into_iter().collect(), keys)
+}
+
+/// What the report says `author` had admitted: event ids, object keys, Redis keys.
+fn admitted_as(
+    authored: &[AuthoredWrite],
+    author: &str,
+) -> (BTreeSet<String>, BTreeSet<String>, BTreeSet<String>) {
+    let (mut rows, mut objects, mut keys) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+    for write in authored.iter().filter(|w| w.author == author) {
+        match &write.outcome {
+            AuthoredOutcome::Admitted {
+                write: AdmittedWrite::Row(row),
+            } => {
+                assert_eq!(row.table, RowTable::Events, "a write as a user is an event");
+                rows.insert(row.key.clone());
+            }
+            AuthoredOutcome::Admitted {
+                write: AdmittedWrite::Object(version),
+            } => {
+                objects.insert(version.key.clone());
+            }
+            AuthoredOutcome::Admitted {
+                write: AdmittedWrite::Key(key),
+            } => {
+                keys.insert(key.clone());
+            }
+            _ => {}
+        }
+    }
+    (rows, objects, keys)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simulated_author_fenced_mid_run_is_refused_from_the_fence_on_and_the_others_kept() {
+    let owner = store().await;
+    let worker = worker_store().await;
+    let serving = serving_store().await;
+    let (objects, cache) = (object_store().await, cache().await);
+    let community = community(&owner).await;
+    // Three authors, so each one's writes (seq % 3) cover every kind of the rotation (seq % 4).
+    let (fenced, kept, request) = (user(), vec![user(), user()], Uuid::new_v4());
+    let mut plan = SimulationPlan::new(
+        vec![community.host.clone()],
+        20,
+        Some(Duration::from_secs(5)),
+    );
+    plan.record_limit = 10_000;
+    plan.authors = vec![fenced.clone(), kept[0].clone(), kept[1].clone()];
+    plan.lease = ServingLeaseConfig {
+        ttl: Duration::from_secs(5),
+        renew_every: Duration::from_secs(1),
+        owner: "simulator-ufence".to_owned(),
+    };
+    let run = tokio::spawn({
+        let (serving, objects, cache) = (serving.clone(), objects.clone(), cache.clone());
+        async move { simulate(&serving, &objects, &cache, &plan, std::future::pending()).await }
+    });
+
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    worker
+        .quiesce_user(request, &fenced)
+        .await
+        .expect("quiesce");
+    let mut attempts = 0;
+    loop {
+        match worker.fence_user(request, &fenced).await {
+            Ok(_) => break,
+            Err(error) if error.severity() == Severity::Transient && attempts < 50 => {
+                attempts += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(error) => panic!("fence: {error}"),
+        }
+    }
+    let fenced_at = chrono::Utc::now();
+
+    let report = run.await.expect("join").expect("simulate");
+    let served = report
+        .community(&community.host)
+        .expect("the host's report");
+    assert_eq!(served.totals.failed, 0, "{:?}", served.failure_samples);
+    assert!(!served.authored_truncated);
+    assert_eq!(served.authored.len() as u64, served.totals.attempted);
+
+    // The fenced author: admitted before, every write started after the fence refused.
+    let counts = served.by_author[&fenced];
+    assert!(counts.admitted > 0 && counts.refused > 0, "{counts:?}");
+    let after: Vec<&AuthoredWrite> = served
+        .authored
+        .iter()
+        .filter(|w| w.author == fenced && w.started_at > fenced_at)
+        .collect();
+    assert!(after.len() >= 4, "writes after the fence: {}", after.len());
+    for write in &after {
+        assert_eq!(write.outcome, AuthoredOutcome::Refused, "{write:?}");
+    }
+    let kinds: BTreeSet<String> = after.iter().map(|w| format!("{:?}", w.kind)).collect();
+    assert_eq!(
+        kinds.len(),
+        4,
+        "every kind was refused after the fence: {kinds:?}"
+    );
+
+    // The other authors: every write admitted.
+    for author in &kept {
+        let counts = served.by_author[author];
+        assert!(counts.attempted > 0);
+        assert_eq!(counts.admitted, counts.attempted, "{author}: {counts:?}");
+    }
+
+    // What each author has stored is exactly what the report admitted: nothing refused landed,
+    // nothing admitted is missing.
+    let missing = missing_admitted_writes(&serving, &objects, &cache, served)
+        .await
+        .expect("check");
+    assert!(missing.is_empty(), "{missing:?}");
+    for author in plan_authors(&fenced, &kept) {
+        assert_eq!(
+            stored_as(&owner, &cache, community.id, &author).await,
+            admitted_as(&served.authored, &author),
+            "{author}"
+        );
+    }
+
+    // Tidy the shared bucket and Redis.
+    let versions: Vec<ObjectVersionRef> = served
+        .admitted
+        .as_ref()
+        .map(|a| a.objects.clone())
+        .unwrap_or_default();
+    for chunk in versions.chunks(500) {
+        objects
+            .delete_versions(chunk)
+            .await
+            .expect("delete versions");
+    }
+    cache
+        .purge_namespace(community.id, |_| {})
+        .await
+        .expect("purge keys");
+}
+
+fn plan_authors(fenced: &str, kept: &[String]) -> Vec<String> {
+    std::iter::once(fenced.to_owned())
+        .chain(kept.iter().cloned())
+        .collect()
 }

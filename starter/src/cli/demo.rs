@@ -27,9 +27,15 @@ pub struct ServeArgs {
     /// Writes in flight at once per host.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     pub in_flight: u16,
-    /// Also print up to this many admitted writes per community (0: counts only).
+    /// Also print up to this many admitted writes per community (0: counts only); with
+    /// `--author`, also up to this many writes per community with their author and outcome.
     #[arg(long, default_value_t = 0)]
     pub record_admitted: usize,
+    /// Write as this user (64-hex pubkey; repeatable): the n-th write of a host is authored by
+    /// the authors in turn (events, media uploads, per-user cache keys, under per-user leases),
+    /// and the report counts each author's writes.
+    #[arg(long = "author", value_name = "PUBKEY")]
+    pub authors: Vec<String>,
 }
 
 /// Knobs of `demo seed`.

@@ -31,6 +31,7 @@ pub async fn serve(args: ServeArgs) -> CliResult {
     );
     plan.max_in_flight_per_host = usize::from(args.in_flight);
     plan.record_limit = args.record_admitted;
+    plan.authors = args.authors;
     eprintln!(
         "serving {} host(s) at up to {} writes/s each; stop with Ctrl-C or SIGTERM",
         plan.hosts.len(),
@@ -77,6 +78,15 @@ fn table(report: &SimulationReport) -> Table {
             c.totals.refused.to_string(),
             c.totals.failed.to_string(),
         ]);
+        for (author, counts) in &c.by_author {
+            table.row(vec![
+                format!("  as {author}"),
+                counts.attempted.to_string(),
+                counts.admitted.to_string(),
+                counts.refused.to_string(),
+                counts.failed.to_string(),
+            ]);
+        }
     }
     table
 }
