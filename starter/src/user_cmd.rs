@@ -15,8 +15,8 @@ use activities::user::{StageRowView, UserRequestView, UserStore, UserStoreError}
 use workflows::user::policy::{Position, reconstruct};
 use workflows::user::{
     HandlerAtStop, HandlerDirectives, Registration, RunOptions, RunOutcome, RunReport, StageKind,
-    UserApprovalRecord, UserApproveRequest, UserDeletion, UserDeletionInput, UserInventory,
-    workflow_id,
+    UserAbortRecord, UserAbortRequest, UserApprovalRecord, UserApproveRequest, UserDeletion,
+    UserDeletionInput, UserInventory, workflow_id,
 };
 use workflows::user::{TargetError, UserTarget, parse_target};
 
@@ -91,6 +91,38 @@ pub async fn run(cmd: UserCommand, env: &UserCliEnv) -> CliResult {
                 signed: Some(signed),
             };
             approve(env, id, approval).await
+        }
+        UserCommand::Abort {
+            id,
+            requested_by,
+            reason,
+            key,
+        } => {
+            let signer = SigningKey::from_args(&key)?;
+            let target = env
+                .store
+                .request_view(id)
+                .await
+                .map_err(|e| CliError::Other(e.into()))?
+                .and_then(|r| r.target)
+                .ok_or_else(|| refuse(1, &format!("no user-deletion request {id}")))?;
+            let name = signer
+                .operator_name(env.store.pool(), "--requested-by", requested_by.as_deref())
+                .await?;
+            let signed = signer.sign(
+                Action::Abort,
+                Kind::User,
+                id,
+                &target,
+                None,
+                key.signed_at.as_deref(),
+            )?;
+            let abort = UserAbortRequest {
+                requested_by: name,
+                reason,
+                signed: Some(signed),
+            };
+            abort_request(env, id, abort).await
         }
         UserCommand::Run {
             id,
@@ -281,6 +313,19 @@ async fn approve(env: &UserCliEnv, id: Uuid, approval: UserApproveRequest) -> Cl
     let document = request_named(
         json!({"approval": record, "request": snapshot.request, "stages": snapshot.stages}),
     );
+    Report::new(&document, snapshot.render())
+}
+
+async fn abort_request(env: &UserCliEnv, id: Uuid, abort: UserAbortRequest) -> CliResult {
+    let handle = env
+        .client
+        .get_workflow_handle::<UserDeletion>(workflow_id(id));
+    let record: UserAbortRecord =
+        update::execute(&env.waits, &handle, "abort", UserDeletion::abort, abort)
+            .await
+            .map_err(|failure| failure.into_cli("abort", NOT_RUNNING))?;
+    let snapshot = RequestSnapshot::read(&env.store, id).await?;
+    let document = request_named(json!({"abort": record, "request": snapshot.request}));
     Report::new(&document, snapshot.render())
 }
 

@@ -23,8 +23,7 @@ use workflows::user::{
     ApprovedInventory, BlockedInput, CommitTransitionInput, CommittedTransition, ExecuteStageInput,
     ProgressSnapshot, RegisterUserInput, RegisteredUserRequest, ResumedRequest, StageKind,
     StageOutcome, TakeUserInventoryInput, UserAbortInput, UserAbortRecord, UserApprovalInput,
-    UserApprovalRecord, UserInventory,
-    UserRequestRef,
+    UserApprovalRecord, UserInventory, UserRequestRef,
 };
 
 pub use error::UserStoreError;

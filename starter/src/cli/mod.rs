@@ -70,7 +70,7 @@ pub enum Command {
     /// Whole-community deletion.
     #[command(subcommand)]
     Community(CommunityCommand),
-    /// User deletion (demo targets only; reference 003 on Temporal).
+    /// User deletion: a real user (`user:<pubkey>`) or the demo orchestration (`demo:<name>`).
     #[command(subcommand)]
     User(UserCommand),
     /// Demo data and the serving simulator.

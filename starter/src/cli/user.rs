@@ -13,10 +13,14 @@ pub const DEFAULT_STOP_WAIT_SECS: u64 = 30;
 /// `user …` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum UserCommand {
-    /// Submit a user deletion: records the request with its frozen demo inventory (B, then C)
-    /// and prints its id and inventory digest. Only `demo:` targets are accepted.
+    /// Submit a user deletion: records the request with its frozen inventory and prints its id,
+    /// inventory and digest. `user:<64-hex pubkey>` erases a real user: the inventory lists every
+    /// community holding their data, with their rows per declared table, media objects, agents
+    /// and Redis keys. `demo:<name>` runs the orchestration on dummy handlers over an artificial
+    /// inventory (B, then C).
     Submit {
-        /// The user, `demo:<name>`.
+        /// The user: `user:<64 lowercase hex>` (the pubkey the relay's rows carry) or
+        /// `demo:<name>`.
         #[arg(long)]
         target: String,
         /// Operator asking for the deletion: optional; if given it must be the registered name
@@ -51,6 +55,24 @@ pub enum UserCommand {
         #[arg(long)]
         note: Option<String>,
         /// The approver's SSH key, which signs the approval of this digest.
+        #[command(flatten)]
+        key: KeyArgs,
+    },
+    /// Abort the request before its irreversible point (no purge started yet): the request
+    /// ends `aborted` and, for a `user:` target, the user's write fence is lifted so they can
+    /// write again. Refused once a purge started, or while a run is in progress (stop it first).
+    Abort {
+        /// Request id.
+        #[arg(value_name = "REQUEST_ID")]
+        id: Uuid,
+        /// Aborting operator: optional; if given it must be the registered name of the signing
+        /// key.
+        #[arg(long)]
+        requested_by: Option<String>,
+        /// Why (kept in the audit trail).
+        #[arg(long)]
+        reason: String,
+        /// The operator's SSH key, which signs the abort.
         #[command(flatten)]
         key: KeyArgs,
     },

@@ -24,11 +24,11 @@ use temporalio_sdk::{
 use uuid::Uuid;
 
 use super::contracts::{
-    AbortUser, UserAbortInput, UserAbortRecord, UserAbortRequest,
-    BlockedInput, CommitTransition, CommitTransitionInput, CommittedTransition, ExecuteStageInput,
-    LoadApprovedInventory, LoadProgress, RecordBlocked, RecordUserApproval, RegisterUser,
-    RegisterUserInput, StageOutcome, StageRecord, TakeUserInventory, TakeUserInventoryInput,
-    TransitionCommand, UserApprovalInput, UserApprovalRecord, UserApproveRequest, UserRequestRef,
+    AbortUser, BlockedInput, CommitTransition, CommitTransitionInput, CommittedTransition,
+    ExecuteStageInput, LoadApprovedInventory, LoadProgress, RecordBlocked, RecordUserApproval,
+    RegisterUser, RegisterUserInput, StageOutcome, StageRecord, TakeUserInventory,
+    TakeUserInventoryInput, TransitionCommand, UserAbortInput, UserAbortRecord, UserAbortRequest,
+    UserApprovalInput, UserApprovalRecord, UserApproveRequest, UserRequestRef,
 };
 use super::early_start::store_refused_early_start;
 use super::inventory::{DEFAULT_DEMO_COMMUNITIES, UserInventory};

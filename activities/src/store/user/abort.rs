@@ -111,12 +111,9 @@ impl UserStore {
     /// Lifts the user's fence when this request holds it; true when it was quiescing or fenced.
     async fn lift_fence_if_held(&self, request_id: Uuid, pubkey: &str) -> UserStoreResult<bool> {
         let store = Store::from_pool(self.pool.clone());
-        let held = store
-            .user_fence_status(pubkey)
-            .await?
-            .is_some_and(|f| {
-                f.request_id == Some(request_id) && f.state != crate::store::FenceState::Serving
-            });
+        let held = store.user_fence_status(pubkey).await?.is_some_and(|f| {
+            f.request_id == Some(request_id) && f.state != crate::store::FenceState::Serving
+        });
         if held {
             store.lift_user_fence(request_id, pubkey).await?;
         }

@@ -5,6 +5,7 @@
 //! - `across_communities`: the user in three communities (member, member with agents, former
 //!   member), with an upload shared with another user; the undeclared-table refusal.
 
+mod abort;
 mod across_communities;
 mod undeclared_table;
 
