@@ -4,9 +4,9 @@
 //! `protect` → `finish`).
 //!
 //! A write made as a user (a plan with authors) is what that user's client would cause: an event
-//! they author, a media upload (the content-addressed object `media/{community}/{sha256}` put
-//! under a per-user lease, then its `buzz.media_uploads` row naming them) or a per-user cache key
-//! `buzz:{community}:user:{pubkey}:served:{run}:{seq}` set under a per-user lease.
+//! they author, a media upload (its `buzz.media_uploads` row naming them, then the
+//! content-addressed object `media/{community}/{sha256}`, under a per-user lease) or a per-user
+//! cache key `buzz:{community}:user:{pubkey}:served:{run}:{seq}` set under a per-user lease.
 
 use std::future::Future;
 
@@ -172,12 +172,10 @@ impl HostWriter {
         let sha256 = hex::encode(Sha256::digest(&body));
         let key = writer_key(PrefixRoot::Media, self.community_id, &sha256);
         let bytes = i64::try_from(body.len()).unwrap_or(i64::MAX);
+        // Row first, then the object (the relay's upload protocol, docs/data-model.md "Media
+        // decisions"): an object whose row was never recorded could outlive its uploader's
+        // deletion, a row whose object never landed is purged with the user's rows.
         let upload = async {
-            let version_id = self
-                .objects
-                .put_object(&key, body)
-                .await
-                .map_err(|error| format!("media put: {error}"))?;
             sqlx::query(
                 "INSERT INTO buzz.media_uploads \
                  (id, community_id, sha256, object_key, bytes, uploader_pubkey) \
@@ -192,7 +190,10 @@ impl HostWriter {
             .execute(self.store.pool())
             .await
             .map_err(|error| format!("media upload row: {error}"))?;
-            Ok::<String, String>(version_id)
+            self.objects
+                .put_object(&key, body)
+                .await
+                .map_err(|error| format!("media put: {error}"))
         };
         let unconfirmed = UnconfirmedWrite::ObjectKey(key.clone());
         self.under_lease(kind, Some(author), upload, unconfirmed, |version_id| {

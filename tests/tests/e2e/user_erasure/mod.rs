@@ -7,6 +7,7 @@
 
 mod abort;
 mod across_communities;
+mod live_traffic;
 mod undeclared_table;
 
 use std::collections::BTreeSet;
