@@ -16,7 +16,7 @@ use workflows::user::policy::{Position, reconstruct};
 use workflows::user::{
     HandlerAtStop, HandlerDirectives, Registration, RunOptions, RunOutcome, RunReport, StageKind,
     UserAbortRecord, UserAbortRequest, UserApprovalRecord, UserApproveRequest, UserDeletion,
-    UserDeletionInput, UserInventory, workflow_id,
+    UserDeletionInput, UserInventory, UserUnblockRecord, UserUnblockRequest, workflow_id,
 };
 use workflows::user::{TargetError, UserTarget, parse_target};
 
@@ -98,31 +98,29 @@ pub async fn run(cmd: UserCommand, env: &UserCliEnv) -> CliResult {
             reason,
             key,
         } => {
-            let signer = SigningKey::from_args(&key)?;
-            let target = env
-                .store
-                .request_view(id)
-                .await
-                .map_err(|e| CliError::Other(e.into()))?
-                .and_then(|r| r.target)
-                .ok_or_else(|| refuse(1, &format!("no user-deletion request {id}")))?;
-            let name = signer
-                .operator_name(env.store.pool(), "--requested-by", requested_by.as_deref())
-                .await?;
-            let signed = signer.sign(
-                Action::Abort,
-                Kind::User,
-                id,
-                &target,
-                None,
-                key.signed_at.as_deref(),
-            )?;
+            let (requested_by, signed) =
+                sign_user_action(env, id, &key, requested_by.as_deref(), Action::Abort).await?;
             let abort = UserAbortRequest {
-                requested_by: name,
+                requested_by,
                 reason,
                 signed: Some(signed),
             };
             abort_request(env, id, abort).await
+        }
+        UserCommand::Unblock {
+            id,
+            requested_by,
+            reason,
+            key,
+        } => {
+            let (requested_by, signed) =
+                sign_user_action(env, id, &key, requested_by.as_deref(), Action::Unblock).await?;
+            let unblock = UserUnblockRequest {
+                requested_by,
+                reason,
+                signed: Some(signed),
+            };
+            unblock_request(env, id, unblock).await
         }
         UserCommand::Run {
             id,
@@ -313,6 +311,55 @@ async fn approve(env: &UserCliEnv, id: Uuid, approval: UserApproveRequest) -> Cl
     let document = request_named(
         json!({"approval": record, "request": snapshot.request, "stages": snapshot.stages}),
     );
+    Report::new(&document, snapshot.render())
+}
+
+/// Signs `action` on request `id` with the operator's key; returns the key's registered name
+/// (checked against `--requested-by` when given) and the signed statement.
+async fn sign_user_action(
+    env: &UserCliEnv,
+    id: Uuid,
+    key: &KeyArgs,
+    requested_by: Option<&str>,
+    action: Action,
+) -> Result<(String, workflows::operator::SignedAction), CliError> {
+    let signer = SigningKey::from_args(key)?;
+    let target = env
+        .store
+        .request_view(id)
+        .await
+        .map_err(|e| CliError::Other(e.into()))?
+        .and_then(|r| r.target)
+        .ok_or_else(|| refuse(1, &format!("no user-deletion request {id}")))?;
+    let name = signer
+        .operator_name(env.store.pool(), "--requested-by", requested_by)
+        .await?;
+    let signed = signer.sign(
+        action,
+        Kind::User,
+        id,
+        &target,
+        None,
+        key.signed_at.as_deref(),
+    )?;
+    Ok((name, signed))
+}
+
+async fn unblock_request(env: &UserCliEnv, id: Uuid, unblock: UserUnblockRequest) -> CliResult {
+    let handle = env
+        .client
+        .get_workflow_handle::<UserDeletion>(workflow_id(id));
+    let record: UserUnblockRecord = update::execute(
+        &env.waits,
+        &handle,
+        "unblock",
+        UserDeletion::unblock,
+        unblock,
+    )
+    .await
+    .map_err(|failure| failure.into_cli("unblock", NOT_RUNNING))?;
+    let snapshot = RequestSnapshot::read(&env.store, id).await?;
+    let document = request_named(json!({"unblock": record, "request": snapshot.request}));
     Report::new(&document, snapshot.render())
 }
 

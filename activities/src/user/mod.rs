@@ -23,7 +23,7 @@ use workflows::user::{
     ApprovedInventory, BlockedInput, CommitTransitionInput, CommittedTransition, ExecuteStageInput,
     ProgressSnapshot, RegisterUserInput, RegisteredUserRequest, ResumedRequest, StageKind,
     StageOutcome, TakeUserInventoryInput, UserAbortInput, UserAbortRecord, UserApprovalInput,
-    UserApprovalRecord, UserInventory, UserRequestRef,
+    UserApprovalRecord, UserInventory, UserRequestRef, UserUnblockInput, UserUnblockRecord,
 };
 
 pub use error::UserStoreError;
@@ -226,6 +226,17 @@ impl UserActivities {
                 // cancelled, or superseded by a newer attempt: nothing to save.
                 Err(crate::failure::activity_error(error))
             }
+            Err(StageFailure::Real(error)) => {
+                // A safety check failed: the request blocks until an operator remedies it and
+                // unblocks; the failed row is retried by the next run after that.
+                let error = error.to_string();
+                let retry = self
+                    .store
+                    .save_stage_blocked(input.request_id, row.id, generation, &error)
+                    .await
+                    .map_err(activity_error)?;
+                Ok(StageOutcome::Failed { error, retry })
+            }
             Err(failure) => {
                 let error = failure.to_string();
                 let retry = self
@@ -278,6 +289,19 @@ impl UserActivities {
     ) -> Result<UserAbortRecord, ActivityError> {
         self.store
             .abort(&input, &crate::identity::consumer_of(&ctx))
+            .await
+            .map_err(activity_error)
+    }
+
+    /// Unblocks a blocked request after its reason was remedied.
+    #[activity(definition = workflows::user::UnblockUser)]
+    pub async fn unblock(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        input: UserUnblockInput,
+    ) -> Result<UserUnblockRecord, ActivityError> {
+        self.store
+            .unblock(&input, &crate::identity::consumer_of(&ctx))
             .await
             .map_err(activity_error)
     }
@@ -432,6 +456,7 @@ mod tests {
             user_activities::InterruptStage.name().to_string(),
             user_activities::TakeInventory.name().to_string(),
             user_activities::Abort.name().to_string(),
+            user_activities::Unblock.name().to_string(),
         ];
         assert_eq!(
             implemented,

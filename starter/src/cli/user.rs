@@ -76,6 +76,24 @@ pub enum UserCommand {
         #[command(flatten)]
         key: KeyArgs,
     },
+    /// Unblock a blocked request once its reason was remedied (for example ownership of an
+    /// owned community transferred): clears the reason and the retry deadline; the next `user
+    /// run` re-checks what blocked it.
+    Unblock {
+        /// Request id.
+        #[arg(value_name = "REQUEST_ID")]
+        id: Uuid,
+        /// Unblocking operator: optional; if given it must be the registered name of the
+        /// signing key.
+        #[arg(long)]
+        requested_by: Option<String>,
+        /// What was remedied (kept in the audit trail).
+        #[arg(long)]
+        reason: String,
+        /// The operator's SSH key, which signs the unblock.
+        #[command(flatten)]
+        key: KeyArgs,
+    },
     /// Let the workflow execute stages, wait until it pauses, and print the stage rows. Exit 1
     /// when a handler failed (with the saved retry deadline) or the run was refused.
     Run {

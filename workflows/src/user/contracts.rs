@@ -319,6 +319,40 @@ pub struct UserAbortRecord {
     pub fence_lifted: bool,
 }
 
+/// An unblock as the operator submits it (update `unblock`), after remedying the reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserUnblockRequest {
+    /// The unblocking operator (the signing key's registered name).
+    pub requested_by: String,
+    /// What was done about the reason (kept in the audit trail).
+    pub reason: String,
+    /// The operator's signed `unblock` statement (required).
+    #[serde(default)]
+    pub signed: Option<SignedAction>,
+}
+
+/// Input of `user.unblock`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserUnblockInput {
+    /// The request.
+    pub request_id: Uuid,
+    /// The unblock as submitted.
+    pub unblock: UserUnblockRequest,
+}
+
+/// The recorded unblock.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserUnblockRecord {
+    /// The request.
+    pub request_id: Uuid,
+    /// Who unblocked it.
+    pub unblocked_by: String,
+    /// What they did about it.
+    pub reason: String,
+    /// The blocked reason that was cleared.
+    pub cleared: String,
+}
+
 /// Input of `user.take_inventory`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TakeUserInventoryInput {
@@ -342,13 +376,19 @@ activity_contract!(
 );
 
 activity_contract!(
+    /// Unblocks a blocked request: verifies and consumes the signed statement, clears the reason
+    /// and the retry deadline. The next run re-checks whatever blocked it.
+    UnblockUser = "user.unblock": UserUnblockInput => UserUnblockRecord
+);
+
+activity_contract!(
     /// Reads the stored inventory and the approval, and verifies the inventory's version and its
     /// recomputed digest against the approval (read-only).
     LoadApprovedInventory = "user.load_approved_inventory": UserRequestRef => ApprovedInventory
 );
 
 /// Every user activity name, for the test that checks the worker registers them all.
-pub const ACTIVITY_NAMES: [&str; 11] = [
+pub const ACTIVITY_NAMES: [&str; 12] = [
     "user.register",
     "user.record_approval",
     "user.load_progress",
@@ -360,4 +400,5 @@ pub const ACTIVITY_NAMES: [&str; 11] = [
     "user.interrupt_stage",
     "user.take_inventory",
     "user.abort",
+    "user.unblock",
 ];

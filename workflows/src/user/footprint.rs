@@ -51,6 +51,10 @@ pub struct CommunityFootprint {
     pub user_keys: u64,
     /// Keys of the namespaces of the user's agents, `buzz:{community}:agent:{agent id}:*`.
     pub agent_keys: u64,
+    /// The user owns the community (membership role `owner`).
+    pub owner: bool,
+    /// Members of the community other than the user.
+    pub other_members: u64,
 }
 
 impl CommunityFootprint {
@@ -61,8 +65,13 @@ impl CommunityFootprint {
             lines.push_str(&format!("rows table={table:?} count={rows}\n"));
         }
         lines.push_str(&format!(
-            "media_objects={} agents={} user_keys={} agent_keys={}\n",
-            self.media_objects, self.agents, self.user_keys, self.agent_keys
+            "media_objects={} agents={} user_keys={} agent_keys={} owner={} other_members={}\n",
+            self.media_objects,
+            self.agents,
+            self.user_keys,
+            self.agent_keys,
+            self.owner,
+            self.other_members
         ));
         lines
     }
@@ -115,6 +124,8 @@ mod tests {
             agents: 0,
             user_keys: 2,
             agent_keys: 0,
+            owner: false,
+            other_members: 4,
         };
         let before = footprint.canonical_lines();
         footprint.user_keys = 3;

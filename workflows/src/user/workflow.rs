@@ -27,8 +27,9 @@ use super::contracts::{
     AbortUser, BlockedInput, CommitTransition, CommitTransitionInput, CommittedTransition,
     ExecuteStageInput, LoadApprovedInventory, LoadProgress, RecordBlocked, RecordUserApproval,
     RegisterUser, RegisterUserInput, StageOutcome, StageRecord, TakeUserInventory,
-    TakeUserInventoryInput, TransitionCommand, UserAbortInput, UserAbortRecord, UserAbortRequest,
-    UserApprovalInput, UserApprovalRecord, UserApproveRequest, UserRequestRef,
+    TakeUserInventoryInput, TransitionCommand, UnblockUser, UserAbortInput, UserAbortRecord,
+    UserAbortRequest, UserApprovalInput, UserApprovalRecord, UserApproveRequest, UserRequestRef,
+    UserUnblockInput, UserUnblockRecord, UserUnblockRequest,
 };
 use super::early_start::store_refused_early_start;
 use super::inventory::{DEFAULT_DEMO_COMMUNITIES, UserInventory};
@@ -260,6 +261,45 @@ impl UserDeletion {
         }
     }
 
+    #[update_validator(unblock)]
+    fn validate_unblock(
+        &self,
+        _ctx: &WorkflowContextView,
+        request: &UserUnblockRequest,
+    ) -> Result<(), UpdateError> {
+        match self.unblock_refusal(request) {
+            Some(refusal) => Err(refusal.into()),
+            None => Ok(()),
+        }
+    }
+
+    /// Unblocks the request once its reason was remedied: the store clears the reason and the
+    /// retry deadline, and the next run re-checks what blocked it.
+    #[update(name = "unblock")]
+    pub async fn unblock(
+        ctx: &mut WorkflowContext<Self>,
+        request: UserUnblockRequest,
+    ) -> Result<UserUnblockRecord, UpdateError> {
+        if let Some(refusal) = ctx.state(|s| s.unblock_refusal(&request)) {
+            return Err(refusal.into());
+        }
+        let input = UserUnblockInput {
+            request_id: ctx.state(|s| s.request_id),
+            unblock: request,
+        };
+        match ctx
+            .execute_activity(UnblockUser, input, store_options())
+            .await
+        {
+            Ok(record) => {
+                // The saved deadline is cleared with the block: the next run may start now.
+                ctx.state_mut(|s| s.ledger.retry = None);
+                Ok(record)
+            }
+            Err(e) => Err(format!("the unblock was not recorded: {}", describe(&e)).into()),
+        }
+    }
+
     #[update_validator(request_run)]
     fn validate_run(
         &self,
@@ -374,6 +414,35 @@ impl UserDeletion {
         }
         let expected = Expected {
             action: Action::Abort,
+            kind: Kind::User,
+            request_id: self.request_id,
+            target: &self.target,
+            digest: None,
+        };
+        check_binding(request.signed.as_ref(), &expected)
+            .err()
+            .map(|refusal| refusal.to_string())
+    }
+
+    /// Why an unblock must be refused before it is sent to the store, if it must.
+    fn unblock_refusal(&self, request: &UserUnblockRequest) -> Option<String> {
+        let refusal = match self.ledger.phase {
+            UserPhase::Registering | UserPhase::RegistrationFailed => {
+                Some("the request is not registered")
+            }
+            UserPhase::Running => Some("a run of this request is in progress"),
+            UserPhase::Completed => Some("the request is completed"),
+            UserPhase::Aborted => Some("the request is aborted"),
+            _ => None,
+        };
+        if let Some(refusal) = refusal {
+            return Some(refusal.to_owned());
+        }
+        if request.reason.trim().is_empty() {
+            return Some("an unblock needs a reason saying what was remedied (--reason)".into());
+        }
+        let expected = Expected {
+            action: Action::Unblock,
             kind: Kind::User,
             request_id: self.request_id,
             target: &self.target,

@@ -32,6 +32,8 @@ pub struct FoundCommunity {
     pub media_objects: u64,
     /// The agents acting for the user there.
     pub agent_ids: Vec<Uuid>,
+    /// Members there other than the user.
+    pub other_members: u64,
 }
 
 /// The user's footprint across the tenant model.
@@ -148,6 +150,20 @@ impl Store {
         } else {
             BTreeMap::new()
         };
+        let others: BTreeMap<Uuid, i64> = if has(MEMBERSHIPS_TABLE) {
+            sqlx::query_as::<_, (Uuid, i64)>(
+                "SELECT community_id, count(*) FROM buzz.memberships \
+                 WHERE community_id = ANY($1) AND pubkey <> $2 GROUP BY community_id",
+            )
+            .bind(&ids)
+            .bind(pubkey)
+            .fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .collect()
+        } else {
+            BTreeMap::new()
+        };
         let media: BTreeMap<Uuid, i64> = if has(MEDIA_UPLOADS_TABLE) {
             sqlx::query_as::<_, (Uuid, i64)>(
                 "SELECT community_id, count(DISTINCT object_key) FROM buzz.media_uploads \
@@ -191,6 +207,7 @@ impl Store {
                     rows,
                     media_objects: media.get(&community_id).map_or(0, |n| count_u64(*n)),
                     agent_ids: agents.remove(&community_id).unwrap_or_default(),
+                    other_members: others.get(&community_id).map_or(0, |n| count_u64(*n)),
                 }
             })
             .collect();
@@ -245,5 +262,47 @@ impl Store {
         .bind(pubkey)
         .fetch_all(&self.pool)
         .await?)
+    }
+}
+
+/// A community the user owns, with the members it has besides them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedCommunity {
+    /// The community.
+    pub community_id: Uuid,
+    /// Its host.
+    pub host: Option<String>,
+    /// Members other than the user.
+    pub other_members: u64,
+}
+
+impl Store {
+    /// The communities among `communities` that `pubkey` owns (membership role `owner`) today,
+    /// with how many other members each has.
+    pub async fn owned_communities(
+        &self,
+        pubkey: &str,
+        communities: &[Uuid],
+    ) -> StoreResult<Vec<OwnedCommunity>> {
+        let rows: Vec<(Uuid, Option<String>, i64)> = sqlx::query_as(
+            "SELECT m.community_id, c.host, \
+                    (SELECT count(*) FROM buzz.memberships o \
+                      WHERE o.community_id = m.community_id AND o.pubkey <> m.pubkey) \
+             FROM buzz.memberships m LEFT JOIN buzz.communities c ON c.id = m.community_id \
+             WHERE m.pubkey = $1 AND m.role = 'owner' AND m.community_id = ANY($2) \
+             ORDER BY c.host, m.community_id",
+        )
+        .bind(pubkey)
+        .bind(communities)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(community_id, host, others)| OwnedCommunity {
+                community_id,
+                host,
+                other_members: count_u64(others),
+            })
+            .collect())
     }
 }

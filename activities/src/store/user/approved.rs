@@ -4,7 +4,7 @@
 use uuid::Uuid;
 use workflows::user::approved::verify_stored_inventory;
 use workflows::user::inventory::MAX_INVENTORY_COMMUNITIES;
-use workflows::user::{ApprovedInventory, StoredInventoryError};
+use workflows::user::{ApprovedInventory, StoredInventoryError, real_user_pubkey};
 
 use super::error::UserStoreError;
 use super::{UserStore, UserStoreResult};
@@ -18,6 +18,8 @@ struct StoredRow {
     /// The inventory, only when it lists at most the limit of communities.
     inventory: Option<serde_json::Value>,
     has_inventory: bool,
+    /// Why the request is blocked, if it is.
+    blocked_reason: Option<String>,
 }
 
 impl UserStore {
@@ -25,13 +27,15 @@ impl UserStore {
     /// one this build knows, the community count within [`MAX_INVENTORY_COMMUNITIES`] (counted in
     /// SQL, so an oversized inventory is never fetched), and the digest recomputed over the
     /// stored copy must equal the digest the approval names (and the request row's frozen one).
+    /// A real user's request that is blocked is refused ([`UserStoreError::Blocked`]) until an
+    /// operator unblocks it.
     pub async fn load_approved_inventory(&self, id: Uuid) -> UserStoreResult<ApprovedInventory> {
         let row: Option<StoredRow> = sqlx::query_as(
             "SELECT r.inventory_digest AS frozen_digest, a.inventory_digest AS approved_digest, \
                     c.communities, \
                     CASE WHEN c.communities IS NULL OR c.communities <= $2 THEN r.inventory END \
                         AS inventory, \
-                    r.inventory IS NOT NULL AS has_inventory \
+                    r.inventory IS NOT NULL AS has_inventory, r.blocked_reason \
              FROM deletion.requests r \
              LEFT JOIN deletion.approvals a ON a.request_id = r.id \
              CROSS JOIN LATERAL (SELECT CASE \
@@ -61,7 +65,19 @@ impl UserStore {
                 u64::try_from(count).unwrap_or_default(),
             )));
         };
-        verify_stored_inventory(&inventory, row.frozen_digest.as_deref(), &approved_digest)
-            .map_err(refused)
+        let approved =
+            verify_stored_inventory(&inventory, row.frozen_digest.as_deref(), &approved_digest)
+                .map_err(refused)?;
+        // A real user's deletion that blocked stays blocked until an operator unblocks it (a demo
+        // request's block is only a report, as before).
+        if let Some(reason) = row.blocked_reason
+            && real_user_pubkey(&approved.inventory.target).is_some()
+        {
+            return Err(UserStoreError::Blocked {
+                request_id: id,
+                reason,
+            });
+        }
+        Ok(approved)
     }
 }

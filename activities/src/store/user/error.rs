@@ -149,6 +149,20 @@ pub enum UserStoreError {
         /// Its stage.
         stage: String,
     },
+    /// The request is blocked: nothing runs until an operator remedies and unblocks it.
+    #[error(
+        "request {request_id} is blocked: {reason} — remedy it, then `buzz-deletion user unblock \
+         {request_id} --reason …`"
+    )]
+    Blocked {
+        /// The request.
+        request_id: Uuid,
+        /// Why it blocked.
+        reason: String,
+    },
+    /// An unblock of a request that is not blocked.
+    #[error("request {0} is not blocked: there is nothing to unblock")]
+    NotBlocked(Uuid),
     /// An abort while a handler attempt is marked running.
     #[error(
         "request {request_id}: stage row {stage_id} is running; stop the run first \
@@ -192,9 +206,10 @@ impl Classified for UserStoreError {
             UserStoreError::Certificate(error) => error.severity(),
             UserStoreError::Identity(error) => error.severity(),
             UserStoreError::Store(error) => error.severity(),
-            UserStoreError::IrreversibleStarted { .. } | UserStoreError::HandlerRunning { .. } => {
-                Severity::Permanent
-            }
+            UserStoreError::IrreversibleStarted { .. }
+            | UserStoreError::HandlerRunning { .. }
+            | UserStoreError::Blocked { .. }
+            | UserStoreError::NotBlocked(_) => Severity::Permanent,
             UserStoreError::UnknownRequest(_)
             | UserStoreError::RegistrationConflict(_)
             | UserStoreError::InventoryRefused { .. }

@@ -270,12 +270,19 @@ impl UserStore {
     }
 
     /// Saves why a run stopped on a broken invariant as the request's last error and blocked
-    /// reason (`user list --state blocked`); the next successful transition clears both.
+    /// reason (`user list --state blocked`); the next successful transition clears both. A real
+    /// user's request keeps its first reason until `user unblock` clears it.
     pub async fn record_blocked(&self, request_id: Uuid, reason: &str) -> UserStoreResult<()> {
         let mut tx = self.pool.begin().await?;
         let updated = sqlx::query(
-            "UPDATE deletion.requests SET last_error = $2, blocked_reason = $2, \
-                 blocked_stage = stage, blocked_at = now(), updated_at = now() \
+            "UPDATE deletion.requests SET last_error = $2, \
+                 blocked_reason = CASE WHEN blocked_reason IS NOT NULL AND target LIKE 'user:%' \
+                                       THEN blocked_reason ELSE $2 END, \
+                 blocked_stage = CASE WHEN blocked_reason IS NOT NULL AND target LIKE 'user:%' \
+                                      THEN blocked_stage ELSE stage END, \
+                 blocked_at = CASE WHEN blocked_reason IS NOT NULL AND target LIKE 'user:%' \
+                                   THEN blocked_at ELSE now() END, \
+                 updated_at = now() \
              WHERE id = $1 AND kind = 'user'",
         )
         .bind(request_id)
@@ -296,5 +303,64 @@ impl UserStore {
         .await?;
         tx.commit().await?;
         Ok(())
+    }
+}
+
+impl UserStore {
+    /// Unblocks a blocked request: verifies and consumes the signed `unblock` statement, clears
+    /// the blocked reason and the retry deadline (the next run may start at once) and records
+    /// `user.unblocked` with the reason that was cleared. Refused with
+    /// [`UserStoreError::NotBlocked`] when the request is not blocked.
+    pub async fn unblock(
+        &self,
+        input: &workflows::user::UserUnblockInput,
+        consumer: &str,
+    ) -> UserStoreResult<workflows::user::UserUnblockRecord> {
+        let request_id = input.request_id;
+        let mut tx = self.pool.begin().await?;
+        let (target, blocked): (Option<String>, Option<String>) = sqlx::query_as(
+            "SELECT target, blocked_reason FROM deletion.requests \
+             WHERE id = $1 AND kind = 'user' FOR UPDATE",
+        )
+        .bind(request_id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(UserStoreError::UnknownRequest(request_id))?;
+        let cleared = blocked.ok_or(UserStoreError::NotBlocked(request_id))?;
+        let target = target.unwrap_or_default();
+        let expected = Expected {
+            action: Action::Unblock,
+            kind: Kind::User,
+            request_id,
+            target: &target,
+            digest: None,
+        };
+        let signed =
+            check_binding(input.unblock.signed.as_ref(), &expected).map_err(IdentityError::from)?;
+        let consumed =
+            consume_signature(&mut tx, signed, &input.unblock.requested_by, consumer).await?;
+        sqlx::query(
+            "UPDATE deletion.requests SET blocked_reason = NULL, blocked_stage = NULL, \
+                 blocked_at = NULL, next_attempt_at = NULL, updated_at = now() \
+             WHERE id = $1",
+        )
+        .bind(request_id)
+        .execute(&mut *tx)
+        .await?;
+        audit(
+            &mut tx,
+            request_id,
+            &consumed.name,
+            "user.unblocked",
+            json!({"reason": input.unblock.reason, "cleared": cleared}),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(workflows::user::UserUnblockRecord {
+            request_id,
+            unblocked_by: consumed.name,
+            reason: input.unblock.reason.clone(),
+            cleared,
+        })
     }
 }

@@ -450,6 +450,49 @@ impl UserStore {
     }
 }
 
+impl UserStore {
+    /// Saves a handler's refusal that needs an operator (a real user's safety check failed): the
+    /// row stays current and becomes failed, the request goes to `retry_wait` with the error as
+    /// its last error AND its blocked reason, so nothing runs until `user unblock` — only while
+    /// `generation` is still the request's.
+    pub async fn save_stage_blocked(
+        &self,
+        request_id: Uuid,
+        stage_id: Uuid,
+        generation: i64,
+        error: &str,
+    ) -> UserStoreResult<RetryState> {
+        let mut tx = self.pool.begin().await?;
+        let end = AttemptEnd::Failed { error };
+        end_attempt(&mut tx, request_id, stage_id, generation, end).await?;
+        let (retry_count, next_attempt_at): (i32, DateTime<Utc>) = sqlx::query_as(
+            "UPDATE deletion.requests \
+             SET stage = 'retry_wait', last_error = $2, retry_count = retry_count + 1, \
+                 next_attempt_at = now(), blocked_reason = $2, blocked_stage = 'retry_wait', \
+                 blocked_at = now(), updated_at = now() \
+             WHERE id = $1 RETURNING retry_count, next_attempt_at",
+        )
+        .bind(request_id)
+        .bind(error)
+        .fetch_one(&mut *tx)
+        .await?;
+        audit(
+            &mut tx,
+            request_id,
+            "workflow",
+            "user.blocked",
+            json!({"stage_id": stage_id, "reason": error}),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(RetryState {
+            retry_count: u32::try_from(retry_count).unwrap_or(0),
+            next_attempt_at: rfc3339(next_attempt_at),
+            next_attempt_at_unix_ms: next_attempt_at.timestamp_millis(),
+        })
+    }
+}
+
 /// How a handler attempt ended.
 enum AttemptEnd<'a> {
     /// With this result.

@@ -35,6 +35,17 @@ pub enum ErasureError {
         "target {0:?} is not a user: target; only user:<64-hex pubkey> has an inventory to take"
     )]
     NotAUserTarget(String),
+    /// The user owns communities that have other members: deleting the user would leave them
+    /// without an owner.
+    #[error(
+        "blocked: the user owns {}; transfer ownership of each to another member, then \
+         `buzz-deletion user unblock REQUEST_ID --reason …` and run again",
+        .communities.join(", ")
+    )]
+    OwnsCommunities {
+        /// Each as `host (community id) with N other member(s)`.
+        communities: Vec<String>,
+    },
     /// A per-community stage row without its community.
     #[error("stage row {0} names no community; the stage history is corrupt")]
     NoCommunity(String),
@@ -126,6 +137,7 @@ impl Classified for ErasureError {
             ErasureError::NotConfigured
             | ErasureError::NotAUserTarget(_)
             | ErasureError::NoCommunity(_)
+            | ErasureError::OwnsCommunities { .. }
             | ErasureError::ForeignObjectKey { .. }
             | ErasureError::DeclarationsChanged { .. }
             | ErasureError::UninventoriedCommunities { .. }

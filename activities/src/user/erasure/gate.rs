@@ -28,6 +28,13 @@ pub(crate) async fn gate_user(
     inventory: &UserInventory,
 ) -> Result<Value, ErasureError> {
     let request_id = run.attempt.request_id;
+    let listed: BTreeSet<Uuid> = inventory
+        .communities
+        .iter()
+        .map(|c| c.community_id)
+        .collect();
+    // Before anything is fenced, so that ownership can still be transferred.
+    refuse_owned_communities_with_members(eraser, run.pubkey, &listed).await?;
     eraser.store.require_current_attempt(&run.attempt).await?;
     eraser.store.quiesce_user(request_id, run.pubkey).await?;
     let started = Instant::now();
@@ -53,11 +60,6 @@ pub(crate) async fn gate_user(
             Err(error) => return Err(error.into()),
         }
     }
-    let listed: BTreeSet<Uuid> = inventory
-        .communities
-        .iter()
-        .map(|c| c.community_id)
-        .collect();
     let mut holding = eraser.store.user_communities(run.pubkey).await?;
     holding.extend(communities_with_user_keys(eraser, run.pubkey).await?);
     let uninventoried: Vec<Uuid> = holding.difference(&listed).copied().collect();
@@ -72,6 +74,39 @@ pub(crate) async fn gate_user(
         "drained_ms": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         "communities_holding_data": holding.len(),
     }))
+}
+
+/// Refuses while the user owns a community of the inventory that has other members: their
+/// community would be left without an owner. A community the user is the only member of does not
+/// block (it is left without members once their rows are purged).
+async fn refuse_owned_communities_with_members(
+    eraser: &Eraser,
+    pubkey: &str,
+    listed: &BTreeSet<Uuid>,
+) -> Result<(), ErasureError> {
+    let listed: Vec<Uuid> = listed.iter().copied().collect();
+    let blocking: Vec<String> = eraser
+        .store
+        .owned_communities(pubkey, &listed)
+        .await?
+        .into_iter()
+        .filter(|owned| owned.other_members > 0)
+        .map(|owned| {
+            format!(
+                "{} ({}) with {} other member(s)",
+                owned.host.as_deref().unwrap_or("?"),
+                owned.community_id,
+                owned.other_members
+            )
+        })
+        .collect();
+    if blocking.is_empty() {
+        Ok(())
+    } else {
+        Err(ErasureError::OwnsCommunities {
+            communities: blocking,
+        })
+    }
 }
 
 /// Heartbeats and sleeps while the drain is not done, or gives up once it took longer than the

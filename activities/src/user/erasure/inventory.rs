@@ -16,6 +16,9 @@ use workflows::user::inventory::{
 use super::{Eraser, ErasureError};
 use crate::store::erasure::footprint::FoundCommunity;
 
+/// The membership role of a community's owner.
+pub(crate) const OWNER_ROLE: &str = "owner";
+
 /// Why an inventory cannot be frozen although it was read.
 #[derive(Debug, thiserror::Error)]
 pub enum InventoryRefusal {
@@ -137,6 +140,7 @@ async fn inventory_community(
                 .await?,
         );
     }
+    let owner = found.member_role.as_deref() == Some(OWNER_ROLE);
     Ok(InventoryCommunity {
         community_id: found.community_id,
         role: match found.member_role {
@@ -150,6 +154,8 @@ async fn inventory_community(
             agents: u64::try_from(found.agent_ids.len()).unwrap_or(u64::MAX),
             user_keys,
             agent_keys,
+            owner,
+            other_members: found.other_members,
         }),
     })
 }

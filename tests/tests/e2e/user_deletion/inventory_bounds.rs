@@ -131,7 +131,7 @@ async fn an_inventory_version_this_build_does_not_know_blocks_before_the_first_s
         let ApprovedRequest { id } = submit_and_approve(stack, &target("version")).await;
         owner_execute(
             stack,
-            "UPDATE deletion.requests SET inventory = jsonb_set(inventory, '{version}', '2') \
+            "UPDATE deletion.requests SET inventory = jsonb_set(inventory, '{version}', '3') \
              WHERE id = $1",
             id,
         )
@@ -140,8 +140,8 @@ async fn an_inventory_version_this_build_does_not_know_blocks_before_the_first_s
         blocked.expect_exit(1);
         assert!(
             blocked.stderr.contains(
-                "inventory version 2 is not understood by this build (it knows [1]); deploy a \
-                 build that knows it"
+                "inventory version 3 is not understood by this build (it knows [1, 2]); deploy \
+                 a build that knows it"
             ),
             "{}",
             blocked.stderr

@@ -84,7 +84,7 @@ async fn submit_refuses_non_demo_targets_and_approval_binds_the_frozen_digest() 
             .await;
         refused.expect_exit(2);
         assert!(
-            refused.stderr.contains("only demo: targets"),
+            refused.stderr.contains("names no kind of user"),
             "{}",
             refused.stderr
         );

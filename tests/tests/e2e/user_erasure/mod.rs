@@ -8,6 +8,7 @@
 mod abort;
 mod across_communities;
 mod live_traffic;
+mod owned_communities;
 mod undeclared_table;
 
 use std::collections::BTreeSet;

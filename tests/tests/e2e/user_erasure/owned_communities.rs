@@ -1,0 +1,189 @@
+//! Must-show 3 of issue 17: a user who owns a community that has other members blocks the
+//! deletion, naming the community; once ownership is transferred and the request unblocked, it
+//! completes and the community keeps its new owner. A community the user owns alone does not
+//! block: their rows are purged and it is left without members.
+
+use activities::demo::user::UserSeed;
+use e2e::prelude::*;
+use uuid::Uuid;
+
+use super::{fresh_pubkey, seed_footprint};
+
+async fn role_of(stack: &Stack, community: Uuid, pubkey: &str) -> Option<String> {
+    sqlx::query_scalar("SELECT role FROM buzz.memberships WHERE community_id = $1 AND pubkey = $2")
+        .bind(community)
+        .bind(pubkey)
+        .fetch_optional(stack.store.pool())
+        .await
+        .unwrap_or_else(|e| panic!("membership: {e}"))
+}
+
+async fn set_role(stack: &Stack, community: Uuid, pubkey: &str, role: &str) {
+    sqlx::query("UPDATE buzz.memberships SET role = $3 WHERE community_id = $1 AND pubkey = $2")
+        .bind(community)
+        .bind(pubkey)
+        .bind(role)
+        .execute(stack.serving.pool())
+        .await
+        .unwrap_or_else(|e| panic!("set role {role}: {e}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owned_community_with_members_blocks_until_ownership_is_transferred_and_unblocked() {
+    let _shared = outage_lock().read().await;
+    let stack = stack().await;
+    let queue = unique_queue("user-owner");
+    let _worker = WorkerProcess::start(&queue, &[]).await;
+    let cli = Cli::new(&queue);
+    let user = fresh_pubkey();
+    let heir = fresh_pubkey();
+
+    let owned_host = unique_host("owned");
+    let owned = stack
+        .serving
+        .create_community(&owned_host)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .id;
+    let owner = UserSeed {
+        member: true,
+        role: Some("owner".into()),
+        events: 2,
+        ..UserSeed::default()
+    };
+    seed_footprint(&stack, owned, &user, &owner).await;
+    seed_footprint(
+        &stack,
+        owned,
+        &heir,
+        &UserSeed {
+            member: true,
+            events: 1,
+            ..UserSeed::default()
+        },
+    )
+    .await;
+    // A community the user owns alone.
+    let alone = stack
+        .serving
+        .create_community(&unique_host("alone"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .id;
+    seed_footprint(&stack, alone, &user, &owner).await;
+
+    let submitted = cli
+        .run(&[
+            "user",
+            "submit",
+            "--target",
+            &format!("user:{user}"),
+            "--requested-by",
+            "alice",
+        ])
+        .await
+        .expect_code(0)
+        .json();
+    let footprint = |community: Uuid| {
+        submitted["inventory"]["communities"]
+            .as_array()
+            .and_then(|all| {
+                all.iter()
+                    .find(|e| e["community_id"] == community.to_string())
+            })
+            .map(|e| e["footprint"].clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(footprint(owned)["owner"], true, "{submitted}");
+    assert_eq!(footprint(owned)["other_members"], 1, "{submitted}");
+    assert_eq!(footprint(alone)["owner"], true, "{submitted}");
+    assert_eq!(footprint(alone)["other_members"], 0, "{submitted}");
+    let id = submitted["request_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let digest = submitted["inventory_digest"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    cli.user_approve(&id, "bob", &digest).await.expect_code(0);
+
+    // Blocked at the gate, before anything is fenced, naming the community.
+    let blocked = cli.run(&["user", "run", &id]).await;
+    blocked.expect_exit(1);
+    let said = format!("{}{}", blocked.stdout, blocked.stderr);
+    assert!(said.contains(&owned_host), "{said}");
+    assert!(said.contains("transfer ownership"), "{said}");
+    let reason: Option<String> =
+        sqlx::query_scalar("SELECT blocked_reason FROM deletion.requests WHERE id = $1::uuid")
+            .bind(&id)
+            .fetch_one(stack.store.pool())
+            .await
+            .unwrap_or_else(|e| panic!("blocked reason: {e}"));
+    let reason = reason.unwrap_or_default();
+    assert!(reason.contains(&owned_host), "{reason}");
+    assert!(
+        !reason.contains(&stack_host_alone(&stack, alone).await),
+        "the community the user owns alone does not block: {reason}"
+    );
+    let again = cli.run(&["user", "run", &id]).await;
+    again.expect_exit(1);
+    assert!(
+        format!("{}{}", again.stdout, again.stderr).contains("blocked"),
+        "a blocked request does not run until unblocked: {} {}",
+        again.stdout,
+        again.stderr
+    );
+    // Nothing was fenced or deleted: the user still writes and owns.
+    assert_eq!(
+        role_of(&stack, owned, &user).await.as_deref(),
+        Some("owner")
+    );
+
+    // Remedy: transfer ownership, then unblock.
+    set_role(&stack, owned, &heir, "owner").await;
+    set_role(&stack, owned, &user, "member").await;
+    cli.run(&[
+        "user",
+        "unblock",
+        &id,
+        "--requested-by",
+        "alice",
+        "--reason",
+        "ownership transferred to the heir",
+    ])
+    .await
+    .expect_code(0);
+    cli.run(&["user", "run", &id]).await.expect_exit(0);
+
+    assert_eq!(role_of(&stack, owned, &user).await, None);
+    assert_eq!(
+        role_of(&stack, owned, &heir).await.as_deref(),
+        Some("owner")
+    );
+    for community in [owned, alone] {
+        let left = stack
+            .store
+            .user_rows_left(community, &user)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(left.values().all(|n| *n == 0), "{community}: {left:?}");
+    }
+    let heir_left = stack
+        .store
+        .user_rows_left(owned, &heir)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(heir_left["buzz.events"], 1);
+    assert_eq!(heir_left["buzz.memberships"], 1);
+}
+
+async fn stack_host_alone(stack: &Stack, community: Uuid) -> String {
+    stack
+        .store
+        .community_by_id(community)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .map(|c| c.host)
+        .unwrap_or_default()
+}
