@@ -1,8 +1,10 @@
 //! The frozen inventory of a user deletion: which communities it covers, in which order.
 //!
-//! Only `demo:` targets are accepted. Their inventory is artificial and fixed — B, where the
-//! user participates, then C, where they used to — so the orchestration can be exercised end to
-//! end without touching any real account.
+//! A `demo:` target's inventory (version 1) is artificial and fixed — B, where the user
+//! participates, then C, where they used to — so the orchestration can be exercised end to end
+//! without touching any real account. A `user:` target's (version 2) is discovered by
+//! `user.take_inventory` and also carries the user-data declarations it was taken under and the
+//! user's footprint in each community; the digest covers all of it.
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
