@@ -4,8 +4,11 @@
 //!
 //! - `across_communities`: the user in three communities (member, member with agents, former
 //!   member), with an upload shared with another user; the undeclared-table refusal.
+//! - `worker_kills`: the worker SIGKILLed at a seeded random moment in every stage; every row of
+//!   the user deleted exactly once, nobody else's touched.
 
 mod across_communities;
+mod worker_kills;
 
 use std::collections::BTreeSet;
 
