@@ -174,6 +174,8 @@ struct Kill {
     generation: i64,
     batches_logged: i64,
     landed: Landed,
+    /// From the kill until `user run --next-step` exited (the new worker took over).
+    recovered_in: Duration,
 }
 
 impl fmt::Display for Kill {
@@ -185,13 +187,14 @@ impl fmt::Display for Kill {
         write!(
             f,
             "{:<12} {community:<36} killed {:>3} ms after {:<13?} (generation {}, {} batches \
-             logged): {:?}",
+             logged): {:?}, recovered in {:.1?}",
             self.stage,
             self.plan.delay_ms,
             self.plan.anchor,
             self.generation,
             self.batches_logged,
-            self.landed
+            self.landed,
+            self.recovered_in
         )
     }
 }
@@ -512,10 +515,11 @@ async fn a_worker_killed_at_a_random_moment_in_every_stage_deletes_each_row_exac
         }
         tokio::time::sleep(Duration::from_millis(plan.delay_ms)).await;
         worker.crash().await;
+        let killed_at = Instant::now();
         // A commit the dead worker had already sent is applied or not by now.
         tokio::time::sleep(Duration::from_millis(200)).await;
         let (landed, batches_logged) = where_it_landed(&owner, &stage, stage_id, generation).await;
-        let kill = Kill {
+        let mut kill = Kill {
             stage,
             community,
             stage_id,
@@ -523,21 +527,23 @@ async fn a_worker_killed_at_a_random_moment_in_every_stage_deletes_each_row_exac
             generation,
             batches_logged,
             landed,
+            recovered_in: Duration::ZERO,
         };
-        eprintln!("worker_kills: {kill}");
-        kills.push(kill);
         done.insert(stage_id);
         worker = WorkerProcess::start(&queue, &worker_env).await;
         let output = tokio::time::timeout(STEP_TIMEOUT, step.wait_with_output())
             .await
             .unwrap_or_else(|_| {
                 panic!(
-                    "seed {kill_seed:#x}: `user run --next-step` did not finish within {STEP_TIMEOUT:?} \
-                     after the kill (a crash loop?)"
+                    "seed {kill_seed:#x}: `user run --next-step` did not finish within \
+                     {STEP_TIMEOUT:?} after the kill (a crash loop?): {kill}"
                 )
             })
             .unwrap_or_else(|e| panic!("`user run --next-step`: {e}"));
         CliRun::from_output(&output).expect_exit(0);
+        kill.recovered_in = killed_at.elapsed();
+        eprintln!("worker_kills: {kill}");
+        kills.push(kill);
     }
     let report: Vec<String> = kills.iter().map(ToString::to_string).collect();
     let report = report.join("\n  ");
@@ -678,4 +684,21 @@ async fn a_worker_killed_at_a_random_moment_in_every_stage_deletes_each_row_exac
     .unwrap_or_else(|e| panic!("object versions logged: {e}"));
     let expected_versions: Vec<(String, i64)> = own_keys.iter().map(|k| (k.clone(), 1)).collect();
     assert_eq!(versions_logged, expected_versions, "{context}");
+
+    // Every purge stage is in the audit trail with its community, whatever attempt wrote it.
+    let audited: BTreeSet<(String, String)> = sqlx::query_as(
+        "SELECT detail->>'stage', detail->>'community_id' FROM deletion.audit_events \
+         WHERE request_id = $1 AND event = 'user.community_purged'",
+    )
+    .bind(id)
+    .fetch_all(&owner)
+    .await
+    .unwrap_or_else(|e| panic!("audit trail: {e}"))
+    .into_iter()
+    .collect();
+    let purged: BTreeSet<(String, String)> = kills
+        .iter()
+        .filter_map(|k| k.community.map(|c| (k.stage.clone(), c.to_string())))
+        .collect();
+    assert_eq!(audited, purged, "{context}");
 }
