@@ -3,13 +3,21 @@
 //! byte-identical.
 //!
 //! - `across_communities`: the user in three communities (member, member with agents, former
-//!   member), with an upload shared with another user; the undeclared-table refusal.
+//!   member), with an upload shared with another user; malformed targets.
+//! - `live_traffic`: the relay writing as the user and others while the deletion runs.
+//! - `owned_communities`: an owned community blocks until ownership is transferred; a child
+//!   community deletion of one the user owns alone.
+//! - `undeclared_table`: a tenant table without a user-data declaration blocks the inventory.
+//! - `abort`: the fence lifted on abort before the irreversible point, abort refused after it.
+//! - `worker_kills`: the worker SIGKILLed at a seeded random moment in every stage; every row of
+//!   the user deleted exactly once, nobody else's touched.
 
 mod abort;
 mod across_communities;
 mod live_traffic;
 mod owned_communities;
 mod undeclared_table;
+mod worker_kills;
 
 use std::collections::BTreeSet;
 
