@@ -13,12 +13,12 @@ use uuid::Uuid;
 
 use activities::user::{StageRowView, UserRequestView, UserStore, UserStoreError};
 use workflows::user::policy::{Position, reconstruct};
+use workflows::user::{ChildCommunityDeletion, TargetError, UserTarget, parse_target};
 use workflows::user::{
     HandlerAtStop, HandlerDirectives, Registration, RunOptions, RunOutcome, RunReport, StageKind,
     UserAbortRecord, UserAbortRequest, UserApprovalRecord, UserApproveRequest, UserDeletion,
     UserDeletionInput, UserInventory, UserUnblockRecord, UserUnblockRequest, workflow_id,
 };
-use workflows::user::{TargetError, UserTarget, parse_target};
 
 use workflows::operator::{Action, Kind};
 
@@ -59,6 +59,7 @@ pub async fn run(cmd: UserCommand, env: &UserCliEnv) -> CliResult {
             approved_by,
             inventory_digest,
             note,
+            delete_owned_communities,
             key,
         } => {
             let signed = async {
@@ -84,11 +85,13 @@ pub async fn run(cmd: UserCommand, env: &UserCliEnv) -> CliResult {
                 Ok::<_, CliError>((name, signed))
             };
             let (approved_by, signed) = signed.await?;
+            let child_deletions = child_deletions(env, id, &key, &delete_owned_communities).await?;
             let approval = UserApproveRequest {
                 approved_by,
                 inventory_digest,
                 note,
                 signed: Some(signed),
+                child_deletions,
             };
             approve(env, id, approval).await
         }
@@ -312,6 +315,68 @@ async fn approve(env: &UserCliEnv, id: Uuid, approval: UserApproveRequest) -> Cl
         json!({"approval": record, "request": snapshot.request, "stages": snapshot.stages}),
     );
     Report::new(&document, snapshot.render())
+}
+
+/// The child community deletions `user approve --delete-owned-community HOST` asks for: each host
+/// looked up in the request's frozen inventory, with a fresh child request id and the
+/// approver's signed `submit` of it. The workflow refuses any the inventory does not show the
+/// user owning alone.
+async fn child_deletions(
+    env: &UserCliEnv,
+    id: Uuid,
+    key: &KeyArgs,
+    hosts: &[String],
+) -> Result<Vec<ChildCommunityDeletion>, CliError> {
+    if hosts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let inventory: Option<UserInventory> = env
+        .store
+        .request_view(id)
+        .await
+        .map_err(|e| CliError::Other(e.into()))?
+        .and_then(|r| r.inventory)
+        .and_then(|v| serde_json::from_value(v).ok());
+    let Some(inventory) = inventory else {
+        return Err(refuse(
+            1,
+            &format!("request {id} has no readable inventory"),
+        ));
+    };
+    let signer = SigningKey::from_args(key)?;
+    let mut children = Vec::with_capacity(hosts.len());
+    for host in hosts {
+        let wanted = host.trim().trim_end_matches('.').to_lowercase();
+        let community = inventory
+            .communities
+            .iter()
+            .find(|c| c.footprint.as_ref().is_some_and(|f| f.host == wanted));
+        let Some(community) = community else {
+            return Err(refuse(
+                2,
+                &format!(
+                    "--delete-owned-community {host}: the request's inventory lists no \
+                     community with that host"
+                ),
+            ));
+        };
+        let request_id = Uuid::new_v4();
+        let signed = signer.sign(
+            Action::Submit,
+            Kind::Community,
+            request_id,
+            &wanted,
+            None,
+            key.signed_at.as_deref(),
+        )?;
+        children.push(ChildCommunityDeletion {
+            community_id: community.community_id,
+            host: wanted,
+            request_id,
+            signed: Some(signed),
+        });
+    }
+    Ok(children)
 }
 
 /// Signs `action` on request `id` with the operator's key; returns the key's registered name

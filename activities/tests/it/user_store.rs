@@ -62,6 +62,7 @@ async fn approved_request(store: &UserStore, communities: u32) -> (Uuid, UserInv
                     approved_by: "operator-b".into(),
                     inventory_digest: digest.clone(),
                     note: None,
+                    child_deletions: Vec::new(),
                     signed: Some(approver.sign(
                         Action::Approve,
                         Kind::User,
@@ -139,6 +140,7 @@ async fn approval_refuses_another_digest_the_requesters_key_and_the_requesters_n
             approved_by: label.into(),
             inventory_digest: digest.into(),
             note: None,
+            child_deletions: Vec::new(),
             signed: Some(key.sign(Action::Approve, Kind::User, id, &target, Some(digest))),
         },
     };

@@ -54,6 +54,12 @@ pub enum UserCommand {
         /// Note kept with the approval evidence.
         #[arg(long)]
         note: Option<String>,
+        /// Delete this community (its host, as the inventory lists it) as a child community
+        /// deletion: only one the user owns alone. Repeatable. The approver's key signs the
+        /// child's submission; the child has its own inventory and digest and needs its own
+        /// approval by another operator (`community approve`).
+        #[arg(long = "delete-owned-community", value_name = "HOST")]
+        delete_owned_communities: Vec<String>,
         /// The approver's SSH key, which signs the approval of this digest.
         #[command(flatten)]
         key: KeyArgs,

@@ -57,6 +57,10 @@ pub struct UserApproveRequest {
     /// Optional note kept with the evidence.
     #[serde(default)]
     pub note: Option<String>,
+    /// Communities the user owns alone that the approver chose to delete as child community
+    /// deletions (each with its own frozen inventory, digest and two-person approval).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub child_deletions: Vec<ChildCommunityDeletion>,
     /// The approver's signed `approve` statement (required).
     #[serde(default)]
     pub signed: Option<SignedAction>,
@@ -85,6 +89,38 @@ pub struct UserApprovalRecord {
     /// The approver's signed statement as stored.
     #[serde(default)]
     pub signed: Option<SignedAction>,
+    /// The child community deletions this approval started.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub child_deletions: Vec<StartedChildDeletion>,
+}
+
+/// A community the user owns alone, chosen in the approval to be deleted as a child community
+/// deletion. The approver signs the child's `submit` (the child's requester is the approver; its
+/// approval needs another operator).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChildCommunityDeletion {
+    /// The community (must be one the inventory shows the user owning alone).
+    pub community_id: Uuid,
+    /// Its host, as the inventory recorded it (what the signed submit names).
+    pub host: String,
+    /// The child request's id.
+    pub request_id: Uuid,
+    /// The approver's signed `submit` of the community deletion.
+    #[serde(default)]
+    pub signed: Option<SignedAction>,
+}
+
+/// A child community deletion the approval started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartedChildDeletion {
+    /// The community.
+    pub community_id: Uuid,
+    /// Its host.
+    pub host: String,
+    /// The child request (`community status ID`, `community approve ID`).
+    pub request_id: Uuid,
+    /// Its workflow.
+    pub workflow_id: String,
 }
 
 /// Names the request an activity works on.

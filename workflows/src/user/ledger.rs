@@ -238,6 +238,7 @@ mod tests {
             approved_by: by.into(),
             inventory_digest: digest.into(),
             note: None,
+            child_deletions: Vec::new(),
         }
     }
 

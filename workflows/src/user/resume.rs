@@ -179,6 +179,7 @@ mod tests {
                 inventory_digest: digest.clone(),
                 note: None,
                 signed: None,
+                child_deletions: Vec::new(),
             }),
             retry: None,
             exec_generation: 3,

@@ -24,12 +24,13 @@ use temporalio_sdk::{
 use uuid::Uuid;
 
 use super::contracts::{
-    AbortUser, BlockedInput, CommitTransition, CommitTransitionInput, CommittedTransition,
-    ExecuteStageInput, LoadApprovedInventory, LoadProgress, RecordBlocked, RecordUserApproval,
-    RegisterUser, RegisterUserInput, StageOutcome, StageRecord, TakeUserInventory,
-    TakeUserInventoryInput, TransitionCommand, UnblockUser, UserAbortInput, UserAbortRecord,
-    UserAbortRequest, UserApprovalInput, UserApprovalRecord, UserApproveRequest, UserRequestRef,
-    UserUnblockInput, UserUnblockRecord, UserUnblockRequest,
+    AbortUser, BlockedInput, ChildCommunityDeletion, CommitTransition, CommitTransitionInput,
+    CommittedTransition, ExecuteStageInput, LoadApprovedInventory, LoadProgress, RecordBlocked,
+    RecordUserApproval, RegisterUser, RegisterUserInput, StageOutcome, StageRecord,
+    StartedChildDeletion, TakeUserInventory, TakeUserInventoryInput, TransitionCommand,
+    UnblockUser, UserAbortInput, UserAbortRecord, UserAbortRequest, UserApprovalInput,
+    UserApprovalRecord, UserApproveRequest, UserRequestRef, UserUnblockInput, UserUnblockRecord,
+    UserUnblockRequest,
 };
 use super::early_start::store_refused_early_start;
 use super::inventory::{DEFAULT_DEMO_COMMUNITIES, UserInventory};
@@ -44,11 +45,14 @@ use super::stage::StageStatus;
 use super::stop::{HandlerAtStop, StopAnswer, StopRequest, stopped_at};
 use super::target::{TargetError, UserTarget, parse_target};
 use crate::approval::Operator;
+use crate::community::{CommunityDeletion, CommunityDeletionInput};
 use crate::contract::{
     PERMANENT_FAILURE_TYPE, RETRY_NOT_DUE_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE,
 };
 use crate::operator::{Action, Expected, Kind, SignedAction, check_binding};
 use crate::search;
+use temporalio_common::search_attributes::SearchAttributes;
+use temporalio_sdk::{ChildWorkflowOptions, ParentClosePolicy};
 
 /// How long after a handler failure its row may be retried.
 pub const RETRY_DELAY: Duration = Duration::from_secs(30);
@@ -201,13 +205,18 @@ impl UserDeletion {
             request_id: ctx.state(|s| s.request_id),
             approval: request,
         };
+        let children = input.approval.child_deletions.clone();
         match ctx
             .execute_activity(RecordUserApproval, input, store_options())
             .await
         {
-            Ok(record) => {
+            Ok(mut record) => {
                 ctx.state_mut(|s| s.ledger.approval = Some(record.clone()));
                 enter_phase(ctx, UserPhase::Approved);
+                // The approval stands whatever happens to the children; a child that cannot be
+                // started is reported to the approver, who can submit it as a community deletion.
+                record.child_deletions = start_child_deletions(ctx, &record, children).await?;
+                ctx.state_mut(|s| s.ledger.approval = Some(record.clone()));
                 Ok(record)
             }
             Err(e) => {
@@ -453,6 +462,59 @@ impl UserDeletion {
             .map(|refusal| refusal.to_string())
     }
 
+    /// Why the child community deletions an approval chose must be refused, if they must: each
+    /// must be a community the frozen inventory shows the user owning alone, named once, with the
+    /// host the inventory recorded and a `submit` signed for that child request.
+    fn child_deletion_refusal(&self, children: &[ChildCommunityDeletion]) -> Option<String> {
+        if children.is_empty() {
+            return None;
+        }
+        let Ok(inventory) = &self.inventory else {
+            return Some("the request has no inventory".into());
+        };
+        let mut named = std::collections::BTreeSet::new();
+        for child in children {
+            let footprint = inventory
+                .community(child.community_id)
+                .and_then(|c| c.footprint.as_ref());
+            let Some(footprint) = footprint else {
+                return Some(format!(
+                    "community {} is not a community of this user's inventory; only a community \
+                     the user owns alone can be deleted as a child community deletion",
+                    child.community_id
+                ));
+            };
+            if !footprint.owner || footprint.other_members != 0 {
+                return Some(format!(
+                    "the inventory does not show the user owning {} alone (owner: {}, other \
+                     members: {}); only such a community can be deleted as a child community \
+                     deletion",
+                    footprint.host, footprint.owner, footprint.other_members
+                ));
+            }
+            if footprint.host != child.host {
+                return Some(format!(
+                    "community {} is {} in the inventory, not {}",
+                    child.community_id, footprint.host, child.host
+                ));
+            }
+            if !named.insert(child.community_id) {
+                return Some(format!("community {} is named twice", child.host));
+            }
+            let expected = Expected {
+                action: Action::Submit,
+                kind: Kind::Community,
+                request_id: child.request_id,
+                target: &child.host,
+                digest: None,
+            };
+            if let Err(refusal) = check_binding(child.signed.as_ref(), &expected) {
+                return Some(format!("child deletion of {}: {refusal}", child.host));
+            }
+        }
+        None
+    }
+
     fn approval_refusal(&self, request: &UserApproveRequest) -> Option<String> {
         let digest = self.inventory.as_ref().ok().map(UserInventory::digest);
         let requester = Operator {
@@ -463,6 +525,9 @@ impl UserDeletion {
             .ledger
             .approval_refusal(requester, digest.as_deref(), request)
         {
+            return Some(refusal);
+        }
+        if let Some(refusal) = self.child_deletion_refusal(&request.child_deletions) {
             return Some(refusal);
         }
         // Signed for this request and its frozen digest.
@@ -477,6 +542,54 @@ impl UserDeletion {
             .err()
             .map(|refusal| refusal.to_string())
     }
+}
+
+/// Starts the child community deletions the approval chose, each a `CommunityDeletion` of its
+/// own (its own frozen inventory, digest and two-person approval) that outlives this workflow.
+async fn start_child_deletions(
+    ctx: &mut WorkflowContext<UserDeletion>,
+    record: &UserApprovalRecord,
+    children: Vec<ChildCommunityDeletion>,
+) -> Result<Vec<StartedChildDeletion>, UpdateError> {
+    let parent = ctx.state(|s| s.request_id);
+    let mut started = Vec::with_capacity(children.len());
+    for child in children {
+        let workflow_id = crate::community::workflow_id(child.request_id);
+        let mut input = CommunityDeletionInput::new(
+            child.request_id,
+            child.host.clone(),
+            record.approved_by.clone(),
+            Some(format!(
+                "child of user deletion {parent}: the user owned this community alone"
+            )),
+        );
+        input.signed = child.signed.clone();
+        let options = ChildWorkflowOptions::builder()
+            .workflow_id(workflow_id.clone())
+            .parent_close_policy(ParentClosePolicy::Abandon)
+            .search_attributes(SearchAttributes::new([
+                search::KIND.value_set("community".to_owned()),
+                search::COMMUNITY_ID.value_set(child.community_id.to_string()),
+                search::BLOCKED.value_set(false),
+            ]))
+            .build();
+        ctx.start_child_workflow(CommunityDeletion::run, input, options)
+            .await
+            .map_err(|e| {
+                format!(
+                    "the approval is recorded, but the child deletion of {} could not be \
+                     started: {e}",
+                    child.host
+                )
+            })?;
+        started.push(StartedChildDeletion {
+            community_id: child.community_id,
+            host: child.host,
+            request_id: child.request_id,
+            workflow_id,
+        });
+    }
+    Ok(started)
 }
 
 /// The inventory a new execution registers: a demo target's is artificial and computed here; a

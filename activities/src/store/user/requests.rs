@@ -181,6 +181,7 @@ impl UserStore {
                     inventory_digest,
                     note,
                     signed: approval.signed.clone(),
+                    child_deletions: Vec::new(),
                 });
             }
             return Err(refused(format!("already approved by {approved_by}")));
@@ -256,6 +257,12 @@ impl UserStore {
                 "inventory_digest": approval.inventory_digest,
                 "operator": consumed.fingerprint,
                 "nonce": consumed.nonce,
+                "child_deletions": approval
+                    .child_deletions
+                    .iter()
+                    .map(|c| json!({"community_id": c.community_id, "host": c.host,
+                                     "request_id": c.request_id}))
+                    .collect::<Vec<_>>(),
             }),
         )
         .await?;
@@ -266,6 +273,7 @@ impl UserStore {
             inventory_digest: approval.inventory_digest.clone(),
             note: approval.note.clone(),
             signed: approval.signed.clone(),
+            child_deletions: Vec::new(),
         })
     }
 

@@ -105,6 +105,7 @@ impl UserStore {
                     note,
                     // As `approval()` reads it: the signatures are listed with the request.
                     signed: None,
+                    child_deletions: Vec::new(),
                 }
             }),
             retry: next_attempt_at.map(|at| RetryState {

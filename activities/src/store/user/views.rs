@@ -158,6 +158,7 @@ impl UserStore {
                 approved_at: rfc3339(approved_at),
                 inventory_digest,
                 note,
+                child_deletions: Vec::new(),
             },
         ))
     }

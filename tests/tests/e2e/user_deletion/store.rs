@@ -52,6 +52,7 @@ async fn initialized_request(store: &UserStore) -> (Uuid, UserInventory, Uuid) {
                     inventory_digest: digest,
                     note: None,
                     signed: Some(signed),
+                    child_deletions: Vec::new(),
                 },
             },
             "store-test/approve",

@@ -1,7 +1,8 @@
 //! Must-show 3 of issue 17: a user who owns a community that has other members blocks the
 //! deletion, naming the community; once ownership is transferred and the request unblocked, it
 //! completes and the community keeps its new owner. A community the user owns alone does not
-//! block: their rows are purged and it is left without members.
+//! block; the approver chooses to delete it as a child community deletion, which has its own
+//! frozen inventory, digest and two-person approval, and removes the whole community.
 
 use activities::demo::user::UserSeed;
 use e2e::prelude::*;
@@ -29,7 +30,7 @@ async fn set_role(stack: &Stack, community: Uuid, pubkey: &str, role: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_owned_community_with_members_blocks_until_ownership_is_transferred_and_unblocked() {
+async fn owned_communities_block_until_transferred_or_go_as_a_child_community_deletion() {
     let _shared = outage_lock().read().await;
     let stack = stack().await;
     let queue = unique_queue("user-owner");
@@ -106,7 +107,82 @@ async fn an_owned_community_with_members_blocks_until_ownership_is_transferred_a
         .as_str()
         .unwrap_or_default()
         .to_owned();
-    cli.user_approve(&id, "bob", &digest).await.expect_code(0);
+    let alone_host = stack_host_alone(&stack, alone).await;
+    // A community with other members cannot be chosen as a child deletion.
+    let refused = cli
+        .run(&[
+            "user",
+            "approve",
+            &id,
+            "--approved-by",
+            "bob",
+            "--inventory-digest",
+            &digest,
+            "--delete-owned-community",
+            &owned_host,
+        ])
+        .await;
+    assert_ne!(refused.code, 0, "{}", refused.stdout);
+    assert!(refused.stderr.contains("alone"), "{}", refused.stderr);
+    let approved = cli
+        .run(&[
+            "user",
+            "approve",
+            &id,
+            "--approved-by",
+            "bob",
+            "--inventory-digest",
+            &digest,
+            "--delete-owned-community",
+            &alone_host,
+        ])
+        .await
+        .expect_code(0)
+        .json();
+    let child = approved["approval"]["child_deletions"][0].clone();
+    assert_eq!(child["community_id"], alone.to_string(), "{approved}");
+    let child_id: Uuid = child["request_id"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no child request in {approved}"));
+    // The child registers its own frozen inventory; it needs its own second operator (the
+    // child's requester is the user deletion's approver, bob).
+    let child_digest = {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let request = stack
+                .store
+                .find_request(child_id)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            if let Some(digest) = request.and_then(|r| r.inventory_digest) {
+                break digest;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the child never registered"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        }
+    };
+    assert_ne!(child_digest, digest, "the child has a digest of its own");
+    let child_id = child_id.to_string();
+    cli.approve(&child_id, "bob", &child_digest)
+        .await
+        .expect_exit(1);
+    cli.approve(&child_id, "alice", &child_digest)
+        .await
+        .expect_code(0);
+    cli.watch_to_end(&child_id).await;
+    assert!(
+        stack
+            .store
+            .community_by_id(alone)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .is_none(),
+        "the child deletion removed the community the user owned alone"
+    );
 
     // Blocked at the gate, before anything is fenced, naming the community.
     let blocked = cli.run(&["user", "run", &id]).await;
@@ -123,7 +199,7 @@ async fn an_owned_community_with_members_blocks_until_ownership_is_transferred_a
     let reason = reason.unwrap_or_default();
     assert!(reason.contains(&owned_host), "{reason}");
     assert!(
-        !reason.contains(&stack_host_alone(&stack, alone).await),
+        !reason.contains(&alone_host),
         "the community the user owns alone does not block: {reason}"
     );
     let again = cli.run(&["user", "run", &id]).await;
