@@ -174,7 +174,9 @@ impl super::Store {
 }
 
 impl super::Store {
-    /// Appends `event` to the request's hash-chained audit trail, generation-checked.
+    /// Appends `event` for the attempt's stage row to the request's hash-chained audit trail,
+    /// generation-checked, once per stage row: an attempt retried after an earlier one wrote it
+    /// (and died before saving its result) does not write it again.
     pub async fn audit_erasure(
         &self,
         attempt: &ErasureAttempt,
@@ -183,7 +185,23 @@ impl super::Store {
     ) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
         attempt.require_current(&mut tx).await?;
-        super::chain::append_chained(&mut tx, attempt.request_id, "workflow", event, detail)
+        let written: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM deletion.audit_events \
+                            WHERE request_id = $1 AND event = $2 AND detail ->> 'stage_id' = $3)",
+        )
+        .bind(attempt.request_id)
+        .bind(event)
+        .bind(attempt.stage_id.to_string())
+        .fetch_one(&mut *tx)
+        .await?;
+        if written {
+            return Ok(());
+        }
+        let mut detail = detail.clone();
+        if let serde_json::Value::Object(fields) = &mut detail {
+            fields.insert("stage_id".into(), attempt.stage_id.to_string().into());
+        }
+        super::chain::append_chained(&mut tx, attempt.request_id, "workflow", event, &detail)
             .await?;
         tx.commit().await?;
         Ok(())

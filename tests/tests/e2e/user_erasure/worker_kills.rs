@@ -685,17 +685,23 @@ async fn a_worker_killed_at_a_random_moment_in_every_stage_deletes_each_row_exac
     let expected_versions: Vec<(String, i64)> = own_keys.iter().map(|k| (k.clone(), 1)).collect();
     assert_eq!(versions_logged, expected_versions, "{context}");
 
-    // Every purge stage is in the audit trail with its community, whatever attempt wrote it.
-    let audited: BTreeSet<(String, String)> = sqlx::query_as(
+    // Every purge stage is in the audit trail with its community exactly once, whatever attempt
+    // wrote it (a retried attempt does not write it again).
+    let audited: Vec<(String, String)> = sqlx::query_as(
         "SELECT detail->>'stage', detail->>'community_id' FROM deletion.audit_events \
          WHERE request_id = $1 AND event = 'user.community_purged'",
     )
     .bind(id)
     .fetch_all(&owner)
     .await
-    .unwrap_or_else(|e| panic!("audit trail: {e}"))
-    .into_iter()
-    .collect();
+    .unwrap_or_else(|e| panic!("audit trail: {e}"));
+    let once: BTreeSet<(String, String)> = audited.iter().cloned().collect();
+    assert_eq!(
+        once.len(),
+        audited.len(),
+        "an event written twice: {audited:?}"
+    );
+    let audited = once;
     let purged: BTreeSet<(String, String)> = kills
         .iter()
         .filter_map(|k| k.community.map(|c| (k.stage.clone(), c.to_string())))
