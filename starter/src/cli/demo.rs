@@ -7,6 +7,10 @@ use clap::{Args, Subcommand};
 pub enum DemoCommand {
     /// Create a community (if needed) and write demo data through the serving API.
     Seed(SeedArgs),
+    /// Write one user's footprint in a community (created if needed) the way the relay does:
+    /// membership, events, allow-list entry, agents with keys, media uploads (row first, then
+    /// the content-addressed object) and per-user keys, for a `user:` deletion to erase.
+    SeedUser(SeedUserArgs),
     /// Simulate live serving traffic to communities until SIGINT/SIGTERM or the duration ends,
     /// then print per-community counts (attempted, admitted, refused, failed) as JSON.
     Serve(ServeArgs),
@@ -62,4 +66,35 @@ pub struct SeedArgs {
     /// S3 writes in flight at once.
     #[arg(long, default_value_t = 16)]
     pub parallelism: usize,
+}
+
+/// Knobs of `demo seed-user`.
+#[derive(Debug, Clone, Args)]
+pub struct SeedUserArgs {
+    /// Community host name (created if missing).
+    #[arg(long)]
+    pub host: String,
+    /// The user's 64-hex pubkey.
+    #[arg(long)]
+    pub pubkey: String,
+    /// Membership role (`member`, `owner`, …); without it the user is a former participant
+    /// (no membership row).
+    #[arg(long)]
+    pub role: Option<String>,
+    /// Events authored.
+    #[arg(long, default_value_t = 5)]
+    pub events: u32,
+    /// Also an allow-list entry.
+    #[arg(long)]
+    pub allowlisted: bool,
+    /// Agents acting for the user (two keys each).
+    #[arg(long, default_value_t = 0)]
+    pub agents: u32,
+    /// Uploads: the content of each (the same text twice, or the same text as another user's,
+    /// shares one object). Repeatable.
+    #[arg(long = "upload", value_name = "TEXT")]
+    pub uploads: Vec<String>,
+    /// Keys in the user's namespace `buzz:{community}:user:{pubkey}:*`.
+    #[arg(long, default_value_t = 2)]
+    pub keys: u32,
 }

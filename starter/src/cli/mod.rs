@@ -23,7 +23,7 @@ mod user;
 
 pub use certificate::{CertificateCommand, ExportArgs, KeysCommand, OutArgs};
 pub use community::{CommunityCommand, ListArgs, ListState, SignCommand, TuningArgs};
-pub use demo::{DemoCommand, SeedArgs, ServeArgs};
+pub use demo::{DemoCommand, SeedArgs, SeedUserArgs, ServeArgs};
 pub use key::{KEY_ENV, KeyArgs};
 pub use operators::OperatorsCommand;
 pub use sweep::{DEFAULT_SCHEDULE_ID, SweepCommand, parse_every};

@@ -5,7 +5,7 @@ use activities::demo::{SeedPlan, seed_community};
 use activities::objects::{ObjectStore, S3Config};
 use activities::stack_env::StackEnv;
 
-use crate::cli::{DemoCommand, SeedArgs};
+use crate::cli::{DemoCommand, SeedArgs, SeedUserArgs};
 use crate::connect;
 use crate::error::{CliError, CliResult};
 use crate::host;
@@ -15,6 +15,7 @@ use crate::output::{Report, Table};
 pub async fn run(command: DemoCommand) -> CliResult {
     match command {
         DemoCommand::Seed(args) => seed(args).await,
+        DemoCommand::SeedUser(args) => seed_user(args).await,
         DemoCommand::Serve(args) => super::demo_serve::serve(args).await,
     }
 }
@@ -88,4 +89,71 @@ async fn seed(args: SeedArgs) -> CliResult {
     ]);
     table.row(vec!["redis keys".into(), report.redis_keys.to_string()]);
     Report::new(&report, table.render())
+}
+
+async fn seed_user(args: SeedUserArgs) -> CliResult {
+    if let Some(problem) = workflows::user::target::pubkey_problem(&args.pubkey) {
+        return Err(CliError::Refused(format!(
+            "--pubkey {}: {problem}; give the user's key as 64 lowercase hex characters",
+            args.pubkey
+        )));
+    }
+    let host = host::resolve(Some(&args.host), None)?;
+    let store = connect::serving_store().await?;
+    let (objects, cache) = connect_data_stores().await?;
+    let community = store
+        .create_community(&host)
+        .await
+        .map_err(|e| CliError::Other(anyhow::anyhow!("creating {host} failed: {e}")))?;
+    let seed = activities::demo::user::UserSeed {
+        member: args.role.is_some(),
+        role: args.role.clone(),
+        events: args.events,
+        allowlisted: args.allowlisted,
+        agents: args.agents,
+        uploads: args
+            .uploads
+            .iter()
+            .map(|u| u.clone().into_bytes())
+            .collect(),
+        keys: args.keys,
+    };
+    let report = activities::demo::user::seed_user(
+        &store,
+        &objects,
+        &cache,
+        community.id,
+        &args.pubkey,
+        &seed,
+    )
+    .await
+    .map_err(|e| {
+        CliError::Other(anyhow::anyhow!(
+            "seeding {} in {host} failed: {e}",
+            args.pubkey
+        ))
+    })?;
+    let mut table = Table::new(
+        format!("seeded user {} in {} ({})", args.pubkey, host, community.id),
+        &["what", "count"],
+    );
+    table.row(vec![
+        "membership".into(),
+        args.role
+            .clone()
+            .unwrap_or_else(|| "none (former participant)".into()),
+    ]);
+    table.row(vec!["events".into(), args.events.to_string()]);
+    table.row(vec!["agents".into(), report.agents.len().to_string()]);
+    table.row(vec!["uploads".into(), report.uploads.len().to_string()]);
+    table.row(vec!["redis keys".into(), report.keys.len().to_string()]);
+    let document = serde_json::json!({
+        "community_id": community.id,
+        "host": host,
+        "pubkey": args.pubkey,
+        "agents": report.agents,
+        "uploads": report.uploads.iter().map(|(key, version)| serde_json::json!({"key": key, "version_id": version})).collect::<Vec<_>>(),
+        "keys": report.keys,
+    });
+    Report::new(&document, table.render())
 }
