@@ -22,6 +22,7 @@ use workflows::user::{
 
 use workflows::operator::{Action, Kind};
 
+use crate::cli::UserActionArgs;
 use crate::cli::UserCommand;
 use crate::error::{CliError, CliResult};
 use crate::output::{Report, Table, current_names, current_names_at, key_values};
@@ -95,35 +96,23 @@ pub async fn run(cmd: UserCommand, env: &UserCliEnv) -> CliResult {
             };
             approve(env, id, approval).await
         }
-        UserCommand::Abort {
-            id,
-            requested_by,
-            reason,
-            key,
-        } => {
-            let (requested_by, signed) =
-                sign_user_action(env, id, &key, requested_by.as_deref(), Action::Abort).await?;
+        UserCommand::Abort(args) => {
+            let (requested_by, signed) = sign_user_action(env, &args, Action::Abort).await?;
             let abort = UserAbortRequest {
                 requested_by,
-                reason,
+                reason: args.reason,
                 signed: Some(signed),
             };
-            abort_request(env, id, abort).await
+            abort_request(env, args.id, abort).await
         }
-        UserCommand::Unblock {
-            id,
-            requested_by,
-            reason,
-            key,
-        } => {
-            let (requested_by, signed) =
-                sign_user_action(env, id, &key, requested_by.as_deref(), Action::Unblock).await?;
+        UserCommand::Unblock(args) => {
+            let (requested_by, signed) = sign_user_action(env, &args, Action::Unblock).await?;
             let unblock = UserUnblockRequest {
                 requested_by,
-                reason,
+                reason: args.reason,
                 signed: Some(signed),
             };
-            unblock_request(env, id, unblock).await
+            unblock_request(env, args.id, unblock).await
         }
         UserCommand::Run {
             id,
@@ -383,12 +372,11 @@ async fn child_deletions(
 /// (checked against `--requested-by` when given) and the signed statement.
 async fn sign_user_action(
     env: &UserCliEnv,
-    id: Uuid,
-    key: &KeyArgs,
-    requested_by: Option<&str>,
+    args: &UserActionArgs,
     action: Action,
 ) -> Result<(String, workflows::operator::SignedAction), CliError> {
-    let signer = SigningKey::from_args(key)?;
+    let signer = SigningKey::from_args(&args.key)?;
+    let id = args.id;
     let target = env
         .store
         .request_view(id)
@@ -397,7 +385,11 @@ async fn sign_user_action(
         .and_then(|r| r.target)
         .ok_or_else(|| refuse(1, &format!("no user-deletion request {id}")))?;
     let name = signer
-        .operator_name(env.store.pool(), "--requested-by", requested_by)
+        .operator_name(
+            env.store.pool(),
+            "--requested-by",
+            args.requested_by.as_deref(),
+        )
         .await?;
     let signed = signer.sign(
         action,
@@ -405,7 +397,7 @@ async fn sign_user_action(
         id,
         &target,
         None,
-        key.signed_at.as_deref(),
+        args.key.signed_at.as_deref(),
     )?;
     Ok((name, signed))
 }

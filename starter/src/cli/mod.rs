@@ -27,7 +27,7 @@ pub use demo::{DemoCommand, SeedArgs, SeedUserArgs, ServeArgs};
 pub use key::{KEY_ENV, KeyArgs};
 pub use operators::OperatorsCommand;
 pub use sweep::{DEFAULT_SCHEDULE_ID, SweepCommand, parse_every};
-pub use user::{DEFAULT_STOP_WAIT_SECS, StageArg, UserCommand};
+pub use user::{DEFAULT_STOP_WAIT_SECS, StageArg, UserActionArgs, UserCommand};
 
 /// The release in which the deprecated spellings (flags and JSON field names) go away.
 pub const DEPRECATED_SPELLINGS_REMOVED_IN: &str = "0.2.0";

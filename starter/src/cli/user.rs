@@ -1,6 +1,6 @@
 //! `user …`: the grammar of user deletion.
 
-use clap::{Subcommand, ValueEnum};
+use clap::{Args, Subcommand, ValueEnum};
 use uuid::Uuid;
 use workflows::user::StageKind;
 
@@ -67,39 +67,11 @@ pub enum UserCommand {
     /// Abort the request before its irreversible point (no purge started yet): the request
     /// ends `aborted` and, for a `user:` target, the user's write fence is lifted so they can
     /// write again. Refused once a purge started, or while a run is in progress (stop it first).
-    Abort {
-        /// Request id.
-        #[arg(value_name = "REQUEST_ID")]
-        id: Uuid,
-        /// Aborting operator: optional; if given it must be the registered name of the signing
-        /// key.
-        #[arg(long)]
-        requested_by: Option<String>,
-        /// Why (kept in the audit trail).
-        #[arg(long)]
-        reason: String,
-        /// The operator's SSH key, which signs the abort.
-        #[command(flatten)]
-        key: KeyArgs,
-    },
+    Abort(UserActionArgs),
     /// Unblock a blocked request once its reason was remedied (for example ownership of an
     /// owned community transferred): clears the reason and the retry deadline; the next `user
     /// run` re-checks what blocked it.
-    Unblock {
-        /// Request id.
-        #[arg(value_name = "REQUEST_ID")]
-        id: Uuid,
-        /// Unblocking operator: optional; if given it must be the registered name of the
-        /// signing key.
-        #[arg(long)]
-        requested_by: Option<String>,
-        /// What was remedied (kept in the audit trail).
-        #[arg(long)]
-        reason: String,
-        /// The operator's SSH key, which signs the unblock.
-        #[command(flatten)]
-        key: KeyArgs,
-    },
+    Unblock(UserActionArgs),
     /// Let the workflow execute stages, wait until it pauses, and print the stage rows. Exit 1
     /// when a handler failed (with the saved retry deadline) or the run was refused.
     Run {
@@ -182,4 +154,21 @@ impl From<StageArg> for StageKind {
             StageArg::PurgeAgents => StageKind::PurgeAgents,
         }
     }
+}
+
+/// An operator's signed action on one user-deletion request (`abort`, `unblock`).
+#[derive(Debug, Clone, Args)]
+pub struct UserActionArgs {
+    /// Request id.
+    #[arg(value_name = "REQUEST_ID")]
+    pub id: Uuid,
+    /// Acting operator: optional; if given it must be the registered name of the signing key.
+    #[arg(long)]
+    pub requested_by: Option<String>,
+    /// Why (abort), or what was remedied (unblock); kept in the audit trail.
+    #[arg(long)]
+    pub reason: String,
+    /// The operator's SSH key, which signs the action.
+    #[command(flatten)]
+    pub key: KeyArgs,
 }

@@ -4,12 +4,11 @@
 
 use serde_json::json;
 use uuid::Uuid;
-use workflows::operator::{Action, Expected, Kind, check_binding};
+use workflows::operator::{Action, Expected, Kind};
 use workflows::user::{UserAbortInput, UserAbortRecord, real_user_pubkey};
 
 use super::error::UserStoreError;
-use super::{UserStore, UserStoreResult, audit};
-use crate::identity::{IdentityError, consume_signature};
+use super::{UserStore, UserStoreResult, audit, consume_statement};
 use crate::store::Store;
 
 impl UserStore {
@@ -76,10 +75,14 @@ impl UserStore {
                 target: &target,
                 digest: None,
             };
-            let signed = check_binding(input.abort.signed.as_ref(), &expected)
-                .map_err(IdentityError::from)?;
-            let consumed =
-                consume_signature(&mut tx, signed, &input.abort.requested_by, consumer).await?;
+            let consumed = consume_statement(
+                &mut tx,
+                input.abort.signed.as_ref(),
+                &expected,
+                &input.abort.requested_by,
+                consumer,
+            )
+            .await?;
             sqlx::query(
                 "UPDATE deletion.requests SET stage = 'aborted', updated_at = now() WHERE id = $1",
             )

@@ -70,6 +70,21 @@ async fn audit(
     Ok(())
 }
 
+/// Verifies that `signed` is an operator's statement of exactly `expected` (action, kind,
+/// request, target, digest) and consumes it, once, for `consumer`, inside the caller's
+/// transaction; `label` is the operator name the caller was given, checked against the key's.
+async fn consume_statement(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    signed: Option<&workflows::operator::SignedAction>,
+    expected: &workflows::operator::Expected<'_>,
+    label: &str,
+    consumer: &str,
+) -> UserStoreResult<crate::identity::ConsumedSignature> {
+    let signed = workflows::operator::check_binding(signed, expected)
+        .map_err(crate::identity::IdentityError::from)?;
+    Ok(crate::identity::consume_signature(tx, signed, label, consumer).await?)
+}
+
 /// RFC 3339 with milliseconds, UTC: the one timestamp format of contracts and CLI output.
 pub fn rfc3339(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Millis, true)

@@ -12,7 +12,7 @@ use workflows::approval::{Operator, check_digest, check_two_person, same_operato
 use workflows::operator::{Action, Expected, Kind, check_binding};
 
 use super::error::UserStoreError;
-use super::{UserStore, UserStoreResult, audit, rfc3339};
+use super::{UserStore, UserStoreResult, audit, consume_statement, rfc3339};
 use crate::identity::{IdentityError, consume_signature};
 
 /// What an approval is checked against: stage, requester name, frozen digest, target and the
@@ -78,9 +78,14 @@ impl UserStore {
             target: &input.target,
             digest: None,
         };
-        let signed =
-            check_binding(input.signed.as_ref(), &expected).map_err(IdentityError::from)?;
-        let consumed = consume_signature(&mut tx, signed, &input.requested_by, consumer).await?;
+        let consumed = consume_statement(
+            &mut tx,
+            input.signed.as_ref(),
+            &expected,
+            &input.requested_by,
+            consumer,
+        )
+        .await?;
         let inserted = sqlx::query(
             "INSERT INTO deletion.requests \
                  (id, kind, target, workflow_id, requested_by, reason, stage, inventory, inventory_digest, \
@@ -343,10 +348,14 @@ impl UserStore {
             target: &target,
             digest: None,
         };
-        let signed =
-            check_binding(input.unblock.signed.as_ref(), &expected).map_err(IdentityError::from)?;
-        let consumed =
-            consume_signature(&mut tx, signed, &input.unblock.requested_by, consumer).await?;
+        let consumed = consume_statement(
+            &mut tx,
+            input.unblock.signed.as_ref(),
+            &expected,
+            &input.unblock.requested_by,
+            consumer,
+        )
+        .await?;
         sqlx::query(
             "UPDATE deletion.requests SET blocked_reason = NULL, blocked_stage = NULL, \
                  blocked_at = NULL, next_attempt_at = NULL, updated_at = now() \

@@ -10,7 +10,7 @@ use uuid::Uuid;
 use workflows::user::footprint::{AGENTS_TABLE, agent_key_pattern};
 use workflows::user::inventory::UserInventory;
 
-use super::purge_db::{erase_rows, erased_summary};
+use super::purge_db::{erase_rows, erased_summary, record_community_purged};
 use super::verify::{require_declarations_unchanged, verify_community};
 use super::{Eraser, ErasureError, HandlerRun};
 use crate::store::erasure::PurgeLogKind;
@@ -52,14 +52,7 @@ pub(crate) async fn purge_agents(
         "erased": erased_summary(eraser, run).await?,
         "verified": verified.summary(),
     });
-    eraser
-        .store
-        .audit_erasure(
-            &run.attempt,
-            "user.community_purged",
-            &json!({"community_id": community_id, "stage": "purge_agents", "result": result}),
-        )
-        .await?;
+    record_community_purged(eraser, run, community_id, &result).await?;
     Ok(result)
 }
 

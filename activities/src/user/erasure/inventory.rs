@@ -106,19 +106,13 @@ pub(crate) async fn communities_with_user_keys(
     Ok(found)
 }
 
-/// The community of a key `buzz:{community}:user:{pubkey}:…`, when it has exactly that shape.
+/// The community of a key `buzz:{community}:user:{pubkey}:…`, when it has exactly that shape
+/// (the community id written as the relay writes it: lowercase and hyphenated).
 fn community_of_user_key(key: &str, pubkey: &str) -> Option<Uuid> {
-    let rest = key.strip_prefix("buzz:")?;
-    let (community, rest) = rest.split_once(':')?;
-    let community = Uuid::parse_str(community).ok()?;
-    let expected = format!("user:{pubkey}:");
-    (rest.starts_with(&expected) && community.hyphenated().to_string() == community_str(key)?)
-        .then_some(community)
-}
-
-/// The community segment of a `buzz:{community}:…` key as written.
-fn community_str(key: &str) -> Option<&str> {
-    key.strip_prefix("buzz:")?.split_once(':').map(|(c, _)| c)
+    let (segment, rest) = key.strip_prefix("buzz:")?.split_once(':')?;
+    let community = Uuid::parse_str(segment).ok()?;
+    let canonical = community.hyphenated().to_string() == segment;
+    (canonical && rest.starts_with(&format!("user:{pubkey}:"))).then_some(community)
 }
 
 /// One community's entry: role, and the footprint with its Redis counts.

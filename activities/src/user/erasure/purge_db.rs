@@ -57,15 +57,23 @@ pub(crate) async fn purge_db(
         "media": media,
         "verified": verified.summary(),
     });
+    record_community_purged(eraser, run, community_id, &result).await?;
+    Ok(result)
+}
+
+/// Writes the stage's `user.community_purged` audit event (once per stage row) with its result.
+pub(crate) async fn record_community_purged(
+    eraser: &Eraser,
+    run: &HandlerRun<'_>,
+    community_id: Uuid,
+    result: &Value,
+) -> Result<(), ErasureError> {
+    let detail = json!({"community_id": community_id, "stage": run.stage, "result": result});
     eraser
         .store
-        .audit_erasure(
-            &run.attempt,
-            "user.community_purged",
-            &json!({"community_id": community_id, "stage": "purge_db", "result": result}),
-        )
+        .audit_erasure(&run.attempt, "user.community_purged", &detail)
         .await?;
-    Ok(result)
+    Ok(())
 }
 
 /// Deletes the user's rows in the community's tables of `scope`, heartbeating every batch.

@@ -9,7 +9,7 @@ use activities::user::UserStore;
 use e2e::prelude::*;
 use uuid::Uuid;
 
-use super::{fresh_pubkey, seed_footprint, without_user};
+use super::{fresh_pubkey, seed_footprint, submit_user, without_user};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_is_erased_in_every_community_and_everyone_else_is_byte_identical() {
@@ -105,28 +105,10 @@ async fn a_user_is_erased_in_every_community_and_everyone_else_is_byte_identical
         before.insert(community, snapshot(&stack, community).await);
     }
 
-    let submitted = cli
-        .run(&[
-            "user",
-            "submit",
-            "--target",
-            &format!("user:{user}"),
-            "--requested-by",
-            "alice",
-        ])
-        .await
-        .expect_code(0)
-        .json();
-    let id = submitted["request_id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let digest = submitted["inventory_digest"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let inventory = &submitted["inventory"];
-    assert_eq!(inventory["version"], 2, "{submitted}");
+    let submitted = submit_user(&cli, &user).await;
+    let (id, digest) = (submitted.id.clone(), submitted.digest.clone());
+    let inventory = &submitted.json["inventory"];
+    assert_eq!(inventory["version"], 2, "{}", submitted.json);
     let roles: BTreeMap<String, String> = inventory["communities"]
         .as_array()
         .unwrap_or(&Vec::new())
@@ -150,16 +132,7 @@ async fn a_user_is_erased_in_every_community_and_everyone_else_is_byte_identical
         ]),
         "the inventory discovers where the user participates and where they used to"
     );
-    let footprint_of = |community: Uuid| {
-        inventory["communities"]
-            .as_array()
-            .and_then(|all| {
-                all.iter()
-                    .find(|e| e["community_id"] == community.to_string())
-            })
-            .map(|e| e["footprint"].clone())
-            .unwrap_or_default()
-    };
+    let footprint_of = |community: Uuid| submitted.footprint(community);
     assert_eq!(footprint_of(a)["rows"]["buzz.events"], 3);
     assert_eq!(footprint_of(a)["media_objects"], 2);
     assert_eq!(footprint_of(a)["user_keys"], 2);

@@ -31,6 +31,53 @@ pub fn fresh_pubkey() -> String {
     hex::encode(Sha256::digest(Uuid::new_v4().as_bytes()))
 }
 
+/// What `user submit --target user:<pubkey>` answered.
+pub struct Submitted {
+    /// The request id.
+    pub id: String,
+    /// The frozen inventory's digest.
+    pub digest: String,
+    /// The whole answer (`inventory` included).
+    pub json: serde_json::Value,
+}
+
+impl Submitted {
+    /// The inventory's footprint of `community` (null when it is not listed).
+    pub fn footprint(&self, community: Uuid) -> serde_json::Value {
+        self.json["inventory"]["communities"]
+            .as_array()
+            .and_then(|all| {
+                all.iter()
+                    .find(|e| e["community_id"] == community.to_string())
+            })
+            .map(|e| e["footprint"].clone())
+            .unwrap_or_default()
+    }
+}
+
+/// `user submit --target user:<pubkey> --requested-by alice` (must exit 0).
+pub async fn submit_user(cli: &Cli, pubkey: &str) -> Submitted {
+    let json = cli
+        .run(&[
+            "user",
+            "submit",
+            "--target",
+            &format!("user:{pubkey}"),
+            "--requested-by",
+            "alice",
+        ])
+        .await
+        .expect_code(0)
+        .json();
+    let field = |name: &str| json[name].as_str().unwrap_or_default().to_owned();
+    let (id, digest) = (field("request_id"), field("inventory_digest"));
+    assert!(
+        !id.is_empty() && !digest.is_empty(),
+        "submit printed {json}"
+    );
+    Submitted { id, digest, json }
+}
+
 /// Seeds `seed` for `pubkey` in `community` as the serving side.
 pub async fn seed_footprint(
     stack: &Stack,

@@ -8,7 +8,7 @@ use activities::demo::user::UserSeed;
 use e2e::prelude::*;
 use uuid::Uuid;
 
-use super::{fresh_pubkey, seed_footprint};
+use super::{fresh_pubkey, seed_footprint, submit_user};
 
 async fn role_of(stack: &Stack, community: Uuid, pubkey: &str) -> Option<String> {
     sqlx::query_scalar("SELECT role FROM buzz.memberships WHERE community_id = $1 AND pubkey = $2")
@@ -73,40 +73,13 @@ async fn owned_communities_block_until_transferred_or_go_as_a_child_community_de
         .id;
     seed_footprint(&stack, alone, &user, &owner).await;
 
-    let submitted = cli
-        .run(&[
-            "user",
-            "submit",
-            "--target",
-            &format!("user:{user}"),
-            "--requested-by",
-            "alice",
-        ])
-        .await
-        .expect_code(0)
-        .json();
-    let footprint = |community: Uuid| {
-        submitted["inventory"]["communities"]
-            .as_array()
-            .and_then(|all| {
-                all.iter()
-                    .find(|e| e["community_id"] == community.to_string())
-            })
-            .map(|e| e["footprint"].clone())
-            .unwrap_or_default()
-    };
-    assert_eq!(footprint(owned)["owner"], true, "{submitted}");
-    assert_eq!(footprint(owned)["other_members"], 1, "{submitted}");
-    assert_eq!(footprint(alone)["owner"], true, "{submitted}");
-    assert_eq!(footprint(alone)["other_members"], 0, "{submitted}");
-    let id = submitted["request_id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let digest = submitted["inventory_digest"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let submitted = submit_user(&cli, &user).await;
+    let footprint = |community: Uuid| submitted.footprint(community);
+    assert_eq!(footprint(owned)["owner"], true, "{}", submitted.json);
+    assert_eq!(footprint(owned)["other_members"], 1, "{}", submitted.json);
+    assert_eq!(footprint(alone)["owner"], true, "{}", submitted.json);
+    assert_eq!(footprint(alone)["other_members"], 0, "{}", submitted.json);
+    let (id, digest) = (submitted.id.clone(), submitted.digest.clone());
     let alone_host = stack_host_alone(&stack, alone).await;
     // A community with other members cannot be chosen as a child deletion.
     let refused = cli

@@ -10,7 +10,7 @@ use activities::store::Store;
 use e2e::prelude::*;
 use e2e::private_db::{drop_private_stack, private_database};
 
-use super::{fresh_pubkey, seed_footprint};
+use super::{fresh_pubkey, seed_footprint, submit_user};
 
 async fn exec(store: &Store, sql: &str) {
     sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
@@ -126,29 +126,14 @@ async fn a_table_added_without_a_declaration_blocks_the_inventory_naming_it() {
         "ALTER TABLE buzz.reactions ENABLE ALWAYS TRIGGER buzz_user_data",
     )
     .await;
-    let submitted = cli
-        .run(&[
-            "user",
-            "submit",
-            "--target",
-            &target,
-            "--requested-by",
-            "alice",
-        ])
-        .await
-        .expect_code(0)
-        .json();
-    let counted =
-        submitted["inventory"]["communities"][0]["footprint"]["rows"]["buzz.reactions"].clone();
-    assert_eq!(counted, 2, "{submitted}");
-    let id = submitted["request_id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let digest = submitted["inventory_digest"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let submitted = submit_user(&cli, &user).await;
+    assert_eq!(
+        submitted.footprint(community)["rows"]["buzz.reactions"],
+        2,
+        "{}",
+        submitted.json
+    );
+    let (id, digest) = (submitted.id, submitted.digest);
     cli.user_approve(&id, "bob", &digest).await.expect_code(0);
     cli.run(&["user", "run", &id]).await.expect_exit(0);
     assert_eq!(reactions_of(&stack.store, &user).await, 0);
