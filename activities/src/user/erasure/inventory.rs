@@ -161,10 +161,10 @@ mod tests {
     #[test]
     fn only_canonical_user_keys_name_a_community() {
         let key = "ab".repeat(32);
-        let c = "00000000-0000-0000-0000-000000000007";
+        let c = "00000000-0000-0000-0000-000000000abc";
         assert_eq!(
             community_of_user_key(&format!("buzz:{c}:user:{key}:session"), &key),
-            Some(Uuid::from_u128(7))
+            Some(Uuid::from_u128(0xabc))
         );
         // Upper-case or unhyphenated ids are not the namespace the relay writes.
         let upper = c.to_uppercase();
