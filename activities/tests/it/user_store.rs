@@ -258,7 +258,7 @@ async fn an_inventory_version_this_build_does_not_know_is_refused() {
     let (store, owner) = stores().await;
     let (id, _) = approved_request(&store, 2).await;
     sqlx::query(
-        "UPDATE deletion.requests SET inventory = jsonb_set(inventory, '{version}', '2') \
+        "UPDATE deletion.requests SET inventory = jsonb_set(inventory, '{version}', '3') \
          WHERE id = $1",
     )
     .bind(id)
@@ -268,8 +268,8 @@ async fn an_inventory_version_this_build_does_not_know_is_refused() {
     let refusal = stored_inventory_refusal(store.load_approved_inventory(id).await);
     assert!(
         refusal.to_string().contains(
-            "inventory version 2 is not understood by this build (it knows [1]); deploy a build \
-             that knows it"
+            "inventory version 3 is not understood by this build (it knows [1, 2]); deploy a \
+             build that knows it"
         ),
         "{refusal}"
     );
