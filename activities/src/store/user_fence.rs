@@ -185,6 +185,23 @@ fn held_by_other(status: &UserFenceStatus, request_id: Uuid) -> Option<StoreErro
 }
 
 impl Store {
+    /// Opens the transaction of a fence change by `request_id`: the pubkey checked, the fence
+    /// row locked (created `serving` if missing), and refused with [`StoreError::UserFenceHeld`]
+    /// while another request holds it.
+    async fn lock_fence_for(
+        &self,
+        request_id: Uuid,
+        pubkey: &str,
+    ) -> StoreResult<(sqlx::Transaction<'static, sqlx::Postgres>, UserFenceStatus)> {
+        validate_user_pubkey("pubkey", pubkey)?;
+        let mut tx = self.pool.begin().await?;
+        let fence = lock_user_fence(&mut tx, request_id, pubkey).await?;
+        match held_by_other(&fence, request_id) {
+            Some(refusal) => Err(refusal),
+            None => Ok((tx, fence)),
+        }
+    }
+
     /// The user's fence row, if they have one (a user who never wrote since migration 0012 and
     /// was never quiesced has none: they are served).
     pub async fn user_fence_status(&self, pubkey: &str) -> StoreResult<Option<UserFenceStatus>> {
@@ -208,12 +225,7 @@ impl Store {
         request_id: Uuid,
         pubkey: &str,
     ) -> StoreResult<UserFenceStatus> {
-        validate_user_pubkey("pubkey", pubkey)?;
-        let mut tx = self.pool.begin().await?;
-        let fence = lock_user_fence(&mut tx, request_id, pubkey).await?;
-        if let Some(refusal) = held_by_other(&fence, request_id) {
-            return Err(refusal);
-        }
+        let (mut tx, fence) = self.lock_fence_for(request_id, pubkey).await?;
         if fence.state != FenceState::Serving {
             return Ok(fence);
         }
@@ -238,12 +250,7 @@ impl Store {
     /// [`StoreError::UserFenceHeld`] while another request holds the fence. Idempotent when this
     /// request already fenced the user.
     pub async fn fence_user(&self, request_id: Uuid, pubkey: &str) -> StoreResult<UserFenceStatus> {
-        validate_user_pubkey("pubkey", pubkey)?;
-        let mut tx = self.pool.begin().await?;
-        let fence = lock_user_fence(&mut tx, request_id, pubkey).await?;
-        if let Some(refusal) = held_by_other(&fence, request_id) {
-            return Err(refusal);
-        }
+        let (mut tx, fence) = self.lock_fence_for(request_id, pubkey).await?;
         match fence.state {
             FenceState::Fenced => return Ok(fence),
             FenceState::Serving => {
@@ -282,12 +289,7 @@ impl Store {
         request_id: Uuid,
         pubkey: &str,
     ) -> StoreResult<UserFenceStatus> {
-        validate_user_pubkey("pubkey", pubkey)?;
-        let mut tx = self.pool.begin().await?;
-        let fence = lock_user_fence(&mut tx, request_id, pubkey).await?;
-        if let Some(refusal) = held_by_other(&fence, request_id) {
-            return Err(refusal);
-        }
+        let (mut tx, fence) = self.lock_fence_for(request_id, pubkey).await?;
         if fence.state == FenceState::Serving {
             tx.commit().await?;
             return Ok(fence);

@@ -421,14 +421,20 @@ impl UserDeletion {
         if request.reason.trim().is_empty() {
             return Some("an abort needs a reason (--reason)".into());
         }
+        self.user_action_refusal(Action::Abort, request.signed.as_ref())
+    }
+
+    /// Why an operator's signed `action` (abort, unblock) is not a statement of that action on
+    /// this request, if it is not.
+    fn user_action_refusal(&self, action: Action, signed: Option<&SignedAction>) -> Option<String> {
         let expected = Expected {
-            action: Action::Abort,
+            action,
             kind: Kind::User,
             request_id: self.request_id,
             target: &self.target,
             digest: None,
         };
-        check_binding(request.signed.as_ref(), &expected)
+        check_binding(signed, &expected)
             .err()
             .map(|refusal| refusal.to_string())
     }
@@ -450,16 +456,7 @@ impl UserDeletion {
         if request.reason.trim().is_empty() {
             return Some("an unblock needs a reason saying what was remedied (--reason)".into());
         }
-        let expected = Expected {
-            action: Action::Unblock,
-            kind: Kind::User,
-            request_id: self.request_id,
-            target: &self.target,
-            digest: None,
-        };
-        check_binding(request.signed.as_ref(), &expected)
-            .err()
-            .map(|refusal| refusal.to_string())
+        self.user_action_refusal(Action::Unblock, request.signed.as_ref())
     }
 
     /// Why the child community deletions an approval chose must be refused, if they must: each

@@ -4,11 +4,11 @@
 
 use serde_json::json;
 use uuid::Uuid;
-use workflows::operator::{Action, Expected, Kind};
+use workflows::operator::Action;
 use workflows::user::{UserAbortInput, UserAbortRecord, real_user_pubkey};
 
 use super::error::UserStoreError;
-use super::{UserStore, UserStoreResult, audit, consume_statement};
+use super::{UserStore, UserStoreResult, audit, consume_user_action};
 use crate::store::Store;
 
 impl UserStore {
@@ -33,52 +33,13 @@ impl UserStore {
         .ok_or(UserStoreError::UnknownRequest(request_id))?;
         let target = target.unwrap_or_default();
         if stage != "aborted" {
-            if stage == "completed" {
-                return Err(UserStoreError::WrongRequestStage {
-                    request_id,
-                    expected: "not completed",
-                    actual: stage,
-                });
-            }
-            let started: Option<(Uuid, String)> = sqlx::query_as(
-                "SELECT id, stage FROM deletion.user_stage_history \
-                 WHERE request_id = $1 AND stage IN ('purge_db', 'purge_agents') AND attempt > 0 \
-                 ORDER BY created_at LIMIT 1",
-            )
-            .bind(request_id)
-            .fetch_optional(&mut *tx)
-            .await?;
-            if let Some((stage_id, stage)) = started {
-                return Err(UserStoreError::IrreversibleStarted {
-                    request_id,
-                    stage_id,
-                    stage,
-                });
-            }
-            let running: Option<Uuid> = sqlx::query_scalar(
-                "SELECT id FROM deletion.user_stage_history \
-                 WHERE request_id = $1 AND is_current AND status = 'running'",
-            )
-            .bind(request_id)
-            .fetch_optional(&mut *tx)
-            .await?;
-            if let Some(stage_id) = running {
-                return Err(UserStoreError::HandlerRunning {
-                    request_id,
-                    stage_id,
-                });
-            }
-            let expected = Expected {
-                action: Action::Abort,
-                kind: Kind::User,
-                request_id,
-                target: &target,
-                digest: None,
-            };
-            let consumed = consume_statement(
+            refuse_abort(&mut tx, request_id, stage).await?;
+            let consumed = consume_user_action(
                 &mut tx,
+                Action::Abort,
+                request_id,
+                &target,
                 input.abort.signed.as_ref(),
-                &expected,
                 &input.abort.requested_by,
                 consumer,
             )
@@ -121,5 +82,50 @@ impl UserStore {
             store.lift_user_fence(request_id, pubkey).await?;
         }
         Ok(held)
+    }
+}
+
+/// Refuses to abort a completed request, one past its irreversible point (a purge handler
+/// started), or one whose current handler is marked running.
+async fn refuse_abort(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    request_id: Uuid,
+    stage: String,
+) -> UserStoreResult<()> {
+    if stage == "completed" {
+        return Err(UserStoreError::WrongRequestStage {
+            request_id,
+            expected: "not completed",
+            actual: stage,
+        });
+    }
+    let started: Option<(Uuid, String)> = sqlx::query_as(
+        "SELECT id, stage FROM deletion.user_stage_history \
+         WHERE request_id = $1 AND stage IN ('purge_db', 'purge_agents') AND attempt > 0 \
+         ORDER BY created_at LIMIT 1",
+    )
+    .bind(request_id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    if let Some((stage_id, stage)) = started {
+        return Err(UserStoreError::IrreversibleStarted {
+            request_id,
+            stage_id,
+            stage,
+        });
+    }
+    let running: Option<Uuid> = sqlx::query_scalar(
+        "SELECT id FROM deletion.user_stage_history \
+         WHERE request_id = $1 AND is_current AND status = 'running'",
+    )
+    .bind(request_id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    match running {
+        Some(stage_id) => Err(UserStoreError::HandlerRunning {
+            request_id,
+            stage_id,
+        }),
+        None => Ok(()),
     }
 }

@@ -85,6 +85,27 @@ async fn consume_statement(
     Ok(crate::identity::consume_signature(tx, signed, label, consumer).await?)
 }
 
+/// [`consume_statement`] of an operator's signed `action` (abort, unblock) on the user request
+/// `request_id` of `target`: such statements name no digest.
+async fn consume_user_action(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    action: workflows::operator::Action,
+    request_id: Uuid,
+    target: &str,
+    signed: Option<&workflows::operator::SignedAction>,
+    label: &str,
+    consumer: &str,
+) -> UserStoreResult<crate::identity::ConsumedSignature> {
+    let expected = workflows::operator::Expected {
+        action,
+        kind: workflows::operator::Kind::User,
+        request_id,
+        target,
+        digest: None,
+    };
+    consume_statement(tx, signed, &expected, label, consumer).await
+}
+
 /// RFC 3339 with milliseconds, UTC: the one timestamp format of contracts and CLI output.
 pub fn rfc3339(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Millis, true)

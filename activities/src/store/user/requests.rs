@@ -12,7 +12,7 @@ use workflows::approval::{Operator, check_digest, check_two_person, same_operato
 use workflows::operator::{Action, Expected, Kind, check_binding};
 
 use super::error::UserStoreError;
-use super::{UserStore, UserStoreResult, audit, consume_statement, rfc3339};
+use super::{UserStore, UserStoreResult, audit, consume_statement, consume_user_action, rfc3339};
 use crate::identity::{IdentityError, consume_signature};
 
 /// What an approval is checked against: stage, requester name, frozen digest, target and the
@@ -340,18 +340,12 @@ impl UserStore {
         .await?
         .ok_or(UserStoreError::UnknownRequest(request_id))?;
         let cleared = blocked.ok_or(UserStoreError::NotBlocked(request_id))?;
-        let target = target.unwrap_or_default();
-        let expected = Expected {
-            action: Action::Unblock,
-            kind: Kind::User,
-            request_id,
-            target: &target,
-            digest: None,
-        };
-        let consumed = consume_statement(
+        let consumed = consume_user_action(
             &mut tx,
+            Action::Unblock,
+            request_id,
+            &target.unwrap_or_default(),
             input.unblock.signed.as_ref(),
-            &expected,
             &input.unblock.requested_by,
             consumer,
         )
