@@ -7,6 +7,8 @@
 //! - `live_traffic`: the relay writing as the user and others while the deletion runs.
 //! - `owned_communities`: an owned community blocks until ownership is transferred; a child
 //!   community deletion of one the user owns alone.
+//! - `gate_refusals`: an upload row naming another tenant's object, and data written in an
+//!   uninventoried community, each block before anything is deleted.
 //! - `undeclared_table`: a tenant table without a user-data declaration blocks the inventory.
 //! - `abort`: the fence lifted on abort before the irreversible point, abort refused after it.
 //! - `worker_kills`: the worker SIGKILLed at a seeded random moment in every stage; every row of
@@ -14,6 +16,7 @@
 
 mod abort;
 mod across_communities;
+mod gate_refusals;
 mod live_traffic;
 mod owned_communities;
 mod undeclared_table;
