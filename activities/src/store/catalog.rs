@@ -16,12 +16,14 @@ use uuid::Uuid;
 use workflows::community::contracts::TableCount;
 
 use super::Store;
+use super::closed_world::summary::{ClosedWorldSummary, InventoriedRelation};
+use super::closed_world::{self, CheckedWorld, Scope, bind_scope};
 use super::catalog_rules::{
     foreign_keys, require_fenced, require_no_cascade_out_of_tenant_data, tenant_edges,
 };
 use super::error::{StoreError, StoreResult};
 pub(crate) use super::tenant_tree::TenantTable;
-use super::tenant_tree::{count_table_rows, tenant_tables};
+use super::tenant_tree::{RelationKind, count_table_rows, tenant_tables};
 
 /// The community row's table (keyed by `id`, deleted after every tenant table).
 pub const COMMUNITIES_TABLE: &str = "buzz.communities";
@@ -36,6 +38,9 @@ pub struct CatalogInventory {
     pub fenced_tables: Vec<String>,
     /// The community's rows per tenant table, in `tenant_tables` order.
     pub row_counts: Vec<TableCount>,
+    /// The closed-world classification (inventories frozen since encoding version 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed_world: Option<ClosedWorldSummary>,
 }
 
 impl CatalogInventory {
@@ -59,26 +64,48 @@ impl CatalogInventory {
     }
 }
 
-/// Tenant tables that satisfy both catalog rules, failing closed with
-/// [`StoreError::CatalogUnfenced`] or [`StoreError::CatalogCascadingReference`] otherwise.
-pub(crate) async fn checked_tenant_tables(
-    conn: &mut PgConnection,
-) -> StoreResult<(Vec<TenantTable>, Vec<(String, String)>)> {
+/// Tenant tables that satisfy the fence and key rules and the closed-world check, with the
+/// "referencing before referenced" edges between them. Fails closed with
+/// [`StoreError::CatalogUnfenced`], [`StoreError::CatalogCascadingReference`] or
+/// [`StoreError::CatalogRefused`].
+pub(crate) async fn checked_tenant_tables(conn: &mut PgConnection) -> StoreResult<CheckedCatalog> {
     let tables = tenant_tables(conn).await?;
     require_fenced(&tables)?;
     let keys = foreign_keys(conn).await?;
     require_no_cascade_out_of_tenant_data(&tables, &keys)?;
     let edges = tenant_edges(&tables, &keys);
-    Ok((tables, edges))
+    let world = closed_world::check(conn, &tables).await?;
+    Ok(CheckedCatalog {
+        tables,
+        edges,
+        world,
+    })
+}
+
+/// The checked catalogue: tenant tables, their key edges, and the closed world around them.
+#[derive(Debug, Clone)]
+pub(crate) struct CheckedCatalog {
+    pub tables: Vec<TenantTable>,
+    pub edges: Vec<(String, String)>,
+    pub world: CheckedWorld,
 }
 
 /// Checked tenant tables ordered so that a table is purged before any tenant table it references
-/// by foreign key (ties broken by name). Self-references are ignored; a cycle is refused.
+/// by foreign key (ties broken by name), with the closed world. Self-references are ignored; a
+/// cycle is refused.
+pub(crate) async fn checked_catalog_in_purge_order(
+    conn: &mut PgConnection,
+) -> StoreResult<(Vec<TenantTable>, CheckedWorld)> {
+    let checked = checked_tenant_tables(conn).await?;
+    let ordered = purge_order(checked.tables, &checked.edges)?;
+    Ok((ordered, checked.world))
+}
+
+/// Checked tenant tables in purge order: see [`checked_catalog_in_purge_order`].
 pub(crate) async fn tenant_tables_in_purge_order(
     conn: &mut PgConnection,
 ) -> StoreResult<Vec<TenantTable>> {
-    let (tables, edges) = checked_tenant_tables(conn).await?;
-    purge_order(tables, &edges)
+    Ok(checked_catalog_in_purge_order(conn).await?.0)
 }
 
 /// Kahn's algorithm over "child references parent" edges: children first.
@@ -135,7 +162,8 @@ pub async fn catalog_scan_in(
     conn: &mut PgConnection,
     community_id: Uuid,
 ) -> StoreResult<CatalogInventory> {
-    let (tables, _) = checked_tenant_tables(conn).await?;
+    let checked = checked_tenant_tables(conn).await?;
+    let tables = checked.tables;
     let mut row_counts = Vec::with_capacity(tables.len());
     for table in &tables {
         row_counts.push(TableCount {
@@ -143,12 +171,144 @@ pub async fn catalog_scan_in(
             rows: count_table_rows(conn, table, community_id).await?,
         });
     }
+    let summary = closed_world_summary(conn, &tables, &checked.world, community_id).await?;
     let tenant_tables: Vec<String> = tables.iter().map(TenantTable::qualified).collect();
     Ok(CatalogInventory {
         fenced_tables: tenant_tables.clone(),
         tenant_tables,
         row_counts,
+        closed_world: Some(summary),
     })
+}
+
+/// The relkind letter of a tenant relation.
+fn relkind_of(kind: RelationKind) -> String {
+    match kind {
+        RelationKind::Heap => "r".to_owned(),
+        RelationKind::Partitioned => "p".to_owned(),
+        RelationKind::Foreign => "f".to_owned(),
+        RelationKind::Other(c) => c.to_string(),
+    }
+}
+
+/// Counts the community's rows in `sql_name` under the scope predicate `predicate` (alias `k`).
+async fn count_in_scope(
+    conn: &mut PgConnection,
+    sql_name: &str,
+    predicate: &str,
+    community_id: Uuid,
+) -> StoreResult<u64> {
+    let sql = format!("SELECT count(*)::int8 FROM {sql_name} k WHERE {predicate}");
+    let (rows,): (i64,) = bind_scope(sqlx::query_as(sqlx::AssertSqlSafe(sql)), community_id, None)
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(super::count_u64(rows))
+}
+
+/// The closed world as the inventory records it; refuses cross-tenant references
+/// ([`StoreError::CrossTenantReferences`]).
+async fn closed_world_summary(
+    conn: &mut PgConnection,
+    tables: &[TenantTable],
+    checked: &CheckedWorld,
+    community_id: Uuid,
+) -> StoreResult<ClosedWorldSummary> {
+    let world = &checked.world;
+    let plan = &checked.plan;
+    let mut relations = Vec::new();
+    for table in tables {
+        let root = table.qualified();
+        for relation in &table.relations {
+            let name = relation.qualified();
+            relations.push(InventoriedRelation {
+                oid: relation.oid,
+                role: if name == root {
+                    "tenant table".to_owned()
+                } else {
+                    format!("tenant relation of {root}")
+                },
+                relation: name,
+                root: root.clone(),
+                relkind: relkind_of(relation.kind),
+                tenant_column: Some("community_id".to_owned()),
+            });
+        }
+    }
+    relations.push(InventoriedRelation {
+        oid: world.communities_oid,
+        relation: COMMUNITIES_TABLE.to_owned(),
+        role: "community row".to_owned(),
+        root: COMMUNITIES_TABLE.to_owned(),
+        relkind: "r".to_owned(),
+        tenant_column: Some("id".to_owned()),
+    });
+    let mut key_children = Vec::new();
+    for child in &world.key_children {
+        let name = child.relation.qualified();
+        relations.push(InventoriedRelation {
+            oid: child.relation.oid,
+            relation: name.clone(),
+            role: format!("key child through {}", child.key),
+            root: name.clone(),
+            relkind: "r".to_owned(),
+            tenant_column: None,
+        });
+        let predicate = plan.predicate(child.relation.oid, "k", Scope::Community, 0);
+        key_children.push(TableCount {
+            table: name,
+            rows: count_in_scope(conn, &child.relation.sql_name(), &predicate, community_id)
+                .await?,
+        });
+    }
+    let mut archives = Vec::new();
+    for archive in &world.archives {
+        let name = archive.relation.qualified();
+        relations.push(InventoriedRelation {
+            oid: archive.relation.oid,
+            relation: name.clone(),
+            role: "archive table".to_owned(),
+            root: name.clone(),
+            relkind: "r".to_owned(),
+            tenant_column: Some("community_id".to_owned()),
+        });
+        archives.push(TableCount {
+            table: name,
+            rows: count_in_scope(
+                conn,
+                &archive.relation.sql_name(),
+                "k.community_id = $1",
+                community_id,
+            )
+            .await?,
+        });
+    }
+    let mut refreshed_views = Vec::new();
+    for view in &world.refreshed_views {
+        refreshed_views.push(TableCount {
+            table: view.relation.qualified(),
+            rows: count_in_scope(
+                conn,
+                &view.relation.sql_name(),
+                "k.community_id = $1",
+                community_id,
+            )
+            .await?,
+        });
+    }
+    let cross_references =
+        closed_world::cross_reference_counts(conn, plan, Scope::Community, community_id, None)
+            .await?;
+    closed_world::require_no_cross_references(&cross_references)?;
+    Ok(ClosedWorldSummary {
+        relations,
+        declarations: world.declared.clone(),
+        key_children,
+        archives,
+        refreshed_views,
+        cross_references,
+        unrelated: world.unrelated.clone(),
+    }
+    .sorted())
 }
 
 impl Store {
@@ -214,6 +374,7 @@ mod tests {
             tenant_tables: vec!["buzz.a".into(), "buzz.b".into()],
             fenced_tables: vec![],
             row_counts: vec![],
+            closed_world: None,
         };
         let live = CatalogInventory {
             tenant_tables: vec!["buzz.b".into(), "buzz.c".into()],

@@ -371,6 +371,59 @@ pub enum StoreError {
         /// The refused constraints.
         references: Vec<CascadingReference>,
     },
+    /// The closed-world catalogue check found objects the deletion does not understand: each
+    /// refusal names the object, what it could do to a tenant's rows, and the remedy.
+    #[error(
+        "the catalogue holds {} object(s) the deletion does not understand, refused before \
+         anything is deleted: {}; after the remedy, unblock (or abort and submit again) \
+         (docs/operations.md, \"Catalogue refusals\")",
+        .refusals.len(),
+        .refusals.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    CatalogRefused {
+        /// One entry per refused object.
+        refusals: Vec<CatalogRefusal>,
+    },
+    /// Rows of another owner reference the target's rows through a foreign key between two
+    /// tenant relations: purging would delete, change or be refused by them.
+    #[error(
+        "{} row(s) of other owners reference the target's rows: {}; remove or re-point those \
+         rows (or drop the key), then unblock (docs/operations.md, \"Cross-tenant references\")",
+        .references.iter().map(|r| r.rows).sum::<u64>(),
+        .references.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    CrossTenantReferences {
+        /// One entry per constraint with referencing rows.
+        references: Vec<CrossReferenceCount>,
+    },
+    /// A relation the approved inventory covered is no longer where it was (renamed, moved to
+    /// another schema, detached, its tenant column dropped, its kind changed): purging or
+    /// verifying without it would silently shrink the scope.
+    #[error(
+        "the deletion's scope shrank since the inventory was approved: {}; restore each \
+         relation (rename or move it back, re-attach the partition, restore the column), then \
+         unblock (docs/operations.md, \"Scope shrank\")",
+        .problems.join("; ")
+    )]
+    ScopeShrank {
+        /// One line per relation: its inventoried name and what changed.
+        problems: Vec<String>,
+    },
+    /// A purge or verification statement failed in a way the store classified: it names the
+    /// step, the relation and the remedy, never only a raw database message.
+    #[error("{step} on {relation} failed: {reason} (SQLSTATE {sqlstate}); {remedy}")]
+    PurgeStatementFailed {
+        /// What was being done (`purging rows`, `verifying rows`, `refreshing a view`).
+        step: &'static str,
+        /// The relation, `schema.name`.
+        relation: String,
+        /// The SQLSTATE.
+        sqlstate: String,
+        /// What it means.
+        reason: String,
+        /// What the operator does.
+        remedy: String,
+    },
     /// The tenant catalog changed since the inventory was frozen.
     #[error("tenant catalog drifted since the inventory: added {added:?}, removed {removed:?}")]
     CatalogDrift {
@@ -481,6 +534,56 @@ impl std::fmt::Display for CascadingReference {
             f,
             "constraint {} on {} references tenant table {} ON DELETE {}",
             self.constraint, self.referencing, self.referenced, self.action
+        )
+    }
+}
+
+/// One object the closed-world catalogue check refused.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct CatalogRefusal {
+    /// The object, with its kind (`trigger archive_events on buzz.events`, `table x.y`).
+    pub object: String,
+    /// What it could do to a tenant's rows.
+    pub problem: String,
+    /// What the owner does about it.
+    pub remedy: String,
+}
+
+impl std::fmt::Display for CatalogRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} (remedy: {})", self.object, self.problem, self.remedy)
+    }
+}
+
+/// Rows of other owners referencing the target's rows through one constraint.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CrossReferenceCount {
+    /// The constraint.
+    pub constraint: String,
+    /// The referencing relation, `schema.name`.
+    pub referencing: String,
+    /// The referenced relation, `schema.name`.
+    pub referenced: String,
+    /// How many referencing rows belong to another owner.
+    pub rows: u64,
+    /// The communities those rows belong to (where the referencing relation says).
+    pub communities: Vec<String>,
+}
+
+impl std::fmt::Display for CrossReferenceCount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "constraint {} on {}: {} row(s) of {} reference rows of {} being deleted",
+            self.constraint,
+            self.referencing,
+            self.rows,
+            if self.communities.is_empty() {
+                "other owners".to_owned()
+            } else {
+                format!("communities {}", self.communities.join(", "))
+            },
+            self.referenced
         )
     }
 }

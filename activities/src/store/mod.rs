@@ -16,6 +16,7 @@
 
 mod catalog;
 mod catalog_rules;
+pub mod closed_world;
 pub mod certificates;
 mod chain;
 mod communities;

@@ -21,7 +21,14 @@ use crate::store::{Store, put_canonical_field};
 /// Version of the frozen-inventory encoding (part of the digest). Version 2 adds the multipart
 /// uploads in progress per tenant prefix; a version-1 inventory (frozen before uploads were
 /// counted, so without them) still encodes and validates as it did.
-pub const FROZEN_INVENTORY_VERSION: u32 = 2;
+///
+/// Version 3 binds the closed-world classification (every purge-set relation by oid and name,
+/// the declarations relied on, the target's rows in key children, archives and refreshed views,
+/// the cross-reference counts).
+pub const FROZEN_INVENTORY_VERSION: u32 = 3;
+
+/// The first encoding version that binds the closed world.
+const CLOSED_WORLD_SINCE_VERSION: u32 = 3;
 
 /// The first encoding version that binds the uploads in progress.
 const UPLOADS_SINCE_VERSION: u32 = 2;
@@ -138,6 +145,16 @@ impl FrozenInventory {
                 put(&mut out, &upload.prefix);
                 put(&mut out, &upload.uploads.to_string());
                 put(&mut out, &upload.uploads_digest);
+            }
+        }
+        // Likewise the closed world: from version 3 on, and whenever present.
+        if self.version >= CLOSED_WORLD_SINCE_VERSION || self.catalog.closed_world.is_some() {
+            match &self.catalog.closed_world {
+                Some(world) => {
+                    put(&mut out, "closed-world");
+                    world.encode(&mut out);
+                }
+                None => put(&mut out, "no-closed-world"),
             }
         }
         out
@@ -290,6 +307,7 @@ mod tests {
                         rows: 1,
                     },
                 ],
+                closed_world: None,
             },
             vec![PrefixSummary {
                 prefix: "media/x/".into(),

@@ -1,0 +1,118 @@
+//! The closed-world catalogue check (deny by default): every object in the database that can
+//! hold, reach, copy or hide a tenant's rows is classified, and whatever the deletion does not
+//! understand is refused before approval, naming it and the remedy.
+//!
+//! - [`facts`] reads what `pg_catalog` records (no judgement);
+//! - [`declaration`] parses what the owner declared an unusual object to mean;
+//! - [`classify`] judges, purely, and yields the purge set beyond the tenant tables;
+//! - [`scope`] turns the purge set into the SQL predicates every count, purge batch and
+//!   verification shares;
+//! - [`summary`] is what the frozen inventory records of it, under the digest;
+//! - [`guard`] re-checks, before each destructive step, that no inventoried relation left.
+//!
+//! It runs at inventory, at preflight and inside the purge's first transaction.
+
+pub(crate) mod classify;
+pub mod declaration;
+pub(crate) mod facts;
+pub(crate) mod guard;
+pub(crate) mod scope;
+pub mod summary;
+
+use sqlx::PgConnection;
+
+pub(crate) use classify::{ClosedWorld, NamedRelation};
+pub(crate) use scope::{Scope, ScopePlan};
+
+use crate::store::count_u64;
+use crate::store::error::{CrossReferenceCount, StoreError, StoreResult};
+use crate::store::tenant_tree::TenantTable;
+
+/// The classified catalogue: the closed world and its scope plan.
+#[derive(Debug, Clone)]
+pub(crate) struct CheckedWorld {
+    pub world: ClosedWorld,
+    pub plan: ScopePlan,
+}
+
+/// Reads and classifies the catalogue around `tenant`, failing closed with
+/// [`StoreError::CatalogRefused`].
+pub(crate) async fn check(
+    conn: &mut PgConnection,
+    tenant: &[TenantTable],
+) -> StoreResult<CheckedWorld> {
+    let facts = facts::read_facts(conn).await?;
+    let world =
+        classify::classify(&facts, tenant).map_err(|refusals| StoreError::CatalogRefused {
+            refusals,
+        })?;
+    let communities = facts
+        .relations
+        .iter()
+        .find(|r| r.oid == world.communities_oid)
+        .map(|r| NamedRelation {
+            oid: r.oid,
+            schema: r.schema.clone(),
+            name: r.name.clone(),
+        })
+        .unwrap_or(NamedRelation {
+            oid: world.communities_oid,
+            schema: "buzz".into(),
+            name: "communities".into(),
+        });
+    let plan = ScopePlan::new(tenant, &world, communities);
+    Ok(CheckedWorld { world, plan })
+}
+
+/// Binds the scope's parameters (`$1`, and `$2` for a user) to `query`.
+pub(crate) fn bind_scope<'q, O>(
+    query: sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>,
+    community_id: uuid::Uuid,
+    pubkey: Option<&'q str>,
+) -> sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments> {
+    let query = query.bind(community_id);
+    match pubkey {
+        Some(pubkey) => query.bind(pubkey),
+        None => query,
+    }
+}
+
+/// Rows outside the scope referencing rows inside it, per cross key (zero counts included).
+pub(crate) async fn cross_reference_counts(
+    conn: &mut PgConnection,
+    plan: &ScopePlan,
+    scope: Scope<'_>,
+    community_id: uuid::Uuid,
+    pubkey: Option<&str>,
+) -> StoreResult<Vec<CrossReferenceCount>> {
+    let mut counts = Vec::new();
+    for key in plan.cross_keys(scope) {
+        let sql = plan.cross_reference_query(key, scope);
+        let (rows, communities): (i64, Vec<String>) = bind_scope(
+            sqlx::query_as(sqlx::AssertSqlSafe(sql)),
+            community_id,
+            pubkey,
+        )
+        .fetch_one(&mut *conn)
+        .await?;
+        counts.push(CrossReferenceCount {
+            constraint: key.name.clone(),
+            referencing: plan.name(key.referencing_oid),
+            referenced: plan.name(key.referenced_oid),
+            rows: count_u64(rows),
+            communities,
+        });
+    }
+    Ok(counts)
+}
+
+/// Refuses ([`StoreError::CrossTenantReferences`]) any non-zero count.
+pub(crate) fn require_no_cross_references(counts: &[CrossReferenceCount]) -> StoreResult<()> {
+    let references: Vec<CrossReferenceCount> =
+        counts.iter().filter(|c| c.rows > 0).cloned().collect();
+    if references.is_empty() {
+        Ok(())
+    } else {
+        Err(StoreError::CrossTenantReferences { references })
+    }
+}
