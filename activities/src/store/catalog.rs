@@ -55,12 +55,51 @@ impl CatalogInventory {
         let now: BTreeSet<&String> = self.tenant_tables.iter().collect();
         let then: BTreeSet<&String> = frozen.tenant_tables.iter().collect();
         if now == then {
-            return Ok(());
+            return self.require_same_closed_world(frozen);
         }
         Err(StoreError::CatalogDrift {
             added: now.difference(&then).map(|t| (*t).clone()).collect(),
             removed: then.difference(&now).map(|t| (*t).clone()).collect(),
         })
+    }
+}
+
+impl CatalogInventory {
+    /// Refuses ([`StoreError::CatalogDrift`]) a closed world that differs from the frozen one:
+    /// a purge-set relation (partition, key child, archive) or a declaration added or removed
+    /// since the approval. Inventories frozen before the closed world was recorded have nothing
+    /// to compare.
+    fn require_same_closed_world(&self, frozen: &CatalogInventory) -> StoreResult<()> {
+        let (Some(now), Some(then)) = (&self.closed_world, &frozen.closed_world) else {
+            return Ok(());
+        };
+        let items = |world: &ClosedWorldSummary| -> BTreeSet<String> {
+            world
+                .relations
+                .iter()
+                .map(|r| format!("{} ({})", r.relation, r.role))
+                .chain(
+                    world
+                        .declarations
+                        .iter()
+                        .map(|d| format!("{} declared '{}'", d.object, d.declaration)),
+                )
+                .collect()
+        };
+        let (now, then) = (items(now), items(then));
+        // A partition or inheritance child that joined an approved tenant table since is in
+        // scope already (its rows are the approved table's); anything else that joined, and
+        // anything that left, is drift.
+        let added: Vec<String> = now
+            .difference(&then)
+            .filter(|item| !item.contains(" (tenant relation of "))
+            .cloned()
+            .collect();
+        let removed: Vec<String> = then.difference(&now).cloned().collect();
+        if added.is_empty() && removed.is_empty() {
+            return Ok(());
+        }
+        Err(StoreError::CatalogDrift { added, removed })
     }
 }
 
@@ -99,13 +138,6 @@ pub(crate) async fn checked_catalog_in_purge_order(
     let checked = checked_tenant_tables(conn).await?;
     let ordered = purge_order(checked.tables, &checked.edges)?;
     Ok((ordered, checked.world))
-}
-
-/// Checked tenant tables in purge order: see [`checked_catalog_in_purge_order`].
-pub(crate) async fn tenant_tables_in_purge_order(
-    conn: &mut PgConnection,
-) -> StoreResult<Vec<TenantTable>> {
-    Ok(checked_catalog_in_purge_order(conn).await?.0)
 }
 
 /// Kahn's algorithm over "child references parent" edges: children first.

@@ -109,10 +109,17 @@ impl Store {
             // row blocked every later claim, stalling the deletion for good. The server now
             // ends such a session (and so its transaction) after a minute; the client's next
             // read fails with a connection error, which is transient.
-            .options([(
-                "idle_in_transaction_session_timeout",
-                IDLE_IN_TRANSACTION_TIMEOUT,
-            )]);
+            .options([
+                (
+                    "idle_in_transaction_session_timeout",
+                    IDLE_IN_TRANSACTION_TIMEOUT,
+                ),
+                // Fail closed where rows could be invisible: a query that row-level security
+                // would filter raises SQLSTATE 42501 instead of quietly reading fewer rows (the
+                // closed-world check refuses such relations before approval; this is the
+                // second line, for a policy added after it ran).
+                ("row_security", "off"),
+            ]);
         let pool = PgPoolOptions::new()
             .max_connections(max_connections.max(1))
             .acquire_timeout(ACQUIRE_TIMEOUT)

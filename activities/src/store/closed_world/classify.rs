@@ -289,7 +289,16 @@ fn grow_purge_set(judge: &mut Judge<'_>) {
 fn add_key_children(judge: &mut Judge<'_>) {
     let facts = judge.facts;
     for key in &facts.keys {
-        if judge.members.contains_key(&key.referencing_oid)
+        // A table already in the purge set joins again only by a second declared key (which is
+        // then refused below); a key already recorded is not recorded twice.
+        let member = judge.members.get(&key.referencing_oid).copied();
+        let recorded = judge
+            .world
+            .key_children
+            .iter()
+            .any(|c| c.relation.oid == key.referencing_oid && c.key == key.name);
+        if matches!(member, Some(m) if m != Member::KeyChild)
+            || recorded
             || !judge.members.contains_key(&key.referenced_oid)
         {
             continue;
@@ -408,8 +417,8 @@ fn archive_target(
         );
         return None;
     }
-    if !judge.members.contains_key(&oid) {
-        judge.members.insert(oid, Member::Archive);
+    if let std::collections::btree_map::Entry::Vacant(entry) = judge.members.entry(oid) {
+        entry.insert(Member::Archive);
         let relation = judge
             .by_oid
             .get(&oid)
@@ -799,6 +808,20 @@ fn judge_outside_relations(judge: &mut Judge<'_>) {
             "f" => {
                 let names_tenant = foreign_names_tenant(relation, &tenant_names);
                 let object = format!("foreign table {name}");
+                if relation.schema == TENANT_SCHEMA && relation.has_community_id {
+                    judge.refuse(
+                        object,
+                        format!(
+                            "is a foreign table with a community_id column in schema \
+                             {TENANT_SCHEMA}: a tenant table whose rows live outside this \
+                             database cannot be fenced, purged or proven gone"
+                        ),
+                        "replace it with an ordinary table, or move it out of the serving \
+                         schema and drop its community_id column; this cannot be declared"
+                            .to_owned(),
+                    );
+                    continue;
+                }
                 if !relation.has_community_id && !names_tenant {
                     judge.world.unrelated.push(object);
                     continue;

@@ -12,6 +12,7 @@
 //!
 //! It runs at inventory, at preflight and inside the purge's first transaction.
 
+pub(crate) mod batch;
 pub(crate) mod classify;
 pub mod declaration;
 pub(crate) mod facts;

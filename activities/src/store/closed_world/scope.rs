@@ -210,11 +210,6 @@ impl ScopePlan {
             .collect()
     }
 
-    /// Every key child (for verification and the inventory's counts).
-    pub fn key_children(&self) -> &[KeyChild] {
-        &self.key_children
-    }
-
     /// The query counting rows outside the scope that reference rows inside it through `key`:
     /// one row, `(count, communities)`.
     pub fn cross_reference_query(&self, key: &CrossKey, scope: Scope<'_>) -> String {

@@ -17,10 +17,90 @@ use workflows::community::contracts::{PurgeReport, TableCount};
 use super::audit::{WORKFLOW_ACTOR, record_advance};
 use super::stage::Stage;
 use super::token::{ExecToken, check_fence_held, lock_for_token};
-use crate::store::catalog::{COMMUNITIES_TABLE, TenantTable, tenant_tables_in_purge_order};
+use super::inventory::frozen_inventory_in;
+use crate::store::catalog::{COMMUNITIES_TABLE, checked_catalog_in_purge_order};
+use crate::store::closed_world::batch::{BatchScope, classify_statement_error, delete_batch};
+use crate::store::closed_world::classify::{ArchiveTable, RefreshedView};
+use crate::store::closed_world::guard::require_scope_intact;
+use crate::store::closed_world::summary::InventoriedRelation;
+use crate::store::closed_world::{Scope, cross_reference_counts, require_no_cross_references};
 use crate::store::error::{StoreError, StoreResult};
-use crate::store::tenant_tree::{TenantRelation, count_heap_rows, tenant_tables};
+use crate::store::tenant_tree::{count_heap_rows, tenant_tables};
 use crate::store::{Store, count_u64};
+
+/// What every batch of one purge shares.
+struct HeapPurge<'a> {
+    token: &'a ExecToken,
+    scope: &'a BatchScope<'a>,
+    frozen: &'a [InventoriedRelation],
+    batch: i64,
+}
+
+/// Archive tables ordered so an archive comes after every archive that feeds it.
+fn archive_order(archives: &[ArchiveTable]) -> Vec<&ArchiveTable> {
+    let mut ordered: Vec<&ArchiveTable> = Vec::new();
+    let mut left: Vec<&ArchiveTable> = archives.iter().collect();
+    while !left.is_empty() {
+        let pending: Vec<i64> = left.iter().map(|a| a.relation.oid).collect();
+        let (ready, rest): (Vec<&ArchiveTable>, Vec<&ArchiveTable>) = left
+            .into_iter()
+            .partition(|a| !a.sources.iter().any(|s| pending.contains(s) && *s != a.relation.oid));
+        if ready.is_empty() {
+            ordered.extend(rest);
+            break;
+        }
+        ordered.extend(ready);
+        left = rest;
+    }
+    ordered
+}
+
+/// The community's rows in `sql_name` under `predicate` (alias `k`), failures classified.
+async fn count_scoped(
+    conn: &mut PgConnection,
+    sql_name: &str,
+    name: &str,
+    predicate: &str,
+    community_id: Uuid,
+) -> StoreResult<u64> {
+    let sql = format!("SELECT count(*)::int8 FROM {sql_name} k WHERE {predicate}");
+    let rows: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .bind(community_id)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(|e| classify_statement_error("verifying rows", name, e))?;
+    Ok(count_u64(rows))
+}
+
+/// Refreshes each declared materialized view (in dependency order, through the owner's
+/// `buzz.refresh_declared_view`) and proves it holds no row of the community.
+async fn refresh_and_verify_views(
+    conn: &mut PgConnection,
+    views: &[RefreshedView],
+    community_id: Uuid,
+) -> StoreResult<()> {
+    for view in views {
+        let name = view.relation.qualified();
+        sqlx::query("SELECT buzz.refresh_declared_view($1::int8::oid::regclass)")
+            .bind(view.relation.oid)
+            .execute(&mut *conn)
+            .await
+            .map_err(|e| classify_statement_error("refreshing a materialized view", &name, e))?;
+        let rows = count_scoped(conn, &view.relation.sql_name(), &name, "k.community_id = $1", community_id).await?;
+        if rows > 0 {
+            return Err(StoreError::PurgeStatementFailed {
+                step: "verifying a refreshed materialized view",
+                relation: name,
+                sqlstate: "00000".to_owned(),
+                reason: format!("{rows} row(s) of the community remain after the refresh"),
+                remedy: "the view reads rows from outside the purge set: drop it or correct its \
+                         definition, then unblock"
+                    .to_owned(),
+            });
+        }
+    }
+    Ok(())
+}
 
 /// Adds `rows` to the table's purge count (inside the batch's transaction).
 async fn add_progress(
@@ -44,11 +124,14 @@ async fn add_progress(
 }
 
 impl Store {
-    /// Deletes the community's rows in every tenant table in batches of `batch_rows` (children
-    /// before the tables they reference), then the community row, then advances
-    /// `bindings_removed → postgres_purged` with a checkpoint of the counts — the last step in
-    /// the same transaction as the community row's delete. `on_progress(table, rows_so_far)` is
-    /// called after each batch (for activity heartbeats).
+    /// Deletes the community's rows in every purge-set relation in batches of `batch_rows`
+    /// (tenant tables children before the tables they reference, each batch taking the key-only
+    /// children of its rows with it; then the archive tables; then the community row), refreshes
+    /// the declared materialized views, proves everything empty, and advances
+    /// `bindings_removed → postgres_purged` with a checkpoint of the counts — the last steps in
+    /// the same transaction as the community row's delete. The closed-world check runs in the
+    /// purge's first transaction; every batch re-checks that no inventoried relation left the
+    /// scope. `on_progress(table, rows_so_far)` is called after each batch (for heartbeats).
     pub async fn purge_postgres(
         &self,
         token: &ExecToken,
@@ -56,18 +139,61 @@ impl Store {
         mut on_progress: impl FnMut(&str, u64),
     ) -> StoreResult<PurgeReport> {
         let batch = i64::from(batch_rows.max(1));
-        let tables = {
+        let frozen = {
             let mut conn = self.pool.acquire().await?;
-            tenant_tables_in_purge_order(&mut conn).await?
+            frozen_inventory_in(&mut conn, token.request_id)
+                .await?
+                .catalog
+                .closed_world
+                .map(|world| world.relations)
+                .unwrap_or_default()
+        };
+        let (tables, checked) = {
+            let mut tx = self.pool.begin().await?;
+            let row = lock_for_token(&mut tx, token, &[Stage::BindingsRemoved]).await?;
+            check_fence_held(&mut tx, &row).await?;
+            let (tables, checked) = checked_catalog_in_purge_order(&mut tx).await?;
+            require_scope_intact(&mut tx, &frozen).await?;
+            let counts = cross_reference_counts(
+                &mut tx,
+                &checked.plan,
+                Scope::Community,
+                token.community_id,
+                None,
+            )
+            .await?;
+            require_no_cross_references(&counts)?;
+            tx.commit().await?;
+            (tables, checked)
+        };
+        let scope = BatchScope {
+            plan: &checked.plan,
+            scope: Scope::Community,
+            community_id: token.community_id,
+            pubkey: None,
+        };
+        let purge = HeapPurge {
+            token,
+            scope: &scope,
+            frozen: &frozen,
+            batch,
         };
         for table in &tables {
-            self.purge_table(token, table, batch, &mut on_progress)
+            for heap in table.heaps() {
+                self.purge_heap(&purge, &table.qualified(), heap.oid, &heap.sql_name(), &heap.qualified(), &mut on_progress)
+                    .await?;
+            }
+        }
+        for archive in archive_order(&checked.world.archives) {
+            let name = archive.relation.qualified();
+            self.purge_heap(&purge, &name, archive.relation.oid, &archive.relation.sql_name(), &name, &mut on_progress)
                 .await?;
         }
 
         let mut tx = self.pool.begin().await?;
         let row = lock_for_token(&mut tx, token, &[Stage::BindingsRemoved]).await?;
         check_fence_held(&mut tx, &row).await?;
+        require_scope_intact(&mut tx, &frozen).await?;
         // Re-discovered here: a partition attached or a table added during the batches is counted.
         let mut remaining = Vec::new();
         for table in tenant_tables(&mut tx).await? {
@@ -78,6 +204,12 @@ impl Store {
                 }
             }
         }
+        for archive in &checked.world.archives {
+            let rows = count_scoped(&mut tx, &archive.relation.sql_name(), &archive.relation.qualified(), "k.community_id = $1", token.community_id).await?;
+            if rows > 0 {
+                remaining.push(format!("{}: {rows}", archive.relation.qualified()));
+            }
+        }
         if !remaining.is_empty() {
             // Only possible if a tenant table appeared mid-purge; the next attempt picks it up.
             return Err(StoreError::CatalogDrift {
@@ -85,12 +217,22 @@ impl Store {
                 removed: Vec::new(),
             });
         }
-        let deleted = sqlx::query("DELETE FROM buzz.communities WHERE id = $1")
-            .bind(token.community_id)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        add_progress(&mut tx, token.request_id, COMMUNITIES_TABLE, deleted).await?;
+        let communities = checked.world.communities_oid;
+        let deleted = delete_batch(
+            &mut tx,
+            &scope,
+            communities,
+            &checked.plan.sql_name(communities),
+            COMMUNITIES_TABLE,
+            "d0.id = $1",
+            1,
+        )
+        .await?;
+        for (child, rows) in &deleted.children {
+            add_progress(&mut tx, token.request_id, child, *rows).await?;
+        }
+        add_progress(&mut tx, token.request_id, COMMUNITIES_TABLE, deleted.rows).await?;
+        refresh_and_verify_views(&mut tx, &checked.world.refreshed_views, token.community_id).await?;
         let report = purge_report_in(&mut tx, token.request_id).await?;
         let detail = serde_json::json!({
             "tables": report.tables,
@@ -106,57 +248,43 @@ impl Store {
         )
         .await?;
         tx.commit().await?;
-        on_progress(COMMUNITIES_TABLE, deleted);
+        on_progress(COMMUNITIES_TABLE, deleted.rows);
         Ok(report)
     }
 
-    /// Deletes one table's rows of the community, heap by heap.
-    async fn purge_table(
-        &self,
-        token: &ExecToken,
-        table: &TenantTable,
-        batch: i64,
-        on_progress: &mut impl FnMut(&str, u64),
-    ) -> StoreResult<()> {
-        for heap in table.heaps() {
-            self.purge_heap(token, &table.qualified(), heap, batch, on_progress)
-                .await?;
-        }
-        Ok(())
-    }
-
     /// Deletes one heap's rows of the community, one short generation-checked batch at a time,
-    /// counting them under the tenant table `qualified`.
+    /// counting them under `qualified` (the tenant table, or the archive table).
     async fn purge_heap(
         &self,
-        token: &ExecToken,
+        purge: &HeapPurge<'_>,
         qualified: &str,
-        heap: &TenantRelation,
-        batch: i64,
+        heap_oid: i64,
+        heap_sql: &str,
+        heap_name: &str,
         on_progress: &mut impl FnMut(&str, u64),
     ) -> StoreResult<()> {
-        let sql = format!(
-            "DELETE FROM ONLY {name} WHERE community_id = $1 AND tableoid = $3::int8::oid \
-               AND ctid = ANY(ARRAY(\
-                 SELECT ctid FROM ONLY {name} WHERE community_id = $1 AND tableoid = $3::int8::oid \
-                 LIMIT $2))",
-            name = heap.sql_name()
-        );
         loop {
             let mut tx = self.pool.begin().await?;
-            let row = lock_for_token(&mut tx, token, &[Stage::BindingsRemoved]).await?;
+            let row = lock_for_token(&mut tx, purge.token, &[Stage::BindingsRemoved]).await?;
             check_fence_held(&mut tx, &row).await?;
-            let deleted = sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
-                .bind(token.community_id)
-                .bind(batch)
-                .bind(heap.oid)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            let total = add_progress(&mut tx, token.request_id, qualified, deleted).await?;
+            require_scope_intact(&mut tx, purge.frozen).await?;
+            let deleted = delete_batch(
+                &mut tx,
+                purge.scope,
+                heap_oid,
+                heap_sql,
+                heap_name,
+                "d0.community_id = $1",
+                purge.batch,
+            )
+            .await?;
+            for (child, rows) in &deleted.children {
+                add_progress(&mut tx, purge.token.request_id, child, *rows).await?;
+            }
+            let total = add_progress(&mut tx, purge.token.request_id, qualified, deleted.rows).await?;
             tx.commit().await?;
             on_progress(qualified, total);
-            if i64::try_from(deleted).unwrap_or(i64::MAX) < batch {
+            if i64::try_from(deleted.rows).unwrap_or(i64::MAX) < purge.batch {
                 return Ok(());
             }
         }

@@ -9,15 +9,18 @@
 //! once, so the log's sum is the number of rows deleted.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use uuid::Uuid;
 
 use super::{ErasureAttempt, PurgeLogKind};
-use crate::store::catalog::tenant_tables_in_purge_order;
-use crate::store::error::StoreResult;
+use crate::store::catalog::checked_catalog_in_purge_order;
+use crate::store::closed_world::batch::{BatchScope, delete_batch};
+use crate::store::closed_world::{CheckedWorld, Scope};
+use crate::store::error::{CatalogRefusal, StoreError, StoreResult};
 use crate::store::tenant_tree::TenantRelation;
 use crate::store::user_data::declared_tenant_tables;
-use crate::store::{Store, count_u64, quote_ident};
+use crate::store::{Store, quote_ident};
 
 /// Which declared tables a row purge covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +47,10 @@ pub struct RowTarget {
     pub table: String,
     pub(crate) heap: TenantRelation,
     pub(crate) column: String,
+    /// The classified catalogue the targets were computed under (key children, cross keys).
+    pub(crate) world: Arc<CheckedWorld>,
+    /// Each declared tenant table's user column.
+    pub(crate) columns: Arc<BTreeMap<String, Option<String>>>,
 }
 
 impl RowTarget {
@@ -58,16 +65,20 @@ impl Store {
     /// table it references; the catalog checks of the community purge apply and fail closed).
     pub async fn user_row_targets(&self, scope: RowScope<'_>) -> StoreResult<Vec<RowTarget>> {
         let mut conn = self.pool.acquire().await?;
-        let columns: BTreeMap<String, String> = declared_tenant_tables(&mut conn)
+        let declared: BTreeMap<String, Option<String>> = declared_tenant_tables(&mut conn)
             .await?
             .into_iter()
-            .filter_map(|d| d.declaration.user_column.map(|c| (d.declaration.table, c)))
+            .map(|d| (d.declaration.table, d.declaration.user_column))
             .collect();
+        let (tables, world) = checked_catalog_in_purge_order(&mut conn).await?;
+        refuse_archives_of_user_data(&world, &tables, &declared)?;
+        let world = Arc::new(world);
+        let columns = Arc::new(declared);
         let mut seen = BTreeSet::new();
         let mut targets = Vec::new();
-        for table in tenant_tables_in_purge_order(&mut conn).await? {
+        for table in tables {
             let name = table.qualified();
-            let Some(column) = columns.get(&name) else {
+            let Some(Some(column)) = columns.get(&name).cloned() else {
                 continue;
             };
             if !scope.covers(&name) || !seen.insert(name.clone()) {
@@ -78,6 +89,8 @@ impl Store {
                     table: name.clone(),
                     heap: heap.clone(),
                     column: column.clone(),
+                    world: Arc::clone(&world),
+                    columns: Arc::clone(&columns),
                 });
             }
         }
@@ -97,20 +110,32 @@ impl Store {
     ) -> StoreResult<u64> {
         let mut tx = self.pool.begin().await?;
         attempt.require_current(&mut tx).await?;
-        let sql = format!(
-            "DELETE FROM ONLY {heap} WHERE community_id = $1 AND {column} = $2 \
-             AND ctid = ANY(ARRAY(SELECT ctid FROM ONLY {heap} \
-                                  WHERE community_id = $1 AND {column} = $2 LIMIT $3))",
-            heap = target.heap.sql_name(),
-            column = quote_ident(&target.column)
+        let scope = BatchScope {
+            plan: &target.world.plan,
+            scope: Scope::User(&target.columns),
+            community_id,
+            pubkey: Some(pubkey),
+        };
+        let predicate = format!(
+            "d0.community_id = $1 AND d0.{} = $2",
+            quote_ident(&target.column)
         );
-        let removed = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(community_id)
-            .bind(pubkey)
-            .bind(i64::from(batch.max(1)))
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+        let deleted = delete_batch(
+            &mut tx,
+            &scope,
+            target.heap.oid,
+            &target.heap.sql_name(),
+            &target.heap.qualified(),
+            &predicate,
+            i64::from(batch.max(1)),
+        )
+        .await?;
+        for (child, rows) in &deleted.children {
+            attempt
+                .log(&mut tx, community_id, PurgeLogKind::Rows, child, *rows)
+                .await?;
+        }
+        let removed = deleted.rows;
         if removed > 0 {
             attempt
                 .log(
@@ -123,6 +148,44 @@ impl Store {
                 .await?;
         }
         tx.commit().await?;
-        Ok(count_u64(i64::try_from(removed).unwrap_or(i64::MAX)))
+        Ok(removed)
+    }
+}
+
+/// Fails closed ([`StoreError::CatalogRefused`]) when a declared archive is fed from a table
+/// holding user data: a user erasure does not purge archive tables (only a community deletion
+/// does), so the user's archived rows would be left behind.
+fn refuse_archives_of_user_data(
+    world: &CheckedWorld,
+    tables: &[crate::store::tenant_tree::TenantTable],
+    declared: &BTreeMap<String, Option<String>>,
+) -> StoreResult<()> {
+    let mut refusals = Vec::new();
+    for archive in &world.world.archives {
+        for source in &archive.sources {
+            let table = tables
+                .iter()
+                .find(|t| t.relations.iter().any(|r| r.oid == *source));
+            let Some(table) = table else { continue };
+            if declared.get(&table.qualified()).cloned().flatten().is_some() {
+                refusals.push(CatalogRefusal {
+                    object: format!("archive table {}", archive.relation.qualified()),
+                    problem: format!(
+                        "is fed from {}, which holds user data, and a user erasure does not purge \
+                         archive tables: the user's archived rows would be left behind",
+                        table.qualified()
+                    ),
+                    remedy: "delete the user's rows from the archive table by hand before the \
+                             erasure and drop the archive trigger for its duration, or erase the \
+                             whole community instead"
+                        .to_owned(),
+                });
+            }
+        }
+    }
+    if refusals.is_empty() {
+        Ok(())
+    } else {
+        Err(StoreError::CatalogRefused { refusals })
     }
 }
