@@ -16,11 +16,11 @@ use uuid::Uuid;
 use workflows::community::contracts::TableCount;
 
 use super::Store;
-use super::closed_world::summary::{ClosedWorldSummary, InventoriedRelation};
-use super::closed_world::{self, CheckedWorld, Scope, bind_scope};
 use super::catalog_rules::{
     foreign_keys, require_fenced, require_no_cascade_out_of_tenant_data, tenant_edges,
 };
+use super::closed_world::summary::{ClosedWorldSummary, InventoriedRelation};
+use super::closed_world::{self, CheckedWorld, Scope, bind_scope};
 use super::error::{StoreError, StoreResult};
 pub(crate) use super::tenant_tree::TenantTable;
 use super::tenant_tree::{RelationKind, count_table_rows, tenant_tables};

@@ -551,7 +551,11 @@ pub struct CatalogRefusal {
 
 impl std::fmt::Display for CatalogRefusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {} (remedy: {})", self.object, self.problem, self.remedy)
+        write!(
+            f,
+            "{} {} (remedy: {})",
+            self.object, self.problem, self.remedy
+        )
     }
 }
 

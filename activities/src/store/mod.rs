@@ -16,9 +16,9 @@
 
 mod catalog;
 mod catalog_rules;
-pub mod closed_world;
 pub mod certificates;
 mod chain;
+pub mod closed_world;
 mod communities;
 mod community;
 pub mod erasure;

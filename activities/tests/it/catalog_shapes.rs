@@ -989,7 +989,10 @@ async fn cascading_foreign_keys_from_non_tenant_tables_are_refused_naming_the_co
         match scan {
             Err(StoreError::CatalogRefused { refusals }) => {
                 assert_eq!(refusals.len(), 1, "{refusals:?}");
-                assert_eq!(refusals[0].object, "foreign key audit_doc_id_fkey on outside.audit");
+                assert_eq!(
+                    refusals[0].object,
+                    "foreign key audit_doc_id_fkey on outside.audit"
+                );
                 assert!(refusals[0].problem.contains(action), "{refusals:?}");
             }
             other => panic!("{action}: expected a closed-world refusal, got {other:?}"),

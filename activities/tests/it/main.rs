@@ -6,6 +6,7 @@ mod audit_chain;
 mod cache;
 mod catalog_property;
 mod catalog_shapes;
+mod closed_world;
 mod evidence;
 mod objects;
 mod operators;

@@ -18,10 +18,11 @@ use uuid::Uuid;
 
 use super::scope::{Scope, ScopePlan, columns_of};
 use super::{bind_scope, require_no_cross_references};
-use crate::store::count_u64;
-use crate::store::error::{CrossReferenceCount, StoreError, StoreResult, sqlstate, sqlx_severity,
-    violated_constraint};
 use crate::failure::Severity;
+use crate::store::count_u64;
+use crate::store::error::{
+    CrossReferenceCount, StoreError, StoreResult, sqlstate, sqlx_severity, violated_constraint,
+};
 
 /// Where a batch runs and whose rows it deletes.
 #[derive(Debug, Clone, Copy)]
@@ -52,7 +53,13 @@ struct Node {
 }
 
 /// The batch's nodes, top-down (a parent before its children).
-fn nodes(scope: &BatchScope<'_>, heap_oid: i64, heap_sql: &str, heap_name: &str, ctid_param: usize) -> Vec<Node> {
+fn nodes(
+    scope: &BatchScope<'_>,
+    heap_oid: i64,
+    heap_sql: &str,
+    heap_name: &str,
+    ctid_param: usize,
+) -> Vec<Node> {
     let mut out = vec![Node {
         oid: heap_oid,
         name: heap_name.to_owned(),
@@ -109,11 +116,15 @@ pub(crate) async fn delete_batch(
     let lock = format!(
         "SELECT d0.ctid::text FROM ONLY {heap_sql} d0 WHERE {predicate} LIMIT ${first} FOR UPDATE"
     );
-    let locked: Vec<(String,)> = bind_scope(sqlx::query_as(sqlx::AssertSqlSafe(lock)), scope.community_id, scope.pubkey)
-        .bind(batch)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(|e| classify_statement_error(step, heap_name, e))?;
+    let locked: Vec<(String,)> = bind_scope(
+        sqlx::query_as(sqlx::AssertSqlSafe(lock)),
+        scope.community_id,
+        scope.pubkey,
+    )
+    .bind(batch)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(|e| classify_statement_error(step, heap_name, e))?;
     if locked.is_empty() {
         return Ok(BatchDeleted::default());
     }
@@ -125,11 +136,15 @@ pub(crate) async fn delete_batch(
             "SELECT count(*)::int8 FROM (SELECT 1 FROM ONLY {} {} WHERE {} FOR UPDATE) locked",
             node.sql_name, node.alias, node.filter
         );
-        let _: (i64,) = bind_scope(sqlx::query_as(sqlx::AssertSqlSafe(sql)), scope.community_id, scope.pubkey)
-            .bind(&ctids)
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(|e| classify_statement_error(step, &node.name, e))?;
+        let _: (i64,) = bind_scope(
+            sqlx::query_as(sqlx::AssertSqlSafe(sql)),
+            scope.community_id,
+            scope.pubkey,
+        )
+        .bind(&ctids)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(|e| classify_statement_error(step, &node.name, e))?;
     }
 
     let mut references = Vec::new();
@@ -146,19 +161,26 @@ pub(crate) async fn delete_batch(
                    AND ({columns}) IN (SELECT {referenced} FROM ONLY {node_sql} {alias} WHERE {filter})",
                 community = scope.plan.community_of(key.referencing_oid, "r"),
                 referencing = scope.plan.sql_name(key.referencing_oid),
-                outside = scope.plan.predicate(key.referencing_oid, "r", scope.scope, 20),
+                outside = scope
+                    .plan
+                    .predicate(key.referencing_oid, "r", scope.scope, 20),
                 columns = columns_of("r", &key.columns),
                 referenced = columns_of(&node.alias, &key.referenced_columns),
                 node_sql = node.sql_name,
                 alias = node.alias,
                 filter = node.filter,
             );
-            let (rows, communities): (i64, Vec<String>) =
-                bind_scope(sqlx::query_as(sqlx::AssertSqlSafe(sql)), scope.community_id, scope.pubkey)
-                    .bind(&ctids)
-                    .fetch_one(&mut *conn)
-                    .await
-                    .map_err(|e| classify_statement_error("checking cross-tenant references", &node.name, e))?;
+            let (rows, communities): (i64, Vec<String>) = bind_scope(
+                sqlx::query_as(sqlx::AssertSqlSafe(sql)),
+                scope.community_id,
+                scope.pubkey,
+            )
+            .bind(&ctids)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(|e| {
+                classify_statement_error("checking cross-tenant references", &node.name, e)
+            })?;
             references.push(CrossReferenceCount {
                 constraint: key.name.clone(),
                 referencing: scope.plan.name(key.referencing_oid),
@@ -241,7 +263,9 @@ pub(crate) fn classify_statement_error(
     let constraint = violated_constraint(&error).unwrap_or_else(|| "?".to_owned());
     let (reason, remedy) = match code.as_str() {
         "23503" => (
-            format!("a row outside the inventoried scope references it through foreign key {constraint}"),
+            format!(
+                "a row outside the inventoried scope references it through foreign key {constraint}"
+            ),
             "run `community status` to see the catalogue check's answer: declare or drop the key \
              (docs/data-model.md, \"Declarations\"), remove the referencing row, then unblock"
                 .to_owned(),

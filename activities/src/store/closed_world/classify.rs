@@ -218,8 +218,7 @@ pub(crate) fn classify(
     facts: &CatalogFacts,
     tenant: &[TenantTable],
 ) -> Result<ClosedWorld, Vec<CatalogRefusal>> {
-    let by_oid: BTreeMap<i64, &RelationFact> =
-        facts.relations.iter().map(|r| (r.oid, r)).collect();
+    let by_oid: BTreeMap<i64, &RelationFact> = facts.relations.iter().map(|r| (r.oid, r)).collect();
     let mut children: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
     for relation in &facts.relations {
         for parent in &relation.parents {
@@ -303,7 +302,11 @@ fn add_key_children(judge: &mut Judge<'_>) {
         {
             continue;
         }
-        let object = format!("foreign key {} on {}", key.name, judge.name(key.referencing_oid));
+        let object = format!(
+            "foreign key {} on {}",
+            key.name,
+            judge.name(key.referencing_oid)
+        );
         if judge.declaration_of(&object, key.comment.as_deref())
             != Some(Declaration::TenantDataThroughKey)
         {
@@ -461,11 +464,9 @@ fn add_archives(judge: &mut Judge<'_>) {
         }
     }
     for (source, object, schema, table) in found {
-        let already = judge
-            .world
-            .archives
-            .iter()
-            .any(|a| a.relation.schema == schema && a.relation.name == table && a.sources.contains(&source));
+        let already = judge.world.archives.iter().any(|a| {
+            a.relation.schema == schema && a.relation.name == table && a.sources.contains(&source)
+        });
         if already {
             continue;
         }
@@ -482,7 +483,11 @@ fn add_archives(judge: &mut Judge<'_>) {
 }
 
 fn trigger_object(judge: &Judge<'_>, trigger: &TriggerFact) -> String {
-    format!("trigger {} on {}", trigger.name, judge.name(trigger.relation_oid))
+    format!(
+        "trigger {} on {}",
+        trigger.name,
+        judge.name(trigger.relation_oid)
+    )
 }
 
 fn is_project_trigger(judge: &Judge<'_>, trigger: &TriggerFact) -> bool {
@@ -589,7 +594,10 @@ fn judge_purge_set_members(judge: &mut Judge<'_>) {
             }
             Some(other) => judge.refuse(
                 object,
-                format!("is declared '{}', which does not apply to a trigger", other.text()),
+                format!(
+                    "is declared '{}', which does not apply to a trigger",
+                    other.text()
+                ),
                 "declare it 'harmless' or 'archives into <schema>.<table>'".to_owned(),
             ),
             None => {
@@ -642,7 +650,10 @@ fn judge_purge_set_members(judge: &mut Judge<'_>) {
             }
             Some(other) => judge.refuse(
                 object,
-                format!("is declared '{}', which does not apply to a rule", other.text()),
+                format!(
+                    "is declared '{}', which does not apply to a rule",
+                    other.text()
+                ),
                 "declare it 'harmless' or 'archives into <schema>.<table>'".to_owned(),
             ),
             None => judge.refuse(
@@ -888,8 +899,7 @@ fn reads_purge_set(judge: &Judge<'_>) -> BTreeSet<i64> {
     loop {
         let before = reading.len();
         for read in &judge.facts.reads {
-            if judge.members.contains_key(&read.source_oid) || reading.contains(&read.source_oid)
-            {
+            if judge.members.contains_key(&read.source_oid) || reading.contains(&read.source_oid) {
                 reading.insert(read.view_oid);
             }
         }
@@ -909,7 +919,11 @@ fn views_read_by(judge: &Judge<'_>, oid: i64) -> Vec<i64> {
             continue;
         }
         for read in judge.facts.reads.iter().filter(|r| r.view_oid == next) {
-            match judge.by_oid.get(&read.source_oid).map(|r| r.relkind.as_str()) {
+            match judge
+                .by_oid
+                .get(&read.source_oid)
+                .map(|r| r.relkind.as_str())
+            {
                 Some("m") => out.push(read.source_oid),
                 Some("v") => todo.push(read.source_oid),
                 _ => {}

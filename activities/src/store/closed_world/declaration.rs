@@ -62,7 +62,9 @@ pub const GRAMMAR: &str = "'buzz-deletion: harmless' | 'buzz-deletion: archives 
 
 /// A comment that starts with [`PREFIX`] but is not a declaration.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("comment {comment:?} starts with {PREFIX:?} but is not a declaration; write one of {GRAMMAR}")]
+#[error(
+    "comment {comment:?} starts with {PREFIX:?} but is not a declaration; write one of {GRAMMAR}"
+)]
 pub struct MalformedDeclaration {
     /// The comment as stored.
     pub comment: String,

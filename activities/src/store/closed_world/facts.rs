@@ -147,8 +147,10 @@ pub(crate) async fn read_facts(conn: &mut PgConnection) -> StoreResult<CatalogFa
                 ARRAY(SELECT i.inhparent::int8 FROM pg_catalog.pg_inherits i \
                       WHERE i.inhrelid = c.oid ORDER BY 1) AS parents, \
                 CASE WHEN c.relkind = 'S' THEN false \
-                     ELSE has_table_privilege(c.oid, 'SELECT') END AS can_select, \
+                     ELSE has_table_privilege(c.oid, 'SELECT') \
+                          AND has_schema_privilege(c.relnamespace, 'USAGE') END AS can_select, \
                 CASE WHEN c.relkind IN ('r', 'p', 'f', 'v') THEN has_table_privilege(c.oid, 'DELETE') \
+                          AND has_schema_privilege(c.relnamespace, 'USAGE') \
                      ELSE false END AS can_delete, \
                 c.relrowsecurity AS row_security, \
                 (NOT c.relrowsecurity OR me.rolsuper OR me.rolbypassrls \

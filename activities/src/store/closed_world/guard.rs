@@ -122,7 +122,13 @@ mod tests {
     #[test]
     fn an_unchanged_relation_passes() {
         let f = frozen("buzz.events_p1", "buzz.events");
-        assert_eq!(problem(&f, Some(&live("buzz.events_p1", &["buzz.events_p1", "buzz.events"]))), None);
+        assert_eq!(
+            problem(
+                &f,
+                Some(&live("buzz.events_p1", &["buzz.events_p1", "buzz.events"]))
+            ),
+            None
+        );
     }
 
     #[test]
@@ -130,10 +136,15 @@ mod tests {
         let f = frozen("buzz.events_p1", "buzz.events");
         let gone = problem(&f, None).unwrap_or_default();
         assert!(gone.contains("no longer exists"), "{gone}");
-        let moved = problem(&f, Some(&live("attic.events_p1", &["attic.events_p1"]))).unwrap_or_default();
+        let moved =
+            problem(&f, Some(&live("attic.events_p1", &["attic.events_p1"]))).unwrap_or_default();
         assert!(moved.contains("is now named attic.events_p1"), "{moved}");
-        let detached = problem(&f, Some(&live("buzz.events_p1", &["buzz.events_p1"]))).unwrap_or_default();
-        assert!(detached.contains("no longer belongs to buzz.events"), "{detached}");
+        let detached =
+            problem(&f, Some(&live("buzz.events_p1", &["buzz.events_p1"]))).unwrap_or_default();
+        assert!(
+            detached.contains("no longer belongs to buzz.events"),
+            "{detached}"
+        );
         let mut no_column = live("buzz.events_p1", &["buzz.events"]);
         no_column.has_community_id = false;
         let column = problem(&f, Some(&no_column)).unwrap_or_default();

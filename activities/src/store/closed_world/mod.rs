@@ -43,10 +43,8 @@ pub(crate) async fn check(
     tenant: &[TenantTable],
 ) -> StoreResult<CheckedWorld> {
     let facts = facts::read_facts(conn).await?;
-    let world =
-        classify::classify(&facts, tenant).map_err(|refusals| StoreError::CatalogRefused {
-            refusals,
-        })?;
+    let world = classify::classify(&facts, tenant)
+        .map_err(|refusals| StoreError::CatalogRefused { refusals })?;
     let communities = facts
         .relations
         .iter()

@@ -93,7 +93,10 @@ impl ScopePlan {
         for child in &world.key_children {
             plan.relations.insert(
                 child.relation.oid,
-                (child.relation.clone(), Membership::ThroughKey(child.clone())),
+                (
+                    child.relation.clone(),
+                    Membership::ThroughKey(child.clone()),
+                ),
             );
         }
         plan.cross_keys = world.cross_keys.clone();
@@ -116,7 +119,8 @@ impl ScopePlan {
             return "false".to_owned();
         };
         match (membership, scope) {
-            (Membership::Tenant { .. }, Scope::Community) | (Membership::Archive, Scope::Community) => {
+            (Membership::Tenant { .. }, Scope::Community)
+            | (Membership::Archive, Scope::Community) => {
                 format!("{alias}.community_id = $1")
             }
             (Membership::Tenant { root }, Scope::User(columns)) => {

@@ -15,9 +15,9 @@ use uuid::Uuid;
 use workflows::community::contracts::{PurgeReport, TableCount};
 
 use super::audit::{WORKFLOW_ACTOR, record_advance};
+use super::inventory::frozen_inventory_in;
 use super::stage::Stage;
 use super::token::{ExecToken, check_fence_held, lock_for_token};
-use super::inventory::frozen_inventory_in;
 use crate::store::catalog::{COMMUNITIES_TABLE, checked_catalog_in_purge_order};
 use crate::store::closed_world::batch::{BatchScope, classify_statement_error, delete_batch};
 use crate::store::closed_world::classify::{ArchiveTable, RefreshedView};
@@ -42,9 +42,12 @@ fn archive_order(archives: &[ArchiveTable]) -> Vec<&ArchiveTable> {
     let mut left: Vec<&ArchiveTable> = archives.iter().collect();
     while !left.is_empty() {
         let pending: Vec<i64> = left.iter().map(|a| a.relation.oid).collect();
-        let (ready, rest): (Vec<&ArchiveTable>, Vec<&ArchiveTable>) = left
-            .into_iter()
-            .partition(|a| !a.sources.iter().any(|s| pending.contains(s) && *s != a.relation.oid));
+        let (ready, rest): (Vec<&ArchiveTable>, Vec<&ArchiveTable>) =
+            left.into_iter().partition(|a| {
+                !a.sources
+                    .iter()
+                    .any(|s| pending.contains(s) && *s != a.relation.oid)
+            });
         if ready.is_empty() {
             ordered.extend(rest);
             break;
@@ -86,7 +89,14 @@ async fn refresh_and_verify_views(
             .execute(&mut *conn)
             .await
             .map_err(|e| classify_statement_error("refreshing a materialized view", &name, e))?;
-        let rows = count_scoped(conn, &view.relation.sql_name(), &name, "k.community_id = $1", community_id).await?;
+        let rows = count_scoped(
+            conn,
+            &view.relation.sql_name(),
+            &name,
+            "k.community_id = $1",
+            community_id,
+        )
+        .await?;
         if rows > 0 {
             return Err(StoreError::PurgeStatementFailed {
                 step: "verifying a refreshed materialized view",
@@ -180,14 +190,28 @@ impl Store {
         };
         for table in &tables {
             for heap in table.heaps() {
-                self.purge_heap(&purge, &table.qualified(), heap.oid, &heap.sql_name(), &heap.qualified(), &mut on_progress)
-                    .await?;
+                self.purge_heap(
+                    &purge,
+                    &table.qualified(),
+                    heap.oid,
+                    &heap.sql_name(),
+                    &heap.qualified(),
+                    &mut on_progress,
+                )
+                .await?;
             }
         }
         for archive in archive_order(&checked.world.archives) {
             let name = archive.relation.qualified();
-            self.purge_heap(&purge, &name, archive.relation.oid, &archive.relation.sql_name(), &name, &mut on_progress)
-                .await?;
+            self.purge_heap(
+                &purge,
+                &name,
+                archive.relation.oid,
+                &archive.relation.sql_name(),
+                &name,
+                &mut on_progress,
+            )
+            .await?;
         }
 
         let mut tx = self.pool.begin().await?;
@@ -205,7 +229,14 @@ impl Store {
             }
         }
         for archive in &checked.world.archives {
-            let rows = count_scoped(&mut tx, &archive.relation.sql_name(), &archive.relation.qualified(), "k.community_id = $1", token.community_id).await?;
+            let rows = count_scoped(
+                &mut tx,
+                &archive.relation.sql_name(),
+                &archive.relation.qualified(),
+                "k.community_id = $1",
+                token.community_id,
+            )
+            .await?;
             if rows > 0 {
                 remaining.push(format!("{}: {rows}", archive.relation.qualified()));
             }
@@ -232,7 +263,8 @@ impl Store {
             add_progress(&mut tx, token.request_id, child, *rows).await?;
         }
         add_progress(&mut tx, token.request_id, COMMUNITIES_TABLE, deleted.rows).await?;
-        refresh_and_verify_views(&mut tx, &checked.world.refreshed_views, token.community_id).await?;
+        refresh_and_verify_views(&mut tx, &checked.world.refreshed_views, token.community_id)
+            .await?;
         let report = purge_report_in(&mut tx, token.request_id).await?;
         let detail = serde_json::json!({
             "tables": report.tables,
@@ -281,7 +313,8 @@ impl Store {
             for (child, rows) in &deleted.children {
                 add_progress(&mut tx, purge.token.request_id, child, *rows).await?;
             }
-            let total = add_progress(&mut tx, purge.token.request_id, qualified, deleted.rows).await?;
+            let total =
+                add_progress(&mut tx, purge.token.request_id, qualified, deleted.rows).await?;
             tx.commit().await?;
             on_progress(qualified, total);
             if i64::try_from(deleted.rows).unwrap_or(i64::MAX) < purge.batch {

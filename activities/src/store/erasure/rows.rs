@@ -167,7 +167,12 @@ fn refuse_archives_of_user_data(
                 .iter()
                 .find(|t| t.relations.iter().any(|r| r.oid == *source));
             let Some(table) = table else { continue };
-            if declared.get(&table.qualified()).cloned().flatten().is_some() {
+            if declared
+                .get(&table.qualified())
+                .cloned()
+                .flatten()
+                .is_some()
+            {
                 refusals.push(CatalogRefusal {
                     object: format!("archive table {}", archive.relation.qualified()),
                     problem: format!(

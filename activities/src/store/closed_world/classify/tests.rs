@@ -2119,5 +2119,8 @@ fn a_foreign_table_at_the_root_of_the_serving_schema_is_refused_even_when_declar
     let refused = classify(&facts, &tenant).err().unwrap_or_default();
     assert_eq!(refused.len(), 1, "{refused:?}");
     assert_eq!(refused[0].object, "foreign table buzz.remote_events");
-    assert!(refused[0].remedy.contains("cannot be declared"), "{refused:?}");
+    assert!(
+        refused[0].remedy.contains("cannot be declared"),
+        "{refused:?}"
+    );
 }
