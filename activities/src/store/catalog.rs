@@ -20,7 +20,7 @@ use super::catalog_rules::{
     foreign_keys, require_fenced, require_no_cascade_out_of_tenant_data, tenant_edges,
 };
 use super::closed_world::summary::{ClosedWorldSummary, InventoriedRelation};
-use super::closed_world::{self, CheckedWorld, Scope, bind_scope};
+use super::closed_world::{self, CheckedWorld, Scope, count_in_scope};
 use super::error::{StoreError, StoreResult};
 pub(crate) use super::tenant_tree::TenantTable;
 use super::tenant_tree::{RelationKind, count_table_rows, tenant_tables};
@@ -73,10 +73,19 @@ impl CatalogInventory {
         let (Some(now), Some(then)) = (&self.closed_world, &frozen.closed_world) else {
             return Ok(());
         };
-        let items = |world: &ClosedWorldSummary| -> BTreeSet<String> {
+        // A partition or inheritance child that joined an approved tenant table since is in
+        // scope already (its rows are the approved table's): it is not drift.
+        let approved: BTreeSet<&String> = frozen.tenant_tables.iter().collect();
+        let joined_approved_table = |r: &InventoriedRelation| {
+            r.relation != r.root
+                && r.tenant_column.as_deref() == Some("community_id")
+                && approved.contains(&r.root)
+        };
+        let items = |world: &ClosedWorldSummary, skip_joined: bool| -> BTreeSet<String> {
             world
                 .relations
                 .iter()
+                .filter(|r| !(skip_joined && joined_approved_table(r)))
                 .map(|r| format!("{} ({})", r.relation, r.role))
                 .chain(
                     world
@@ -86,16 +95,14 @@ impl CatalogInventory {
                 )
                 .collect()
         };
-        let (now, then) = (items(now), items(then));
-        // A partition or inheritance child that joined an approved tenant table since is in
-        // scope already (its rows are the approved table's); anything else that joined, and
-        // anything that left, is drift.
-        let added: Vec<String> = now
-            .difference(&then)
-            .filter(|item| !item.contains(" (tenant relation of "))
+        let added: Vec<String> = items(now, true)
+            .difference(&items(then, false))
             .cloned()
             .collect();
-        let removed: Vec<String> = then.difference(&now).cloned().collect();
+        let removed: Vec<String> = items(then, false)
+            .difference(&items(now, false))
+            .cloned()
+            .collect();
         if added.is_empty() && removed.is_empty() {
             return Ok(());
         }
@@ -223,20 +230,6 @@ fn relkind_of(kind: RelationKind) -> String {
     }
 }
 
-/// Counts the community's rows in `sql_name` under the scope predicate `predicate` (alias `k`).
-async fn count_in_scope(
-    conn: &mut PgConnection,
-    sql_name: &str,
-    predicate: &str,
-    community_id: Uuid,
-) -> StoreResult<u64> {
-    let sql = format!("SELECT count(*)::int8 FROM {sql_name} k WHERE {predicate}");
-    let (rows,): (i64,) = bind_scope(sqlx::query_as(sqlx::AssertSqlSafe(sql)), community_id, None)
-        .fetch_one(&mut *conn)
-        .await?;
-    Ok(super::count_u64(rows))
-}
-
 /// The closed world as the inventory records it; refuses cross-tenant references
 /// ([`StoreError::CrossTenantReferences`]).
 async fn closed_world_summary(
@@ -288,8 +281,14 @@ async fn closed_world_summary(
         let predicate = plan.predicate(child.relation.oid, "k", Scope::Community, 0);
         key_children.push(TableCount {
             table: name,
-            rows: count_in_scope(conn, &child.relation.sql_name(), &predicate, community_id)
-                .await?,
+            rows: count_in_scope(
+                conn,
+                &child.relation.sql_name(),
+                &child.relation.qualified(),
+                &predicate,
+                community_id,
+            )
+            .await?,
         });
     }
     let mut archives = Vec::new();
@@ -308,6 +307,7 @@ async fn closed_world_summary(
             rows: count_in_scope(
                 conn,
                 &archive.relation.sql_name(),
+                &archive.relation.qualified(),
                 "k.community_id = $1",
                 community_id,
             )
@@ -321,6 +321,7 @@ async fn closed_world_summary(
             rows: count_in_scope(
                 conn,
                 &view.relation.sql_name(),
+                &view.relation.qualified(),
                 "k.community_id = $1",
                 community_id,
             )

@@ -154,22 +154,14 @@ pub(crate) async fn delete_batch(
             if !node_tree.contains(&key.referenced_oid) {
                 continue;
             }
-            let sql = format!(
-                "SELECT count(*)::int8, COALESCE(array_agg(DISTINCT {community}) FILTER \
-                     (WHERE {community} IS NOT NULL), '{{}}') \
-                 FROM {referencing} r WHERE ({outside}) IS NOT TRUE \
-                   AND ({columns}) IN (SELECT {referenced} FROM ONLY {node_sql} {alias} WHERE {filter})",
-                community = scope.plan.community_of(key.referencing_oid, "r"),
-                referencing = scope.plan.sql_name(key.referencing_oid),
-                outside = scope
-                    .plan
-                    .predicate(key.referencing_oid, "r", scope.scope, 20),
-                columns = columns_of("r", &key.columns),
-                referenced = columns_of(&node.alias, &key.referenced_columns),
-                node_sql = node.sql_name,
-                alias = node.alias,
-                filter = node.filter,
+            let inside = format!(
+                "SELECT {} FROM ONLY {} {} WHERE {}",
+                columns_of(&node.alias, &key.referenced_columns),
+                node.sql_name,
+                node.alias,
+                node.filter
             );
+            let sql = scope.plan.cross_reference_sql(key, scope.scope, &inside);
             let (rows, communities): (i64, Vec<String>) = bind_scope(
                 sqlx::query_as(sqlx::AssertSqlSafe(sql)),
                 scope.community_id,

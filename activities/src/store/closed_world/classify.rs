@@ -369,13 +369,9 @@ fn add_key_children(judge: &mut Judge<'_>) {
     }
 }
 
-/// The archive a declared trigger or rule names, validated; refusals recorded.
-fn archive_target(
-    judge: &mut Judge<'_>,
-    object: &str,
-    schema: &str,
-    table: &str,
-) -> Option<&'static str> {
+/// Whether the archive a declared trigger or rule names is sound (joining the purge set);
+/// refusals recorded.
+fn archive_target(judge: &mut Judge<'_>, object: &str, schema: &str, table: &str) -> bool {
     let Some(target) = judge
         .facts
         .relations
@@ -387,7 +383,7 @@ fn archive_target(
             format!("declares it archives into {schema}.{table}, which does not exist"),
             "correct the declaration to name the archive table".to_owned(),
         );
-        return None;
+        return false;
     };
     let problem = match judge.members.get(&target.oid) {
         Some(Member::Tenant | Member::Communities) => Some(
@@ -418,7 +414,7 @@ fn archive_target(
              that the worker may SELECT and DELETE"
                 .to_owned(),
         );
-        return None;
+        return false;
     }
     if let std::collections::btree_map::Entry::Vacant(entry) = judge.members.entry(oid) {
         entry.insert(Member::Archive);
@@ -436,7 +432,7 @@ fn archive_target(
             sources: Vec::new(),
         });
     }
-    Some("ok")
+    true
 }
 
 fn add_archives(judge: &mut Judge<'_>) {
@@ -470,7 +466,7 @@ fn add_archives(judge: &mut Judge<'_>) {
         if already {
             continue;
         }
-        if archive_target(judge, &object, &schema, &table).is_some()
+        if archive_target(judge, &object, &schema, &table)
             && let Some(archive) = judge
                 .world
                 .archives
@@ -588,35 +584,25 @@ fn judge_purge_set_members(judge: &mut Judge<'_>) {
             continue;
         }
         let object = trigger_object(judge, trigger);
-        match judge.declaration_of(&object, trigger.comment.as_deref()) {
-            Some(declaration @ (Declaration::Harmless | Declaration::ArchivesInto { .. })) => {
-                judge.declared(object, &declaration);
-            }
-            Some(other) => judge.refuse(
-                object,
-                format!(
-                    "is declared '{}', which does not apply to a trigger",
-                    other.text()
-                ),
-                "declare it 'harmless' or 'archives into <schema>.<table>'".to_owned(),
-            ),
-            None => {
-                let shape = trigger_shape(trigger);
-                judge.refuse(
-                    object.clone(),
-                    format!(
-                        "is a trigger the deletion does not understand ({shape}): it could copy, \
-                         keep or re-route rows of the community being deleted"
-                    ),
-                    format!(
-                        "drop it, or declare what it does: COMMENT ON TRIGGER {} ON {} IS \
-                         '{PREFIX} harmless' or '{PREFIX} archives into <schema>.<table>'",
-                        crate::store::quote_ident(&trigger.name),
-                        judge.name(trigger.relation_oid)
-                    ),
-                );
-            }
-        }
+        let undeclared = format!(
+            "is a trigger the deletion does not understand ({}): it could copy, keep or \
+             re-route rows of the community being deleted",
+            trigger_shape(trigger)
+        );
+        let remedy = format!(
+            "drop it, or declare what it does: COMMENT ON TRIGGER {} ON {} IS '{PREFIX} \
+             harmless' or '{PREFIX} archives into <schema>.<table>'",
+            crate::store::quote_ident(&trigger.name),
+            judge.name(trigger.relation_oid)
+        );
+        judge_copy_declaration(
+            judge,
+            object,
+            trigger.comment.as_deref(),
+            "trigger",
+            undeclared,
+            remedy,
+        );
     }
     for rule in &facts.rules {
         if !judge.members.contains_key(&rule.relation_oid) {
@@ -644,28 +630,19 @@ fn judge_purge_set_members(judge: &mut Judge<'_>) {
             );
             continue;
         }
-        match judge.declaration_of(&object, rule.comment.as_deref()) {
-            Some(declaration @ (Declaration::Harmless | Declaration::ArchivesInto { .. })) => {
-                judge.declared(object, &declaration);
-            }
-            Some(other) => judge.refuse(
-                object,
-                format!(
-                    "is declared '{}', which does not apply to a rule",
-                    other.text()
-                ),
-                "declare it 'harmless' or 'archives into <schema>.<table>'".to_owned(),
-            ),
-            None => judge.refuse(
-                object,
-                format!("is a DO ALSO rule ON {event} the deletion does not understand"),
-                format!(
-                    "drop it, or declare it: COMMENT ON RULE {} ON {on} IS '{PREFIX} harmless' \
-                     or '{PREFIX} archives into <schema>.<table>'",
-                    crate::store::quote_ident(&rule.name)
-                ),
-            ),
-        }
+        let remedy = format!(
+            "drop it, or declare it: COMMENT ON RULE {} ON {on} IS '{PREFIX} harmless' or \
+             '{PREFIX} archives into <schema>.<table>'",
+            crate::store::quote_ident(&rule.name)
+        );
+        judge_copy_declaration(
+            judge,
+            object,
+            rule.comment.as_deref(),
+            "rule",
+            format!("is a DO ALSO rule ON {event} the deletion does not understand"),
+            remedy,
+        );
     }
     for (oid, member) in members {
         let Some(relation) = judge.by_oid.get(&oid).copied() else {
@@ -727,6 +704,32 @@ fn judge_purge_set_members(judge: &mut Judge<'_>) {
                 );
             }
         }
+    }
+}
+
+/// Accepts a trigger's or rule's `harmless` / `archives into` declaration (the archive itself is
+/// judged by [`archive_target`]); refuses any other declaration, or none (`undeclared`, `remedy`).
+fn judge_copy_declaration(
+    judge: &mut Judge<'_>,
+    object: String,
+    comment: Option<&str>,
+    kind: &str,
+    undeclared: String,
+    remedy: String,
+) {
+    match judge.declaration_of(&object, comment) {
+        Some(declaration @ (Declaration::Harmless | Declaration::ArchivesInto { .. })) => {
+            judge.declared(object, &declaration);
+        }
+        Some(other) => judge.refuse(
+            object,
+            format!(
+                "is declared '{}', which does not apply to a {kind}",
+                other.text()
+            ),
+            "declare it 'harmless' or 'archives into <schema>.<table>'".to_owned(),
+        ),
+        None => judge.refuse(object, undeclared, remedy),
     }
 }
 
@@ -935,25 +938,11 @@ fn views_read_by(judge: &Judge<'_>, oid: i64) -> Vec<i64> {
 
 /// Refreshed views ordered so each comes after the refreshed views it reads.
 fn refresh_order(views: &[RefreshedView]) -> Vec<RefreshedView> {
-    let mut ordered: Vec<RefreshedView> = Vec::new();
-    let mut left: Vec<RefreshedView> = views.to_vec();
-    while !left.is_empty() {
-        let placed: BTreeSet<i64> = ordered.iter().map(|v| v.relation.oid).collect();
-        let pending: BTreeSet<i64> = left.iter().map(|v| v.relation.oid).collect();
-        let (ready, rest): (Vec<_>, Vec<_>) = left.into_iter().partition(|v| {
-            v.reads_views
-                .iter()
-                .all(|r| placed.contains(r) || !pending.contains(r))
-        });
-        if ready.is_empty() {
-            // A cycle cannot exist among materialized views; keep the rest as they are.
-            ordered.extend(rest);
-            break;
-        }
-        ordered.extend(ready);
-        left = rest;
-    }
-    ordered
+    super::after_dependencies(
+        views.to_vec(),
+        |v| v.relation.oid,
+        |v| v.reads_views.clone(),
+    )
 }
 
 /// Whether a foreign table's options name a tenant relation (`table_name`, with `schema_name`

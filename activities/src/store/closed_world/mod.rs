@@ -115,3 +115,45 @@ pub(crate) fn require_no_cross_references(counts: &[CrossReferenceCount]) -> Sto
         Err(StoreError::CrossTenantReferences { references })
     }
 }
+
+/// `items` ordered so each comes after every item among them it depends on (`deps` by `id`);
+/// dependencies outside `items` are ignored, and a cycle keeps its members in their given order.
+pub(crate) fn after_dependencies<T>(
+    items: Vec<T>,
+    id: impl Fn(&T) -> i64,
+    deps: impl Fn(&T) -> Vec<i64>,
+) -> Vec<T> {
+    let mut ordered: Vec<T> = Vec::with_capacity(items.len());
+    let mut left = items;
+    while !left.is_empty() {
+        let pending: Vec<i64> = left.iter().map(&id).collect();
+        let (ready, rest): (Vec<T>, Vec<T>) = left.into_iter().partition(|item| {
+            let own = id(item);
+            !deps(item).iter().any(|d| *d != own && pending.contains(d))
+        });
+        if ready.is_empty() {
+            ordered.extend(rest);
+            break;
+        }
+        ordered.extend(ready);
+        left = rest;
+    }
+    ordered
+}
+
+/// The community's rows in `sql_name` (reported as `name`) selected by `predicate` under alias
+/// `k`; a failure is classified as a verification failure naming the relation.
+pub(crate) async fn count_in_scope(
+    conn: &mut PgConnection,
+    sql_name: &str,
+    name: &str,
+    predicate: &str,
+    community_id: uuid::Uuid,
+) -> StoreResult<u64> {
+    let sql = format!("SELECT count(*)::int8 FROM {sql_name} k WHERE {predicate}");
+    let (rows,): (i64,) = bind_scope(sqlx::query_as(sqlx::AssertSqlSafe(sql)), community_id, None)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(|e| batch::classify_statement_error("verifying rows", name, e))?;
+    Ok(count_u64(rows))
+}

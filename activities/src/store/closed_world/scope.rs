@@ -217,18 +217,27 @@ impl ScopePlan {
     /// The query counting rows outside the scope that reference rows inside it through `key`:
     /// one row, `(count, communities)`.
     pub fn cross_reference_query(&self, key: &CrossKey, scope: Scope<'_>) -> String {
+        let inside = format!(
+            "SELECT {} FROM {} d WHERE {}",
+            columns_of("d", &key.referenced_columns),
+            self.sql_name(key.referenced_oid),
+            self.predicate(key.referenced_oid, "d", scope, 10)
+        );
+        self.cross_reference_sql(key, scope, &inside)
+    }
+
+    /// The query counting rows outside the scope that reference, through `key`, any row the
+    /// subquery `inside` selects (it selects the key's referenced columns): one row,
+    /// `(count, communities)`.
+    pub fn cross_reference_sql(&self, key: &CrossKey, scope: Scope<'_>, inside: &str) -> String {
         format!(
             "SELECT count(*)::int8, COALESCE(array_agg(DISTINCT {community}) FILTER \
                  (WHERE {community} IS NOT NULL), '{{}}') \
-             FROM {referencing} r WHERE ({outside}) IS NOT TRUE \
-               AND ({columns}) IN (SELECT {referenced_columns} FROM {referenced} d WHERE {inside})",
+             FROM {referencing} r WHERE ({outside}) IS NOT TRUE AND ({columns}) IN ({inside})",
             community = self.community_of(key.referencing_oid, "r"),
             referencing = self.sql_name(key.referencing_oid),
             outside = self.predicate(key.referencing_oid, "r", scope, 0),
             columns = columns_of("r", &key.columns),
-            referenced_columns = columns_of("d", &key.referenced_columns),
-            referenced = self.sql_name(key.referenced_oid),
-            inside = self.predicate(key.referenced_oid, "d", scope, 10),
         )
     }
 }

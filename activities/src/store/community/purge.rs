@@ -23,7 +23,9 @@ use crate::store::closed_world::batch::{BatchScope, classify_statement_error, de
 use crate::store::closed_world::classify::{ArchiveTable, RefreshedView};
 use crate::store::closed_world::guard::require_scope_intact;
 use crate::store::closed_world::summary::InventoriedRelation;
-use crate::store::closed_world::{Scope, cross_reference_counts, require_no_cross_references};
+use crate::store::closed_world::{
+    Scope, after_dependencies, count_in_scope, cross_reference_counts, require_no_cross_references,
+};
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::tenant_tree::{count_heap_rows, tenant_tables};
 use crate::store::{Store, count_u64};
@@ -38,41 +40,11 @@ struct HeapPurge<'a> {
 
 /// Archive tables ordered so an archive comes after every archive that feeds it.
 fn archive_order(archives: &[ArchiveTable]) -> Vec<&ArchiveTable> {
-    let mut ordered: Vec<&ArchiveTable> = Vec::new();
-    let mut left: Vec<&ArchiveTable> = archives.iter().collect();
-    while !left.is_empty() {
-        let pending: Vec<i64> = left.iter().map(|a| a.relation.oid).collect();
-        let (ready, rest): (Vec<&ArchiveTable>, Vec<&ArchiveTable>) =
-            left.into_iter().partition(|a| {
-                !a.sources
-                    .iter()
-                    .any(|s| pending.contains(s) && *s != a.relation.oid)
-            });
-        if ready.is_empty() {
-            ordered.extend(rest);
-            break;
-        }
-        ordered.extend(ready);
-        left = rest;
-    }
-    ordered
-}
-
-/// The community's rows in `sql_name` under `predicate` (alias `k`), failures classified.
-async fn count_scoped(
-    conn: &mut PgConnection,
-    sql_name: &str,
-    name: &str,
-    predicate: &str,
-    community_id: Uuid,
-) -> StoreResult<u64> {
-    let sql = format!("SELECT count(*)::int8 FROM {sql_name} k WHERE {predicate}");
-    let rows: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-        .bind(community_id)
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(|e| classify_statement_error("verifying rows", name, e))?;
-    Ok(count_u64(rows))
+    after_dependencies(
+        archives.iter().collect(),
+        |a| a.relation.oid,
+        |a| a.sources.clone(),
+    )
 }
 
 /// Refreshes each declared materialized view (in dependency order, through the owner's
@@ -89,7 +61,7 @@ async fn refresh_and_verify_views(
             .execute(&mut *conn)
             .await
             .map_err(|e| classify_statement_error("refreshing a materialized view", &name, e))?;
-        let rows = count_scoped(
+        let rows = count_in_scope(
             conn,
             &view.relation.sql_name(),
             &name,
@@ -229,7 +201,7 @@ impl Store {
             }
         }
         for archive in &checked.world.archives {
-            let rows = count_scoped(
+            let rows = count_in_scope(
                 &mut tx,
                 &archive.relation.sql_name(),
                 &archive.relation.qualified(),
