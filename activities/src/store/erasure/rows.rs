@@ -153,8 +153,9 @@ impl Store {
 }
 
 /// Fails closed ([`StoreError::CatalogRefused`]) when a declared archive is fed from a table
-/// holding user data: a user erasure does not purge archive tables (only a community deletion
-/// does), so the user's archived rows would be left behind.
+/// holding user data, or a declared materialized view exists: a user erasure neither purges
+/// archive tables nor refreshes views (only a community deletion does), so the user's rows
+/// would be left behind there.
 fn refuse_archives_of_user_data(
     world: &CheckedWorld,
     tables: &[crate::store::tenant_tree::TenantTable],
@@ -187,6 +188,19 @@ fn refuse_archives_of_user_data(
                 });
             }
         }
+    }
+    // A declared materialized view is refreshed by a community deletion only; after a user
+    // erasure it would keep the user's rows until someone refreshes it.
+    for view in &world.world.refreshed_views {
+        refusals.push(CatalogRefusal {
+            object: format!("materialized view {}", view.relation.qualified()),
+            problem: "is declared 'refreshed by the deletion', but a user erasure does not \
+                      refresh materialized views: the user's rows would stay in it"
+                .to_owned(),
+            remedy: "drop the view for the duration of the erasure, or declare it 'not tenant \
+                     data' if it holds no user's rows"
+                .to_owned(),
+        });
     }
     if refusals.is_empty() {
         Ok(())
