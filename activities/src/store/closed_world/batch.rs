@@ -1,7 +1,8 @@
 //! One purge batch of one heap, inside the caller's transaction, shared by the community and the
 //! user purge:
 //!
-//! 1. lock at most `batch` of the scope's rows in the heap `FOR UPDATE` (a neighbour's insert that
+//! 1. lock at most `batch` of the scope's rows in the heap `FOR UPDATE`, through the owner's
+//!    `buzz.lock_rows_for_deletion` (the worker has no UPDATE privilege) (a neighbour's insert that
 //!    would reference one of them now waits for this transaction, and then fails its key check);
 //! 2. lock the key-only children's rows referencing them, top-down through every chain;
 //! 3. count rows *outside* the scope that reference any locked row through a cross key — with
@@ -113,10 +114,9 @@ pub(crate) async fn delete_batch(
 ) -> StoreResult<BatchDeleted> {
     let step = "purging rows";
     let first = scope.scope.first_free_param();
-    let lock = format!(
-        "SELECT d0.ctid::text FROM ONLY {heap_sql} d0 WHERE {predicate} LIMIT ${first} FOR UPDATE"
-    );
-    let locked: Vec<(String,)> = bind_scope(
+    let lock =
+        format!("SELECT d0.ctid::text FROM ONLY {heap_sql} d0 WHERE {predicate} LIMIT ${first}");
+    let chosen: Vec<(String,)> = bind_scope(
         sqlx::query_as(sqlx::AssertSqlSafe(lock)),
         scope.community_id,
         scope.pubkey,
@@ -125,26 +125,33 @@ pub(crate) async fn delete_batch(
     .fetch_all(&mut *conn)
     .await
     .map_err(|e| classify_statement_error(step, heap_name, e))?;
-    if locked.is_empty() {
+    if chosen.is_empty() {
         return Ok(BatchDeleted::default());
     }
-    let ctids: Vec<String> = locked.into_iter().map(|(c,)| c).collect();
+    let ctids: Vec<String> = chosen.into_iter().map(|(c,)| c).collect();
+    let locked = lock_rows(conn, heap_oid, heap_name, &ctids).await?;
     let tree = nodes(scope, heap_oid, heap_sql, heap_name, first);
 
     for node in tree.iter().skip(1) {
         let sql = format!(
-            "SELECT count(*)::int8 FROM (SELECT 1 FROM ONLY {} {} WHERE {} FOR UPDATE) locked",
-            node.sql_name, node.alias, node.filter
+            "SELECT {alias}.ctid::text FROM ONLY {} {alias} WHERE {}",
+            node.sql_name,
+            node.filter,
+            alias = node.alias
         );
-        let _: (i64,) = bind_scope(
+        let rows: Vec<(String,)> = bind_scope(
             sqlx::query_as(sqlx::AssertSqlSafe(sql)),
             scope.community_id,
             scope.pubkey,
         )
         .bind(&ctids)
-        .fetch_one(&mut *conn)
+        .fetch_all(&mut *conn)
         .await
         .map_err(|e| classify_statement_error(step, &node.name, e))?;
+        let child_rows: Vec<String> = rows.into_iter().map(|(c,)| c).collect();
+        if !child_rows.is_empty() {
+            lock_rows(conn, node.oid, &node.name, &child_rows).await?;
+        }
     }
 
     let mut references = Vec::new();
@@ -209,7 +216,6 @@ pub(crate) async fn delete_batch(
         .await
         .map_err(|e| classify_statement_error(step, heap_name, e))?
         .rows_affected();
-    let locked = ctids.len() as u64;
     if deleted.rows < locked {
         return Err(StoreError::PurgeStatementFailed {
             step,
@@ -225,6 +231,25 @@ pub(crate) async fn delete_batch(
         });
     }
     Ok(deleted)
+}
+
+/// Locks the rows `ctids` of relation `oid` FOR UPDATE in the caller's transaction, through the
+/// owner's `buzz.lock_rows_for_deletion` (a row lock needs UPDATE privilege, which the worker
+/// does not have); returns how many were locked.
+async fn lock_rows(
+    conn: &mut PgConnection,
+    oid: i64,
+    name: &str,
+    ctids: &[String],
+) -> StoreResult<u64> {
+    let (locked,): (i64,) =
+        sqlx::query_as("SELECT buzz.lock_rows_for_deletion($1::int8::oid::regclass, $2::text[])")
+            .bind(oid)
+            .bind(ctids)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(|e| classify_statement_error("locking rows for the purge", name, e))?;
+    Ok(count_u64(locked))
 }
 
 /// [`bind_scope`] for a plain query.
