@@ -5,6 +5,7 @@
 #![deny(unsafe_code)]
 
 pub mod cli;
+pub mod db_scan;
 pub mod env;
 pub mod operators;
 pub mod private_db;

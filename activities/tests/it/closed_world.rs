@@ -813,6 +813,103 @@ async fn a_publication_of_a_tenant_table_without_deletes_is_refused() {
     db.drop_database().await;
 }
 
+// --- 10. Foreign tables: rows that live outside this database. ------------------------------
+
+/// A postgres_fdw server pointing back at this database (`deploy/local/up` installs the wrapper
+/// in template1 and lets the owner use it), with the owner's user mapping.
+async fn loopback_server(owner: &Store, db_name: &str) {
+    exec(
+        owner,
+        &format!(
+            "CREATE SERVER loopback FOREIGN DATA WRAPPER postgres_fdw \
+             OPTIONS (host '127.0.0.1', dbname '{db_name}')"
+        ),
+    )
+    .await;
+    exec(
+        owner,
+        "CREATE USER MAPPING FOR CURRENT_USER SERVER loopback OPTIONS (user 'nobody')",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_table_holding_or_reading_tenant_rows_is_refused() {
+    let db = private_db_as_worker("cw_foreign").await;
+    let (owner, worker) = (&db.owner, &db.worker);
+    let target = community(owner).await;
+    let db_name: String = sqlx::query_scalar("SELECT current_database()::text")
+        .fetch_one(owner.pool())
+        .await
+        .unwrap_or_else(|e| panic!("current_database: {e}"));
+    loopback_server(owner, &db_name).await;
+
+    // At the root of the tenant schema: a tenant table whose rows live elsewhere.
+    exec(
+        owner,
+        "CREATE FOREIGN TABLE buzz.remote_events (community_id uuid, body text) \
+         SERVER loopback OPTIONS (schema_name 'elsewhere', table_name 'events')",
+    )
+    .await;
+    let object = "foreign table buzz.remote_events";
+    let (_, problem, remedy) =
+        assert_refused_one(scan(worker, &target).await, object, "community_id column");
+    assert!(problem.contains("cannot be fenced, purged"), "{problem}");
+    assert!(remedy.contains("cannot be declared"), "{remedy}");
+    // A declaration does not make it acceptable.
+    exec(
+        owner,
+        "COMMENT ON FOREIGN TABLE buzz.remote_events IS 'buzz-deletion: not tenant data'",
+    )
+    .await;
+    assert_refused_one(scan(worker, &target).await, object, "community_id column");
+    exec(owner, "DROP FOREIGN TABLE buzz.remote_events").await;
+    assert_passes(scan(worker, &target).await, "root foreign table dropped");
+
+    // Outside the tenant schema, without a community_id column, but reading buzz.events.
+    exec(owner, "CREATE SCHEMA mirror").await;
+    exec(
+        owner,
+        "CREATE FOREIGN TABLE mirror.events_copy (id text, content text) \
+         SERVER loopback OPTIONS (schema_name 'buzz', table_name 'events')",
+    )
+    .await;
+    let object = "foreign table mirror.events_copy";
+    let (_, _, remedy) = assert_refused_one(scan(worker, &target).await, object, "live outside");
+    assert!(
+        remedy.contains("COMMENT ON FOREIGN TABLE mirror.events_copy"),
+        "{remedy}"
+    );
+    exec(
+        owner,
+        "COMMENT ON FOREIGN TABLE mirror.events_copy IS 'buzz-deletion: not tenant data'",
+    )
+    .await;
+    let world = assert_passes(scan(worker, &target).await, "declared not tenant data");
+    assert!(
+        declarations(&world).contains(&declared(object, "not tenant data")),
+        "{:?}",
+        world.declarations
+    );
+
+    // One that reads nothing of the tenant's is unrelated, and listed as such.
+    exec(
+        owner,
+        "CREATE FOREIGN TABLE mirror.weather (city text, celsius int) \
+         SERVER loopback OPTIONS (schema_name 'public', table_name 'weather')",
+    )
+    .await;
+    let world = assert_passes(scan(worker, &target).await, "unrelated foreign table");
+    assert!(
+        world
+            .unrelated
+            .contains(&"foreign table mirror.weather".to_owned()),
+        "{:?}",
+        world.unrelated
+    );
+    db.drop_database().await;
+}
+
 // --- 11. Large-object references in a tenant table. ------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

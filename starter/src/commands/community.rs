@@ -1237,6 +1237,9 @@ async fn inspect(id: Uuid) -> CliResult {
         ]);
     }
     text.push_str(&format!("{}\n", checkpoints.render()));
+    if let Some(world) = &inspection.closed_world {
+        text.push_str(&closed_world_text(world));
+    }
     let mut audit = Table::new("audit trail", &["at", "actor", "event", "detail"]);
     for e in &inspection.audit {
         audit.row(vec![
@@ -1269,6 +1272,32 @@ async fn inspect(id: Uuid) -> CliResult {
         ));
     }
     Report::new(&document, text)
+}
+
+/// The closed world the approval covers, as `community inspect` prints it: every purge-set
+/// relation with its role, and every declaration the inventory relied on.
+fn closed_world_text(
+    world: &activities::store::closed_world::summary::ClosedWorldSummary,
+) -> String {
+    let mut relations = Table::new(
+        "relations the deletion purges (frozen inventory)",
+        &["relation", "role", "tenant column"],
+    );
+    for r in &world.relations {
+        relations.row(vec![
+            r.relation.clone(),
+            r.role.clone(),
+            r.tenant_column.clone().unwrap_or_default(),
+        ]);
+    }
+    let mut declarations = Table::new(
+        "declarations relied on (buzz-deletion: comments)",
+        &["object", "declared"],
+    );
+    for d in &world.declarations {
+        declarations.row(vec![d.object.clone(), d.declaration.clone()]);
+    }
+    format!("{}\n{}\n", relations.render(), declarations.render())
 }
 
 /// The JSON answer of `community inspect`: the request carries `request_id` next to its

@@ -12,9 +12,11 @@ use super::fence::FenceStatus;
 use super::manifest::ChunkProgress;
 use super::signed::consume_community_signature;
 use super::stage::Stage;
+use crate::failure::{Classified, Severity};
 use crate::identity::{StoredSignature, signatures_of_request};
 use crate::store::Store;
 use crate::store::certificates::AuditChainCheck;
+use crate::store::closed_world::summary::ClosedWorldSummary;
 use crate::store::communities::{Community, normalize_host};
 use crate::store::error::{StoreError, StoreResult, violated_constraint};
 use workflows::community::contracts::TableCount;
@@ -156,6 +158,13 @@ pub struct RequestInspection {
     /// Every operator signature recorded for the request (statement, SSHSIG, key), oldest
     /// first: what `deploy/local/verify-signatures` checks with `ssh-keygen -Y verify`.
     pub signatures: Vec<StoredSignature>,
+    /// The closed world the frozen inventory recorded under its digest (the purge-set
+    /// relations, the declarations relied on, the target's rows in key children, archives and
+    /// refreshed views, the cross-reference counts); absent before an inventory is frozen, for
+    /// inventories older than the closed world, and when the frozen inventory no longer matches
+    /// its digest (the request's block names that).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub closed_world: Option<ClosedWorldSummary>,
 }
 
 impl Store {
@@ -361,7 +370,14 @@ impl Store {
             Some(community_id) => self.fence_status(community_id).await?,
             None => None,
         };
+        let closed_world = match self.load_frozen_inventory(request_id).await {
+            Ok(frozen) => frozen.catalog.closed_world,
+            Err(StoreError::NotFound { .. }) => None,
+            Err(error) if error.severity() == Severity::Permanent => None,
+            Err(error) => return Err(error),
+        };
         Ok(RequestInspection {
+            closed_world,
             approval: self.approval_of(request_id).await?,
             checkpoints,
             // One read of the trail serves both the events and the re-check of their chain.

@@ -10,6 +10,9 @@
 //! - `crash`: the worker is SIGKILLed mid-deletion; a new worker finishes without re-stamping.
 //! - `unknown_key`: an unknown key shape blocks; remediation + unblock completes.
 //! - `cascading_key`: a cascading foreign key into tenant data blocks; drop + unblock completes.
+//! - `closed_world`: every shape the deletion does not understand blocks before the irreversible
+//!   marker naming it; declared or dropped, the deletion completes and nothing of the target is
+//!   left anywhere in the database.
 //! - `late_versions`: a stalled writer's late put is waited for and frozen; a version planted
 //!   after the freeze blocks verification, and unblock deletes it as a late manifest chunk.
 //! - `evidence`: a tampered request row blocks naming the mismatch; abort decided by the marker.
@@ -34,6 +37,7 @@
 
 mod cascading_key;
 mod certificates;
+mod closed_world;
 mod crash;
 mod evidence;
 mod happy_path;
