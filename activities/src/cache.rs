@@ -79,6 +79,15 @@ pub enum CacheError {
         /// The client's error.
         source: RedisError,
     },
+    /// A purge restricted to declared key shapes met a key of none of them; nothing of its SCAN
+    /// page was deleted. Permanent: the caller names it and the remedy.
+    #[error("Redis key {key} matches {pattern} but none of the declared key shapes")]
+    UndeclaredKey {
+        /// The key.
+        key: String,
+        /// The SCAN pattern that found it.
+        pattern: String,
+    },
     /// A key of the namespace still exists after the purge. Transient: the verify stage retries,
     /// and a writer that kept writing after the fence is what an operator must look for.
     #[error("Redis key {key} of the purged namespace is still present")]
@@ -94,7 +103,8 @@ impl Classified for CacheError {
             CacheError::InvalidUrl { .. }
             | CacheError::Config { .. }
             | CacheError::Denied { .. }
-            | CacheError::Rejected { .. } => Severity::Permanent,
+            | CacheError::Rejected { .. }
+            | CacheError::UndeclaredKey { .. } => Severity::Permanent,
             CacheError::Unavailable { .. } | CacheError::KeyStillPresent { .. } => {
                 Severity::Transient
             }
@@ -271,6 +281,41 @@ impl Cache {
         let mut pass = ScanPass::new(&pattern);
         let mut unlinked = 0u64;
         while let Some((_, keys)) = pass.next_page(&mut connection).await? {
+            if keys.is_empty() {
+                continue;
+            }
+            let removed: u64 = redis::cmd("UNLINK")
+                .arg(&keys)
+                .query_async(&mut connection)
+                .await
+                .map_err(|source| command_error("UNLINK", source))?;
+            unlinked = unlinked.saturating_add(removed);
+            on_progress(unlinked);
+        }
+        Ok(unlinked)
+    }
+
+    /// Removes every key matching `pattern` the way [`Cache::purge_matching`] does, provided
+    /// each is one `declared` accepts: a SCAN page holding any other key is not deleted, and the
+    /// purge stops with [`CacheError::UndeclaredKey`] naming it (keys of earlier pages stay
+    /// deleted; a rerun after the remedy finds the rest).
+    pub async fn purge_declared_matching(
+        &self,
+        pattern: &str,
+        declared: impl Fn(&str) -> bool,
+        mut on_progress: impl FnMut(u64),
+    ) -> Result<u64, CacheError> {
+        let pattern = pattern.to_owned();
+        let mut connection = self.connection.clone();
+        let mut pass = ScanPass::new(&pattern);
+        let mut unlinked = 0u64;
+        while let Some((_, keys)) = pass.next_page(&mut connection).await? {
+            if let Some(key) = keys.iter().find(|key| !declared(key)) {
+                return Err(CacheError::UndeclaredKey {
+                    key: key.clone(),
+                    pattern,
+                });
+            }
             if keys.is_empty() {
                 continue;
             }

@@ -2,7 +2,8 @@
 //! role with plain SQL, so the write fences judge them; objects and keys under the user's
 //! serving-write lease): a membership (or none, for a former participant), events, an
 //! allow-list entry, agents with their Redis namespace, media uploads (content-addressed, so an
-//! upload of content someone else also uploaded shares their object) and per-user keys.
+//! upload of content someone else also uploaded shares their object) with the thumbnail and
+//! metadata document the relay derives from each, and per-user keys of the declared shapes.
 //!
 //! The relay's upload protocol: the `media_uploads` row is recorded *before* the object is put, so
 //! a user deletion counting references can never miss an upload whose version it is about to list
@@ -15,6 +16,8 @@ use crate::cache::Cache;
 use crate::objects::ObjectStore;
 use crate::serving::{ServingLeaseConfig, acquire_user_serving_write_with};
 use crate::store::Store;
+use crate::taxonomy::derived_keys;
+use crate::taxonomy::user_keys::user_key_prefix;
 
 use super::SeedError;
 
@@ -33,7 +36,8 @@ pub struct UserSeed {
     pub agents: u32,
     /// Uploads: the content of each (same content = same object).
     pub uploads: Vec<Vec<u8>>,
-    /// Keys in the user's namespace `buzz:{community}:user:{pubkey}:*`.
+    /// Per-user keys under `buzz:{community}:user:{pubkey}`, of the declared shapes in turn
+    /// ([`user_key`]).
     pub keys: u32,
 }
 
@@ -44,6 +48,8 @@ pub struct UserSeedReport {
     pub agents: Vec<Uuid>,
     /// Object keys of the uploads, with the version each put created.
     pub uploads: Vec<(String, String)>,
+    /// The objects derived from each upload (thumbnail, metadata document), with their versions.
+    pub derived: Vec<(String, String)>,
     /// Redis keys written (user and agent namespaces).
     pub keys: Vec<String>,
 }
@@ -148,15 +154,35 @@ pub async fn seed_user(
         let version = guard
             .protect(objects.put_object(&key, body.clone()))
             .await??;
+        // What the relay derives from every upload: its thumbnail and metadata document.
+        for derived in derived_keys(&key).into_iter().flatten() {
+            let rendition = format!("{derived} of {sha}").into_bytes();
+            let derived_version = guard
+                .protect(objects.put_object(&derived, rendition))
+                .await??;
+            report.derived.push((derived, derived_version));
+        }
         guard.finish().await?;
         report.uploads.push((key, version));
     }
     for n in 0..seed.keys {
-        let key = format!("buzz:{}:user:{pubkey}:k{n}", community_id.hyphenated());
+        let key = user_key(community_id, pubkey, n);
         set_key(serving, cache, community_id, pubkey, &lease, &key).await?;
         report.keys.push(key);
     }
     Ok(report)
+}
+
+/// The `n`-th per-user key the seeder writes, cycling through the declared shapes
+/// (`taxonomy::user_keys`): the bare profile key, presence, inbox, then sessions.
+pub fn user_key(community_id: Uuid, pubkey: &str, n: u32) -> String {
+    let prefix = user_key_prefix(community_id, pubkey);
+    match n {
+        0 => prefix,
+        1 => format!("{prefix}:presence"),
+        2 => format!("{prefix}:inbox"),
+        n => format!("{prefix}:session:{n}"),
+    }
 }
 
 /// Sets one key under the user's serving-write lease.

@@ -45,9 +45,16 @@ pub struct CommunityFootprint {
     pub rows: BTreeMap<String, u64>,
     /// Distinct media objects (keys) the user uploaded in the community.
     pub media_objects: u64,
+    /// Objects the relay derived from those media objects (thumbnails `thumbs/{c}/{h}.webp`,
+    /// metadata documents `_meta/{c}/{h}.json`) found with at least one version. Erased with
+    /// their media object, kept with it when it is shared. Absent from inventories taken before
+    /// derived objects were counted (their digest did not cover it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derived_objects: Option<u64>,
     /// Agents acting for the user in the community.
     pub agents: u64,
-    /// Keys of the user's per-user namespace `buzz:{community}:user:{pubkey}:*`.
+    /// The user's keys in the community's namespace: every declared per-user shape under
+    /// `buzz:{community}:user:{pubkey}`, the bare profile key included.
     pub user_keys: u64,
     /// Keys of the namespaces of the user's agents, `buzz:{community}:agent:{agent id}:*`.
     pub agent_keys: u64,
@@ -73,6 +80,9 @@ impl CommunityFootprint {
             self.owner,
             self.other_members
         ));
+        if let Some(derived) = self.derived_objects {
+            lines.push_str(&format!("derived_objects={derived}\n"));
+        }
         lines
     }
 
@@ -82,11 +92,6 @@ impl CommunityFootprint {
             .values()
             .fold(0u64, |sum, n| sum.saturating_add(*n))
     }
-}
-
-/// The SCAN pattern of the user's keys in a community: `buzz:{community}:user:{pubkey}:*`.
-pub fn user_key_pattern(community: Uuid, pubkey: &str) -> String {
-    format!("buzz:{}:user:{pubkey}:*", community.hyphenated())
 }
 
 /// The SCAN pattern of one agent's keys: `buzz:{community}:agent:{agent}:*`.
@@ -103,12 +108,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn key_patterns_stay_inside_the_community_namespace() {
+    fn the_agent_key_pattern_stays_inside_the_community_namespace() {
         let c = Uuid::from_u128(7);
-        let key = "ab".repeat(32);
-        let user = user_key_pattern(c, &key);
-        assert!(user.starts_with("buzz:00000000-0000-0000-0000-000000000007:user:"));
-        assert!(user.ends_with(":*"));
         assert_eq!(
             agent_key_pattern(c, Uuid::from_u128(9)),
             "buzz:00000000-0000-0000-0000-000000000007:agent:00000000-0000-0000-0000-000000000009:*"
@@ -121,6 +122,7 @@ mod tests {
             host: "a.example".into(),
             rows: BTreeMap::from([("buzz.events".into(), 3)]),
             media_objects: 1,
+            derived_objects: Some(2),
             agents: 0,
             user_keys: 2,
             agent_keys: 0,
@@ -130,6 +132,12 @@ mod tests {
         let before = footprint.canonical_lines();
         footprint.user_keys = 3;
         assert_ne!(before, footprint.canonical_lines());
+        let before = footprint.canonical_lines();
+        footprint.derived_objects = Some(1);
+        assert_ne!(before, footprint.canonical_lines());
+        // An inventory taken before derived objects were counted keeps its digest.
+        footprint.derived_objects = None;
+        assert!(!footprint.canonical_lines().contains("derived_objects"));
         assert_eq!(footprint.total_rows(), 3);
     }
 }

@@ -15,6 +15,7 @@ use super::{ErasureAttempt, PurgeLogKind};
 use crate::objects::ObjectVersionRef;
 use crate::store::error::{StoreError, StoreResult};
 use crate::store::{Store, count_u64};
+use crate::taxonomy::derived_keys;
 
 /// What is done with one object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -174,8 +175,11 @@ impl Store {
         } else {
             MediaDecisionKind::Delete
         };
+        // The decision covers the object and the objects derived from it, nothing else.
+        let derived = derived_keys(object_key).unwrap_or_default();
+        let covered = |key: &str| key == object_key || derived.iter().any(|d| d == key);
         let versions: Vec<&ObjectVersionRef> = match decision {
-            MediaDecisionKind::Delete => listed.iter().filter(|v| v.key == object_key).collect(),
+            MediaDecisionKind::Delete => listed.iter().filter(|v| covered(&v.key)).collect(),
             MediaDecisionKind::KeepShared => Vec::new(),
         };
         let versions = serde_json::to_value(&versions).map_err(|e| StoreError::Corrupt {
@@ -208,14 +212,16 @@ impl Store {
             })
     }
 
-    /// Stamps a delete decision done (its `deleted` versions all acknowledged) and logs them,
-    /// generation-checked; a repeat on a stamped decision changes nothing.
+    /// Stamps a delete decision done (its `deleted` versions all acknowledged) and logs the
+    /// versions of each key it covered (`per_key`: the media object and the objects derived
+    /// from it), generation-checked; a repeat on a stamped decision changes nothing.
     pub async fn stamp_media_deleted(
         &self,
         attempt: &ErasureAttempt,
         community_id: Uuid,
         object_key: &str,
         deleted: u64,
+        per_key: &[(String, u64)],
     ) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
         attempt.require_current(&mut tx).await?;
@@ -232,16 +238,18 @@ impl Store {
         .execute(&mut *tx)
         .await?
         .rows_affected();
-        if stamped > 0 && deleted > 0 {
-            attempt
-                .log(
-                    &mut tx,
-                    community_id,
-                    PurgeLogKind::ObjectVersions,
-                    object_key,
-                    deleted,
-                )
-                .await?;
+        if stamped > 0 {
+            for (key, versions) in per_key.iter().filter(|(_, versions)| *versions > 0) {
+                attempt
+                    .log(
+                        &mut tx,
+                        community_id,
+                        PurgeLogKind::ObjectVersions,
+                        key,
+                        *versions,
+                    )
+                    .await?;
+            }
         }
         tx.commit().await?;
         Ok(())

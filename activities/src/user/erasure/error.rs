@@ -9,6 +9,8 @@ use crate::failure::{Classified, Report, Severity};
 use crate::objects::ObjectStoreError;
 use crate::store::StoreError;
 
+use super::inventory::UndeclaredKeys;
+
 /// Why a real handler stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ErasureError {
@@ -52,8 +54,9 @@ pub enum ErasureError {
     /// A media upload row of the user names an object outside its community's prefix.
     #[error(
         "community {community_id}: an upload of the user names object {object_key:?}, which is \
-         outside the community's prefix media/{community_id}/; nothing of it was deleted. Correct \
-         or remove that buzz.media_uploads row, then run again"
+         outside the community's prefix media/{community_id}/ or not of the exact shape \
+         media/{community_id}/<sha256>; nothing of it was deleted. Correct or remove that \
+         buzz.media_uploads row, then run again"
     )]
     ForeignObjectKey {
         /// The community.
@@ -101,9 +104,33 @@ pub enum ErasureError {
         /// The last refusal.
         detail: String,
     },
+    /// Keys under the user's prefix that match no declared per-user key shape appeared after
+    /// the inventory: the erasure cannot tell whether they are the user's.
+    #[error(
+        "{found} Redis key(s) under the user's prefix match no declared per-user key shape: \
+         {named:?}; nothing of them was deleted. Delete them if they are stray, or declare the \
+         shape in activities/src/taxonomy/user_keys.rs (docs/data-model.md, \"Per-user Redis \
+         keys\"), then `buzz-deletion user unblock REQUEST_ID --reason …` and run again"
+    )]
+    UndeclaredUserKeys {
+        /// How many keys matched no shape.
+        found: u64,
+        /// The first of them.
+        named: Vec<String>,
+    },
     /// Temporal cancelled the attempt.
     #[error("the handler attempt was cancelled")]
     Cancelled,
+}
+
+impl From<UndeclaredKeys> for ErasureError {
+    /// Undeclared keys met after the inventory (at the gate) are a stage failure with its remedy.
+    fn from(keys: UndeclaredKeys) -> Self {
+        ErasureError::UndeclaredUserKeys {
+            found: keys.found,
+            named: keys.named,
+        }
+    }
 }
 
 impl ErasureError {
@@ -142,7 +169,8 @@ impl Classified for ErasureError {
             | ErasureError::DeclarationsChanged { .. }
             | ErasureError::UninventoriedCommunities { .. }
             | ErasureError::NotVerified { .. }
-            | ErasureError::DrainTimeout { .. } => Severity::Permanent,
+            | ErasureError::DrainTimeout { .. }
+            | ErasureError::UndeclaredUserKeys { .. } => Severity::Permanent,
         }
     }
 

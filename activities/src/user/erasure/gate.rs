@@ -61,7 +61,7 @@ pub(crate) async fn gate_user(
         }
     }
     let mut holding = eraser.store.user_communities(run.pubkey).await?;
-    holding.extend(communities_with_user_keys(eraser, run.pubkey).await?);
+    holding.extend(communities_with_user_keys(eraser, run.pubkey).await??);
     let uninventoried: Vec<Uuid> = holding.difference(&listed).copied().collect();
     if !uninventoried.is_empty() {
         return Err(ErasureError::UninventoriedCommunities {

@@ -5,16 +5,22 @@
 use std::collections::BTreeSet;
 
 use uuid::Uuid;
-use workflows::user::footprint::{
-    CommunityFootprint, DeclaredTable, agent_key_pattern, user_key_pattern,
-};
+use workflows::user::footprint::{CommunityFootprint, DeclaredTable, agent_key_pattern};
 use workflows::user::inventory::{
     CommunityRole, InventoryCommunity, MAX_INVENTORY_COMMUNITIES, USER_INVENTORY_VERSION,
     UserInventory,
 };
 
+use super::media::exact_versions;
 use super::{Eraser, ErasureError};
 use crate::store::erasure::footprint::FoundCommunity;
+use crate::taxonomy::derived_keys;
+use crate::taxonomy::user_keys::{
+    USER_KEY_SHAPES, community_of_user_key, user_key_scan_pattern, user_keys_everywhere_pattern,
+};
+
+/// Undeclared keys a refusal names (the rest are counted).
+const UNDECLARED_KEYS_NAMED: usize = 20;
 
 /// The membership role of a community's owner.
 pub(crate) const OWNER_ROLE: &str = "owner";
@@ -39,6 +45,24 @@ pub enum InventoryRefusal {
         /// How many were found.
         found: usize,
     },
+    /// Keys naming the user's prefix that match no declared per-user key shape: the erasure
+    /// cannot tell whether they are the user's, so it refuses before anything is approved.
+    #[error(
+        "{found} Redis key(s) under user {pubkey}'s prefix match no declared per-user key shape \
+         ({declared}): {named:?}. Delete them if they are stray, or, if the platform writes that \
+         shape, declare it in activities/src/taxonomy/user_keys.rs (docs/data-model.md, \
+         \"Per-user Redis keys\"); then submit again"
+    )]
+    UndeclaredUserKeys {
+        /// The user.
+        pubkey: String,
+        /// How many keys matched no shape.
+        found: u64,
+        /// The first of them, sorted.
+        named: Vec<String>,
+        /// The declared shapes, spelled out.
+        declared: String,
+    },
 }
 
 impl crate::failure::Classified for InventoryRefusal {
@@ -53,7 +77,21 @@ pub async fn take_inventory(
     target: &str,
     pubkey: &str,
 ) -> Result<Result<UserInventory, InventoryRefusal>, ErasureError> {
-    let keyed = communities_with_user_keys(eraser, pubkey).await?;
+    let keyed = match communities_with_user_keys(eraser, pubkey).await? {
+        Ok(keyed) => keyed,
+        Err(UndeclaredKeys { found, named }) => {
+            return Ok(Err(InventoryRefusal::UndeclaredUserKeys {
+                pubkey: pubkey.to_owned(),
+                found,
+                named,
+                declared: USER_KEY_SHAPES
+                    .iter()
+                    .map(|shape| shape.spelled())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }));
+        }
+    };
     let scan = eraser.store.user_footprint(pubkey, &keyed).await?;
     if scan.communities.is_empty() {
         return Ok(Err(InventoryRefusal::NothingFound(pubkey.to_owned())));
@@ -88,31 +126,67 @@ pub async fn take_inventory(
     }))
 }
 
-/// Communities whose namespace holds a key of the user (`buzz:{community}:user:{pubkey}:*`),
-/// found with one SCAN over every namespace: a user may have keys where no row is left.
+/// Keys naming a user's prefix that match no declared per-user key shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct UndeclaredKeys {
+    /// How many.
+    pub found: u64,
+    /// The first [`UNDECLARED_KEYS_NAMED`] of them, sorted.
+    pub named: Vec<String>,
+}
+
+/// Communities whose namespace holds a key of the user, found with one SCAN over every
+/// namespace (a user may have keys where no row is left), or the keys under the user's prefix
+/// that match no declared shape.
 pub(crate) async fn communities_with_user_keys(
     eraser: &Eraser,
     pubkey: &str,
-) -> Result<BTreeSet<Uuid>, ErasureError> {
+) -> Result<Result<BTreeSet<Uuid>, UndeclaredKeys>, ErasureError> {
     let mut found = BTreeSet::new();
+    let mut undeclared = BTreeSet::new();
+    let mut undeclared_count = 0u64;
     eraser
         .cache
-        .for_each_matching(&format!("buzz:*:user:{pubkey}:*"), |key| {
-            if let Some(community) = community_of_user_key(key, pubkey) {
-                found.insert(community);
-            }
-        })
+        .for_each_matching(
+            &user_keys_everywhere_pattern(pubkey),
+            |key| match community_of_user_key(key, pubkey) {
+                Some(community) => {
+                    found.insert(community);
+                }
+                None => {
+                    undeclared_count += 1;
+                    undeclared.insert(key.to_owned());
+                    if undeclared.len() > UNDECLARED_KEYS_NAMED {
+                        undeclared.pop_last();
+                    }
+                }
+            },
+        )
         .await?;
-    Ok(found)
+    if undeclared_count > 0 {
+        return Ok(Err(UndeclaredKeys {
+            found: undeclared_count,
+            named: undeclared.into_iter().collect(),
+        }));
+    }
+    Ok(Ok(found))
 }
 
-/// The community of a key `buzz:{community}:user:{pubkey}:…`, when it has exactly that shape
-/// (the community id written as the relay writes it: lowercase and hyphenated).
-fn community_of_user_key(key: &str, pubkey: &str) -> Option<Uuid> {
-    let (segment, rest) = key.strip_prefix("buzz:")?.split_once(':')?;
-    let community = Uuid::parse_str(segment).ok()?;
-    let canonical = community.hyphenated().to_string() == segment;
-    (canonical && rest.starts_with(&format!("user:{pubkey}:"))).then_some(community)
+/// How many of the objects derived from `media_keys` (thumbnails, metadata documents) have at
+/// least one version. A key of unknown shape derives nothing here; the purge refuses it.
+async fn count_derived_objects(
+    eraser: &Eraser,
+    media_keys: &[String],
+) -> Result<u64, ErasureError> {
+    let mut present = 0u64;
+    for derived in media_keys.iter().filter_map(|key| derived_keys(key)) {
+        for key in &derived {
+            if !exact_versions(eraser, key).await?.is_empty() {
+                present += 1;
+            }
+        }
+    }
+    Ok(present)
 }
 
 /// One community's entry: role, and the footprint with its Redis counts.
@@ -123,8 +197,13 @@ async fn inventory_community(
 ) -> Result<InventoryCommunity, ErasureError> {
     let user_keys = eraser
         .cache
-        .count_matching(&user_key_pattern(found.community_id, pubkey))
+        .count_matching(&user_key_scan_pattern(found.community_id, pubkey))
         .await?;
+    let media_keys = eraser
+        .store
+        .user_uploaded_objects(found.community_id, pubkey)
+        .await?;
+    let derived_objects = count_derived_objects(eraser, &media_keys).await?;
     let mut agent_keys = 0u64;
     for agent in &found.agent_ids {
         agent_keys = agent_keys.saturating_add(
@@ -145,6 +224,7 @@ async fn inventory_community(
             host: found.host.unwrap_or_default(),
             rows: found.rows,
             media_objects: found.media_objects,
+            derived_objects: Some(derived_objects),
             agents: u64::try_from(found.agent_ids.len()).unwrap_or(u64::MAX),
             user_keys,
             agent_keys,
@@ -152,37 +232,4 @@ async fn inventory_community(
             other_members: found.other_members,
         }),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_canonical_user_keys_name_a_community() {
-        let key = "ab".repeat(32);
-        let c = "00000000-0000-0000-0000-000000000abc";
-        assert_eq!(
-            community_of_user_key(&format!("buzz:{c}:user:{key}:session"), &key),
-            Some(Uuid::from_u128(0xabc))
-        );
-        // Upper-case or unhyphenated ids are not the namespace the relay writes.
-        let upper = c.to_uppercase();
-        assert_eq!(
-            community_of_user_key(&format!("buzz:{upper}:user:{key}:s"), &key),
-            None
-        );
-        assert_eq!(
-            community_of_user_key(&format!("buzz:{}:user:{key}:s", c.replace('-', "")), &key),
-            None
-        );
-        assert_eq!(
-            community_of_user_key(&format!("buzz:{c}:users:{key}:s"), &key),
-            None
-        );
-        assert_eq!(
-            community_of_user_key(&format!("buzz:not-a-uuid:user:{key}:s"), &key),
-            None
-        );
-    }
 }

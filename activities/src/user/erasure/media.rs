@@ -1,18 +1,23 @@
 //! The user's media objects in one community: a recorded decision per object, then a
 //! version-exact delete of the objects only the user referenced.
 //!
-//! Per object: the versions of exactly that key are listed first, then the references are
-//! counted and the decision recorded with those versions (`Store::decide_media_object`). A
-//! delete re-checks the attempt before and after each DeleteObjects call, aborts multipart
-//! uploads still in progress on the key (completing one later would bring the object back), and
-//! stamps the decision. A retry finds the recorded decision and continues it; it never decides
-//! twice.
+//! Per object: the versions of exactly that key and of the objects derived from it (its
+//! thumbnail and metadata document, `taxonomy::derived_keys`) are listed first, then the
+//! references are counted and the decision recorded with those versions
+//! (`Store::decide_media_object`): a shared object is kept with everything derived from it, an
+//! object only the user referenced is deleted with it. A delete re-checks the attempt before and
+//! after each DeleteObjects call, aborts multipart uploads still in progress on the keys
+//! (completing one later would bring the object back), and stamps the decision, logging each
+//! key's versions. A retry finds the recorded decision and continues it; it never decides twice.
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use uuid::Uuid;
 
 use super::{Eraser, ErasureError, HandlerRun};
 use crate::objects::{MAX_VERSIONS_PER_DELETE, ObjectVersionRef};
 use crate::store::erasure::media::{MediaDecision, MediaDecisionKind};
+use crate::taxonomy::derived_keys;
 
 /// Versions (or uploads) listed per page.
 const LIST_PAGE: i32 = 1000;
@@ -24,8 +29,11 @@ pub struct MediaOutcome {
     pub deleted_objects: u64,
     /// Objects kept because another upload references them.
     pub kept_shared: u64,
-    /// Versions deleted across the deleted objects.
+    /// Versions deleted across the deleted objects (and the objects derived from them).
     pub versions_deleted: u64,
+    /// Objects derived from the deleted media objects (thumbnails, metadata documents) deleted
+    /// with them; those of a kept media object are kept with it.
+    pub derived_objects_deleted: u64,
 }
 
 /// The prefix every media object of the community lives under.
@@ -44,8 +52,12 @@ pub(crate) async fn erase_media(
         .store
         .user_uploaded_objects(community_id, run.pubkey)
         .await?;
-    // Refused before anything is deleted: an upload row naming another tenant's object.
-    if let Some(foreign) = keys.iter().find(|key| !key.starts_with(&prefix)) {
+    // Refused before anything is deleted: an upload row naming another tenant's object, or an
+    // object of no exact media shape (nothing tells which objects derive from it).
+    if let Some(foreign) = keys
+        .iter()
+        .find(|key| !key.starts_with(&prefix) || derived_keys(key).is_none())
+    {
         return Err(ErasureError::ForeignObjectKey {
             community_id,
             object_key: foreign.clone(),
@@ -61,7 +73,12 @@ pub(crate) async fn erase_media(
         {
             Some(decision) => decision,
             None => {
-                let listed = exact_versions(eraser, key).await?;
+                // The media object's versions and those of the objects derived from it, listed
+                // before the references are counted.
+                let mut listed = exact_versions(eraser, key).await?;
+                for derived in derived_keys(key).into_iter().flatten() {
+                    listed.extend(exact_versions(eraser, &derived).await?);
+                }
                 eraser
                     .store
                     .decide_media_object(&run.attempt, community_id, run.pubkey, key, &listed)
@@ -82,6 +99,15 @@ pub(crate) async fn erase_media(
         match decision.decision {
             MediaDecisionKind::Delete => {
                 outcome.deleted_objects += 1;
+                let derived: BTreeSet<&str> = decision
+                    .versions
+                    .iter()
+                    .map(|v| v.key.as_str())
+                    .filter(|key| *key != decision.object_key)
+                    .collect();
+                outcome.derived_objects_deleted = outcome
+                    .derived_objects_deleted
+                    .saturating_add(u64::try_from(derived.len()).unwrap_or(u64::MAX));
                 outcome.versions_deleted = outcome
                     .versions_deleted
                     .saturating_add(u64::try_from(decision.versions.len()).unwrap_or(u64::MAX));
@@ -146,10 +172,30 @@ async fn carry_out_delete(
         deleted = deleted.saturating_add(outcome.deleted);
         run.beat("media", deleted).await?;
     }
-    abort_uploads_on(eraser, run, &decision.object_key).await?;
+    let mut per_key: BTreeMap<&str, u64> = BTreeMap::new();
+    for version in &decision.versions {
+        *per_key.entry(version.key.as_str()).or_default() += 1;
+    }
+    for key in derived_keys(&decision.object_key)
+        .into_iter()
+        .flatten()
+        .chain(std::iter::once(decision.object_key.clone()))
+    {
+        abort_uploads_on(eraser, run, &key).await?;
+    }
+    let per_key: Vec<(String, u64)> = per_key
+        .into_iter()
+        .map(|(key, versions)| (key.to_owned(), versions))
+        .collect();
     eraser
         .store
-        .stamp_media_deleted(&run.attempt, community_id, &decision.object_key, deleted)
+        .stamp_media_deleted(
+            &run.attempt,
+            community_id,
+            &decision.object_key,
+            deleted,
+            &per_key,
+        )
         .await?;
     Ok(())
 }

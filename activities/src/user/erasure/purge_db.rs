@@ -5,14 +5,16 @@
 
 use serde_json::{Value, json};
 use uuid::Uuid;
-use workflows::user::footprint::{AGENTS_TABLE, user_key_pattern};
+use workflows::user::footprint::AGENTS_TABLE;
 use workflows::user::inventory::UserInventory;
 
 use super::media::erase_media;
 use super::verify::{require_declarations_unchanged, verify_community};
 use super::{Eraser, ErasureError, HandlerRun};
+use crate::cache::CacheError;
 use crate::store::erasure::PurgeLogKind;
 use crate::store::erasure::rows::RowScope;
+use crate::taxonomy::user_keys::{user_key_scan_pattern, user_key_shape};
 
 /// Runs `purge_db` of `community_id` and returns the result to save.
 pub(crate) async fn purge_db(
@@ -32,9 +34,23 @@ pub(crate) async fn purge_db(
     )
     .await?;
 
-    let pattern = user_key_pattern(community_id, run.pubkey);
+    let pattern = user_key_scan_pattern(community_id, run.pubkey);
     eraser.store.require_current_attempt(&run.attempt).await?;
-    let keys = eraser.cache.purge_matching(&pattern, |_| {}).await?;
+    let declared = |key: &str| user_key_shape(community_id, run.pubkey, key).is_some();
+    let keys = match eraser
+        .cache
+        .purge_declared_matching(&pattern, declared, |_| {})
+        .await
+    {
+        Ok(keys) => keys,
+        Err(CacheError::UndeclaredKey { key, .. }) => {
+            return Err(ErasureError::UndeclaredUserKeys {
+                found: 1,
+                named: vec![key],
+            });
+        }
+        Err(other) => return Err(other.into()),
+    };
     eraser
         .store
         .log_erased(

@@ -3,11 +3,11 @@
 //! in the user's (or their agents') namespaces — each proven by reading, not by counting what was
 //! deleted. A failure names what is left; the stage fails and a later run purges it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 use uuid::Uuid;
-use workflows::user::footprint::{AGENTS_TABLE, DeclaredTable, user_key_pattern};
+use workflows::user::footprint::{AGENTS_TABLE, DeclaredTable};
 use workflows::user::inventory::UserInventory;
 
 use super::media::exact_versions;
@@ -15,6 +15,7 @@ use super::{Eraser, ErasureError, HandlerRun};
 use crate::cache::CacheError;
 use crate::store::erasure::PurgeLogKind;
 use crate::store::erasure::media::MediaDecisionKind;
+use crate::taxonomy::user_keys::user_key_scan_pattern;
 
 /// What the verification read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,7 +25,8 @@ pub(crate) struct Verified {
     pub rows_left: BTreeMap<String, u64>,
     /// Agents rows of the user left.
     pub agents_left: u64,
-    /// Objects decided `delete` that were checked.
+    /// Objects decided `delete` that were checked (media objects and the objects derived from
+    /// them).
     pub objects_checked: u64,
     /// Namespaces proven empty.
     pub namespaces_checked: Vec<String>,
@@ -110,17 +112,23 @@ pub(crate) async fn verify_community(
         .into_iter()
         .filter(|d| d.decision == MediaDecisionKind::Delete)
     {
-        let now = exact_versions(eraser, &decision.object_key).await?;
-        if let Some(left) = decision.versions.iter().find(|v| now.contains(v)) {
-            return Err(not_verified(format!(
-                "version {} of object {} is still there",
-                left.version_id, left.key
-            )));
+        // The media object and the objects derived from it that the decision covers.
+        let keys: BTreeSet<&str> = std::iter::once(decision.object_key.as_str())
+            .chain(decision.versions.iter().map(|v| v.key.as_str()))
+            .collect();
+        for key in keys {
+            let now = exact_versions(eraser, key).await?;
+            if let Some(left) = decision.versions.iter().find(|v| now.contains(v)) {
+                return Err(not_verified(format!(
+                    "version {} of object {} is still there",
+                    left.version_id, left.key
+                )));
+            }
+            objects_checked += 1;
         }
-        objects_checked += 1;
     }
 
-    let mut namespaces = vec![user_key_pattern(community_id, run.pubkey)];
+    let mut namespaces = vec![user_key_scan_pattern(community_id, run.pubkey)];
     if !uncovered.contains(&AGENTS_TABLE) {
         namespaces.extend(
             eraser

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use activities::demo::user::{UserSeed, media_key};
 use activities::store::is_user_fenced_write;
+use activities::taxonomy::derived_keys;
 use activities::user::UserStore;
 use e2e::prelude::*;
 use uuid::Uuid;
@@ -135,6 +136,8 @@ async fn a_user_is_erased_in_every_community_and_everyone_else_is_byte_identical
     let footprint_of = |community: Uuid| submitted.footprint(community);
     assert_eq!(footprint_of(a)["rows"]["buzz.events"], 3);
     assert_eq!(footprint_of(a)["media_objects"], 2);
+    // Each upload's thumbnail and metadata document (the shared upload's too).
+    assert_eq!(footprint_of(a)["derived_objects"], 4);
     assert_eq!(footprint_of(a)["user_keys"], 2);
     assert_eq!(footprint_of(b)["agents"], 2);
     assert_eq!(footprint_of(b)["agent_keys"], 4);
@@ -163,10 +166,20 @@ async fn a_user_is_erased_in_every_community_and_everyone_else_is_byte_identical
         );
     }
     let shared_versions = object_versions(&stack, a).await;
-    assert!(
-        shared_versions.iter().any(|v| v.key == shared_key),
-        "the object the other user also uploaded is kept"
-    );
+    for key in
+        std::iter::once(shared_key.clone()).chain(derived_keys(&shared_key).into_iter().flatten())
+    {
+        assert!(
+            shared_versions.iter().any(|v| v.key == key),
+            "{key}: the object the other user also uploaded is kept, with what derives from it"
+        );
+    }
+    for key in derived_keys(&own_key).into_iter().flatten() {
+        assert!(
+            shared_versions.iter().all(|v| v.key != key),
+            "{key}: what derives from the user's own upload is gone"
+        );
+    }
 
     let id: Uuid = id
         .parse()
@@ -202,6 +215,10 @@ async fn a_user_is_erased_in_every_community_and_everyone_else_is_byte_identical
         .unwrap_or_default();
     assert_eq!(purge_a["media"]["deleted_objects"], 1, "{purge_a}");
     assert_eq!(purge_a["media"]["kept_shared"], 1, "{purge_a}");
+    assert_eq!(
+        purge_a["media"]["derived_objects_deleted"], 2,
+        "the own upload's thumbnail and metadata go with it: {purge_a}"
+    );
     assert_eq!(purge_a["has_agents"], false, "{purge_a}");
     assert_eq!(purge_a["erased"]["rows"]["buzz.events"], 3, "{purge_a}");
     assert_eq!(

@@ -9,9 +9,9 @@ use activities::serving::ServingLeaseConfig;
 use activities::simulator::{
     AdmittedWrite, AuthoredOutcome, AuthoredWrite, CommunityReport, SimulationPlan, simulate,
 };
+use activities::taxonomy::user_keys::user_key_scan_pattern;
 use chrono::{DateTime, Utc};
 use e2e::prelude::*;
-use workflows::user::footprint::user_key_pattern;
 
 use super::{fresh_pubkey, seed_footprint};
 
@@ -169,7 +169,7 @@ async fn writes_as_the_user_are_refused_from_the_gate_on_and_the_others_are_all_
         assert!(left.values().all(|n| *n == 0), "{host}: {left:?}");
         let keys = stack
             .cache
-            .count_matching(&user_key_pattern(*community, &user))
+            .count_matching(&user_key_scan_pattern(*community, &user))
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(keys, 0, "{host}: keys of the user left");

@@ -10,6 +10,9 @@
 //! - `gate_refusals`: an upload row naming another tenant's object, and data written in an
 //!   uninventoried community, each block before anything is deleted.
 //! - `undeclared_table`: a tenant table without a user-data declaration blocks the inventory.
+//! - `key_shapes`: every declared per-user key shape (the bare profile key included) is erased,
+//!   an undeclared key under the user's prefix blocks naming it, and the thumbnail and metadata
+//!   of the user's own uploads go with them while a shared upload's stay.
 //! - `abort`: the fence lifted on abort before the irreversible point, abort refused after it.
 //! - `worker_kills`: the worker SIGKILLed at a seeded random moment in every stage; every row of
 //!   the user deleted exactly once, nobody else's touched.
@@ -17,6 +20,7 @@
 mod abort;
 mod across_communities;
 mod gate_refusals;
+mod key_shapes;
 mod live_traffic;
 mod owned_communities;
 mod undeclared_table;
@@ -25,6 +29,8 @@ mod worker_kills;
 use std::collections::BTreeSet;
 
 use activities::demo::user::{UserSeed, UserSeedReport, seed_user};
+use activities::taxonomy::derived_keys;
+use activities::taxonomy::user_keys::user_key_prefix;
 use e2e::prelude::*;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
@@ -110,8 +116,9 @@ const USER_COLUMNS: [(&str, &str); 5] = [
 ];
 
 /// `before` without everything of `pubkey`: its rows in the declared tables, the versions (and
-/// bytes) of `erased_objects`, and the keys of its namespace and of `agents`' namespaces. What a
-/// community must look like after the user's deletion, byte for byte.
+/// bytes) of `erased_objects` and of the objects derived from them, and the keys under its
+/// prefix (the bare profile key included) and of `agents`' namespaces. What a community must
+/// look like after the user's deletion, byte for byte.
 pub fn without_user(
     before: &Snapshot,
     community: Uuid,
@@ -132,13 +139,13 @@ pub fn without_user(
             });
         }
     }
-    expected
-        .versions
-        .retain(|v| !erased_objects.contains(&v.key));
-    expected
-        .bodies
-        .retain(|(key, _), _| !erased_objects.contains(key));
-    let user_prefix = format!("buzz:{}:user:{pubkey}:", community.hyphenated());
+    let erased: BTreeSet<String> = erased_objects
+        .iter()
+        .flat_map(|key| std::iter::once(key.clone()).chain(derived_keys(key).into_iter().flatten()))
+        .collect();
+    expected.versions.retain(|v| !erased.contains(&v.key));
+    expected.bodies.retain(|(key, _), _| !erased.contains(key));
+    let user_prefix = user_key_prefix(community, pubkey);
     let agent_prefixes: Vec<String> = agents
         .iter()
         .map(|a| format!("buzz:{}:agent:{}:", community.hyphenated(), a.hyphenated()))

@@ -17,6 +17,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use activities::demo::user::{UserSeed, media_key};
+use activities::taxonomy::derived_keys;
 use e2e::prelude::*;
 use sqlx::PgPool;
 use tokio::time::Instant;
@@ -669,7 +670,7 @@ async fn a_worker_killed_at_a_random_moment_in_every_stage_deletes_each_row_exac
     .unwrap_or_else(|e| panic!("media decisions: {e}"));
     let mut expected_decisions: Vec<(Uuid, String, String, bool, Option<i64>)> = own_keys
         .iter()
-        .map(|key| (a, key.clone(), "delete".to_owned(), true, Some(1)))
+        .map(|key| (a, key.clone(), "delete".to_owned(), true, Some(3)))
         .collect();
     expected_decisions.push((a, shared_key.clone(), "keep_shared".to_owned(), false, None));
     expected_decisions.sort_by(|x, y| x.1.cmp(&y.1));
@@ -682,7 +683,13 @@ async fn a_worker_killed_at_a_random_moment_in_every_stage_deletes_each_row_exac
     .fetch_all(&owner)
     .await
     .unwrap_or_else(|e| panic!("object versions logged: {e}"));
-    let expected_versions: Vec<(String, i64)> = own_keys.iter().map(|k| (k.clone(), 1)).collect();
+    // The media object, its thumbnail and its metadata document: one version each.
+    let mut expected_versions: Vec<(String, i64)> = own_keys
+        .iter()
+        .flat_map(|k| std::iter::once(k.clone()).chain(derived_keys(k).into_iter().flatten()))
+        .map(|k| (k, 1))
+        .collect();
+    expected_versions.sort();
     assert_eq!(versions_logged, expected_versions, "{context}");
 
     // Every purge stage is in the audit trail with its community exactly once, whatever attempt

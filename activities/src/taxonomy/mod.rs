@@ -24,6 +24,11 @@ use uuid::Uuid;
 
 use crate::failure::{Classified, Severity};
 
+mod derived;
+pub mod user_keys;
+
+pub use derived::{DERIVED_ROOTS, derived_keys};
+
 /// The first key segment of each tenant prefix, in the order [`tenant_prefixes`] returns them.
 pub const TENANT_PREFIX_ROOTS: [&str; 3] = ["media", "thumbs", "_meta"];
 
@@ -68,14 +73,33 @@ impl PrefixRoot {
         format!("{}/{}/", self.as_str(), community.hyphenated())
     }
 
+    /// The suffix the writer appends to the content hash under this root.
+    fn name_suffix(self) -> &'static str {
+        match self {
+            PrefixRoot::Media => "",
+            PrefixRoot::Thumbs => ".webp",
+            PrefixRoot::Meta => ".json",
+        }
+    }
+
+    /// The one definition of the exact key the relay writes under this root for content `hash`
+    /// in `community`: `media/{c}/{h}`, `thumbs/{c}/{h}.webp`, `_meta/{c}/{h}.json`. Every
+    /// ownership decision reads it: [`classify_key`] (the community path and the sweep) through
+    /// [`PrefixRoot::is_exact_object_name`], and [`derived_keys`] (the user path).
+    pub fn object_key(self, community: Uuid, hash: &str) -> String {
+        format!("{}{hash}{}", self.prefix(community), self.name_suffix())
+    }
+
+    /// The content hash `name` (the part after `{root}/{c}/`) was written for, when it is the
+    /// exact shape the writer produces.
+    fn hash_of_name(self, name: &str) -> Option<&str> {
+        name.strip_suffix(self.name_suffix())
+            .filter(|hash| is_content_hash(hash))
+    }
+
     /// Whether `name` (the part after `{root}/{c}/`) is the exact shape the writer produces.
     fn is_exact_object_name(self, name: &str) -> bool {
-        let hash = match self {
-            PrefixRoot::Media => Some(name),
-            PrefixRoot::Thumbs => name.strip_suffix(".webp"),
-            PrefixRoot::Meta => name.strip_suffix(".json"),
-        };
-        hash.is_some_and(is_content_hash)
+        self.hash_of_name(name).is_some()
     }
 }
 

@@ -1,0 +1,194 @@
+//! Issue 29, parts 1 and 2: a user's per-user Redis keys are matched by the declared shapes
+//! (`activities::taxonomy::user_keys`), the bare profile key included, and a key under the
+//! user's prefix of no declared shape blocks, naming it, before anything is deleted: at the
+//! inventory, and at the gate when it appears after the approval. With it removed, the erasure
+//! deletes every declared key of the user, and the thumbnail and metadata document of each media
+//! object only the user uploaded; nobody else's keys or objects change.
+
+use std::collections::BTreeSet;
+
+use activities::demo::user::{UserSeed, media_key, user_key};
+use activities::taxonomy::derived_keys;
+use activities::taxonomy::user_keys::{USER_KEY_SHAPES, user_key_prefix};
+use e2e::prelude::*;
+
+use super::{fresh_pubkey, seed_footprint, submit_user, without_user};
+
+async fn blocked_reason(stack: &Stack, id: &str) -> String {
+    let reason: Option<String> =
+        sqlx::query_scalar("SELECT blocked_reason FROM deletion.requests WHERE id = $1::uuid")
+            .bind(id)
+            .fetch_one(stack.store.pool())
+            .await
+            .unwrap_or_else(|e| panic!("blocked reason: {e}"));
+    reason.unwrap_or_default()
+}
+
+async fn user_submit(cli: &Cli, pubkey: &str) -> CliRun {
+    cli.run(&[
+        "user",
+        "submit",
+        "--target",
+        &format!("user:{pubkey}"),
+        "--requested-by",
+        "alice",
+    ])
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_declared_key_shape_goes_and_an_undeclared_key_blocks_naming_it() {
+    let _shared = outage_lock().read().await;
+    let stack = stack().await;
+    let queue = unique_queue("user-keys");
+    let _worker = WorkerProcess::start(&queue, &[]).await;
+    let cli = Cli::new(&queue);
+    let user = fresh_pubkey();
+    let other = fresh_pubkey();
+    let community = seed(&stack, &unique_host("user-keys"), small_plan())
+        .await
+        .community_id;
+    let own = b"only the user uploaded this".to_vec();
+    let shared = b"both uploaded this".to_vec();
+    let keys = u32::try_from(USER_KEY_SHAPES.len()).unwrap_or(4);
+    seed_footprint(
+        &stack,
+        community,
+        &user,
+        &UserSeed {
+            member: true,
+            events: 1,
+            uploads: vec![own.clone(), shared.clone()],
+            keys,
+            ..UserSeed::default()
+        },
+    )
+    .await;
+    seed_footprint(
+        &stack,
+        community,
+        &other,
+        &UserSeed {
+            member: true,
+            uploads: vec![shared.clone()],
+            keys,
+            ..UserSeed::default()
+        },
+    )
+    .await;
+    let bare = user_key(community, &user, 0);
+    assert_eq!(
+        bare,
+        user_key_prefix(community, &user),
+        "the bare key is seeded"
+    );
+
+    // A key under the user's prefix that no writer of the platform makes.
+    let stray = format!("{}:k0", user_key_prefix(community, &user));
+    stack
+        .cache
+        .set(&stray, b"stray")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let before = snapshot(&stack, community).await;
+    let refused = user_submit(&cli, &user).await;
+    assert_eq!(refused.code, 2, "{}\n{}", refused.stdout, refused.stderr);
+    for named in [
+        stray.as_str(),
+        "declared per-user key shape",
+        "user_keys.rs",
+    ] {
+        assert!(
+            refused.stderr.contains(named),
+            "the refusal must name {named}: {}",
+            refused.stderr
+        );
+    }
+    assert_identical(&before, &snapshot(&stack, community).await, "refused");
+
+    // Removed, the inventory counts every declared key, the bare one included, and what derives
+    // from the user's uploads.
+    stack
+        .cache
+        .purge_matching(&stray, |_| {})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let before = snapshot(&stack, community).await;
+    let submitted = submit_user(&cli, &user).await;
+    let footprint = submitted.footprint(community);
+    assert_eq!(footprint["user_keys"], u64::from(keys), "{footprint}");
+    assert_eq!(footprint["derived_objects"], 4, "{footprint}");
+    cli.user_approve(&submitted.id, "bob", &submitted.digest)
+        .await
+        .expect_code(0);
+
+    // After the approval a stray key appears: the gate blocks naming it, nothing deleted.
+    stack
+        .cache
+        .set(&stray, b"stray again")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    cli.run(&["user", "run", &submitted.id])
+        .await
+        .expect_exit(1);
+    let reason = blocked_reason(&stack, &submitted.id).await;
+    assert!(reason.contains(&stray), "{reason}");
+    assert!(reason.contains("user unblock"), "{reason}");
+    let mut with_stray = snapshot(&stack, community).await;
+    with_stray.keys.retain(|(key, _)| key != &stray);
+    assert_identical(&before, &with_stray, "blocked at the gate");
+
+    stack
+        .cache
+        .purge_matching(&stray, |_| {})
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    cli.run(&[
+        "user",
+        "unblock",
+        &submitted.id,
+        "--requested-by",
+        "alice",
+        "--reason",
+        "removed the stray key",
+    ])
+    .await
+    .expect_code(0);
+    cli.run(&["user", "run", &submitted.id])
+        .await
+        .expect_exit(0);
+
+    let (own_key, _) = media_key(community, &own);
+    let (shared_key, _) = media_key(community, &shared);
+    let expected = without_user(
+        &before,
+        community,
+        &user,
+        &BTreeSet::from([own_key.clone()]),
+        &[],
+    );
+    let after = snapshot(&stack, community).await;
+    assert_identical(&expected, &after, "after the erasure");
+    let left: Vec<&String> = after
+        .keys
+        .iter()
+        .map(|(key, _)| key)
+        .filter(|key| key.starts_with(&user_key_prefix(community, &user)))
+        .collect();
+    assert!(left.is_empty(), "keys of the user left: {left:?}");
+    let others: usize = after
+        .keys
+        .iter()
+        .filter(|(key, _)| key.starts_with(&user_key_prefix(community, &other)))
+        .count();
+    assert_eq!(others, USER_KEY_SHAPES.len(), "the other user's keys stay");
+    let objects: BTreeSet<&str> = after.versions.iter().map(|v| v.key.as_str()).collect();
+    for key in derived_keys(&own_key).into_iter().flatten() {
+        assert!(!objects.contains(key.as_str()), "{key} must be gone");
+    }
+    for key in
+        std::iter::once(shared_key.clone()).chain(derived_keys(&shared_key).into_iter().flatten())
+    {
+        assert!(objects.contains(key.as_str()), "{key} must be kept");
+    }
+}
