@@ -13,12 +13,15 @@
 //! - `key_shapes`: every declared per-user key shape (the bare profile key included) is erased,
 //!   an undeclared key under the user's prefix blocks naming it, and the thumbnail and metadata
 //!   of the user's own uploads go with them while a shared upload's stay.
+//! - `demo_on_production_worker`: a `demo:` request run by the worker that has the real handlers
+//!   changes no row, object, key, fence or lease.
 //! - `abort`: the fence lifted on abort before the irreversible point, abort refused after it.
 //! - `worker_kills`: the worker SIGKILLed at a seeded random moment in every stage; every row of
 //!   the user deleted exactly once, nobody else's touched.
 
 mod abort;
 mod across_communities;
+mod demo_on_production_worker;
 mod gate_refusals;
 mod key_shapes;
 mod live_traffic;

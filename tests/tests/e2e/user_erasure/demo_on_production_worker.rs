@@ -1,0 +1,128 @@
+//! Issue 30, part 4: a `demo:` request run by the production worker — the binary with S3 and
+//! Redis configured and the real handlers registered, which chooses dummy or real handlers from
+//! the stored target — changes nothing. The demo inventory's two communities exist here, each
+//! holding a real user's footprint (rows, media with their derived objects, agents, per-user
+//! keys); after the demo request completes, every row of the database, every object version and
+//! key of those communities, and every fence and lease row are byte-identical.
+//!
+//! Runs on a database of its own, so "every row" can be compared whole; objects and keys are
+//! per community on the shared stack.
+
+use std::collections::BTreeMap;
+
+use activities::demo::user::UserSeed;
+use activities::store::Store;
+use e2e::db_scan::every_row;
+use e2e::prelude::*;
+use e2e::private_db::{drop_private_stack, private_database};
+use uuid::Uuid;
+use workflows::user::inventory::{DEMO_FORMER_PARTICIPANT_COMMUNITY, DEMO_PARTICIPANT_COMMUNITY};
+
+use super::{fresh_pubkey, seed_footprint};
+
+/// The evidence tables a real handler would write first: fences and leases.
+const FENCE_TABLES: [&str; 3] = [
+    "deletion.community_fences",
+    "deletion.user_fences",
+    "deletion.serving_write_leases",
+];
+
+async fn fence_rows(store: &Store) -> BTreeMap<&'static str, Vec<String>> {
+    let mut rows = BTreeMap::new();
+    for table in FENCE_TABLES {
+        let sql = format!("SELECT to_jsonb(t)::text FROM {table} t ORDER BY 1");
+        let found: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .fetch_all(store.pool())
+            .await
+            .unwrap_or_else(|e| panic!("{table}: {e}"));
+        rows.insert(table, found);
+    }
+    rows
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_demo_request_on_the_production_worker_changes_nothing() {
+    let _shared = outage_lock().read().await;
+    let shared = stack().await;
+    let db = private_database("demo_prod").await;
+    let name = db.name.clone();
+    let stack = db.migrated_stack(shared).await;
+    let queue = unique_queue("demo-prod");
+    let worker = WorkerProcess::start(&queue, &[("DATABASE_URL", db.worker.as_str())]).await;
+    let cli = Cli::new(&queue)
+        .with_env("DATABASE_URL", &db.worker)
+        .with_env("BUZZ_OWNER_DATABASE_URL", &db.owner);
+
+    // The communities the demo inventory names, with a real user's footprint in each.
+    let user = fresh_pubkey();
+    let communities: [Uuid; 2] = [
+        DEMO_PARTICIPANT_COMMUNITY,
+        DEMO_FORMER_PARTICIPANT_COMMUNITY,
+    ];
+    for community in communities {
+        sqlx::query("INSERT INTO buzz.communities (id, host) VALUES ($1, $2)")
+            .bind(community)
+            .bind(unique_host("demo-prod"))
+            .execute(stack.store.pool())
+            .await
+            .unwrap_or_else(|e| panic!("community {community}: {e}"));
+        seed_footprint(
+            &stack,
+            community,
+            &user,
+            &UserSeed {
+                member: true,
+                events: 2,
+                allowlisted: true,
+                agents: 1,
+                uploads: vec![format!("{user} in {community}").into_bytes()],
+                keys: 3,
+                ..UserSeed::default()
+            },
+        )
+        .await;
+    }
+    let mut before = BTreeMap::new();
+    for community in communities {
+        before.insert(community, snapshot(&stack, community).await);
+    }
+    let rows_before = every_row(&stack.store).await;
+    let fences_before = fence_rows(&stack.store).await;
+    for community in communities {
+        assert!(
+            !before[&community].versions.is_empty() && !before[&community].keys.is_empty(),
+            "the test needs objects and keys in {community}"
+        );
+    }
+
+    let target = format!("demo:prod-{}", Uuid::new_v4().simple());
+    let id = cli.user_submit_and_approve(&target, "alice", "bob").await;
+    cli.run(&["user", "run", &id]).await.expect_exit(0);
+    let status = cli
+        .run(&["user", "status", &id])
+        .await
+        .expect_code(0)
+        .json();
+    assert_eq!(status["request"]["stage"], "completed", "{status}");
+    assert_eq!(status["progress"]["state"], "finished", "{status}");
+
+    for community in communities {
+        assert_identical(
+            &before[&community],
+            &snapshot(&stack, community).await,
+            &format!("demo community {community}"),
+        );
+    }
+    assert_eq!(
+        every_row(&stack.store).await,
+        rows_before,
+        "every row of every table outside the evidence is unchanged"
+    );
+    assert_eq!(
+        fence_rows(&stack.store).await,
+        fences_before,
+        "no fence or lease row was written"
+    );
+    worker.crash().await;
+    drop_private_stack(&name, stack).await;
+}
