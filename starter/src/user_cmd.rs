@@ -12,7 +12,7 @@ use temporalio_common::search_attributes::SearchAttributes;
 use uuid::Uuid;
 
 use activities::user::{StageRowView, UserRequestView, UserStore, UserStoreError};
-use workflows::user::policy::{Position, reconstruct};
+use workflows::user::policy::{Position, lifecycle_problem, reconstruct};
 use workflows::user::{ChildCommunityDeletion, TargetError, UserTarget, parse_target};
 use workflows::user::{
     HandlerAtStop, HandlerDirectives, Registration, RunOptions, RunOutcome, RunReport, StageKind,
@@ -433,6 +433,23 @@ async fn abort_request(env: &UserCliEnv, id: Uuid, abort: UserAbortRequest) -> C
     Report::new(&document, snapshot.render())
 }
 
+/// Refuses (exit 1) a request whose row says `completed` while its stage chain, reconstructed
+/// from the approved inventory, is not finished: `completed` is reported only when both agree.
+async fn require_finished_chain(env: &UserCliEnv, id: Uuid) -> Result<(), CliError> {
+    let approved = env.store.load_approved_inventory(id).await?;
+    let snapshot = env.store.load_progress(id).await?;
+    let progress = reconstruct(&approved.inventory, &snapshot.stages).map_err(|e| {
+        refuse(
+            1,
+            &format!("stage history of request {id} cannot be reconstructed: {e}"),
+        )
+    })?;
+    match lifecycle_problem(&snapshot.request_stage, progress.position) {
+        None => Ok(()),
+        Some(problem) => Err(refuse(1, &format!("request {id}: {problem}"))),
+    }
+}
+
 async fn run_stages(
     env: &UserCliEnv,
     id: Uuid,
@@ -442,8 +459,10 @@ async fn run_stages(
     let Some(request) = env.store.request_view(id).await? else {
         return Err(refuse(1, &format!("no user-deletion request {id}")));
     };
-    // A finished request is answered from Postgres alone: a rerun cannot change anything.
+    // A finished request is answered from Postgres alone: a rerun cannot change anything. Its
+    // stage chain must be finished too, or the row is not believed.
     let run = if request.stage == "completed" {
+        require_finished_chain(env, id).await?;
         RunReport {
             run: 0,
             handlers_run: 0,

@@ -18,6 +18,11 @@ pub enum FaultPoint {
     ResultSaved,
     /// `user.commit_transition` committed; the activity has not completed yet.
     TransitionCommitted,
+    /// Inside `commit_transition`'s transaction: the current row was left with its decision,
+    /// its successor (or the completion) not yet written.
+    TransitionRowLeft,
+    /// Inside `commit_transition`'s transaction: everything written, not yet committed.
+    TransitionBeforeCommit,
 }
 
 /// What a test runs at each [`FaultPoint`].

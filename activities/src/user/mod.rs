@@ -75,8 +75,10 @@ impl UserActivities {
         self
     }
 
-    /// The same activities passing every [`FaultPoint`] through `faults` (end-to-end tests only).
+    /// The same activities passing every [`FaultPoint`] through `faults` (end-to-end tests only),
+    /// those inside the store's transactions included.
     pub fn with_fault_points(mut self, faults: FaultPoints) -> Self {
+        self.store = self.store.with_faults(faults.clone());
         self.faults = faults;
         self
     }

@@ -6,17 +6,21 @@
 
 use crate::store_support;
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use futures::FutureExt;
 
 use activities::failure::{Classified, Severity};
 use activities::identity::IdentityError;
 use activities::store::RequestFilter;
+use activities::user::faults::{FaultPoint, FaultPoints};
 use activities::user::{StageStart, UserStore, UserStoreError};
 use store_support::{operators, store, worker_store};
 use uuid::Uuid;
 use workflows::approval::TwoPersonRefusal;
 use workflows::operator::{Action, Kind, SignatureRefusal};
-use workflows::user::policy::{MAX_STAGES, initial_stage};
+use workflows::user::policy::{MAX_STAGES, decide, initial_stage, successor_stage};
 use workflows::user::{
     CommitTransitionInput, RegisterUserInput, StoredInventoryError, TransitionCommand,
     UserApprovalInput, UserApproveRequest, UserInventory, workflow_id,
@@ -484,4 +488,92 @@ async fn user_list_filters_by_state_newest_first() {
             .all(|r| ![open, blocked, completed].contains(&r.id)),
         "community list shows user requests"
     );
+}
+
+/// A hook panicking at `point`, as a worker dying there would end the transaction.
+fn crash_at(point: FaultPoint) -> FaultPoints {
+    FaultPoints::new(Arc::new(move |at| {
+        async move {
+            if at == point {
+                panic!("crash injected at {at:?}");
+            }
+        }
+        .boxed()
+    }))
+}
+
+/// Issue 30, part 4: a fault inside `commit_transition` — after the current row was left with
+/// its decision but before its successor is written, and after everything is written but before
+/// the commit — leaves the old row current and nothing else changed; the same transition then
+/// commits once.
+#[tokio::test]
+async fn a_fault_inside_commit_transition_leaves_the_old_row_current() {
+    for point in [
+        FaultPoint::TransitionRowLeft,
+        FaultPoint::TransitionBeforeCommit,
+    ] {
+        let (store, _owner) = stores().await;
+        let (id, inventory) = approved_request(&store, 2).await;
+        let gate = initialize(&store, id, &inventory).await;
+        let StageStart::Started { generation, .. } =
+            store.start_stage(id, gate, None).await.unwrap()
+        else {
+            panic!("the gate had not completed");
+        };
+        store
+            .save_stage_result(id, gate, generation, &serde_json::json!({"gated": true}))
+            .await
+            .unwrap();
+        let progress = store.load_progress(id).await.unwrap();
+        let completed = progress
+            .stages
+            .iter()
+            .find(|r| r.id == gate)
+            .cloned()
+            .expect("the gate row");
+        let transition = decide(&inventory, &[], &completed).unwrap();
+        let input = CommitTransitionInput {
+            request_id: id,
+            command: TransitionCommand::Advance {
+                from_stage_id: gate,
+                transition,
+                successor: transition
+                    .next
+                    .map(|next| successor_stage(&inventory, &next)),
+            },
+        };
+        let before = (
+            store.request_view(id).await.unwrap(),
+            store.stage_rows(id).await.unwrap(),
+        );
+
+        let faulty = store.clone().with_faults(crash_at(point));
+        let crashed = {
+            let input = input.clone();
+            tokio::spawn(async move { faulty.commit_transition(&input).await }).await
+        };
+        assert!(
+            crashed.as_ref().is_err_and(|e| e.is_panic()),
+            "{point:?}: the hook must have fired inside the transaction: {crashed:?}"
+        );
+        let after = (
+            store.request_view(id).await.unwrap(),
+            store.stage_rows(id).await.unwrap(),
+        );
+        assert_eq!(
+            after, before,
+            "{point:?}: nothing of the transition is kept"
+        );
+        assert!(
+            after.1.iter().any(|r| r.id == gate && r.is_current),
+            "{point:?}: the old row is still current"
+        );
+
+        let committed = store.commit_transition(&input).await.unwrap();
+        let successor = committed.current.expect("the successor row");
+        let rows = store.stage_rows(id).await.unwrap();
+        assert_eq!(rows.len(), 2, "{point:?}: one successor, once");
+        assert!(rows.iter().any(|r| r.id == gate && !r.is_current));
+        assert!(rows.iter().any(|r| r.id == successor.id && r.is_current));
+    }
 }

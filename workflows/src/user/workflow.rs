@@ -39,7 +39,9 @@ use super::messages::{
     Registration, RunOptions, RunOutcome, RunReport, UserDeletionInput, UserDeletionOutcome,
     UserDeletionStatus, UserPhase,
 };
-use super::policy::{Position, decide, initial_stage, reconstruct, successor_stage};
+use super::policy::{
+    Position, decide, initial_stage, lifecycle_problem, reconstruct, successor_stage,
+};
 use super::resume::{StartMode, UserTuning, run_token};
 use super::stage::StageStatus;
 use super::stop::{HandlerAtStop, StopAnswer, StopRequest, stopped_at};
@@ -750,6 +752,11 @@ async fn advance_one(
         .await
         .map_err(|e| describe(&e))?;
     let progress = reconstruct(inventory, &snapshot.stages).map_err(|e| e.to_string())?;
+    // The chain and the request row are written together: a disagreement stops the run before
+    // anything is reported completed or started again.
+    if let Some(problem) = lifecycle_problem(&snapshot.request_stage, progress.position) {
+        return Err(problem);
+    }
     let current = match progress.position {
         Position::Finished => {
             return Ok(Step::Stop {

@@ -35,6 +35,8 @@ pub struct UserStore {
     pool: PgPool,
     /// Signs the receipt of a request this process completes (workers only).
     receipt_key: Option<crate::store::certificates::ReceiptKey>,
+    /// Crash points inside its transactions (tests only; production passes every point).
+    faults: crate::user::faults::FaultPoints,
 }
 
 impl UserStore {
@@ -43,7 +45,14 @@ impl UserStore {
         UserStore {
             pool,
             receipt_key: None,
+            faults: crate::user::faults::FaultPoints::default(),
         }
+    }
+
+    /// The same store passing `faults` at its crash points inside `commit_transition` (tests).
+    pub fn with_faults(mut self, faults: crate::user::faults::FaultPoints) -> Self {
+        self.faults = faults;
+        self
     }
 
     /// The same store signing a receipt with `key` when it completes a request (the worker's).

@@ -17,6 +17,7 @@ use super::error::UserStoreError;
 use super::views::{StageRowView, stage_columns};
 use super::{UserStore, UserStoreResult, audit, rfc3339};
 use crate::claim::{RequestKind, claim_request};
+use crate::user::faults::FaultPoint;
 
 type Tx<'a> = sqlx::Transaction<'a, sqlx::Postgres>;
 
@@ -274,6 +275,7 @@ impl UserStore {
                 .bind(&decision)
                 .execute(&mut *tx)
                 .await?;
+                self.faults.pass(FaultPoint::TransitionRowLeft).await;
                 match successor {
                     Some(spec) => {
                         let row = insert_stage(&mut tx, request_id, spec, Some(from.id)).await?;
@@ -305,6 +307,7 @@ impl UserStore {
                 }
             }
         };
+        self.faults.pass(FaultPoint::TransitionBeforeCommit).await;
         tx.commit().await?;
         result
     }

@@ -8,8 +8,10 @@
 //! - `inventory_bounds`: the approved inventory as the source, the resource bounds, the store's
 //!   refusal of an early start, `user list`.
 //! - `recovery`: stop, resume from Postgres, one handler per step across crashes, continue-as-new.
+//! - `lifecycle`: a request row that disagrees with its stage chain blocks before any handler.
 
 mod inventory_bounds;
+mod lifecycle;
 mod recovery;
 mod store;
 

@@ -15,12 +15,15 @@
 
 //!
 //! `transitions.rs` holds the rules and the rows they create; `history.rs` reads saved rows back
-//! as progress with those same rules.
+//! as progress with those same rules; `lifecycle.rs` cross-checks that progress against the
+//! request row's lifecycle.
 
 mod history;
+mod lifecycle;
 mod transitions;
 
 pub use history::{MAX_STAGES, Position, Progress, ReconstructionError, reconstruct};
+pub use lifecycle::lifecycle_problem;
 pub use transitions::{
     Decision, NextStage, PolicyError, Transition, decide, initial_stage, successor_stage,
 };

@@ -1,0 +1,62 @@
+//! Issue 30, part 4: the workflow cross-checks the stage chain it reconstructs against the request
+//! row's lifecycle. A request row changed behind its back blocks the run, naming both, before any
+//! handler starts: a chain that is still going on is not reported `completed`, and a request whose
+//! row claims it is running with no stage row is refused rather than gated a second time. Once the
+//! row is restored, the next run continues.
+
+use e2e::user::{ApprovedRequest, UserStack, submit_and_approve};
+use uuid::Uuid;
+
+use super::{run, target, with_one_worker};
+
+async fn set_lifecycle(stack: &UserStack, id: Uuid, stage: &str) {
+    sqlx::query("UPDATE deletion.requests SET stage = $2 WHERE id = $1")
+        .bind(id)
+        .bind(stage)
+        .execute(stack.store.pool())
+        .await
+        .unwrap_or_else(|e| panic!("setting the lifecycle of {id} to {stage}: {e}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_row_that_disagrees_with_its_stage_chain_blocks_before_any_handler() {
+    with_one_worker(async |stack| {
+        // A started chain whose row claims completion.
+        let ApprovedRequest { id } = submit_and_approve(stack, &target("lifecycle")).await;
+        run(stack, id, &["--next-step"]).await.expect_exit(0);
+        set_lifecycle(stack, id, "completed").await;
+        let before = stack.snapshot(id).await;
+        let blocked = run(stack, id, &[]).await;
+        blocked.expect_exit(1);
+        assert!(
+            blocked.stderr.contains("lifecycle is 'completed'")
+                && blocked.stderr.contains("current stage row"),
+            "{}",
+            blocked.stderr
+        );
+        let after = stack.snapshot(id).await;
+        assert_eq!(after.rows, before.rows, "no handler ran, no row moved");
+        assert_eq!(
+            after.request.exec_generation,
+            before.request.exec_generation
+        );
+        set_lifecycle(stack, id, "running").await;
+        run(stack, id, &[]).await.expect_exit(0);
+        assert_eq!(stack.snapshot(id).await.request.stage, "completed");
+
+        // An approved request with no stage row whose row claims it is running.
+        let ApprovedRequest { id } = submit_and_approve(stack, &target("second-gate")).await;
+        set_lifecycle(stack, id, "running").await;
+        let blocked = run(stack, id, &[]).await;
+        blocked.expect_exit(1);
+        assert!(blocked.stderr.contains("second gate"), "{}", blocked.stderr);
+        assert!(
+            stack.snapshot(id).await.rows.is_empty(),
+            "no gate was started"
+        );
+        set_lifecycle(stack, id, "approved").await;
+        run(stack, id, &[]).await.expect_exit(0);
+        assert_eq!(stack.snapshot(id).await.request.stage, "completed");
+    })
+    .await;
+}
