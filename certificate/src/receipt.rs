@@ -16,7 +16,20 @@ use crate::chain::ChainHead;
 use crate::keys::{KeyError, random_bytes};
 use crate::verify::CertificateProblem;
 
+mod coverage;
+
+pub use coverage::coverage_problems;
+
 /// The `format` of every receipt of this version.
+///
+/// Still v1 although receipts now state the inventoried relations
+/// ([`InventoryFacts::relations`]): the list is optional and omitted when empty, so every receipt
+/// signed before it existed parses and re-canonicalises byte-identically (its field digests,
+/// signature and transparency-log leaf stay valid), and a verifier of this version reads both.
+/// A bump would buy nothing in safety: the list cannot be stripped from a receipt that has one
+/// (its every leaf is covered by a signed field digest, so removing it is reported as "removed
+/// after signing"), and an older verifier refuses a receipt carrying it either way (as an
+/// unknown member `relations`, instead of as an unknown format).
 pub const RECEIPT_FORMAT: &str = "buzz-deletion-receipt/v1";
 
 /// The signed statement about one completed deletion request.
@@ -45,7 +58,9 @@ pub struct Receipt {
     pub purge: PurgeFacts,
     /// Fence and execution generations the deletion ran under.
     pub generations: Generations,
-    /// The verification report as recorded (a JSON object).
+    /// The verification report as recorded (a JSON object). A community receipt that states
+    /// inventoried relations also names, under `relations`, every relation the scope
+    /// verification re-found and counted empty (see [`coverage_problems`]).
     pub verification: serde_json::Value,
     /// The stages reached, in order.
     pub stages: Vec<StageReached>,
@@ -127,6 +142,38 @@ pub struct InventoryFacts {
     pub redis_keys: u64,
     /// Incomplete multipart uploads found.
     pub multipart_uploads: u64,
+    /// Every relation of the purge set the frozen inventory recorded (by name, oid, role, the
+    /// root whose purge count covers it, kind and tenant column), sorted by name. The coverage
+    /// rules ([`coverage_problems`]) require each to appear in `/purge/tables` and in
+    /// `/verification/relations`.
+    ///
+    /// Absent (never written empty) when the receipt makes no statement about relations: a
+    /// receipt signed before receipts stated them, a user deletion's receipt, or an inventory
+    /// frozen before the closed world was recorded. Absent means "not stated", never "none":
+    /// no coverage rule applies to such a receipt, exactly as before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub relations: Vec<InventoriedRelation>,
+}
+
+/// One relation of the purge set as the frozen inventory recorded it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InventoriedRelation {
+    /// `schema.name` at inventory time.
+    pub relation: String,
+    /// `pg_class.oid` at inventory time.
+    pub oid: u64,
+    /// What it is to the deletion: `tenant table`, `tenant relation of <root>` (a partition or
+    /// inheritance child), `community row`, `key child through <key>`, `archive table`.
+    pub role: String,
+    /// The relation whose purge count covers it (`schema.name`): the tenant table for a tenant
+    /// relation (the purge counts a whole tree's rows under its root), itself otherwise.
+    pub root: String,
+    /// `pg_class.relkind` (`r`, `p`, `f`, …).
+    pub relkind: String,
+    /// The column attributing its rows to a community (`community_id`, `id`), `null` for a key
+    /// child (its rows are the community's through its key).
+    pub tenant_column: Option<String>,
 }
 
 /// One stamped manifest chunk.
@@ -227,7 +274,10 @@ pub fn new_salt() -> Result<String, KeyError> {
 /// - `timestamps_parse`: `/signed_at` and `/completed_at` are RFC 3339;
 /// - `other_timestamps_parse`: so are `requested_at`, `approved_at`, `stamped_at`, `reached_at`;
 /// - `community_has_audit_chain`: a community receipt has `audit_chain.length >= 1`;
-/// - `kind_matches_subject`: `/kind` agrees with `/subject/type`.
+/// - `kind_matches_subject`: `/kind` agrees with `/subject/type`;
+/// - `inventoried_relations_purged` and `inventoried_relations_verified`: every inventoried
+///   relation appears in the purge facts and in the verification facts (see
+///   [`coverage_problems`]; nothing to check when the receipt states no relations).
 ///
 /// Only rules that hold by construction are checked. Purged rows are deliberately not compared
 /// with the inventory's: rows written between the inventory and the fence are purged too (the
@@ -246,6 +296,8 @@ pub fn check_counts(receipt: &Receipt) -> Vec<CertificateProblem> {
         other_timestamps_parse,
         community_has_audit_chain,
         kind_matches_subject,
+        coverage::inventoried_relations_purged,
+        coverage::inventoried_relations_verified,
     ];
     rules.iter().flat_map(|rule| rule(receipt)).collect()
 }

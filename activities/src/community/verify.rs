@@ -4,7 +4,7 @@ use temporalio_sdk::activities::ActivityContext;
 use workflows::community::{RequestRef, VerificationReport};
 
 use crate::certificates::{ArchiveError, archive_receipt};
-use crate::store::Stage;
+use crate::store::{ExecToken, Stage};
 use crate::taxonomy::tenant_prefixes;
 
 use super::CommunityActivities;
@@ -44,6 +44,8 @@ pub async fn verify(
                 detail: format!("{} rows in {}", table.rows, table.table),
             });
         }
+        progress.update(|p| p.step = "verifying every inventoried relation".to_owned());
+        verify_inventoried_relations(acts, &token).await?;
         if acts
             .store
             .community_by_id(token.community_id)
@@ -85,6 +87,23 @@ pub async fn verify(
     .await
 }
 
+/// Every relation of the frozen inventory is still in scope and holds no row of the community
+/// (recorded as the `scope_verified` milestone the receipt states); a relation that left is
+/// [`crate::store::StoreError::ScopeShrank`], a row left is a transient failure naming it.
+async fn verify_inventoried_relations(
+    acts: &CommunityActivities,
+    token: &ExecToken,
+) -> PhaseResult<()> {
+    let counts = acts.store.verify_scope(token).await?;
+    match counts.iter().find(|count| count.rows > 0) {
+        Some(left) => Err(PhaseError::StillPresent {
+            what: "Postgres rows",
+            detail: format!("{} rows in {}", left.rows, left.table),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// Re-validates the frozen inventory and marks the request retention-pending (terminal).
 pub async fn complete(acts: &CommunityActivities, input: RequestRef) -> PhaseResult<()> {
     let token = acts
@@ -96,6 +115,9 @@ pub async fn complete(acts: &CommunityActivities, input: RequestRef) -> PhaseRes
         .await?;
     if token.stage != Stage::RetentionPending {
         acts.store.load_frozen_inventory(input.request_id).await?;
+        // Again right before the receipt is issued: the scope is re-checked, and a request
+        // verified by a worker that did not record the scope verification gets it now.
+        verify_inventoried_relations(acts, &token).await?;
         acts.store
             .complete_with_receipt(
                 &token,

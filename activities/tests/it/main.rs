@@ -12,6 +12,7 @@ mod objects;
 mod operators;
 mod request_gauges;
 mod roles;
+mod scope_receipt;
 mod serving;
 mod store;
 mod store_support;

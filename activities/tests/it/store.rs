@@ -1102,6 +1102,13 @@ async fn purge_deletes_every_row_of_the_community_and_leaves_another_byte_identi
             .await
             .expect("advance");
     }
+    // The verification facts about the scope (recorded by the verify activity): every
+    // inventoried relation re-found and empty.
+    let scope = store.verify_scope(&token).await.expect("verify scope");
+    assert!(
+        scope.iter().any(|c| c.table == "buzz.communities") && scope.iter().all(|c| c.rows == 0),
+        "{scope:?}"
+    );
     // The last step has no generic advance: it issues the signed receipt, and refuses to finish
     // without a signing key. (The stack's own key: the log is shared by every test.)
     match store

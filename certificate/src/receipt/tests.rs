@@ -43,6 +43,7 @@ pub(crate) fn sample_receipt(key_id: &str) -> Receipt {
             object_bytes: 123_456,
             redis_keys: 9,
             multipart_uploads: 1,
+            relations: vec![],
         },
         manifest: ManifestFacts {
             digest: "2e".repeat(32),
@@ -297,4 +298,204 @@ fn target_commitment_is_salted_sha256() {
         target_commitment("x", "zz"),
         Err(KeyError::InvalidSalt { .. })
     ));
+}
+
+fn relation(
+    name: &str,
+    role: &str,
+    root: &str,
+    relkind: &str,
+    column: Option<&str>,
+) -> InventoriedRelation {
+    InventoriedRelation {
+        relation: name.to_owned(),
+        oid: 16_384 + name.len() as u64,
+        role: role.to_owned(),
+        root: root.to_owned(),
+        relkind: relkind.to_owned(),
+        tenant_column: column.map(str::to_owned),
+    }
+}
+
+/// The sample receipt as issued now: it states five inventoried relations (a partitioned tenant
+/// table and its partition, a plain tenant table, a key child, the community row), the purge
+/// counted every root, and the verification names every relation.
+pub(crate) fn receipt_with_relations(key_id: &str) -> Receipt {
+    let mut receipt = sample_receipt(key_id);
+    receipt.inventory.tables = vec![
+        TableRows {
+            table: "buzz.members".to_owned(),
+            rows: 40,
+        },
+        TableRows {
+            table: "buzz.posts".to_owned(),
+            rows: 1200,
+        },
+    ];
+    receipt.inventory.relations = vec![
+        relation(
+            "buzz.communities",
+            "community row",
+            "buzz.communities",
+            "r",
+            Some("id"),
+        ),
+        relation(
+            "buzz.members",
+            "tenant table",
+            "buzz.members",
+            "r",
+            Some("community_id"),
+        ),
+        relation(
+            "buzz.post_tags",
+            "key child through post_tags_post_fk",
+            "buzz.post_tags",
+            "r",
+            None,
+        ),
+        relation(
+            "buzz.posts",
+            "tenant table",
+            "buzz.posts",
+            "p",
+            Some("community_id"),
+        ),
+        relation(
+            "buzz.posts_2026",
+            "tenant relation of buzz.posts",
+            "buzz.posts",
+            "r",
+            Some("community_id"),
+        ),
+    ];
+    let table = |name: &str, rows| TableRows {
+        table: name.to_owned(),
+        rows,
+    };
+    receipt.purge.tables = vec![
+        table("buzz.communities", 1),
+        table("buzz.members", 39),
+        table("buzz.post_tags", 0),
+        table("buzz.posts", 1200),
+    ];
+    receipt.purge.rows_total = 1240;
+    receipt.verification = json!({
+        "tables_checked": 2,
+        "prefixes_checked": 3,
+        "redis_empty_passes": 2,
+        "relations": [
+            "buzz.communities", "buzz.members", "buzz.post_tags", "buzz.posts", "buzz.posts_2026"
+        ]
+    });
+    receipt
+}
+
+#[test]
+fn a_receipt_stating_its_relations_is_consistent_and_round_trips() {
+    let receipt = receipt_with_relations("k");
+    assert_eq!(check_counts(&receipt), vec![]);
+    assert_eq!(coverage_problems(&receipt), vec![]);
+    let value = serde_json::to_value(&receipt).unwrap();
+    assert_eq!(
+        value["inventory"]["relations"][0]["relation"],
+        "buzz.communities"
+    );
+    assert_eq!(
+        value["inventory"]["relations"][2]["tenant_column"],
+        serde_json::Value::Null
+    );
+    let back: Receipt = serde_json::from_value(value).unwrap();
+    assert_eq!(back, receipt);
+}
+
+#[test]
+fn a_relation_missing_from_the_purge_facts_is_named() {
+    // The purge facts lose the partitioned table's count: the table and its partition are both
+    // uncovered (the partition's rows are counted under its root).
+    let mut receipt = receipt_with_relations("k");
+    receipt.purge.tables.retain(|t| t.table != "buzz.posts");
+    receipt.purge.rows_total = 40;
+    assert_eq!(
+        fields(&receipt),
+        vec!["/inventory/relations/3", "/inventory/relations/4"]
+    );
+    let problems = coverage_problems(&receipt);
+    assert!(
+        problems[1].problem.contains("buzz.posts_2026")
+            && problems[1]
+                .problem
+                .contains("/purge/tables has no count for buzz.posts")
+            && problems[1]
+                .problem
+                .contains("fewer relations than the inventory"),
+        "{problems:?}"
+    );
+    // A key child whose zero count was not recorded is uncovered too.
+    let mut receipt = receipt_with_relations("k");
+    receipt.purge.tables.retain(|t| t.table != "buzz.post_tags");
+    assert_eq!(fields(&receipt), vec!["/inventory/relations/2"]);
+}
+
+#[test]
+fn a_relation_missing_from_the_verification_facts_is_named() {
+    let mut receipt = receipt_with_relations("k");
+    receipt.verification["relations"] = json!([
+        "buzz.communities",
+        "buzz.members",
+        "buzz.post_tags",
+        "buzz.posts"
+    ]);
+    assert_eq!(fields(&receipt), vec!["/inventory/relations/4"]);
+    let problems = coverage_problems(&receipt);
+    assert!(
+        problems[0].problem.contains("buzz.posts_2026")
+            && problems[0]
+                .problem
+                .contains("/verification/relations does not name it"),
+        "{problems:?}"
+    );
+
+    let mut receipt = receipt_with_relations("k");
+    receipt.verification["relations"][1] = json!(7);
+    assert_eq!(
+        fields(&receipt),
+        vec!["/verification/relations/1", "/inventory/relations/1"]
+    );
+
+    // A verification recorded without the list names none of them: one problem, at the list.
+    let mut receipt = receipt_with_relations("k");
+    if let Some(report) = receipt.verification.as_object_mut() {
+        report.remove("relations");
+    }
+    assert_eq!(fields(&receipt), vec!["/verification/relations"]);
+    assert!(
+        coverage_problems(&receipt)[0]
+            .problem
+            .contains("5 inventoried relation(s)")
+    );
+}
+
+#[test]
+fn an_old_receipt_without_relations_parses_and_recanonicalises_byte_identically() {
+    // A receipt as issued before receipts stated relations: no `relations` member at all.
+    let old = serde_json::to_value(sample_receipt("k")).unwrap();
+    assert!(old["inventory"].get("relations").is_none());
+    let parsed: Receipt = serde_json::from_value(old.clone()).unwrap();
+    assert!(parsed.inventory.relations.is_empty());
+    assert_eq!(
+        crate::canonical::canonical_json(&serde_json::to_value(&parsed).unwrap()).unwrap(),
+        crate::canonical::canonical_json(&old).unwrap()
+    );
+    // It states no relations, so no coverage rule applies (its verification names none).
+    assert_eq!(check_counts(&parsed), vec![]);
+    // An explicit empty list means the same and is never written.
+    let mut explicit = old.clone();
+    explicit["inventory"]["relations"] = json!([]);
+    let parsed: Receipt = serde_json::from_value(explicit).unwrap();
+    assert_eq!(serde_json::to_value(&parsed).unwrap(), old);
+    // Members of a stated relation are checked strictly.
+    let mut extra = serde_json::to_value(receipt_with_relations("k")).unwrap();
+    extra["inventory"]["relations"][0]["schema"] = json!("buzz");
+    assert!(serde_json::from_value::<Receipt>(extra).is_err());
 }

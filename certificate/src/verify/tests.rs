@@ -5,7 +5,7 @@ use super::*;
 use crate::canonical::canonical_json;
 use crate::certificate::{ConsistencyProof, assemble, sign_receipt};
 use crate::keys::{ReceiptSigningKey, random_bytes};
-use crate::receipt::tests::sample_receipt;
+use crate::receipt::tests::{receipt_with_relations, sample_receipt};
 use crate::receipt::{Subject, check_counts};
 use chrono::{TimeZone, Utc};
 use serde_json::json;
@@ -38,6 +38,15 @@ fn at(minute: u32) -> chrono::DateTime<Utc> {
 fn fixture_with(receipt_key: ReceiptSigningKey, log_key: ReceiptSigningKey) -> Fixture {
     let receipt = sample_receipt(&receipt_key.key_id());
     assert!(check_counts(&receipt).is_empty());
+    fixture_of(receipt, receipt_key, log_key)
+}
+
+/// `receipt` signed and placed in the log as [`fixture_with`] does, whatever its counts say.
+fn fixture_of(
+    receipt: Receipt,
+    receipt_key: ReceiptSigningKey,
+    log_key: ReceiptSigningKey,
+) -> Fixture {
     let signed = sign_receipt(receipt, &receipt_key).unwrap();
     let mut leaves: Vec<[u8; 32]> = (0..5).map(|_| random_bytes::<32>().unwrap()).collect();
     leaves[3] = signed.digest().unwrap();
@@ -235,7 +244,10 @@ fn walk(root: &Value, value: &Value, pointer: String, out: &mut Vec<(String, Str
 
 #[test]
 fn every_mutation_of_the_certificate_is_rejected_naming_the_field() {
-    let f = fixture();
+    every_mutation_is_rejected_naming_the_field(&fixture());
+}
+
+fn every_mutation_is_rejected_naming_the_field(f: &Fixture) {
     let ring = f.ring();
     let mutations = mutations(&f.certificate);
     let leaves = leaves(&f.certificate, "").len();
@@ -524,6 +536,86 @@ fn changed_shape_of_the_free_form_report_is_named() {
     let problems = verify_certificate(&json, &ring, None).unwrap_err();
     assert_eq!(fields(&problems), ["/receipt"], "{problems:?}");
     assert!(problems[0].problem.contains("shape changed after signing"));
+}
+
+/// A fixture whose receipt states its inventoried relations ([`receipt_with_relations`]), edited
+/// by `edit` before signing.
+fn fixture_with_relations(edit: impl FnOnce(&mut Receipt)) -> Fixture {
+    let receipt_key = ReceiptSigningKey::generate().unwrap();
+    let mut receipt = receipt_with_relations(&receipt_key.key_id());
+    edit(&mut receipt);
+    fixture_of(receipt, receipt_key, ReceiptSigningKey::generate().unwrap())
+}
+
+#[test]
+fn a_certificate_stating_its_relations_verifies_and_none_of_them_can_change() {
+    let f = fixture_with_relations(|_| {});
+    verify_certificate(&f.certificate, &f.ring(), Some(&f.older)).unwrap();
+    assert_eq!(
+        f.certificate["receipt"]["inventory"]["relations"][4]["relation"],
+        "buzz.posts_2026"
+    );
+    every_mutation_is_rejected_naming_the_field(&f);
+}
+
+#[test]
+fn a_receipt_signed_with_a_relation_missing_from_its_purge_facts_fails() {
+    // What an issuer that skipped a relation would sign: the signature is valid, the receipt
+    // is not.
+    let f = fixture_with_relations(|r| {
+        r.purge.tables.retain(|t| t.table != "buzz.post_tags");
+    });
+    let problems = verify_certificate(&f.certificate, &f.ring(), Some(&f.older)).unwrap_err();
+    assert_eq!(fields(&problems), ["/receipt/inventory/relations/2"]);
+    assert_eq!(
+        problems[0].to_string(),
+        "/receipt/inventory/relations/2: buzz.post_tags (key child through post_tags_post_fk) \
+         was inventoried, but /purge/tables has no count for buzz.post_tags, which covers it: \
+         the purge facts cover fewer relations than the inventory"
+    );
+    let f = fixture_with_relations(|r| {
+        r.verification["relations"] = json!(["buzz.communities", "buzz.members"]);
+    });
+    let problems = verify_certificate(&f.certificate, &f.ring(), Some(&f.older)).unwrap_err();
+    assert_eq!(
+        fields(&problems),
+        [
+            "/receipt/inventory/relations/2",
+            "/receipt/inventory/relations/3",
+            "/receipt/inventory/relations/4"
+        ]
+    );
+}
+
+#[test]
+fn an_old_certificate_without_relations_still_verifies() {
+    // Receipts signed before receipts stated relations have no such member; their digests,
+    // signature and log leaf are unchanged by the new (optional) list.
+    let f = fixture();
+    assert!(
+        f.certificate["receipt"]["inventory"]
+            .get("relations")
+            .is_none()
+    );
+    verify_certificate(&f.certificate, &f.ring(), Some(&f.older)).unwrap();
+    let parsed: crate::certificate::Certificate =
+        serde_json::from_value(f.certificate.clone()).unwrap();
+    assert_eq!(
+        canonical_json(&serde_json::to_value(&parsed).unwrap()).unwrap(),
+        canonical_json(&f.certificate).unwrap(),
+        "an old certificate re-encodes byte-identically"
+    );
+    // Adding a relations list to it afterwards is an unsigned addition.
+    let mut added = f.certificate.clone();
+    added["receipt"]["inventory"]["relations"] = json!([{
+        "relation": "buzz.posts", "oid": 1, "role": "tenant table", "root": "buzz.posts",
+        "relkind": "r", "tenant_column": "community_id"
+    }]);
+    let problems = verify_certificate(&added, &f.ring(), Some(&f.older)).unwrap_err();
+    assert!(
+        fields(&problems).contains(&"/receipt/inventory/relations/0/relation"),
+        "{problems:?}"
+    );
 }
 
 mod fuzz {

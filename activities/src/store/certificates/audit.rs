@@ -77,7 +77,14 @@ async fn derive_again(conn: &mut PgConnection, signed: &Receipt) -> CertificateR
     let head = signed.audit_chain.clone();
     match &signed.subject {
         Subject::Community { .. } => {
-            community_receipt(conn, signed.request_id, head, &signed.key_id, signed_at).await
+            let mut derived =
+                community_receipt(conn, signed.request_id, head, &signed.key_id, signed_at).await?;
+            // A receipt signed before receipts stated the inventoried relations is compared
+            // without them (its evidence records them, its signature does not cover them).
+            if signed.inventory.relations.is_empty() {
+                derived.inventory.relations.clear();
+            }
+            Ok(derived)
         }
         Subject::User { target_salt, .. } => {
             user_receipt(

@@ -1,15 +1,16 @@
 //! What a community deletion's receipt states, read from the append-only evidence only (the
-//! request's frozen inventory and digests, its approval, stage checkpoints, stamped manifest
-//! chunks, purge counts and the chained audit trail), so `certificate audit` can derive the same
-//! receipt again later and any rewrite of that evidence shows up as a difference.
+//! request's frozen inventory and digests, its closed world's relations included; its approval,
+//! stage checkpoints and milestones, stamped manifest chunks, purge counts and the chained audit
+//! trail), so `certificate audit` can derive the same receipt again later and any rewrite of
+//! that evidence shows up as a difference.
 
 use std::collections::BTreeMap;
 
 use certificate::canonical::timestamp;
 use certificate::chain::ChainHead;
 use certificate::receipt::{
-    ChunkStamp, Generations, InventoryFacts, ManifestFacts, PurgeFacts, RECEIPT_FORMAT, Receipt,
-    ReceiptKind, StageReached, Subject, TableRows,
+    ChunkStamp, Generations, InventoriedRelation, InventoryFacts, ManifestFacts, PurgeFacts,
+    RECEIPT_FORMAT, Receipt, ReceiptKind, StageReached, Subject, TableRows,
 };
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
@@ -17,6 +18,7 @@ use uuid::Uuid;
 
 use super::error::{CertificateResult, CertificateStoreError};
 use super::facts::{approval_facts, count, stages_reached};
+use crate::store::community::scope_verification::SCOPE_VERIFIED;
 
 /// The receipt of community request `request_id`, as of its evidence, stating `audit_chain`
 /// as the trail it covers and signed (later) by `key_id` at `signed_at`.
@@ -58,9 +60,10 @@ pub(crate) async fn community_receipt(
     let keys_purged = checkpoint("cache_purged")
         .and_then(|(_, detail)| detail.get("keys_unlinked").and_then(|v| v.as_u64()))
         .unwrap_or(0);
-    let verification = checkpoint("logically_verified")
-        .map(|(_, detail)| detail)
-        .unwrap_or_else(|| serde_json::json!({}));
+    let verification = verification_facts(
+        checkpoint("logically_verified").map(|(_, detail)| detail),
+        checkpoint(SCOPE_VERIFIED).map(|(_, detail)| detail),
+    );
     let inventory = inventory_facts(
         request.inventory.as_ref().map(|json| &json.0),
         request.inventory_digest.clone().unwrap_or_default(),
@@ -114,14 +117,31 @@ struct RequestFacts {
     destructive_manifest_digest: Option<String>,
 }
 
+/// The verification report as recorded at `logically_verified`, with the relations the scope
+/// verification found empty (its `scope_verified` milestone, when recorded) as `relations`.
+fn verification_facts(
+    report: Option<serde_json::Value>,
+    scope: Option<serde_json::Value>,
+) -> serde_json::Value {
+    let mut report = report.unwrap_or_else(|| serde_json::json!({}));
+    let relations = scope.and_then(|detail| detail.get("relations").cloned());
+    if let (Some(object), Some(relations)) = (report.as_object_mut(), relations) {
+        object.insert("relations".to_owned(), relations);
+    }
+    report
+}
+
 /// The frozen inventory's counts (`FrozenInventory` as stored: catalog row counts, prefixes,
-/// Redis keys, multipart uploads).
+/// Redis keys, multipart uploads) and the relations of its closed world, when it recorded one.
 fn inventory_facts(inventory: Option<&serde_json::Value>, digest: String) -> InventoryFacts {
     let empty = serde_json::Value::Null;
     let inventory = inventory.unwrap_or(&empty);
     let list = |value: &serde_json::Value| value.as_array().cloned().unwrap_or_default();
     let number = |value: &serde_json::Value, field: &str| {
         value.get(field).and_then(|v| v.as_u64()).unwrap_or(0)
+    };
+    let text = |value: &serde_json::Value, field: &str| {
+        value[field].as_str().unwrap_or_default().to_owned()
     };
     let mut tables: Vec<TableRows> = list(&inventory["catalog"]["row_counts"])
         .iter()
@@ -132,6 +152,17 @@ fn inventory_facts(inventory: Option<&serde_json::Value>, digest: String) -> Inv
         .collect();
     tables.sort_by(|a, b| a.table.cmp(&b.table));
     let prefixes = list(&inventory["prefixes"]);
+    let relations = list(&inventory["catalog"]["closed_world"]["relations"])
+        .iter()
+        .map(|r| InventoriedRelation {
+            relation: text(r, "relation"),
+            oid: number(r, "oid"),
+            role: text(r, "role"),
+            root: text(r, "root"),
+            relkind: text(r, "relkind"),
+            tenant_column: r["tenant_column"].as_str().map(str::to_owned),
+        })
+        .collect();
     InventoryFacts {
         digest,
         tables,
@@ -142,6 +173,7 @@ fn inventory_facts(inventory: Option<&serde_json::Value>, digest: String) -> Inv
             .iter()
             .map(|u| number(u, "uploads"))
             .sum(),
+        relations,
     }
 }
 

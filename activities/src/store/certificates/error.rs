@@ -41,6 +41,22 @@ pub enum CertificateStoreError {
         /// Their root hash.
         stored_root: String,
     },
+    /// The receipt would state fewer relations purged or verified than the frozen inventory
+    /// lists: the scope shrank after approval (or the purge or verification evidence was
+    /// altered), so no receipt is issued.
+    #[error(
+        "no receipt is issued for request {request_id}: its purge and verification facts cover \
+         fewer relations than its frozen inventory ({}); find why the relation's purge count or \
+         verification is missing (docs/operations.md, \"Scope not covered\"), restore that \
+         evidence, then unblock",
+        .problems.join("; ")
+    )]
+    ScopeNotCovered {
+        /// The request.
+        request_id: Uuid,
+        /// One line per uncovered relation: its receipt pointer and what is missing.
+        problems: Vec<String>,
+    },
     /// The request's audit chain is broken (names the first bad row).
     #[error("the audit trail of request {request_id} is broken: {break_}")]
     ChainBroken {

@@ -1,10 +1,12 @@
 //! Issuing a receipt: in the transaction that finishes the request, after its last audit event,
 //! the receipt is derived from the evidence, signed, stored, and appended to the transparency
 //! log with a new signed checkpoint. Nothing is written to the audit trail afterwards, so the
-//! signed chain head is the trail's last row.
+//! signed chain head is the trail's last row. A community receipt whose purge or verification
+//! facts cover fewer relations than the frozen inventory is never signed.
 
 use certificate::certificate::{SignedReceipt, sign_receipt};
 use certificate::keys::ReceiptSigningKey;
+use certificate::receipt::{Receipt, coverage_problems};
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -57,7 +59,9 @@ pub(crate) async fn issue_receipt(
     let key_id = key.key_id();
     let receipt = match kind {
         ReceiptFor::Community => {
-            community_receipt(conn, request_id, head, &key_id, signed_at).await?
+            let receipt = community_receipt(conn, request_id, head, &key_id, signed_at).await?;
+            require_scope_covered(request_id, &receipt)?;
+            receipt
         }
         ReceiptFor::User => {
             let salt = certificate::receipt::new_salt()
@@ -73,6 +77,20 @@ pub(crate) async fn issue_receipt(
     store_signed(conn, request_id, kind, &key_id, &signed, &digest).await?;
     log::append(conn, key, request_id, &digest, signed_at).await?;
     Ok(())
+}
+
+/// Refuses ([`CertificateStoreError::ScopeNotCovered`]) a receipt whose purge or verification
+/// facts cover fewer relations than its frozen inventory: the offline verifier's own coverage
+/// rules, so nothing is signed that `certificate verify` would reject for it.
+fn require_scope_covered(request_id: Uuid, receipt: &Receipt) -> CertificateResult<()> {
+    let problems = coverage_problems(receipt);
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(CertificateStoreError::ScopeNotCovered {
+        request_id,
+        problems: problems.iter().map(ToString::to_string).collect(),
+    })
 }
 
 async fn store_signed(

@@ -75,6 +75,8 @@ pub(crate) async fn user_receipt(
             object_bytes: 0,
             redis_keys: 0,
             multipart_uploads: 0,
+            // A user receipt states no relations (user erasure's scope is its own issue).
+            relations: Vec::new(),
         },
         manifest: ManifestFacts {
             digest: String::new(),

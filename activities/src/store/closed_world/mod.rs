@@ -8,7 +8,8 @@
 //! - [`scope`] turns the purge set into the SQL predicates every count, purge batch and
 //!   verification shares;
 //! - [`summary`] is what the frozen inventory records of it, under the digest;
-//! - [`guard`] re-checks, before each destructive step, that no inventoried relation left.
+//! - [`guard`] re-checks, before each destructive step, that no inventoried relation left;
+//! - [`verify`] counts the community's rows in every inventoried relation at verification.
 //!
 //! It runs at inventory, at preflight and inside the purge's first transaction.
 
@@ -19,6 +20,7 @@ pub(crate) mod facts;
 pub(crate) mod guard;
 pub(crate) mod scope;
 pub mod summary;
+pub(crate) mod verify;
 
 use sqlx::PgConnection;
 

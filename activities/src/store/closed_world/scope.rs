@@ -104,6 +104,11 @@ impl ScopePlan {
         plan
     }
 
+    /// Whether relation `oid` is in the purge set.
+    pub fn contains(&self, oid: i64) -> bool {
+        self.relations.contains_key(&oid)
+    }
+
     /// The relation's name, if it is in the purge set.
     pub fn name(&self, oid: i64) -> String {
         self.relations

@@ -14,6 +14,7 @@ pub(super) mod leases;
 pub(super) mod manifest;
 pub(super) mod purge;
 pub(super) mod requests;
+pub(super) mod scope_verification;
 pub(super) mod signed;
 pub(super) mod stage;
 pub(super) mod token;

@@ -134,8 +134,10 @@ impl Store {
             let mut tx = self.pool.begin().await?;
             let row = lock_for_token(&mut tx, token, &[Stage::BindingsRemoved]).await?;
             check_fence_held(&mut tx, &row).await?;
-            let (tables, checked) = checked_catalog_in_purge_order(&mut tx).await?;
+            // First: a relation that left the scope is named as such, not as whatever the
+            // catalogue check makes of it where it went.
             require_scope_intact(&mut tx, &frozen).await?;
+            let (tables, checked) = checked_catalog_in_purge_order(&mut tx).await?;
             let counts = cross_reference_counts(
                 &mut tx,
                 &checked.plan,
@@ -235,6 +237,19 @@ impl Store {
             add_progress(&mut tx, token.request_id, child, *rows).await?;
         }
         add_progress(&mut tx, token.request_id, COMMUNITIES_TABLE, deleted.rows).await?;
+        // Every tenant table and key child purged gets a count, zero included (a partitioned
+        // table without partitions, a key child none of whose rows were the community's), so
+        // the receipt's purge facts name every root the inventory lists.
+        let roots = tables.iter().map(|t| t.qualified()).chain(
+            checked
+                .world
+                .key_children
+                .iter()
+                .map(|c| c.relation.qualified()),
+        );
+        for root in roots {
+            add_progress(&mut tx, token.request_id, &root, 0).await?;
+        }
         refresh_and_verify_views(&mut tx, &checked.world.refreshed_views, token.community_id)
             .await?;
         let report = purge_report_in(&mut tx, token.request_id).await?;

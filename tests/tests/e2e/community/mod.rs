@@ -49,6 +49,7 @@ mod operator_identity;
 mod outage;
 mod production_tls;
 mod refusals;
+mod scope_shrank;
 mod serving_load;
 mod stack_check;
 mod sweep;

@@ -1,0 +1,329 @@
+//! Scope can never shrink after approval (issue 28, must-show 3), through the CLI and a worker
+//! process: while the community's objects are being deleted (past the approval, the object
+//! versions of the manifest chunk already gone, its stamp held), (a) a tenant table is moved
+//! into another schema, or (b) the target's partition of a partitioned tenant table is detached.
+//! The next destructive step — the purge's first transaction — blocks naming the relation and
+//! what became of it; no receipt exists for the request; nothing of the neighbour changed. The
+//! operator puts the relation back and unblocks: the deletion completes, and its receipt states
+//! the relation among the inventoried ones and verifies offline.
+//!
+//! The stories commit tenant tables (and a trigger holding the chunk stamp), so each runs on a
+//! database of its own; objects and Redis keys stay on the shared stack.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use activities::store::Store;
+use certificate::keys::{KeyRing, ReceiptPublicKey};
+use certificate::verify::verify_certificate;
+use serde_json::Value;
+use uuid::Uuid;
+
+use e2e::env::required;
+use e2e::prelude::*;
+use e2e::private_db::{drop_private_stack, private_database};
+
+/// The advisory lock every manifest chunk stamp waits for while the test holds it.
+const HOLD_STAMPS: i64 = 28_003;
+
+async fn exec(store: &Store, sql: &str) {
+    sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+        .execute(store.pool())
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// Runs each statement with `{target}` and `{neighbour}` replaced by the communities' ids.
+async fn exec_all(store: &Store, statements: &[&str], target: Uuid, neighbour: Uuid) {
+    for sql in statements {
+        let sql = sql
+            .replace("{target}", &target.to_string())
+            .replace("{neighbour}", &neighbour.to_string());
+        exec(store, &sql).await;
+    }
+}
+
+/// A trigger making the stamp of every manifest chunk with entries take [`HOLD_STAMPS`], and a
+/// connection holding it: the worker deletes a chunk's object versions, then waits to stamp it
+/// until released.
+async fn hold_chunk_stamps(store: &Store) -> sqlx::pool::PoolConnection<sqlx::Postgres> {
+    exec(
+        store,
+        &format!(
+            "CREATE FUNCTION public.hold_chunk_stamp() RETURNS trigger LANGUAGE plpgsql AS \
+             $$ BEGIN IF NEW.entry_count > 0 THEN PERFORM pg_advisory_xact_lock({HOLD_STAMPS}); \
+             END IF; RETURN NEW; END $$"
+        ),
+    )
+    .await;
+    exec(
+        store,
+        "CREATE TRIGGER hold_chunk_stamp BEFORE UPDATE OF deleted_at ON deletion.manifest_chunks \
+         FOR EACH ROW EXECUTE FUNCTION public.hold_chunk_stamp()",
+    )
+    .await;
+    let mut held = store
+        .pool()
+        .acquire()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    sqlx::query("SELECT pg_advisory_lock($1)")
+        .bind(HOLD_STAMPS)
+        .execute(&mut *held)
+        .await
+        .unwrap_or_else(|e| panic!("hold the stamps: {e}"));
+    held
+}
+
+/// Waits (up to 120 s) until the worker waits to stamp a chunk of `request`, then returns its
+/// stage: its object versions are being deleted.
+async fn wait_for_held_stamp(store: &Store, request: Uuid) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let waiting: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_locks WHERE locktype = 'advisory' \
+             AND NOT granted AND ((classid::int8 << 32) | objid::int8) = $1 \
+             AND database = (SELECT oid FROM pg_catalog.pg_database \
+                             WHERE datname = current_database()))",
+        )
+        .bind(HOLD_STAMPS)
+        .fetch_one(store.pool())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        if waiting {
+            return sqlx::query_scalar("SELECT stage FROM deletion.requests WHERE id = $1")
+                .bind(request)
+                .fetch_one(store.pool())
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the worker never reached a chunk stamp"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// One story: the tenant relation set up by `setup`, shrunk by `shrink` while objects are being
+/// deleted, restored by `restore`; the block must name everything in `named`, and the final
+/// receipt must state `relation`.
+struct Story {
+    tag: &'static str,
+    setup: &'static [&'static str],
+    shrink: &'static [&'static str],
+    named: &'static [&'static str],
+    restore: &'static [&'static str],
+    relation: &'static str,
+}
+
+impl Story {
+    async fn run(&self) {
+        let _shared = outage_lock().read().await;
+        let shared = stack().await;
+        let db = private_database(self.tag).await;
+        let name = db.name.clone();
+        let stack = db.migrated_stack(shared).await;
+        let queue = unique_queue(self.tag);
+        let worker = WorkerProcess::start(&queue, &[("DATABASE_URL", db.worker.as_str())]).await;
+        let cli = Cli::new(&queue)
+            .with_env("DATABASE_URL", &db.worker)
+            .with_env("BUZZ_OWNER_DATABASE_URL", &db.owner);
+
+        let host = unique_host(self.tag);
+        let target = seed(&stack, &host, small_plan()).await.community_id;
+        let neighbour = seed(&stack, &unique_host("kept"), small_plan())
+            .await
+            .community_id;
+        exec_all(&stack.store, self.setup, target, neighbour).await;
+        let neighbour_before = snapshot(&stack, neighbour).await;
+        let versions_before = object_versions(&stack, target).await.len();
+        let mut held = hold_chunk_stamps(&stack.store).await;
+
+        let (id, digest) = cli.submit(&host, "alice", &[]).await;
+        let request: Uuid = id.parse().unwrap_or_default();
+        cli.approve(&id, "bob", &digest).await.expect_code(0);
+        let stage = wait_for_held_stamp(&stack.store, request).await;
+        assert_eq!(stage, "drained", "held while the objects are being deleted");
+        let versions_now = object_versions(&stack, target).await.len();
+        assert!(
+            versions_now < versions_before,
+            "a chunk's object versions are gone ({versions_now} of {versions_before} left): \
+             past the point of no return"
+        );
+        exec_all(&stack.store, self.shrink, target, neighbour).await;
+        sqlx::query("SELECT pg_advisory_unlock($1)")
+            .bind(HOLD_STAMPS)
+            .execute(&mut *held)
+            .await
+            .unwrap_or_else(|e| panic!("release the stamps: {e}"));
+        drop(held);
+
+        let status = cli.wait_status(&id, 120, |s| !s["blocked"].is_null()).await;
+        let reason = status["blocked"]["reason"].as_str().unwrap_or_default();
+        for named in self.named {
+            assert!(
+                reason.contains(named),
+                "the block must name {named}: {status}"
+            );
+        }
+        let stage: String = sqlx::query_scalar("SELECT stage FROM deletion.requests WHERE id = $1")
+            .bind(request)
+            .fetch_one(stack.store.pool())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            stage, "bindings_removed",
+            "blocked before any row was purged"
+        );
+        let out = std::env::temp_dir().join(format!("scope-shrank-{request}.json"));
+        let refused = cli
+            .run(&[
+                "community",
+                "certificate",
+                &id,
+                "--out",
+                &out.display().to_string(),
+            ])
+            .await;
+        assert_ne!(
+            refused.code, 0,
+            "no certificate while blocked: {}",
+            refused.stdout
+        );
+        assert!(
+            refused.stderr.contains("no receipt"),
+            "the refusal says why: {}",
+            refused.stderr
+        );
+        let receipts: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM deletion.receipts WHERE request_id = $1")
+                .bind(request)
+                .fetch_one(stack.store.pool())
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(receipts, 0, "no receipt is issued for a shrunk scope");
+
+        // The operator puts the relation back: the neighbour is byte-identical, and the
+        // unblocked deletion completes.
+        exec_all(&stack.store, self.restore, target, neighbour).await;
+        assert_identical(
+            &neighbour_before,
+            &snapshot(&stack, neighbour).await,
+            "the neighbour while blocked",
+        );
+        cli.unblock(&id, "carol", "put the relation back")
+            .await
+            .expect_code(0);
+        cli.watch_to_end(&id).await;
+        snapshot(&stack, target).await.assert_gone("the target");
+        assert_identical(
+            &neighbour_before,
+            &snapshot(&stack, neighbour).await,
+            "the neighbour",
+        );
+        let receipt = self.verified_receipt(&cli, &id, &out).await;
+        let stated = |list: &Value, field: Option<&str>| {
+            list.as_array().is_some_and(|items| {
+                items.iter().any(|item| {
+                    field.map_or(item, |field| &item[field]).as_str() == Some(self.relation)
+                })
+            })
+        };
+        assert!(
+            stated(&receipt["inventory"]["relations"], Some("relation")),
+            "the receipt states {} as inventoried: {}",
+            self.relation,
+            receipt["inventory"]
+        );
+        assert!(
+            stated(&receipt["verification"]["relations"], None),
+            "and as verified: {}",
+            receipt["verification"]
+        );
+        let _ = std::fs::remove_file(&out);
+        worker.crash().await;
+        drop_private_stack(&name, stack).await;
+    }
+
+    /// Exports the request's certificate and verifies it offline; returns its receipt.
+    async fn verified_receipt(&self, cli: &Cli, id: &str, out: &Path) -> Value {
+        cli.run(&[
+            "community",
+            "certificate",
+            id,
+            "--out",
+            &out.display().to_string(),
+        ])
+        .await
+        .expect_code(0);
+        let text = std::fs::read_to_string(out).unwrap_or_else(|e| panic!("{e}"));
+        let certificate: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+        let key =
+            ReceiptPublicKey::read_file(&PathBuf::from(required("BUZZ_RECEIPT_PUBLIC_KEY_FILE")))
+                .unwrap_or_else(|e| panic!("{e}"));
+        if let Err(problems) = verify_certificate(&certificate, &KeyRing::new(vec![key]), None) {
+            panic!("the certificate must verify: {problems:?}");
+        }
+        certificate["receipt"].clone()
+    }
+}
+
+/// A fenced tenant table of the test's own, with three rows of each community.
+const NOTES: &[&str] = &[
+    "CREATE TABLE buzz.notes (community_id uuid NOT NULL, seq int NOT NULL, body text NOT NULL)",
+    "CREATE TRIGGER buzz_write_fence BEFORE INSERT OR UPDATE ON buzz.notes \
+     FOR EACH ROW EXECUTE FUNCTION buzz.refuse_fenced_write()",
+    "ALTER TABLE buzz.notes ENABLE ALWAYS TRIGGER buzz_write_fence",
+    "INSERT INTO buzz.notes SELECT c, g, 'note ' || g \
+     FROM unnest(ARRAY['{target}', '{neighbour}']::uuid[]) c, generate_series(1, 3) g",
+    "CREATE SCHEMA attic",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_table_moved_into_another_schema_while_objects_are_deleted_blocks_the_purge() {
+    Story {
+        tag: "moved",
+        setup: NOTES,
+        shrink: &["ALTER TABLE buzz.notes SET SCHEMA attic"],
+        named: &["scope shrank", "buzz.notes", "is now named attic.notes"],
+        restore: &["ALTER TABLE attic.notes SET SCHEMA buzz"],
+        relation: "buzz.notes",
+    }
+    .run()
+    .await;
+}
+
+/// A fenced tenant table partitioned by community: the target's partition and the rest.
+const PARTED: &[&str] = &[
+    "CREATE TABLE buzz.parted (community_id uuid NOT NULL, seq int NOT NULL, body text NOT NULL) \
+     PARTITION BY LIST (community_id)",
+    "CREATE TRIGGER buzz_write_fence BEFORE INSERT OR UPDATE ON buzz.parted \
+     FOR EACH ROW EXECUTE FUNCTION buzz.refuse_fenced_write()",
+    "ALTER TABLE buzz.parted ENABLE ALWAYS TRIGGER buzz_write_fence",
+    "CREATE TABLE buzz.parted_target PARTITION OF buzz.parted FOR VALUES IN ('{target}')",
+    "CREATE TABLE buzz.parted_rest PARTITION OF buzz.parted DEFAULT",
+    "INSERT INTO buzz.parted SELECT c, g, 'row ' || g \
+     FROM unnest(ARRAY['{target}', '{neighbour}']::uuid[]) c, generate_series(1, 3) g",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_detached_while_objects_are_deleted_blocks_the_purge() {
+    Story {
+        tag: "detached",
+        setup: PARTED,
+        shrink: &["ALTER TABLE buzz.parted DETACH PARTITION buzz.parted_target"],
+        named: &[
+            "scope shrank",
+            "buzz.parted_target",
+            "no longer belongs to buzz.parted",
+        ],
+        restore: &[
+            "ALTER TABLE buzz.parted ATTACH PARTITION buzz.parted_target \
+             FOR VALUES IN ('{target}')",
+        ],
+        relation: "buzz.parted_target",
+    }
+    .run()
+    .await;
+}
