@@ -48,8 +48,8 @@ pub use checkpoint::{Checkpoint, LOG_ORIGIN};
 pub use keys::{KeyError, KeyRing, ReceiptPublicKey, ReceiptSigningKey, write_key_pair};
 pub use merkle::MerkleError;
 pub use receipt::{
-    ApprovalFacts, ChunkStamp, Generations, InventoriedRelation, InventoryFacts, ManifestFacts,
-    PurgeFacts, RECEIPT_FORMAT, Receipt, ReceiptKind, StageReached, Subject, TableRows,
-    check_counts, coverage_problems, new_salt, target_commitment,
+    ApprovalFacts, ChunkStamp, DeclarationFacts, Generations, InventoriedRelation, InventoryFacts,
+    ManifestFacts, PurgeFacts, RECEIPT_FORMAT, Receipt, ReceiptKind, StageReached, Subject,
+    TableRows, check_counts, coverage_problems, new_salt, target_commitment,
 };
 pub use verify::{CertificateProblem, Verified, verify_certificate};

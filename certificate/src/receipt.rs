@@ -153,6 +153,23 @@ pub struct InventoryFacts {
     /// no coverage rule applies to such a receipt, exactly as before.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub relations: Vec<InventoriedRelation>,
+    /// Every owner declaration (a `buzz-deletion:` comment) the frozen inventory relied on: an
+    /// archive trigger, a key-only child's key, a refreshed materialized view, a harmless trigger
+    /// or rule, a relation that is not tenant data. Sorted by object. Absent (never written
+    /// empty) when none was relied on, or the receipt makes no statement about them (signed
+    /// before receipts named declarations, a user deletion's receipt).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub declarations: Vec<DeclarationFacts>,
+}
+
+/// One owner declaration the frozen inventory relied on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeclarationFacts {
+    /// The object and where: `trigger archive_events on buzz.events`.
+    pub object: String,
+    /// What the owner declared it to be (`archives into history.events_archive`).
+    pub declaration: String,
 }
 
 /// One relation of the purge set as the frozen inventory recorded it.

@@ -44,6 +44,7 @@ pub(crate) fn sample_receipt(key_id: &str) -> Receipt {
             redis_keys: 9,
             multipart_uploads: 1,
             relations: vec![],
+            declarations: vec![],
         },
         manifest: ManifestFacts {
             digest: "2e".repeat(32),
@@ -498,4 +499,22 @@ fn an_old_receipt_without_relations_parses_and_recanonicalises_byte_identically(
     let mut extra = serde_json::to_value(receipt_with_relations("k")).unwrap();
     extra["inventory"]["relations"][0]["schema"] = json!("buzz");
     assert!(serde_json::from_value::<Receipt>(extra).is_err());
+}
+
+#[test]
+fn declarations_are_stated_and_absent_ones_keep_an_old_receipt_byte_identical() {
+    let mut receipt = sample_receipt("k");
+    let old = serde_json::to_value(&receipt).unwrap();
+    assert!(old["inventory"].get("declarations").is_none(), "{old}");
+    receipt.inventory.declarations = vec![DeclarationFacts {
+        object: "trigger archive_events on buzz.events".to_owned(),
+        declaration: "archives into history.events_archive".to_owned(),
+    }];
+    let stated = serde_json::to_value(&receipt).unwrap();
+    assert_eq!(
+        stated["inventory"]["declarations"][0]["declaration"],
+        "archives into history.events_archive"
+    );
+    let parsed: Receipt = serde_json::from_value(stated).unwrap();
+    assert_eq!(parsed, receipt);
 }

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use certificate::canonical::timestamp;
 use certificate::chain::ChainHead;
 use certificate::receipt::{
-    ChunkStamp, Generations, InventoriedRelation, InventoryFacts, ManifestFacts, PurgeFacts,
-    RECEIPT_FORMAT, Receipt, ReceiptKind, StageReached, Subject, TableRows,
+    ChunkStamp, DeclarationFacts, Generations, InventoriedRelation, InventoryFacts, ManifestFacts,
+    PurgeFacts, RECEIPT_FORMAT, Receipt, ReceiptKind, StageReached, Subject, TableRows,
 };
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
@@ -163,6 +163,15 @@ fn inventory_facts(inventory: Option<&serde_json::Value>, digest: String) -> Inv
             tenant_column: r["tenant_column"].as_str().map(str::to_owned),
         })
         .collect();
+    let mut declarations: Vec<DeclarationFacts> =
+        list(&inventory["catalog"]["closed_world"]["declarations"])
+            .iter()
+            .map(|d| DeclarationFacts {
+                object: text(d, "object"),
+                declaration: text(d, "declaration"),
+            })
+            .collect();
+    declarations.sort_by(|a, b| a.object.cmp(&b.object));
     InventoryFacts {
         digest,
         tables,
@@ -174,6 +183,7 @@ fn inventory_facts(inventory: Option<&serde_json::Value>, digest: String) -> Inv
             .map(|u| number(u, "uploads"))
             .sum(),
         relations,
+        declarations,
     }
 }
 

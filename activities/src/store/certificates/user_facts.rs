@@ -77,6 +77,7 @@ pub(crate) async fn user_receipt(
             multipart_uploads: 0,
             // A user receipt states no relations (user erasure's scope is its own issue).
             relations: Vec::new(),
+            declarations: Vec::new(),
         },
         manifest: ManifestFacts {
             digest: String::new(),

@@ -369,9 +369,65 @@ fn add_key_children(judge: &mut Judge<'_>) {
     }
 }
 
-/// Whether the archive a declared trigger or rule names is sound (joining the purge set);
-/// refusals recorded.
-fn archive_target(judge: &mut Judge<'_>, object: &str, schema: &str, table: &str) -> bool {
+/// Whose rights the rows a declared trigger or rule archives are inserted with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ArchiveWriter {
+    /// A trigger function that is not SECURITY DEFINER: the deleting role, the worker's.
+    DeletingRole,
+    /// A SECURITY DEFINER function's owner, or a rule's (its table's) owner.
+    Role(String),
+}
+
+impl ArchiveWriter {
+    fn of_trigger(trigger: &TriggerFact) -> Self {
+        if trigger.security_definer {
+            ArchiveWriter::Role(trigger.function_owner.clone())
+        } else {
+            ArchiveWriter::DeletingRole
+        }
+    }
+
+    /// Why `writer` could not insert the archived rows into `target`, with the remedy, if so.
+    /// A role is trusted to insert into a table it owns; any other role is refused (deny by
+    /// default: a grant to it cannot be read for another role from here).
+    fn problem(&self, target: &RelationFact) -> Option<(String, String)> {
+        let qualified = target.qualified();
+        match self {
+            ArchiveWriter::DeletingRole if !target.can_insert => Some((
+                "is written by a trigger function that runs as the deleting role, which may not \
+                 INSERT into it: the purge would fail after objects were deleted"
+                    .to_owned(),
+                format!(
+                    "GRANT INSERT ON {qualified} TO buzz_deletion_worker, or make the trigger's \
+                 function SECURITY DEFINER owned by {}",
+                    target.owner
+                ),
+            )),
+            ArchiveWriter::Role(role) if *role != target.owner => Some((
+                format!(
+                    "is written with the rights of {role} (the SECURITY DEFINER function's or \
+                 the rule's owner), which does not own it (owner: {})",
+                    target.owner
+                ),
+                format!(
+                    "ALTER TABLE {qualified} OWNER TO {role}, or have the function owned by {}",
+                    target.owner
+                ),
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// Whether the archive a declared trigger or rule names is sound (joining the purge set), and
+/// `writer` may insert the archived rows into it; refusals recorded.
+fn archive_target(
+    judge: &mut Judge<'_>,
+    object: &str,
+    schema: &str,
+    table: &str,
+    writer: &ArchiveWriter,
+) -> bool {
     let Some(target) = judge
         .facts
         .relations
@@ -416,6 +472,14 @@ fn archive_target(judge: &mut Judge<'_>, object: &str, schema: &str, table: &str
         );
         return false;
     }
+    if let Some((problem, remedy)) = writer.problem(target) {
+        judge.refuse(
+            object.to_owned(),
+            format!("archives into {qualified}, which {problem}"),
+            remedy,
+        );
+        return false;
+    }
     if let std::collections::btree_map::Entry::Vacant(entry) = judge.members.entry(oid) {
         entry.insert(Member::Archive);
         let relation = judge
@@ -437,7 +501,7 @@ fn archive_target(judge: &mut Judge<'_>, object: &str, schema: &str, table: &str
 
 fn add_archives(judge: &mut Judge<'_>) {
     let facts = judge.facts;
-    let mut found: Vec<(i64, String, String, String)> = Vec::new();
+    let mut found: Vec<(i64, String, String, String, ArchiveWriter)> = Vec::new();
     for trigger in &facts.triggers {
         if judge.members.contains_key(&trigger.relation_oid) && !is_project_trigger(judge, trigger)
         {
@@ -445,7 +509,8 @@ fn add_archives(judge: &mut Judge<'_>) {
             if let Ok(Some(Declaration::ArchivesInto { schema, table })) =
                 parse(trigger.comment.as_deref())
             {
-                found.push((trigger.relation_oid, object, schema, table));
+                let writer = ArchiveWriter::of_trigger(trigger);
+                found.push((trigger.relation_oid, object, schema, table, writer));
             }
         }
     }
@@ -455,18 +520,25 @@ fn add_archives(judge: &mut Judge<'_>) {
             if let Ok(Some(Declaration::ArchivesInto { schema, table })) =
                 parse(rule.comment.as_deref())
             {
-                found.push((rule.relation_oid, object, schema, table));
+                // A rule's actions run with its table's owner's rights.
+                let owner = judge
+                    .by_oid
+                    .get(&rule.relation_oid)
+                    .map(|r| r.owner.clone())
+                    .unwrap_or_default();
+                let writer = ArchiveWriter::Role(owner);
+                found.push((rule.relation_oid, object, schema, table, writer));
             }
         }
     }
-    for (source, object, schema, table) in found {
+    for (source, object, schema, table, writer) in found {
         let already = judge.world.archives.iter().any(|a| {
             a.relation.schema == schema && a.relation.name == table && a.sources.contains(&source)
         });
         if already {
             continue;
         }
-        if archive_target(judge, &object, &schema, &table)
+        if archive_target(judge, &object, &schema, &table, &writer)
             && let Some(archive) = judge
                 .world
                 .archives
@@ -680,15 +752,32 @@ fn judge_purge_set_members(judge: &mut Judge<'_>) {
             );
         }
         for publication in &facts.publications {
-            if publication.publishes_deletes {
-                continue;
-            }
             let published = publication.all_tables
                 || publication.schemas.contains(&relation.schema)
                 || publication.relation_oids.contains(&oid)
                 || ancestors(judge, oid)
                     .iter()
                     .any(|a| publication.relation_oids.contains(a));
+            if published && publication.publishes_deletes && !relation.has_replica_identity {
+                judge.refuse(
+                    format!("publication {}", publication.name),
+                    format!(
+                        "publishes deletes of {name}, which has no replica identity (no primary \
+                         key, REPLICA IDENTITY NOTHING, or an index identity without its index): \
+                         PostgreSQL refuses every DELETE from it (SQLSTATE 55000), so the purge \
+                         would fail after objects were deleted"
+                    ),
+                    format!(
+                        "ALTER TABLE {name} REPLICA IDENTITY FULL (or give it a primary key), or \
+                         drop {name} from publication {}",
+                        crate::store::quote_ident(&publication.name)
+                    ),
+                );
+                continue;
+            }
+            if publication.publishes_deletes {
+                continue;
+            }
             if published {
                 judge.refuse(
                     format!("publication {}", publication.name),

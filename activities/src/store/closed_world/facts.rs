@@ -25,6 +25,13 @@ pub(crate) struct RelationFact {
     /// Whether the current role may SELECT / DELETE it.
     pub can_select: bool,
     pub can_delete: bool,
+    /// Whether the current role may INSERT into it (an archive written as the deleting role).
+    pub can_insert: bool,
+    /// An ordinary table a DELETE can be published from: its replica identity names the deleted
+    /// row (FULL, an index marked as replica identity, or the default with a primary key).
+    /// True for every other kind. A table without one refuses every DELETE while a publication
+    /// publishes its deletes (SQLSTATE 55000).
+    pub has_replica_identity: bool,
     /// Row-level security is enabled on it.
     pub row_security: bool,
     /// Whether the current role sees every row: RLS off, or the role bypasses it (superuser,
@@ -87,6 +94,8 @@ pub(crate) struct TriggerFact {
     pub function: String,
     /// The function is SECURITY DEFINER.
     pub security_definer: bool,
+    /// The function's owner (whose rights a SECURITY DEFINER function runs with).
+    pub function_owner: String,
     pub comment: Option<String>,
 }
 
@@ -152,6 +161,16 @@ pub(crate) async fn read_facts(conn: &mut PgConnection) -> StoreResult<CatalogFa
                 CASE WHEN c.relkind IN ('r', 'p', 'f', 'v') THEN has_table_privilege(c.oid, 'DELETE') \
                           AND has_schema_privilege(c.relnamespace, 'USAGE') \
                      ELSE false END AS can_delete, \
+                CASE WHEN c.relkind = 'r' THEN has_table_privilege(c.oid, 'INSERT') \
+                          AND has_schema_privilege(c.relnamespace, 'USAGE') \
+                     ELSE false END AS can_insert, \
+                CASE WHEN c.relkind <> 'r' THEN true \
+                     WHEN c.relreplident = 'f' THEN true \
+                     WHEN c.relreplident = 'i' THEN EXISTS (SELECT 1 FROM pg_catalog.pg_index x \
+                          WHERE x.indrelid = c.oid AND x.indisreplident) \
+                     WHEN c.relreplident = 'd' THEN EXISTS (SELECT 1 FROM pg_catalog.pg_index x \
+                          WHERE x.indrelid = c.oid AND x.indisprimary) \
+                     ELSE false END AS has_replica_identity, \
                 c.relrowsecurity AS row_security, \
                 (NOT c.relrowsecurity OR me.rolsuper OR me.rolbypassrls \
                  OR (pg_has_role(c.relowner, 'USAGE') AND NOT c.relforcerowsecurity)) \
@@ -196,6 +215,7 @@ pub(crate) async fn read_facts(conn: &mut PgConnection) -> StoreResult<CatalogFa
     let triggers = sqlx::query_as::<_, TriggerFact>(
         "SELECT t.tgrelid::int8 AS relation_oid, t.tgname::text AS name, t.tgtype::int4 AS tgtype, \
                 (pn.nspname || '.' || p.proname)::text AS function, p.prosecdef AS security_definer, \
+                pg_catalog.pg_get_userbyid(p.proowner)::text AS function_owner, \
                 pg_catalog.obj_description(t.oid, 'pg_trigger') AS comment \
          FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid \
          JOIN pg_catalog.pg_namespace pn ON pn.oid = p.pronamespace \

@@ -10,12 +10,15 @@
 //! runs on a database of its own; objects and Redis keys stay on the shared stack.
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 
 use activities::store::Store;
+use certificate::{KeyRing, ReceiptPublicKey, verify_certificate};
 use serde_json::Value;
 use uuid::Uuid;
 
 use e2e::db_scan::{Ownership, every_row};
+use e2e::env::required;
 use e2e::prelude::*;
 use e2e::private_db::{PrivateDatabase, drop_private_stack, private_database};
 
@@ -93,6 +96,30 @@ fn reason(status: &Value) -> String {
         .as_str()
         .unwrap_or_default()
         .to_owned()
+}
+
+/// Exports request `id`'s certificate, verifies it offline with the stack's receipt key, and
+/// returns its receipt.
+async fn verified_receipt(cli: &Cli, id: &str) -> Value {
+    let out = std::env::temp_dir().join(format!("closed-world-{id}.json"));
+    cli.run(&[
+        "community",
+        "certificate",
+        id,
+        "--out",
+        &out.display().to_string(),
+    ])
+    .await
+    .expect_code(0);
+    let text = std::fs::read_to_string(&out).unwrap_or_else(|e| panic!("{e}"));
+    let _ = std::fs::remove_file(&out);
+    let certificate: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+    let key = ReceiptPublicKey::read_file(&PathBuf::from(required("BUZZ_RECEIPT_PUBLIC_KEY_FILE")))
+        .unwrap_or_else(|e| panic!("{e}"));
+    if let Err(problems) = verify_certificate(&certificate, &KeyRing::new(vec![key]), None) {
+        panic!("the certificate must verify: {problems:?}");
+    }
+    certificate["receipt"].clone()
 }
 
 struct Story {
@@ -397,6 +424,57 @@ async fn undeclared_shapes_block_the_inventory_and_once_declared_or_dropped_the_
         tables.contains(&"history.events_archive".to_owned()),
         "{tables:?}"
     );
+
+    // The receipt names every declaration relied on, and states the declared archive, key
+    // children and the community row among the inventoried relations.
+    let receipt = verified_receipt(&cli, &id).await;
+    let declared: BTreeSet<(String, String)> = receipt["inventory"]["declarations"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|d| {
+            (
+                d["object"].as_str().unwrap_or_default().to_owned(),
+                d["declaration"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    for (object, declaration) in [
+        (
+            "trigger archive_events on buzz.events",
+            "archives into history.events_archive",
+        ),
+        (
+            "foreign key event_tags_event_id_fkey on buzz.event_tags",
+            "tenant data through this key",
+        ),
+        (
+            "foreign key invoices_community_fkey on billing.invoices",
+            "tenant data through this key",
+        ),
+        (
+            "materialized view reports.event_counts",
+            "refreshed by the deletion",
+        ),
+    ] {
+        assert!(
+            declared.contains(&(object.to_owned(), declaration.to_owned())),
+            "the receipt names {object} declared '{declaration}': {declared:?}"
+        );
+    }
+    let relations: BTreeSet<&str> = receipt["inventory"]["relations"]
+        .as_array()
+        .map(|all| all.iter().filter_map(|r| r["relation"].as_str()).collect())
+        .unwrap_or_default();
+    for relation in [
+        "history.events_archive",
+        "buzz.event_tags",
+        "billing.invoices",
+        "buzz.communities",
+    ] {
+        assert!(relations.contains(relation), "{relation}: {relations:?}");
+    }
     Story {
         db,
         stack,

@@ -19,6 +19,8 @@ fn relation(oid: i64, schema: &str, name: &str, relkind: &str, community_id: boo
         parents: Vec::new(),
         can_select: true,
         can_delete: true,
+        can_insert: true,
+        has_replica_identity: true,
         row_security: false,
         sees_every_row: true,
         large_object_columns: Vec::new(),
@@ -161,6 +163,7 @@ fn trigger(on: i64, name: &str, tgtype: i32, function: &str) -> TriggerFact {
         tgtype,
         function: function.into(),
         security_definer: false,
+        function_owner: "buzz".into(),
         comment: None,
     }
 }
@@ -1065,6 +1068,64 @@ fn a_trigger_archiving_into_a_table_the_worker_cannot_read_and_purge_is_refused(
 }
 
 #[test]
+fn an_archive_its_writer_may_not_insert_into_is_refused_naming_the_grant() {
+    // A function running as the deleting role, which lacks INSERT on the archive.
+    let (mut facts, tenant) = base();
+    facts.relations.push(RelationFact {
+        can_insert: false,
+        ..archive_table()
+    });
+    facts
+        .triggers
+        .push(archiving_trigger("archive.events_history"));
+    let refusals = refused(&facts, &tenant);
+    let denied = refusal(
+        &refusals,
+        "trigger archive_events on buzz.events",
+        "runs as the deleting role, which may not INSERT",
+    );
+    assert!(
+        denied
+            .remedy
+            .starts_with("GRANT INSERT ON archive.events_history TO buzz_deletion_worker"),
+        "{denied:?}"
+    );
+
+    // A SECURITY DEFINER function owned by a role that does not own the archive.
+    let (mut facts, tenant) = base();
+    facts.relations.push(archive_table());
+    facts.triggers.push(TriggerFact {
+        security_definer: true,
+        function_owner: "auditor".into(),
+        ..archiving_trigger("archive.events_history")
+    });
+    let refusals = refused(&facts, &tenant);
+    refusal(
+        &refusals,
+        "trigger archive_events on buzz.events",
+        "with the rights of auditor",
+    );
+}
+
+#[test]
+fn an_archive_its_writer_may_insert_into_is_accepted() {
+    // The deleting role with INSERT; a SECURITY DEFINER function of the archive's owner (even
+    // when the worker may not insert).
+    for (can_insert, definer) in [(true, false), (false, true)] {
+        let (mut facts, tenant) = base();
+        facts.relations.push(RelationFact {
+            can_insert,
+            ..archive_table()
+        });
+        facts.triggers.push(TriggerFact {
+            security_definer: definer,
+            ..archiving_trigger("archive.events_history")
+        });
+        accepted(&facts, &tenant);
+    }
+}
+
+#[test]
 fn a_trigger_archiving_into_a_partitioned_or_inherited_table_is_refused() {
     let (mut facts, tenant) = base();
     facts
@@ -1533,6 +1594,36 @@ fn a_partition_whose_parent_is_published_without_deletes_is_refused() {
         &refusals,
         "events_feed",
         &["buzz.events", "buzz.events_2024"],
+    );
+}
+
+#[test]
+fn a_publication_of_deletes_from_a_table_without_replica_identity_is_refused() {
+    let (mut facts, tenant) = partitioned_events();
+    // The leaf partition has no replica identity (no primary key); the parent holds no rows.
+    if let Some(leaf) = facts.relations.iter_mut().find(|r| r.oid == 3) {
+        leaf.has_replica_identity = false;
+    }
+    facts.publications.push(PublicationFact {
+        relation_oids: vec![2],
+        ..publication("events_feed", true)
+    });
+    let refusals = refused(&facts, &tenant);
+    assert_eq!(
+        objects(&refusals),
+        vec!["publication events_feed"],
+        "{refusals:#?}"
+    );
+    let published = refusal(
+        &refusals,
+        "publication events_feed",
+        "publishes deletes of buzz.events_2024, which has no replica identity",
+    );
+    assert!(
+        published
+            .remedy
+            .starts_with("ALTER TABLE buzz.events_2024 REPLICA IDENTITY FULL"),
+        "{published:?}"
     );
 }
 
