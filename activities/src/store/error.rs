@@ -344,13 +344,15 @@ pub enum StoreError {
         problems: Vec<String>,
     },
     /// A relation of a tenant table does not declare (soundly) which column holds the pubkey of
-    /// the user a row belongs to, or that it holds no user data (migration 0011).
+    /// the user a row belongs to, or that it holds no user data (migration 0011), or its declared
+    /// column is not guaranteed to hold the pubkey in canonical form (migration 0016).
     #[error(
         "tenant table(s) without a sound user-data declaration: {}; give each relation the \
          trigger BEFORE INSERT OR UPDATE FOR EACH ROW EXECUTE FUNCTION buzz.user_data('<the text \
          column holding the user's 64-hex pubkey>' or 'none'), named buzz_user_data and enabled \
-         with ALTER TABLE … ENABLE ALWAYS TRIGGER buzz_user_data (docs/data-model.md, \"User data \
-         declarations\")",
+         with ALTER TABLE … ENABLE ALWAYS TRIGGER buzz_user_data, and guarantee a declared \
+         column's canonical form with a CHECK (<column> ~ '^[0-9a-f]{{64}}$') \
+         (docs/data-model.md, \"User data declarations\")",
         .problems.join("; ")
     )]
     UserDataUndeclared {

@@ -14,6 +14,7 @@
 //! `tenant_tree.rs`), the communities and their rows (`communities.rs`), errors, migrations, role
 //! checks and taxonomy sweeps. Demo rows are written by `crate::demo`.
 
+mod canonical_pubkey;
 mod catalog;
 mod catalog_rules;
 pub mod certificates;

@@ -6,15 +6,18 @@
 //!
 //! [`Store::user_data_declarations`] reads them from the catalog and fails closed, naming every
 //! relation, when one is missing or unsound — a tenant table added later without a declaration
-//! cannot be forgotten by a user inventory.
+//! cannot be forgotten by a user inventory. A declared column is sound only when the schema
+//! guarantees it holds a pubkey in its one canonical form, 64 lowercase hex characters
+//! ([`super::canonical_pubkey`], migration 0016).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::Store;
+use super::canonical_pubkey::{ColumnChecks, column_checks, missing_guarantee};
 use super::error::{StoreError, StoreResult};
-use super::tenant_tree::{TenantRelation, TenantTable, tenant_tables};
+use super::tenant_tree::{RelationKind, TenantRelation, TenantTable, tenant_tables};
 
 /// The trigger that declares a relation's user data.
 pub const USER_DATA_TRIGGER: &str = "buzz_user_data";
@@ -47,9 +50,11 @@ struct DeclarationRow {
 }
 
 /// What is wrong with `relation`'s declaration, or its declared column (`None` for `none`).
+/// `checks`: the CHECK constraints of every relation, by the columns they reference.
 fn judge(
     relation: &TenantRelation,
     row: Option<&DeclarationRow>,
+    checks: &ColumnChecks,
 ) -> Result<Option<String>, String> {
     let name = relation.qualified();
     let Some(row) = row.filter(|row| row.runs_function.is_some()) else {
@@ -85,6 +90,19 @@ fn judge(
             "{name}: {USER_DATA_TRIGGER} declares column {column:?}, which is not a text column of the relation"
         ));
     }
+    let column_checks = checks
+        .get(&(relation.oid, column.clone()))
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if let Some(problem) = missing_guarantee(
+        &name,
+        &relation.sql_name(),
+        column,
+        relation.kind != RelationKind::Foreign,
+        column_checks,
+    ) {
+        return Err(problem);
+    }
     Ok(Some(column.clone()))
 }
 
@@ -92,6 +110,7 @@ fn judge(
 fn declarations_of(
     tables: &[TenantTable],
     rows: &BTreeMap<i64, DeclarationRow>,
+    checks: &ColumnChecks,
 ) -> StoreResult<Vec<DeclaredTenantTable>> {
     let mut declarations = Vec::new();
     let mut problems = Vec::new();
@@ -99,7 +118,7 @@ fn declarations_of(
     for table in tables {
         let mut declared: Option<Option<String>> = None;
         for relation in &table.relations {
-            match judge(relation, rows.get(&relation.oid)) {
+            match judge(relation, rows.get(&relation.oid), checks) {
                 Err(problem) => {
                     refused.push(relation.qualified());
                     problems.push(problem);
@@ -184,7 +203,8 @@ pub(crate) async fn declared_tenant_tables(
     .fetch_all(&mut *conn)
     .await?;
     let rows: BTreeMap<i64, DeclarationRow> = rows.into_iter().map(|row| (row.oid, row)).collect();
-    let mut declared = declarations_of(&tables, &rows)?;
+    let checks = column_checks(&mut *conn, &oids).await?;
+    let mut declared = declarations_of(&tables, &rows, &checks)?;
     declared.sort_by(|a, b| a.declaration.table.cmp(&b.declaration.table));
     Ok(declared)
 }
@@ -193,7 +213,8 @@ impl Store {
     /// Every tenant table's user-data declaration, sorted by table; fails closed with
     /// [`StoreError::UserDataUndeclared`] naming every relation whose declaration is missing or
     /// unsound (no trigger, not enabled ALWAYS, not one argument, a column that is not a text
-    /// column of the relation, a partition or child declaring otherwise than its root).
+    /// column of the relation or is not guaranteed to hold a canonical pubkey, a partition or
+    /// child declaring otherwise than its root).
     pub async fn user_data_declarations(&self) -> StoreResult<Vec<UserDataDeclaration>> {
         let mut conn = self.pool.acquire().await?;
         let declared = declared_tenant_tables(&mut conn).await?;

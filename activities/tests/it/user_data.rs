@@ -4,11 +4,19 @@
 //! ALWAYS, a partition or inheritance child declaring otherwise than its root, or none at all on
 //! a child) is refused, naming the relation — so a table added later cannot be forgotten by a
 //! user inventory. Each shape runs in a transaction of its own on a private database.
+//! `canonical`: a declared column must also be guaranteed to hold its pubkeys in canonical form.
+
+mod canonical;
 
 use crate::store_support::private_db::private_db_as_worker;
 use activities::failure::{Classified, Severity};
 use activities::store::user_data::UserDataDeclaration;
 use activities::store::{Store, StoreError};
+
+/// The guarantee a declared user column needs: its values are 64 lowercase hex (migration 0016).
+fn canonical(table: &str, column: &str) -> String {
+    format!("ALTER TABLE {table} ADD CHECK ({column} ~ '^[0-9a-f]{{64}}$')")
+}
 
 /// The sound declaration of `table` with `argument`.
 fn declare(table: &str, argument: &str) -> [String; 2] {
@@ -106,8 +114,8 @@ async fn every_tenant_table_must_declare_its_user_data_and_a_new_one_without_is_
     .await;
     assert_refused(read, "buzz.reactions", "has no buzz_user_data trigger");
 
-    // Declared with its author column: listed.
-    let mut statements = vec![new_table.to_owned()];
+    // Declared with its author column, guaranteed canonical: listed.
+    let mut statements = vec![new_table.to_owned(), canonical("buzz.reactions", "reactor")];
     statements.extend(declare("buzz.reactions", "reactor"));
     let read = declarations_after(&owner, &worker, &statements, &["buzz.reactions"]).await;
     let mut expected = shipped();
@@ -138,6 +146,7 @@ async fn every_tenant_table_must_declare_its_user_data_and_a_new_one_without_is_
             .to_owned(),
         "CREATE TABLE buzz.votes_0 PARTITION OF buzz.votes FOR VALUES WITH (MODULUS 2, REMAINDER 0)"
             .to_owned(),
+        canonical("buzz.votes", "voter"),
     ];
     statements.extend(declare("buzz.votes", "voter"));
     statements.push(
@@ -154,6 +163,7 @@ async fn every_tenant_table_must_declare_its_user_data_and_a_new_one_without_is_
     // An inheritance child carries no trigger of its parent: it must declare too, and alike.
     let parent = [
         "CREATE TABLE buzz.notes (community_id uuid NOT NULL, author text NOT NULL)".to_owned(),
+        canonical("buzz.notes", "author"),
         declare("buzz.notes", "author")[0].clone(),
         declare("buzz.notes", "author")[1].clone(),
         "CREATE TABLE buzz.notes_old () INHERITS (buzz.notes)".to_owned(),

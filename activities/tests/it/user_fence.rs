@@ -345,12 +345,14 @@ async fn row_writes_naming_a_fenced_user_are_refused_and_the_neighbours_kept() {
 }
 
 /// A tenant table of the test's own shape: a range-partitioned one and an inheritance tree,
-/// each relation carrying the community fence and the user-data declaration.
+/// each relation carrying the community fence and the user-data declaration, the declared column
+/// guaranteed canonical by a CHECK on the root (which every partition and child inherits).
 const SHAPES: &[&str] = &[
     "CREATE TABLE buzz.posts (community_id uuid NOT NULL, author text, seq int NOT NULL) \
      PARTITION BY RANGE (seq)",
     "CREATE TABLE buzz.posts_low PARTITION OF buzz.posts FOR VALUES FROM (MINVALUE) TO (100)",
     "CREATE TABLE buzz.posts_high PARTITION OF buzz.posts FOR VALUES FROM (100) TO (MAXVALUE)",
+    "ALTER TABLE buzz.posts ADD CHECK (author ~ '^[0-9a-f]{64}$')",
     "CREATE TRIGGER buzz_write_fence BEFORE INSERT OR UPDATE ON buzz.posts \
      FOR EACH ROW EXECUTE FUNCTION buzz.refuse_fenced_write()",
     "CREATE TRIGGER buzz_user_data BEFORE INSERT OR UPDATE ON buzz.posts \
@@ -363,6 +365,7 @@ const SHAPES: &[&str] = &[
     "ALTER TABLE buzz.posts_high ENABLE ALWAYS TRIGGER buzz_user_data",
     "CREATE TABLE buzz.notes (community_id uuid NOT NULL, author text, seq int NOT NULL)",
     "CREATE TABLE buzz.notes_pinned (pinned_by text) INHERITS (buzz.notes)",
+    "ALTER TABLE buzz.notes ADD CHECK (author ~ '^[0-9a-f]{64}$')",
     "CREATE TRIGGER buzz_write_fence BEFORE INSERT OR UPDATE ON buzz.notes \
      FOR EACH ROW EXECUTE FUNCTION buzz.refuse_fenced_write()",
     "CREATE TRIGGER buzz_user_data BEFORE INSERT OR UPDATE ON buzz.notes \

@@ -1,6 +1,8 @@
 //! Must-show 4 of issue 17: a tenant table added without a user-data declaration blocks the
 //! user inventory, naming it; once declared, its rows of the user are inventoried and purged and
-//! everyone else's are kept.
+//! everyone else's are kept. And issue 29's must-show 3: a declared column that is not guaranteed
+//! to hold pubkeys in canonical form (64 lowercase hex) blocks it too, naming the column, and
+//! once guaranteed, an upper-case pubkey cannot be written to it.
 //!
 //! The table would block every other user deletion of the shared database, so the story runs on
 //! a database of its own (worker and CLI get its URLs); objects and keys stay on the shared stack.
@@ -114,7 +116,8 @@ async fn a_table_added_without_a_declaration_blocks_the_inventory_naming_it() {
         "nothing was deleted"
     );
 
-    // Declared: the next submission inventories and purges it.
+    // Declared, but nothing keeps an upper-case spelling of a key out of the column: a row
+    // written so would be missed by every comparison with the target. Refused, naming it.
     exec(
         &stack.store,
         "CREATE TRIGGER buzz_user_data BEFORE INSERT OR UPDATE ON buzz.reactions \
@@ -126,6 +129,43 @@ async fn a_table_added_without_a_declaration_blocks_the_inventory_naming_it() {
         "ALTER TABLE buzz.reactions ENABLE ALWAYS TRIGGER buzz_user_data",
     )
     .await;
+    let refused = cli
+        .run(&[
+            "user",
+            "submit",
+            "--target",
+            &target,
+            "--requested-by",
+            "alice",
+        ])
+        .await;
+    assert_ne!(refused.code, 0, "{}", refused.stdout);
+    for named in [
+        "buzz.reactions: declared user column \"pubkey\" is not guaranteed",
+        "ADD CHECK (\"pubkey\" ~ '^[0-9a-f]{64}$')",
+    ] {
+        assert!(
+            refused.stderr.contains(named),
+            "the refusal must name {named}: {}",
+            refused.stderr
+        );
+    }
+
+    // Guaranteed: an upper-case key can no longer be written, and the next submission
+    // inventories and purges the table.
+    exec(
+        &stack.store,
+        "ALTER TABLE buzz.reactions ADD CHECK (pubkey ~ '^[0-9a-f]{64}$')",
+    )
+    .await;
+    let upper = sqlx::query(
+        "INSERT INTO buzz.reactions (community_id, pubkey, emoji) VALUES ($1, $2, '+')",
+    )
+    .bind(community)
+    .bind(user.to_uppercase())
+    .execute(stack.serving.pool())
+    .await;
+    assert!(upper.is_err(), "an upper-case pubkey was written");
     let submitted = submit_user(&cli, &user).await;
     assert_eq!(
         submitted.footprint(community)["rows"]["buzz.reactions"],
