@@ -52,4 +52,4 @@ pub use receipt::{
     ManifestFacts, PurgeFacts, RECEIPT_FORMAT, Receipt, ReceiptKind, StageReached, Subject,
     TableRows, check_counts, coverage_problems, new_salt, target_commitment,
 };
-pub use verify::{CertificateProblem, Verified, verify_certificate};
+pub use verify::{CertificateProblem, Verified, verify_certificate, verify_signed_receipt};

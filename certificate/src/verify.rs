@@ -301,6 +301,25 @@ fn expect_format(value: Option<&Value>, at: &str, expected: &str, problems: &mut
     }
 }
 
+/// Verifies a signed receipt as stored (`SignedReceipt::to_json`: `receipt`, `field_digests`,
+/// `signature`) with the public keys in `keys`: the signature over the field digests, and every
+/// receipt leaf against its digest. Empty when it verifies. What `certificate audit` checks of
+/// the receipt a database holds, so a receipt rewritten consistently (digests recomputed) but
+/// signed with any key outside `keys` is caught.
+pub fn verify_signed_receipt(json: &Value, keys: &KeyRing) -> Vec<CertificateProblem> {
+    let mut problems = Problems::default();
+    let Some(top) = json.as_object() else {
+        return vec![CertificateProblem::new(
+            "",
+            "is not a JSON object: not a signed receipt",
+        )];
+    };
+    if check_signed_digests(top, keys, &mut problems).is_none() && problems.0.is_empty() {
+        problems.push("/signature", "could not be checked");
+    }
+    problems.0
+}
+
 /// Verifies a certificate (the parsed JSON of the certificate file) with the public keys in
 /// `keys`, and optionally against an `older` checkpoint the verifier kept. Returns what the
 /// certificate states, or every problem found.

@@ -438,7 +438,27 @@ async fn receipt_is_sound(stores: &Stores, request_id: Uuid) -> Vec<Violation> {
     const RULE: &str = "a finished deletion's receipt states what the database holds";
     let subject = request_id.to_string();
     let mut found = Vec::new();
-    match stores.owner.audit_certificate(request_id).await {
+    let ring = match activities::stack_env::StackEnv::process()
+        .optional("BUZZ_RECEIPT_PUBLIC_KEY_FILE")
+        .map(|path| certificate::keys::ReceiptPublicKey::read_file(std::path::Path::new(&path)))
+    {
+        Some(Ok(key)) => certificate::keys::KeyRing::new(vec![key]),
+        Some(Err(error)) => {
+            return vec![violation(
+                RULE,
+                &subject,
+                format!("the public key: {error}"),
+            )];
+        }
+        None => {
+            return vec![violation(
+                RULE,
+                &subject,
+                "BUZZ_RECEIPT_PUBLIC_KEY_FILE is not set: no signature can be audited".to_owned(),
+            )];
+        }
+    };
+    match stores.owner.audit_certificate(request_id, &ring).await {
         Ok(audit) => {
             for problem in audit.problems {
                 found.push(violation(RULE, &subject, problem));

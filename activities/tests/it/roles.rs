@@ -76,6 +76,8 @@ async fn evidence(owner: &Store) -> Evidence {
         "INSERT INTO deletion.audit_events (request_id, at, actor, event, seq, prev_hash, row_hash) \
          SELECT $1, at, 'operator-b', 'approved', 1, repeat('0', 64), repeat('a', 64) \
          FROM (SELECT date_trunc('microseconds', now()) AS at) t",
+        "INSERT INTO deletion.purge_progress (request_id, table_name, rows_deleted) \
+         VALUES ($1, 'buzz.events', 5)",
         "INSERT INTO deletion.manifest_chunks \
          (request_id, chunk_no, prefix, entries, entry_count, exec_generation, deleted_at, \
           deleted_versions, stamp_generation) \
@@ -188,6 +190,10 @@ const TAMPERING: &[&str] = &[
     "DELETE FROM deletion.log_checkpoints",
     "TRUNCATE deletion.log_checkpoints",
     "DELETE FROM deletion.receipt_archives WHERE request_id = $1",
+    // Purge counters (0018): the worker adds to them, never removes one.
+    "DELETE FROM deletion.purge_progress WHERE request_id = $1",
+    "TRUNCATE deletion.purge_progress",
+    "ALTER TABLE deletion.purge_progress DISABLE TRIGGER purge_progress_only_grows",
 ];
 
 /// What the worker may do to a table but a trigger refuses for evidence rows.
@@ -199,6 +205,8 @@ const REFUSED_BY_TRIGGER_FOR_THE_WORKER: &[&str] = &[
      WHERE request_id = $1 AND NOT is_current",
     "UPDATE deletion.user_stage_history SET is_current = true, transition = NULL \
      WHERE request_id = $1 AND NOT is_current",
+    "UPDATE deletion.purge_progress SET rows_deleted = 0 WHERE request_id = $1",
+    "UPDATE deletion.purge_progress SET table_name = 'buzz.agents' WHERE request_id = $1",
 ];
 
 async fn evidence_is_intact(owner: &Store, evidence: &Evidence) {
@@ -234,6 +242,14 @@ async fn evidence_is_intact(owner: &Store, evidence: &Evidence) {
         ),
         "evidence was changed"
     );
+    let counted: i64 = sqlx::query_scalar(
+        "SELECT rows_deleted FROM deletion.purge_progress WHERE request_id = $1",
+    )
+    .bind(evidence.request_id)
+    .fetch_one(owner.pool())
+    .await
+    .expect("read the purge count");
+    assert_eq!(counted, 5, "a purge count was lowered");
 }
 
 #[tokio::test]

@@ -692,3 +692,42 @@ mod fuzz {
         }
     }
 }
+
+#[test]
+fn a_stored_signed_receipt_verifies_only_with_the_signing_key_and_unchanged() {
+    let key = ReceiptSigningKey::generate().unwrap();
+    let forger = ReceiptSigningKey::generate().unwrap();
+    let ring = KeyRing::new(vec![key.public_key()]);
+    let signed = crate::certificate::sign_receipt(sample_receipt(&key.key_id()), &key).unwrap();
+    let json = signed.to_json().unwrap();
+    assert!(verify_signed_receipt(&json, &ring).is_empty());
+
+    // Rewritten consistently (digests recomputed) and signed by another key under the
+    // original key id: the signature does not verify.
+    let mut rewritten = sample_receipt(&key.key_id());
+    rewritten.signed_at = "2026-12-01T00:00:00.000000Z".to_owned();
+    rewritten.key_id = forger.key_id();
+    let mut forged = crate::certificate::sign_receipt(rewritten, &forger).unwrap();
+    forged.receipt.key_id = key.key_id();
+    forged.signature.key_id = key.key_id();
+    let problems = verify_signed_receipt(&forged.to_json().unwrap(), &ring);
+    assert!(
+        fields(&problems).contains(&"/signature/value"),
+        "{problems:?}"
+    );
+
+    // Signed by a key the auditor does not hold: named as unknown.
+    let stranger =
+        crate::certificate::sign_receipt(sample_receipt(&forger.key_id()), &forger).unwrap();
+    let problems = verify_signed_receipt(&stranger.to_json().unwrap(), &ring);
+    assert!(
+        fields(&problems).contains(&"/signature/key_id"),
+        "{problems:?}"
+    );
+
+    // One receipt field changed after signing: its digest no longer matches.
+    let mut changed = json.clone();
+    changed["receipt"]["requested_by"] = "ops:mallory".into();
+    let problems = verify_signed_receipt(&changed, &ring);
+    assert!(!problems.is_empty(), "{problems:?}");
+}

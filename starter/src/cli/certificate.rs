@@ -29,11 +29,16 @@ pub enum CertificateCommand {
         target: Option<String>,
     },
     /// Re-derive a request's receipt from the database and its audit chain and report every
-    /// difference (a rewritten or removed audit row names the first bad row).
+    /// difference (a rewritten or removed audit row names the first bad row), and verify the
+    /// stored receipt's and every stored checkpoint's signature with the public keys.
     Audit {
         /// Request id.
         #[arg(value_name = "REQUEST_ID")]
         id: Uuid,
+        /// A receipt public key (PEM). Repeat it for every key ever used (rotated-out keys
+        /// included). Defaults to the stack's BUZZ_RECEIPT_PUBLIC_KEY_FILE.
+        #[arg(long = "public-key", value_name = "KEY")]
+        public_keys: Vec<PathBuf>,
     },
     /// The transparency log's latest signed checkpoint (keep it to check later exports).
     Checkpoint(OutArgs),

@@ -30,7 +30,7 @@ pub async fn run(command: CertificateCommand) -> CliResult {
             checkpoint.as_deref(),
             target.as_deref(),
         ),
-        CertificateCommand::Audit { id } => audit(id).await,
+        CertificateCommand::Audit { id, public_keys } => audit(id, &public_keys).await,
         CertificateCommand::Checkpoint(out) => latest_checkpoint(out).await,
     }
 }
@@ -165,6 +165,35 @@ struct Exported {
     verify_command: String,
 }
 
+/// The public keys in `public_keys` (a usage error names a file that is not one).
+fn key_ring(public_keys: &[PathBuf]) -> Result<KeyRing, CliError> {
+    let mut keys = Vec::with_capacity(public_keys.len());
+    for path in public_keys {
+        keys.push(
+            ReceiptPublicKey::read_file(path)
+                .map_err(|e| CliError::Usage(format!("--public-key {}: {e}", path.display())))?,
+        );
+    }
+    Ok(KeyRing::new(keys))
+}
+
+/// The keys an audit verifies signatures with: `--public-key` files, else the stack's
+/// `BUZZ_RECEIPT_PUBLIC_KEY_FILE`; neither is a usage error saying what to give (an audit that
+/// checks no signature would miss a consistently rewritten receipt).
+fn audit_key_ring(public_keys: &[PathBuf]) -> Result<KeyRing, CliError> {
+    if !public_keys.is_empty() {
+        return key_ring(public_keys);
+    }
+    match activities::stack_env::StackEnv::process().optional(PUBLIC_KEY_FILE_ENV) {
+        Some(path) => key_ring(&[PathBuf::from(path)]),
+        None => Err(CliError::Usage(format!(
+            "certificate audit verifies every receipt and checkpoint signature: give the receipt \
+             public key(s) with --public-key KEY (repeat for rotated-out keys) or set \
+             {PUBLIC_KEY_FILE_ENV}"
+        ))),
+    }
+}
+
 /// `certificate verify`: everything from files, nothing from the network.
 fn verify(
     file: &Path,
@@ -180,14 +209,7 @@ fn verify(
             file.display()
         ))
     })?;
-    let mut keys = Vec::with_capacity(public_keys.len());
-    for path in public_keys {
-        keys.push(
-            ReceiptPublicKey::read_file(path)
-                .map_err(|e| CliError::Usage(format!("--public-key {}: {e}", path.display())))?,
-        );
-    }
-    let ring = KeyRing::new(keys);
+    let ring = key_ring(public_keys)?;
     let older = older.map(read_checkpoint).transpose()?;
     let mut problems = match certificate::verify::verify_certificate(&json, &ring, older.as_ref()) {
         Ok(_) => Vec::new(),
@@ -280,10 +302,11 @@ struct Verification {
 }
 
 /// `certificate audit`.
-async fn audit(id: uuid::Uuid) -> CliResult {
+async fn audit(id: uuid::Uuid, public_keys: &[PathBuf]) -> CliResult {
+    let ring = audit_key_ring(public_keys)?;
     let store = connect::store().await?;
     let audit = store
-        .audit_certificate(id)
+        .audit_certificate(id, &ring)
         .await
         .map_err(certificate_failure)?;
     let mut text = key_values(

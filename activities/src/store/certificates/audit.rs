@@ -1,11 +1,17 @@
 //! `certificate audit`: re-derives a receipt from the database and its audit chain and reports
 //! every difference from the receipt that was signed, plus any break in the chain (first bad row)
-//! and any stored checkpoint the log no longer matches.
+//! and any stored checkpoint the log no longer matches. It verifies what it audits: the stored
+//! receipt's signature (and every field against its digest) and every stored checkpoint's
+//! signature, with the auditor's public keys, so an owner who lifts the append-only triggers and
+//! rewrites a receipt, its log leaf and the checkpoints consistently, without the signing key,
+//! is caught.
 
 use certificate::certificate::SignedReceipt;
 use certificate::chain::{verify_against_head, verify_chain};
+use certificate::keys::KeyRing;
 use certificate::merkle;
 use certificate::receipt::{Receipt, Subject};
+use certificate::verify_signed_receipt;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::PgConnection;
@@ -37,10 +43,20 @@ pub struct CertificateAudit {
 pub(crate) async fn audit_request(
     conn: &mut PgConnection,
     request_id: Uuid,
+    keys: &KeyRing,
 ) -> CertificateResult<CertificateAudit> {
     let signed = signed_receipt(conn, request_id).await?;
     let rows = chain_rows(conn, request_id).await?;
     let mut problems = Vec::new();
+    let signed_json = signed
+        .to_json()
+        .map_err(|e| CertificateStoreError::certificate("the stored receipt", e))?;
+    for problem in verify_signed_receipt(&signed_json, keys) {
+        problems.push(format!(
+            "receipt signature: {}: {}",
+            problem.field, problem.problem
+        ));
+    }
     let mut chain_length = 0;
     match verify_chain(&rows) {
         Ok(head) => chain_length = head.length,
@@ -57,7 +73,9 @@ pub(crate) async fn audit_request(
     let log_size = leaves.as_ref().map(Vec::len).unwrap_or(0);
     match leaves {
         Err(error) => problems.push(format!("transparency log: {error}")),
-        Ok(leaves) => problems.extend(log_problems(conn, request_id, &signed, &leaves).await?),
+        Ok(leaves) => {
+            problems.extend(log_problems(conn, request_id, &signed, &leaves, keys).await?)
+        }
     }
     Ok(CertificateAudit {
         request_id,
@@ -134,13 +152,15 @@ fn leaves_of(value: &serde_json::Value) -> Vec<(String, serde_json::Value)> {
         .collect()
 }
 
-/// The receipt's leaf still holds its digest, and every stored checkpoint still matches the
-/// log's leaves (a removed or changed receipt changes every later root).
+/// The receipt's leaf still holds its digest, and every stored checkpoint is signed by one of
+/// `keys` and still matches the log's leaves (a removed or changed receipt changes every later
+/// root).
 async fn log_problems(
     conn: &mut PgConnection,
     request_id: Uuid,
     signed: &SignedReceipt,
     leaves: &[[u8; 32]],
+    keys: &KeyRing,
 ) -> CertificateResult<Vec<String>> {
     let mut problems = Vec::new();
     let digest = signed
@@ -161,6 +181,12 @@ async fn log_problems(
         }
     }
     for checkpoint in log::checkpoints(conn).await? {
+        if let Err(problem) = checkpoint.verify(keys) {
+            problems.push(format!(
+                "transparency log: the signed checkpoint of size {}: {}: {}",
+                checkpoint.tree_size, problem.field, problem.problem
+            ));
+        }
         let size = usize::try_from(checkpoint.tree_size).unwrap_or(usize::MAX);
         let root = leaves.get(..size).map(merkle::root);
         if root.as_deref() != Some(checkpoint.root_hash.as_str()) {

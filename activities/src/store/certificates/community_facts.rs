@@ -86,7 +86,13 @@ pub(crate) async fn community_receipt(
             request.destructive_manifest_digest.unwrap_or_default(),
         )
         .await?,
-        purge: purge_facts(conn, request_id, keys_purged).await?,
+        purge: purge_facts(
+            conn,
+            request_id,
+            checkpoint("postgres_purged").map(|(_, detail)| detail),
+            keys_purged,
+        )
+        .await?,
         generations: Generations {
             fence_generation,
             exec_generation: count(completed_generation),
@@ -258,15 +264,41 @@ struct ChunkRow {
 async fn purge_facts(
     conn: &mut PgConnection,
     request_id: Uuid,
+    postgres_purged: Option<serde_json::Value>,
     redis_keys_purged: u64,
 ) -> CertificateResult<PurgeFacts> {
-    let rows: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT table_name, rows_deleted FROM deletion.purge_progress \
-         WHERE request_id = $1 ORDER BY table_name",
-    )
-    .bind(request_id)
-    .fetch_all(&mut *conn)
-    .await?;
+    // The counts as the purge's last transaction recorded them in the append-only
+    // `postgres_purged` checkpoint, not the `purge_progress` counters (which the worker role
+    // writes as the purge goes): nobody but the owner with the guards lifted can change them.
+    let detail = postgres_purged.ok_or_else(|| {
+        CertificateStoreError::certificate("community receipt", "postgres_purged not reached")
+    })?;
+    let mut rows: Vec<(String, i64)> = detail["tables"]
+        .as_array()
+        .ok_or_else(|| {
+            CertificateStoreError::certificate(
+                "community receipt",
+                "the postgres_purged checkpoint records no table counts",
+            )
+        })?
+        .iter()
+        .map(|count| {
+            (
+                count["table"].as_str().unwrap_or_default().to_owned(),
+                count["rows"].as_i64().unwrap_or(-1),
+            )
+        })
+        .collect();
+    if let Some((table, _)) = rows
+        .iter()
+        .find(|(table, rows)| table.is_empty() || *rows < 0)
+    {
+        return Err(CertificateStoreError::certificate(
+            "community receipt",
+            format!("the postgres_purged checkpoint records a malformed count ({table:?})"),
+        ));
+    }
+    rows.sort();
     let aborted: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM deletion.audit_events WHERE request_id = $1 \
          AND event = 'upload_aborted' AND detail->>'outcome' = 'aborted'",

@@ -68,10 +68,15 @@ impl Store {
     }
 
     /// Re-derives a request's receipt from the database and its audit chain and reports every
-    /// difference (see [`CertificateAudit`]).
-    pub async fn audit_certificate(&self, request_id: Uuid) -> CertificateResult<CertificateAudit> {
+    /// difference, and every receipt or checkpoint signature that does not verify with `keys`
+    /// (see [`CertificateAudit`]).
+    pub async fn audit_certificate(
+        &self,
+        request_id: Uuid,
+        keys: &certificate::keys::KeyRing,
+    ) -> CertificateResult<CertificateAudit> {
         let mut tx = self.pool.begin().await?;
-        let audit = audit::audit_request(&mut tx, request_id).await?;
+        let audit = audit::audit_request(&mut tx, request_id, keys).await?;
         tx.commit().await?;
         Ok(audit)
     }

@@ -36,6 +36,7 @@
 //!   stored signatures verify with ssh-keygen, and fail when a byte changes.
 
 mod cascading_key;
+mod audit_signatures;
 mod certificates;
 mod closed_world;
 mod crash;
