@@ -105,7 +105,7 @@ async fn derive_again(conn: &mut PgConnection, signed: &Receipt) -> CertificateR
             Ok(derived)
         }
         Subject::User { target_salt, .. } => {
-            user_receipt(
+            let mut derived = user_receipt(
                 conn,
                 signed.request_id,
                 target_salt,
@@ -113,7 +113,15 @@ async fn derive_again(conn: &mut PgConnection, signed: &Receipt) -> CertificateR
                 &signed.key_id,
                 signed_at,
             )
-            .await
+            .await?;
+            // A receipt signed before user receipts named the media decisions is compared
+            // without them (its evidence records them, its signature does not cover them).
+            if signed.verification.get("media_decisions").is_none()
+                && let Some(verification) = derived.verification.as_object_mut()
+            {
+                verification.remove("media_decisions");
+            }
+            Ok(derived)
         }
     }
 }

@@ -55,6 +55,22 @@ pub(crate) async fn user_receipt(
             })
         })
         .collect();
+    // Every media decision, naming the object and each key it covered (the media object and the
+    // thumbnail and metadata derived from it) with its versions: what was deleted, what was kept
+    // because someone else shares it.
+    let decisions: Vec<DecisionFacts> = sqlx::query_as(
+        "SELECT community_id, object_key, decision, other_references, versions \
+         FROM deletion.user_media_decisions WHERE request_id = $1 \
+         ORDER BY community_id, object_key",
+    )
+    .bind(request_id)
+    .fetch_all(&mut *conn)
+    .await?;
+    let media_decisions: Vec<serde_json::Value> = decisions.iter().map(decision_facts).collect();
+    let mut verification = serde_json::json!({ "stages": outcomes });
+    if !media_decisions.is_empty() {
+        verification["media_decisions"] = serde_json::Value::Array(media_decisions);
+    }
     let digest = request.inventory_digest.unwrap_or_default();
     Ok(Receipt {
         format: RECEIPT_FORMAT.to_owned(),
@@ -96,7 +112,7 @@ pub(crate) async fn user_receipt(
             fence_generation: None,
             exec_generation: count(request.exec_generation),
         },
-        verification: serde_json::json!({ "stages": outcomes }),
+        verification,
         stages: rows
             .iter()
             .filter_map(|row| {
@@ -131,4 +147,31 @@ struct StageFacts {
     attempt: i32,
     finished_at: Option<DateTime<Utc>>,
     result: Option<sqlx::types::Json<serde_json::Value>>,
+}
+
+#[derive(sqlx::FromRow)]
+struct DecisionFacts {
+    community_id: Uuid,
+    object_key: String,
+    decision: String,
+    other_references: i64,
+    versions: sqlx::types::Json<serde_json::Value>,
+}
+
+/// One media decision as the receipt names it: the object, the decision, and per key covered
+/// (the object and what derives from it) the number of versions a delete listed.
+fn decision_facts(row: &DecisionFacts) -> serde_json::Value {
+    let mut keys: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
+    for version in row.versions.0.as_array().into_iter().flatten() {
+        if let Some(key) = version["key"].as_str() {
+            *keys.entry(key.to_owned()).or_default() += 1;
+        }
+    }
+    serde_json::json!({
+        "community_id": row.community_id,
+        "object_key": row.object_key,
+        "decision": row.decision,
+        "other_references": row.other_references,
+        "versions_by_key": keys,
+    })
 }

@@ -48,7 +48,10 @@ async fn every_declared_key_shape_goes_and_an_undeclared_key_blocks_naming_it() 
     let community = seed(&stack, &unique_host("user-keys"), small_plan())
         .await
         .community_id;
+    // Two photos only the user uploaded, each uploaded twice (two versions of the photo, its
+    // thumbnail and its metadata), and one the user shares with another user.
     let own = b"only the user uploaded this".to_vec();
+    let own_too = b"only the user uploaded this one too".to_vec();
     let shared = b"both uploaded this".to_vec();
     let keys = u32::try_from(USER_KEY_SHAPES.len()).unwrap_or(4);
     seed_footprint(
@@ -58,7 +61,13 @@ async fn every_declared_key_shape_goes_and_an_undeclared_key_blocks_naming_it() 
         &UserSeed {
             member: true,
             events: 1,
-            uploads: vec![own.clone(), shared.clone()],
+            uploads: vec![
+                own.clone(),
+                own_too.clone(),
+                own.clone(),
+                own_too.clone(),
+                shared.clone(),
+            ],
             keys,
             ..UserSeed::default()
         },
@@ -117,7 +126,7 @@ async fn every_declared_key_shape_goes_and_an_undeclared_key_blocks_naming_it() 
     let submitted = submit_user(&cli, &user).await;
     let footprint = submitted.footprint(community);
     assert_eq!(footprint["user_keys"], u64::from(keys), "{footprint}");
-    assert_eq!(footprint["derived_objects"], 4, "{footprint}");
+    assert_eq!(footprint["derived_objects"], 6, "{footprint}");
     cli.user_approve(&submitted.id, "bob", &submitted.digest)
         .await
         .expect_code(0);
@@ -159,12 +168,13 @@ async fn every_declared_key_shape_goes_and_an_undeclared_key_blocks_naming_it() 
         .expect_exit(0);
 
     let (own_key, _) = media_key(community, &own);
+    let (own_too_key, _) = media_key(community, &own_too);
     let (shared_key, _) = media_key(community, &shared);
     let expected = without_user(
         &before,
         community,
         &user,
-        &BTreeSet::from([own_key.clone()]),
+        &BTreeSet::from([own_key.clone(), own_too_key.clone()]),
         &[],
     );
     let after = snapshot(&stack, community).await;
@@ -183,12 +193,52 @@ async fn every_declared_key_shape_goes_and_an_undeclared_key_blocks_naming_it() 
         .count();
     assert_eq!(others, USER_KEY_SHAPES.len(), "the other user's keys stay");
     let objects: BTreeSet<&str> = after.versions.iter().map(|v| v.key.as_str()).collect();
-    for key in derived_keys(&own_key).into_iter().flatten() {
-        assert!(!objects.contains(key.as_str()), "{key} must be gone");
+    for own in [&own_key, &own_too_key] {
+        for key in std::iter::once(own.clone()).chain(derived_keys(own).into_iter().flatten()) {
+            assert!(!objects.contains(key.as_str()), "{key} must be gone");
+        }
     }
     for key in
         std::iter::once(shared_key.clone()).chain(derived_keys(&shared_key).into_iter().flatten())
     {
         assert!(objects.contains(key.as_str()), "{key} must be kept");
     }
+
+    // The receipt names each decision: the two photos deleted with every version of what
+    // derives from them, the shared one kept.
+    let out = std::env::temp_dir().join(format!("user-keys-{}.json", submitted.id));
+    cli.run(&[
+        "user",
+        "certificate",
+        &submitted.id,
+        "--out",
+        &out.display().to_string(),
+    ])
+    .await
+    .expect_code(0);
+    let text = std::fs::read_to_string(&out).unwrap_or_else(|e| panic!("{e}"));
+    let _ = std::fs::remove_file(&out);
+    let certificate: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+    let decisions = certificate["receipt"]["verification"]["media_decisions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let decision_of = |key: &str| {
+        decisions
+            .iter()
+            .find(|d| d["object_key"] == key)
+            .cloned()
+            .unwrap_or_else(|| panic!("the receipt names the decision on {key}: {decisions:?}"))
+    };
+    for own in [&own_key, &own_too_key] {
+        let decision = decision_of(own);
+        assert_eq!(decision["decision"], "delete", "{decision}");
+        for key in std::iter::once(own.clone()).chain(derived_keys(own).into_iter().flatten()) {
+            assert_eq!(decision["versions_by_key"][&key], 2, "{key}: {decision}");
+        }
+    }
+    let kept = decision_of(&shared_key);
+    assert_eq!(kept["decision"], "keep_shared", "{kept}");
+    assert_eq!(decisions.len(), 3, "{decisions:?}");
 }
