@@ -27,6 +27,9 @@ pub const SERVING_DATABASE_URL: &str = "BUZZ_SERVING_DATABASE_URL";
 pub const REDIS_URL: &str = "REDIS_URL";
 /// PEM file of CA certificates trusted for a `rediss://` server (optional).
 pub const REDIS_CA_FILE: &str = "BUZZ_REDIS_CA_FILE";
+/// `single` (one server, the default) or `cluster` (a Redis Cluster; `REDIS_URL` lists seed
+/// nodes, comma-separated).
+pub const REDIS_MODE: &str = "BUZZ_REDIS_MODE";
 /// Base URL of the S3 server.
 pub const S3_ENDPOINT: &str = "BUZZ_S3_ENDPOINT";
 /// The shared, versioned bucket.
@@ -214,12 +217,26 @@ impl<L: Fn(&str) -> Option<String>> StackEnv<L> {
         self.required(REDIS_URL)
     }
 
-    /// `REDIS_URL` and `BUZZ_REDIS_CA_FILE`.
+    /// `REDIS_URL`, `BUZZ_REDIS_CA_FILE` and `BUZZ_REDIS_MODE` (`single` when unset).
     pub fn redis(&self) -> Result<crate::cache::RedisConfig, StackEnvError> {
         Ok(crate::cache::RedisConfig {
             url: self.redis_url()?,
             ca_file: self.optional(REDIS_CA_FILE),
+            mode: self.redis_mode()?,
         })
+    }
+
+    /// `BUZZ_REDIS_MODE`: `single` (the default) or `cluster`.
+    pub fn redis_mode(&self) -> Result<crate::cache::RedisMode, StackEnvError> {
+        match self.optional(REDIS_MODE) {
+            None => Ok(crate::cache::RedisMode::Single),
+            Some(value) => crate::cache::RedisMode::parse(&value).ok_or(StackEnvError::Invalid {
+                name: REDIS_MODE,
+                value,
+                expected: "single (one Redis server, the default) or cluster (a Redis \
+                               Cluster; REDIS_URL then lists seed nodes, comma-separated)",
+            }),
+        }
     }
 
     /// `TEMPORAL_ADDRESS`, as written (`host:port` or a URL).
@@ -539,6 +556,24 @@ mod tests {
         let error = reader(&env).s3().expect_err("unknown style");
         assert_eq!(error.name(), S3_ADDRESSING);
         assert!(error.to_string().contains("path"), "{error}");
+    }
+
+    #[test]
+    fn the_redis_mode_is_single_unless_cluster_and_anything_else_is_refused() {
+        let mut env = full_env();
+        assert_eq!(
+            reader(&env).redis().map(|r| r.mode),
+            Ok(crate::cache::RedisMode::Single)
+        );
+        env.insert(REDIS_MODE, " cluster ".into());
+        env.insert(REDIS_URL, "redis://a:1,redis://b:2".into());
+        let redis = reader(&env).redis().expect("cluster mode");
+        assert_eq!(redis.mode, crate::cache::RedisMode::Cluster);
+        assert_eq!(redis.urls(), ["redis://a:1", "redis://b:2"]);
+        env.insert(REDIS_MODE, "sentinel".into());
+        let error = reader(&env).redis().expect_err("unknown mode");
+        assert_eq!(error.name(), REDIS_MODE);
+        assert!(error.to_string().contains("single") && error.to_string().contains("cluster"));
     }
 
     #[test]

@@ -9,7 +9,8 @@ use crate::schedule::{FaultKind, Params};
 /// A seeded fault-injection run on the local stack: N deletions and N neighbours under live
 /// serving traffic, W worker processes, and every fault kind (worker SIGKILL/SIGTERM; restarts of
 /// PostgreSQL, Redis, the S3 gateway and Temporal; latency, dropped and half-open connections
-/// between the workers and each of them) at moments drawn from the seed. Ends with the invariants
+/// between the workers and each of them; on the Redis Cluster, a primary's failover instead of
+/// the Redis faults) at moments drawn from the seed. Ends with the invariants
 /// that prove nothing was lost; exit 0 only when none is broken.
 #[derive(Debug, Parser)]
 #[command(name = "buzz-chaos")]
@@ -52,6 +53,12 @@ pub struct ChaosArgs {
     /// `$BUZZ_STATE_DIR/operators`, where `deploy/local/chaos` registers them).
     #[arg(long)]
     pub keys_dir: Option<PathBuf>,
+    /// `cluster`: the workers use the local Redis Cluster (`REDIS_URL` its seed nodes, as
+    /// `BUZZ_REDIS_MODE=cluster deploy/local/chaos` sets), and a primary's failover replaces the
+    /// Redis faults no proxy can inject there. `single` (default): the one Redis server.
+    #[arg(long, env = "BUZZ_REDIS_MODE", default_value = "single",
+          value_parser = ["single", "cluster"])]
+    pub redis_mode: String,
 }
 
 /// `"3..8"` or `"5"` seconds, as milliseconds.
@@ -79,7 +86,8 @@ fn parse_hold(text: &str) -> Result<(u64, u64), String> {
 impl ChaosArgs {
     /// The schedule parameters these flags ask for.
     pub fn params(&self) -> Params {
-        let kinds = FaultKind::all().len();
+        let redis_cluster = self.redis_cluster();
+        let kinds = FaultKind::all(redis_cluster).len();
         let faults = self.faults.unwrap_or(kinds.max(2 * self.deletions));
         let (hold_min_ms, hold_max_ms) = self.duration_per_fault;
         let window_ms = match self.window_secs {
@@ -94,14 +102,20 @@ impl ChaosArgs {
             hold_min_ms,
             hold_max_ms,
             window_ms,
+            redis_cluster,
         }
+    }
+
+    /// Whether the run uses the local Redis Cluster.
+    pub fn redis_cluster(&self) -> bool {
+        self.redis_mode == "cluster"
     }
 
     /// The command that replays this run.
     pub fn replay_command(&self) -> String {
         let p = self.params();
         format!(
-            "deploy/local/chaos --seed {} --deletions {} --workers {} --faults {} --duration-per-fault {}..{} --window-secs {} --end-bound-secs {} --rate-per-host {}",
+            "deploy/local/chaos --seed {} --deletions {} --workers {} --faults {} --duration-per-fault {}..{} --window-secs {} --end-bound-secs {} --rate-per-host {} --redis-mode {}",
             self.seed,
             p.deletions,
             p.workers,
@@ -110,7 +124,8 @@ impl ChaosArgs {
             p.hold_max_ms / 1000,
             p.window_ms / 1000,
             self.end_bound_secs,
-            self.rate_per_host
+            self.rate_per_host,
+            self.redis_mode
         )
     }
 }
@@ -137,5 +152,13 @@ mod tests {
             ChaosArgs::parse_from(std::iter::once("buzz-chaos").chain(command.split(' ').skip(1)));
         assert_eq!(replayed.params(), args.params());
         assert_eq!(replayed.seed, 9);
+        let cluster =
+            ChaosArgs::parse_from(["buzz-chaos", "--seed", "9", "--redis-mode", "cluster"]);
+        let command = cluster.replay_command();
+        assert!(command.ends_with("--redis-mode cluster"), "{command}");
+        let replayed =
+            ChaosArgs::parse_from(std::iter::once("buzz-chaos").chain(command.split(' ').skip(1)));
+        assert_eq!(replayed.params(), cluster.params());
+        assert!(replayed.params().redis_cluster);
     }
 }

@@ -67,6 +67,7 @@ impl Actuators {
             FaultKind::HalfOpen(dependency) => {
                 self.proxy(dependency)?.lock().await.black_hole().await?;
             }
+            FaultKind::RedisFailover => self.services.fail_over_redis_primary().await?,
         }
         Ok(())
     }
@@ -91,6 +92,7 @@ impl Actuators {
             FaultKind::HalfOpen(dependency) => {
                 self.proxy(dependency)?.lock().await.reset().await?;
             }
+            FaultKind::RedisFailover => self.services.start(Dependency::Redis).await?,
         }
         Ok(())
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use activities::simulator::SimulationReport;
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use serde::Serialize;
 use tokio::sync::Mutex;
 use tokio::task::JoinSet;
@@ -158,7 +158,22 @@ pub async fn run(schedule: Schedule, settings: Settings) -> Result<RunRecord> {
 
     let mut proxies = BTreeMap::new();
     let mut ports = BTreeMap::new();
+    if stack.redis_cluster != schedule.params.redis_cluster {
+        bail!(
+            "the schedule is for {} but BUZZ_REDIS_MODE says otherwise: run `BUZZ_REDIS_MODE=cluster \
+             deploy/local/chaos …` for the cluster, or neither",
+            if schedule.params.redis_cluster {
+                "the Redis Cluster"
+            } else {
+                "the single Redis server"
+            }
+        );
+    }
     for dependency in Dependency::ALL {
+        // Redis on a cluster has no proxy: its faults are failovers (`FaultKind::RedisFailover`).
+        if stack.redis_cluster && dependency == Dependency::Redis {
+            continue;
+        }
         let upstream = stack
             .upstreams
             .get(&dependency)

@@ -62,13 +62,23 @@ pub enum FaultKind {
     /// Connections stay open but no byte passes in either direction (a half-open connection);
     /// when the fault ends the far side has forgotten them, so they are reset.
     HalfOpen(Dependency),
+    /// Redis Cluster only: a primary crashes (its keys die with it) and its replica is promoted
+    /// at once; when the fault ends the crashed node comes back as a replica.
+    RedisFailover,
 }
 
 impl FaultKind {
-    /// Every kind, in a fixed order.
-    pub fn all() -> Vec<FaultKind> {
+    /// Every kind, in a fixed order. With `redis_cluster`, the workers reach the cluster's
+    /// nodes directly (a cluster client learns their addresses from the cluster, so no proxy
+    /// can stand between them): Redis' proxy and restart faults give way to a primary's
+    /// failover.
+    pub fn all(redis_cluster: bool) -> Vec<FaultKind> {
         let mut kinds = vec![FaultKind::WorkerKill, FaultKind::WorkerTerm];
         for dependency in Dependency::ALL {
+            if redis_cluster && dependency == Dependency::Redis {
+                kinds.push(FaultKind::RedisFailover);
+                continue;
+            }
             kinds.push(FaultKind::Restart(dependency));
             kinds.push(FaultKind::Latency(dependency));
             kinds.push(FaultKind::Drop(dependency));
@@ -86,6 +96,7 @@ impl FaultKind {
             | FaultKind::Latency(d)
             | FaultKind::Drop(d)
             | FaultKind::HalfOpen(d) => Resource::Dependency(d),
+            FaultKind::RedisFailover => Resource::Dependency(Dependency::Redis),
         }
     }
 }
@@ -99,6 +110,7 @@ impl fmt::Display for FaultKind {
             FaultKind::Latency(d) => write!(f, "{}-latency", d.name()),
             FaultKind::Drop(d) => write!(f, "{}-drop", d.name()),
             FaultKind::HalfOpen(d) => write!(f, "{}-half-open", d.name()),
+            FaultKind::RedisFailover => f.write_str("redis-primary-failover"),
         }
     }
 }
@@ -240,6 +252,8 @@ pub struct Params {
     pub hold_max_ms: u64,
     /// Length of the window the faults are drawn in, ms.
     pub window_ms: u64,
+    /// The workers use the local Redis Cluster (`BUZZ_REDIS_MODE=cluster`).
+    pub redis_cluster: bool,
 }
 
 /// Why parameters cannot make a schedule.
@@ -284,7 +298,7 @@ impl Params {
         if self.workers == 0 {
             return Err(ParamsError::Zero { what: "--workers" });
         }
-        let kinds = FaultKind::all().len();
+        let kinds = FaultKind::all(self.redis_cluster).len();
         if self.faults < kinds {
             return Err(ParamsError::TooFewFaults {
                 faults: self.faults,
@@ -384,9 +398,9 @@ impl Schedule {
             deletions[pick].route = ApprovalRoute::WebUiSignal;
         }
 
-        let mut kinds = FaultKind::all();
+        let mut kinds = FaultKind::all(params.redis_cluster);
         rng.shuffle(&mut kinds);
-        let every = FaultKind::all();
+        let every = FaultKind::all(params.redis_cluster);
         while kinds.len() < params.faults {
             let pick = usize::try_from(rng.below(every.len() as u64)).unwrap_or(0);
             kinds.push(every[pick]);
@@ -452,6 +466,7 @@ mod tests {
             hold_min_ms: 3_000,
             hold_max_ms: 9_000,
             window_ms: 240_000,
+            redis_cluster: false,
         }
     }
 
@@ -468,7 +483,7 @@ mod tests {
     fn every_fault_kind_is_scheduled_at_least_once() {
         for seed in 0..50 {
             let schedule = Schedule::draw(seed, params()).unwrap_or_else(|e| panic!("{e}"));
-            for kind in FaultKind::all() {
+            for kind in FaultKind::all(false) {
                 assert!(
                     schedule.faults.iter().any(|f| f.kind == kind),
                     "seed {seed} misses {kind}"
@@ -476,6 +491,36 @@ mod tests {
             }
             assert_eq!(schedule.faults.len(), 40);
         }
+    }
+
+    #[test]
+    fn on_the_redis_cluster_a_primary_fails_over_instead_of_the_redis_proxy_faults() {
+        let cluster = Params {
+            redis_cluster: true,
+            ..params()
+        };
+        let kinds = FaultKind::all(true);
+        assert!(kinds.contains(&FaultKind::RedisFailover));
+        assert!(!kinds.iter().any(|k| matches!(
+            k,
+            FaultKind::Restart(Dependency::Redis)
+                | FaultKind::Latency(Dependency::Redis)
+                | FaultKind::Drop(Dependency::Redis)
+                | FaultKind::HalfOpen(Dependency::Redis)
+        )));
+        assert_eq!(kinds.len(), FaultKind::all(false).len() - 3);
+        for seed in 0..20 {
+            let schedule = Schedule::draw(seed, cluster).unwrap_or_else(|e| panic!("{e}"));
+            assert!(schedule.faults.iter().all(|f| kinds.contains(&f.kind)));
+            assert!(
+                schedule
+                    .faults
+                    .iter()
+                    .any(|f| f.kind == FaultKind::RedisFailover)
+            );
+        }
+        // The single-server schedule of a seed is what it was.
+        assert!(!FaultKind::all(false).contains(&FaultKind::RedisFailover));
     }
 
     #[test]
@@ -563,7 +608,7 @@ mod tests {
             error,
             Some(ParamsError::TooFewFaults {
                 faults: 3,
-                kinds: FaultKind::all().len()
+                kinds: FaultKind::all(false).len()
             })
         );
         assert!(

@@ -61,6 +61,12 @@ impl Services {
         self.script("stop-service", &[dependency.name()]).await
     }
 
+    /// Crashes a primary of the local Redis Cluster and promotes its replica
+    /// (`deploy/local/stop-service redis-primary`); [`Services::start`] brings it back.
+    pub async fn fail_over_redis_primary(&self) -> Result<()> {
+        self.script("stop-service", &["redis-primary"]).await
+    }
+
     /// Starts whatever of the stack is down. After a Redis restart the dump it reloaded is
     /// removed, so a later start of the stack never brings back keys deleted since.
     pub async fn start(&self, dependency: Dependency) -> Result<()> {

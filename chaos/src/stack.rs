@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use activities::cache::Cache;
+use activities::cache::{Cache, RedisMode};
 use activities::objects::ObjectStore;
 use activities::stack_env::{self, StackEnvError};
 use activities::store::Store;
@@ -33,10 +33,13 @@ pub fn env(name: &'static str) -> Result<String> {
 /// Where each dependency really listens, and the variables that name it.
 #[derive(Debug, Clone)]
 pub struct StackEnv {
-    /// `host:port` per dependency.
+    /// `host:port` per dependency behind a proxy (not Redis on a cluster: a cluster client
+    /// connects to the node addresses the cluster announces, which no proxy can stand for).
     pub upstreams: BTreeMap<Dependency, String>,
     /// The stack's state directory.
     pub state_dir: PathBuf,
+    /// The workers use the Redis Cluster `REDIS_URL` lists (`BUZZ_REDIS_MODE=cluster`).
+    pub redis_cluster: bool,
 }
 
 /// `host:port` of a URL.
@@ -68,14 +71,21 @@ impl StackEnv {
             .trim_start_matches("http://")
             .trim_end_matches('/')
             .to_owned();
+        let redis_cluster = stack_env::StackEnv::process()
+            .redis_mode()
+            .map_err(|e| anyhow!("{e}"))?
+            == RedisMode::Cluster;
         let mut upstreams = BTreeMap::new();
         upstreams.insert(Dependency::Temporal, temporal);
         upstreams.insert(Dependency::Postgres, authority(&env("DATABASE_URL")?)?);
-        upstreams.insert(Dependency::Redis, authority(&env("REDIS_URL")?)?);
+        if !redis_cluster {
+            upstreams.insert(Dependency::Redis, authority(&env("REDIS_URL")?)?);
+        }
         upstreams.insert(Dependency::S3, authority(&env("BUZZ_S3_ENDPOINT")?)?);
         Ok(StackEnv {
             upstreams,
             state_dir: PathBuf::from(env("BUZZ_STATE_DIR")?),
+            redis_cluster,
         })
     }
 
@@ -87,7 +97,18 @@ impl StackEnv {
                 .copied()
                 .ok_or_else(|| anyhow!("no proxy for {}", d.name()))
         };
-        Ok(vec![
+        let redis = if self.redis_cluster {
+            vec![
+                ("REDIS_URL".into(), env("REDIS_URL")?),
+                (stack_env::REDIS_MODE.into(), RedisMode::Cluster.to_string()),
+            ]
+        } else {
+            vec![(
+                "REDIS_URL".into(),
+                with_port(&env("REDIS_URL")?, port(Dependency::Redis)?)?,
+            )]
+        };
+        let mut variables = vec![
             (
                 "TEMPORAL_ADDRESS".into(),
                 format!("127.0.0.1:{}", port(Dependency::Temporal)?),
@@ -97,16 +118,14 @@ impl StackEnv {
                 with_port(&env("DATABASE_URL")?, port(Dependency::Postgres)?)?,
             ),
             (
-                "REDIS_URL".into(),
-                with_port(&env("REDIS_URL")?, port(Dependency::Redis)?)?,
-            ),
-            (
                 "BUZZ_S3_ENDPOINT".into(),
                 with_port(&env("BUZZ_S3_ENDPOINT")?, port(Dependency::S3)?)?
                     .trim_end_matches('/')
                     .to_owned(),
             ),
-        ])
+        ];
+        variables.extend(redis);
+        Ok(variables)
     }
 }
 
@@ -143,9 +162,12 @@ impl Stores {
             .check_bucket()
             .await
             .with_context(|| format!("the bucket at {} is not usable", s3.endpoint))?;
-        let cache = Cache::connect(&env("REDIS_URL")?)
+        let redis = stack_env::StackEnv::process()
+            .redis()
+            .map_err(|e| anyhow!("{e}"))?;
+        let cache = Cache::connect_with(&redis)
             .await
-            .context("Redis is not reachable")?;
+            .with_context(|| format!("Redis is not usable at {}", redis.redacted_url()))?;
         Ok(Stores {
             owner,
             serving,

@@ -362,7 +362,8 @@ PRODUCTION: dict[str, Any] = {
         "ca": {"configMap": "rds-ca"},
         "ownerSecret": {"name": "buzz-owner", "key": "url"},
     },
-    "redis": {"url": {"secret": "buzz-redis", "key": "url"}, "ca": {"configMap": "redis-ca"}},
+    "redis": {"url": {"secret": "buzz-redis", "key": "url"}, "ca": {"configMap": "redis-ca"},
+              "mode": "cluster"},
     "s3": {
         "endpoint": "https://s3.eu-west-1.amazonaws.com",
         "bucket": "buzz-media",
@@ -457,6 +458,7 @@ def production_plain_settings_are_variables() -> None:
         "BUZZ_S3_BUCKET": "buzz-media",
         "BUZZ_S3_REGION": "eu-west-1",
         "BUZZ_S3_ADDRESSING": "virtual",
+        "BUZZ_REDIS_MODE": "cluster",
     }
     assert {k: env.get(k) for k in expected} == expected, env
     job_env = env_of(render(PRODUCTION)["Job"]["spec"]["template"]["spec"]["containers"][0])
@@ -535,6 +537,7 @@ def bad_secret_combinations_fail_the_render_naming_the_value() -> None:
         ({"s3": {"bucket": ""}}, "s3.bucket"),
         ({"database": {"sslMode": "verify_full"}}, "database.sslMode"),
         ({"s3": {"addressing": "vhost"}}, "s3.addressing"),
+        ({"redis": {"mode": "sentinel"}}, "redis.mode"),
     ]
     for override, wanted in cases:
         message = render_error(merge(PRODUCTION, override))

@@ -23,7 +23,7 @@ BUZZ_PORT_VARS=(
   BUZZ_TEMPORAL_PORT BUZZ_TEMPORAL_UI_PORT BUZZ_TEMPORAL_HTTP_PORT BUZZ_TEMPORAL_METRICS_PORT
   BUZZ_PG_PORT BUZZ_REDIS_PORT BUZZ_CEPH_MON_PORT BUZZ_RGW_PORT BUZZ_RGW_TLS_PORT
   BUZZ_TEMPORAL_TLS_PORT BUZZ_TEMPORAL_MTLS_PORT BUZZ_TEMPORAL_API_KEY_PORT BUZZ_TEMPORAL_EXPIRED_PORT
-  BUZZ_REDIS_TLS_PORT
+  BUZZ_REDIS_TLS_PORT BUZZ_REDIS_CLUSTER_PORT
 )
 declare -A BUZZ_PORT_DEFAULTS=(
   [BUZZ_TEMPORAL_PORT]=7233
@@ -45,6 +45,9 @@ declare -A BUZZ_PORT_DEFAULTS=(
   [BUZZ_TEMPORAL_EXPIRED_PORT]=57236
   # Redis over TLS (certificate of the local CA, ACL user with a password).
   [BUZZ_REDIS_TLS_PORT]=56380
+  # The first of the six nodes of the local Redis Cluster (three primaries, one replica each),
+  # on this port and the five after it; each node's cluster bus is its port + 100.
+  [BUZZ_REDIS_CLUSTER_PORT]=57001
 )
 
 # Precedence: variable set by the caller > port recorded by the last `up` > default.
@@ -225,6 +228,44 @@ buzz_probe_redis() {
 buzz_probe_redis_tls() {
   [[ $(redis-cli -h 127.0.0.1 -p "$BUZZ_REDIS_TLS_PORT" --tls --cacert "$BUZZ_STATE_DIR/tls/ca.pem" \
     ping 2>/dev/null) == PONG ]]
+}
+
+# --- the local Redis Cluster -------------------------------------------------
+
+BUZZ_REDIS_CLUSTER_NODES=6
+BUZZ_REDIS_CLUSTER_BUS_OFFSET=100
+BUZZ_REDIS_CLUSTER_DIR=$BUZZ_STATE_DIR/redis-cluster
+
+# The port of every node of the local Redis Cluster, one a line.
+buzz_redis_cluster_ports() {
+  local i
+  for ((i = 0; i < BUZZ_REDIS_CLUSTER_NODES; i++)); do
+    printf '%s\n' $((BUZZ_REDIS_CLUSTER_PORT + i))
+  done
+}
+
+# The cluster's seed nodes as the worker's REDIS_URL (BUZZ_REDIS_MODE=cluster): every node.
+buzz_redis_cluster_url() {
+  local port urls=()
+  for port in $(buzz_redis_cluster_ports); do urls+=("redis://127.0.0.1:$port"); done
+  (
+    IFS=,
+    printf '%s' "${urls[*]}"
+  )
+}
+
+# Every node answers, and the cluster is whole: all 16384 slots served, six nodes known, three
+# of them primaries that own slots (a failover swaps roles; it never changes these counts).
+buzz_probe_redis_cluster() {
+  local port info nodes
+  for port in $(buzz_redis_cluster_ports); do
+    [[ $(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null) == PONG ]] || return 1
+  done
+  info=$(redis-cli -h 127.0.0.1 -p "$BUZZ_REDIS_CLUSTER_PORT" cluster info 2>/dev/null) || return 1
+  [[ $info == *cluster_state:ok* && $info == *cluster_slots_assigned:16384* &&
+    $info == *cluster_known_nodes:$BUZZ_REDIS_CLUSTER_NODES* && $info == *cluster_size:3* ]] || return 1
+  nodes=$(redis-cli -h 127.0.0.1 -p "$BUZZ_REDIS_CLUSTER_PORT" cluster nodes 2>/dev/null) || return 1
+  [[ $(grep -c ' slave ' <<<"${nodes//,/ }") == 3 ]]
 }
 
 BUZZ_CEPH_DIR=$BUZZ_STATE_DIR/ceph

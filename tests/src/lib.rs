@@ -4,11 +4,14 @@
 //! the two assertions every deletion test makes (the target gone, the neighbours byte-identical).
 #![deny(unsafe_code)]
 
+pub mod certificates;
 pub mod cli;
 pub mod db_scan;
 pub mod env;
 pub mod operators;
 pub mod private_db;
+pub mod redis_cluster;
+pub mod schema;
 pub mod seed;
 pub mod snapshot;
 pub mod stack;

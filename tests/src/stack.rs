@@ -21,6 +21,13 @@ pub fn outage_lock() -> &'static tokio::sync::RwLock<()> {
     LOCK.get_or_init(|| tokio::sync::RwLock::new(()))
 }
 
+/// Tests that set the (one, shared) bucket policy take this, so no two policies overwrite each
+/// other and each test finds the bucket without one.
+pub fn bucket_policy_lock() -> &'static tokio::sync::Mutex<()> {
+    static LOCK: OnceLock<tokio::sync::Mutex<()>> = OnceLock::new();
+    LOCK.get_or_init(|| tokio::sync::Mutex::new(()))
+}
+
 /// Connections to the three data stores of the local stack.
 ///
 /// Postgres is reached as two roles: `store` is the schema owner (BUZZ_OWNER_DATABASE_URL:

@@ -51,6 +51,9 @@ pub struct WorkerConfig {
     pub temporal: TemporalConfig,
     /// Postgres connection string.
     pub database_url: String,
+    /// Activity slots and the PostgreSQL pool serving them (`BUZZ_ACTIVITY_SLOTS`,
+    /// `BUZZ_PG_POOL_SIZE`, `BUZZ_PG_*_TIMEOUT_MS`; see [`crate::capacity`]).
+    pub capacity: crate::capacity::Capacity,
     /// Redis connection string.
     pub redis: activities::cache::RedisConfig,
     /// The S3 bucket holding tenant objects.
@@ -122,6 +125,7 @@ impl WorkerConfig {
                 access: stack.temporal_access()?,
             },
             database_url: stack.database_url()?,
+            capacity: crate::capacity::Capacity::from_lookup(&lookup)?,
             redis: stack.redis()?,
             s3: stack.s3()?,
             metrics_port,

@@ -28,6 +28,11 @@ async fn run() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
 
+    // First, so that a start that fails on a setting still names what replaced the
+    // predecessor's.
+    for warning in worker::predecessor::warnings(|name| std::env::var(name).ok()) {
+        tracing::warn!("{warning}");
+    }
     let config = WorkerConfig::from_env()?;
     let deps = startup::connect(&config).await?;
     let metrics = match config.metrics_port {
@@ -59,6 +64,7 @@ async fn run() -> anyhow::Result<()> {
         settings,
         config.shutdown_grace,
         &config.deployment,
+        config.capacity.activity_slots,
     )?;
     let shutdown = worker.shutdown_handle();
     tokio::spawn(async move {
@@ -73,6 +79,8 @@ async fn run() -> anyhow::Result<()> {
         temporal = %config.temporal.address,
         temporal_access = %config.temporal.access.describe(),
         metrics = %metrics.as_ref().map_or("disabled".to_owned(), |m| format!("http://{}/metrics", m.address)),
+        activity_slots = config.capacity.activity_slots,
+        pg_pool = config.capacity.postgres.max_connections,
         "worker polling"
     );
     worker.run().await.context("worker stopped with an error")?;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use activities::cache::Cache;
+use activities::cache::{Cache, CacheError};
 use activities::certificates::ReceiptKey;
 use activities::community::{CommunityActivities, Settings};
 use activities::objects::{ObjectStore, ObjectStoreError};
@@ -14,6 +14,7 @@ use activities::temporal_access::TemporalConnectError;
 use activities::user::UserActivities;
 use activities::user::erasure::Eraser;
 use temporalio_client::Client;
+use temporalio_sdk::runtime::worker_tuner::{FixedSizeSlotSupplier, TunerHolder, WorkerTuner};
 use temporalio_sdk::{Runtime, Worker, WorkerOptions};
 use workflows::community::CommunityDeletion;
 use workflows::stack_check::StackCheck;
@@ -54,6 +55,19 @@ pub enum StartupError {
         /// Where (password redacted).
         address: String,
         /// What was refused.
+        reason: String,
+        /// What to change.
+        fix: String,
+    },
+    /// A dependency is not the kind of server the configuration says (a Redis Cluster node
+    /// under the single-node setting): one line naming the variable to fix.
+    #[error("{service} at {address} is not what the configuration says: {reason}: {fix}")]
+    Unsuitable {
+        /// Which dependency.
+        service: &'static str,
+        /// The server that answered (password redacted).
+        address: String,
+        /// What it is and why that cannot be used.
         reason: String,
         /// What to change.
         fix: String,
@@ -124,7 +138,7 @@ pub async fn connect_temporal(config: &WorkerConfig) -> Result<Client, StartupEr
 /// Temporal. Each failure names the dependency and its address.
 pub async fn connect(config: &WorkerConfig) -> Result<Dependencies, StartupError> {
     let postgres_address = activities::store::redact_password(&config.database_url);
-    let store = Store::connect(&config.database_url)
+    let store = Store::connect_with(&config.database_url, &config.capacity.postgres)
         .await
         .map_err(|e| match e {
             activities::store::StoreError::Connect { source, .. } => {
@@ -182,6 +196,14 @@ pub async fn connect(config: &WorkerConfig) -> Result<Dependencies, StartupError
     })?;
     let cache = Cache::connect_with(&config.redis).await.map_err(|e| {
         let address = config.redis.redacted_url();
+        if let CacheError::ModeMismatch { address, mismatch } = &e {
+            return StartupError::Unsuitable {
+                service: "Redis",
+                address: address.clone(),
+                reason: mismatch.reason(),
+                fix: mismatch.fix(),
+            };
+        }
         match redis_refusal(&e, config.redis.ca_file.as_deref()) {
             Some(refusal) => StartupError::refused("Redis", &address, refusal),
             None => StartupError::Unreachable {
@@ -248,8 +270,24 @@ async fn refuse_privileged_role(store: &Store, config: &WorkerConfig) -> Result<
     }
 }
 
+/// Slots of every task kind but activities: the SDK's own default (its
+/// `DEFAULT_FIXED_SIZE_SLOTS`, private in 1.1.1).
+const SDK_DEFAULT_SLOTS: usize = 100;
+
+/// The SDK's default tuner with `activity_slots` activity slots instead of its 100.
+fn tuner(activity_slots: usize) -> WorkerTuner {
+    TunerHolder::builder()
+        .workflow_task_slot_supplier(FixedSizeSlotSupplier::new(SDK_DEFAULT_SLOTS))
+        .activity_task_slot_supplier(FixedSizeSlotSupplier::new(activity_slots.max(1)))
+        .local_activity_task_slot_supplier(FixedSizeSlotSupplier::new(SDK_DEFAULT_SLOTS))
+        .nexus_task_slot_supplier(FixedSizeSlotSupplier::new(SDK_DEFAULT_SLOTS))
+        .build()
+        .into()
+}
+
 /// Builds a worker on `task_queue` with every workflow and activity registered, under the SDK's
-/// default deployment identity (no name, the executable's hash as build id).
+/// default deployment identity (no name, the executable's hash as build id) and with the
+/// default activity slots ([`crate::capacity::DEFAULT_ACTIVITY_SLOTS`]).
 pub fn build_worker(
     runtime: &Runtime,
     deps: &Dependencies,
@@ -265,10 +303,12 @@ pub fn build_worker(
         settings,
         shutdown_grace,
         &deployment,
+        crate::capacity::DEFAULT_ACTIVITY_SLOTS,
     )
 }
 
-/// As [`build_worker`], as build `deployment` of a Worker Deployment.
+/// As [`build_worker`], as build `deployment` of a Worker Deployment, running at most
+/// `activity_slots` activities at once.
 pub fn build_deployed_worker(
     runtime: &Runtime,
     deps: &Dependencies,
@@ -276,10 +316,12 @@ pub fn build_deployed_worker(
     settings: Settings,
     shutdown_grace: Duration,
     deployment: &DeploymentConfig,
+    activity_slots: usize,
 ) -> Result<Worker, StartupError> {
     let worker_error = |e: &dyn std::fmt::Display| StartupError::Worker(e.to_string());
     let options = WorkerOptions::new(task_queue)
         .maybe_deployment_options(deployment.options())
+        .tuner(tuner(activity_slots))
         .register_workflow::<StackCheck>()
         .map_err(|e| worker_error(&e))?
         .register_workflow::<CommunityDeletion>()

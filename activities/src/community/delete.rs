@@ -17,6 +17,7 @@ use crate::taxonomy::{ManifestEntry, is_tenant_owned_key};
 use super::CommunityActivities;
 use super::failure::{PhaseError, PhaseResult};
 use super::heartbeat::{PhaseProgress, ProgressCell, heartbeating};
+use super::marker::{CallEffect, Marker};
 use super::uploads::abort_tenant_uploads;
 
 /// The activity attempt from which a per-key `AccessDenied` in a DeleteObjects answer blocks the
@@ -50,6 +51,10 @@ struct ChunkTally {
 /// every DeleteObjects call, so a superseded attempt stops before its next irreversible call.
 /// Resuming is simply "the first unstamped chunk": re-deleting an already-deleted version is
 /// acknowledged, so a chunk whose stamp was lost to a crash converges on retry.
+///
+/// The irreversible marker is set by the first call S3 acknowledges ([`Marker`]); when the
+/// attempt fails and S3 refused every call it made whole (a worker without the permission), the
+/// marker stays unset and the request can still be aborted.
 pub async fn delete_chunks(
     acts: &CommunityActivities,
     ctx: &ActivityContext,
@@ -72,22 +77,13 @@ pub async fn delete_chunks(
         acts.store
             .load_destructive_manifest(input.request_id)
             .await?;
-        acts.store.mark_irreversible(&token).await?;
-        // First thing past the irreversible point: no stalled writer can complete an upload into
-        // a new object version once the versions below are gone.
-        abort_tenant_uploads(acts, &token, &progress).await?;
-        let parallelism = usize::try_from(input.parallelism.max(1)).unwrap_or(1);
+        let marker = Marker::resolve(acts, &token).await?;
+        let deleted = delete_everything(acts, ctx, &input, &token, &marker, &progress).await;
+        if let Err(error) = deleted {
+            marker.settle_failure(&error.to_string()).await;
+            return Err(error);
+        }
         let mut current = acts.store.chunk_progress(input.request_id).await?;
-        report(&progress, &current);
-        let mut stream = ChunkStream::new(
-            &token,
-            ChunkSet::Frozen,
-            input.max_chunks.max(1),
-            &current,
-            ctx.info().attempt,
-        );
-        stream.run(acts, parallelism, &progress).await?;
-        current = acts.store.chunk_progress(input.request_id).await?;
         report(&progress, &current);
         if current.chunks_stamped >= current.chunks_total {
             current = acts
@@ -104,6 +100,32 @@ pub async fn delete_chunks(
         Ok(as_delete_progress(current))
     })
     .await
+}
+
+/// The destructive calls of one attempt: first the multipart uploads in progress (no stalled
+/// writer can complete an upload into a new object version once the versions below are gone),
+/// then up to `max_chunks` pending chunks.
+async fn delete_everything(
+    acts: &CommunityActivities,
+    ctx: &ActivityContext,
+    input: &DeleteChunksInput,
+    token: &ExecToken,
+    marker: &Marker<'_>,
+    progress: &ProgressCell,
+) -> PhaseResult<()> {
+    abort_tenant_uploads(acts, token, marker, progress).await?;
+    let parallelism = usize::try_from(input.parallelism.max(1)).unwrap_or(1);
+    let current = acts.store.chunk_progress(input.request_id).await?;
+    report(progress, &current);
+    let mut stream = ChunkStream::new(
+        token,
+        marker,
+        ChunkSet::Frozen,
+        input.max_chunks.max(1),
+        &current,
+        ctx.info().attempt,
+    );
+    stream.run(acts, parallelism, progress).await
 }
 
 fn as_delete_progress(p: ChunkProgress) -> DeleteProgress {
@@ -162,6 +184,8 @@ fn plan_calls(community: Uuid, chunks: &[ManifestChunk]) -> PhaseResult<Vec<Dele
 /// same whatever the manifest's size. Streams either the frozen or the late chunks.
 pub(super) struct ChunkStream<'t> {
     token: &'t ExecToken,
+    /// Books every call's answer; the first acknowledgement sets the irreversible marker.
+    marker: &'t Marker<'t>,
     /// Which chunks: the frozen manifest or the late chunks.
     set: ChunkSet,
     /// Chunks this attempt may still read.
@@ -182,6 +206,7 @@ pub(super) struct ChunkStream<'t> {
 impl<'t> ChunkStream<'t> {
     pub(super) fn new(
         token: &'t ExecToken,
+        marker: &'t Marker<'t>,
         set: ChunkSet,
         max_chunks: u64,
         progress: &ChunkProgress,
@@ -189,6 +214,7 @@ impl<'t> ChunkStream<'t> {
     ) -> Self {
         Self {
             token,
+            marker,
             set,
             chunks_left: max_chunks,
             last_read: None,
@@ -201,15 +227,36 @@ impl<'t> ChunkStream<'t> {
     }
 
     /// Deletes up to `chunks_left` chunks with at most `parallelism` calls in flight, stamping
-    /// each chunk once every one of its versions was acknowledged. Stops at the first failure.
+    /// each chunk once every one of its versions was acknowledged. Stops at the first failure:
+    /// no further call is sent, and the calls in flight are waited for, so every call the
+    /// attempt sent has its answer booked with the marker before the failure is returned.
     pub(super) async fn run(
         &mut self,
         acts: &CommunityActivities,
         parallelism: usize,
         progress: &ProgressCell,
     ) -> PhaseResult<()> {
-        let token = self.token;
         let mut in_flight = FuturesUnordered::new();
+        let result = self.pump(acts, parallelism, progress, &mut in_flight).await;
+        if result.is_err() {
+            self.marker.halt();
+            while in_flight.next().await.is_some() {}
+        }
+        result
+    }
+
+    async fn pump<'f>(
+        &mut self,
+        acts: &'f CommunityActivities,
+        parallelism: usize,
+        progress: &ProgressCell,
+        in_flight: &mut FuturesUnordered<IssuedCall<'f>>,
+    ) -> PhaseResult<()>
+    where
+        't: 'f,
+    {
+        let token = self.token;
+        let marker = self.marker;
         loop {
             // Fill every free slot, reading the next chunk only when no read call is left.
             while in_flight.len() < parallelism {
@@ -219,11 +266,14 @@ impl<'t> ChunkStream<'t> {
                 let Some(call) = self.queued.pop_front() else {
                     break;
                 };
-                in_flight.push(issue(acts, token, call));
+                // Recorded by the task, before the call can be sent (see `marker`).
+                marker.before_call().await?;
+                in_flight.push(Box::pin(issue(acts, token, marker, call)));
             }
             let Some(result) = in_flight.next().await else {
                 return Ok(());
             };
+            marker.confirm_if_acknowledged().await?;
             let (chunk_no, outcome) = result?;
             self.settle(acts, chunk_no, &outcome).await?;
             let step = format!(
@@ -326,16 +376,28 @@ impl<'t> ChunkStream<'t> {
     }
 }
 
-/// One irreversible call: paced per prefix, and bracketed by fence checks so a superseded
-/// attempt issues nothing more once its successor has claimed the request.
+/// A DeleteObjects call in flight.
+type IssuedCall<'f> =
+    std::pin::Pin<Box<dyn Future<Output = PhaseResult<(u32, BulkDeleteOutcome)>> + Send + 'f>>;
+
+/// One irreversible call (recorded as pending with the marker by the caller): paced per prefix,
+/// bracketed by fence checks so a superseded attempt issues nothing more once its successor has
+/// claimed the request, and its answer booked with the marker before anything else. Holds no
+/// transaction: it runs concurrently with the task's own Postgres writes (see `marker`).
 async fn issue(
     acts: &CommunityActivities,
     token: &ExecToken,
+    marker: &Marker<'_>,
     call: DeleteCall,
 ) -> PhaseResult<(u32, BulkDeleteOutcome)> {
     acts.pacer.admit(&call.prefix, call.versions.len()).await;
     acts.store.verify_fence(token).await?;
-    let outcome = acts.objects.delete_versions(&call.versions).await?;
+    if !marker.start_call() {
+        return Err(PhaseError::Cancelled);
+    }
+    let answer = acts.objects.delete_versions(&call.versions).await;
+    marker.book(CallEffect::of_delete(&answer));
+    let outcome = answer?;
     acts.store.verify_fence(token).await?;
     Ok((call.chunk_no, outcome))
 }

@@ -7,7 +7,7 @@ use workflows::contract::{
 
 use crate::cache::CacheError;
 use crate::failure::{Classified, Report, Severity, activity_error};
-use crate::objects::ObjectStoreError;
+use crate::objects::{MissingPermission, ObjectStoreError};
 use crate::store::StoreError;
 use crate::taxonomy::TaxonomyError;
 
@@ -84,6 +84,20 @@ pub enum PhaseError {
         /// The activity attempt that gave up.
         attempts: u32,
     },
+    /// Preflight found S3 permissions the destructive phase needs missing (each probed without
+    /// deleting anything). Nothing was fenced or deleted; retrying cannot help until an operator
+    /// grants them.
+    #[error(
+        "preflight: the worker's S3 credentials lack {} permission(s) the deletion needs; \
+         nothing was fenced or deleted: {}. Grant them, then unblock (or abort: the community \
+         is served again)",
+        .missing.len(),
+        .missing.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    PermissionsMissing {
+        /// Every missing permission, per prefix.
+        missing: Vec<MissingPermission>,
+    },
     /// Serving writes admitted before quiescing are still live; the fence waits for them.
     #[error("waiting on {count} live serving-write lease(s): {operations:?}")]
     ServingWritesLive {
@@ -135,6 +149,7 @@ impl Classified for PhaseError {
             | PhaseError::UnknownKeyShape { .. }
             | PhaseError::ForeignManifestKey { .. }
             | PhaseError::VersionDeleteDenied { .. }
+            | PhaseError::PermissionsMissing { .. }
             | PhaseError::LateObjectVersion { .. } => Severity::Permanent,
             PhaseError::PartialAcknowledgement { .. }
             | PhaseError::ServingWritesLive { .. }

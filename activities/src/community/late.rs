@@ -20,6 +20,7 @@ use super::delete::ChunkStream;
 use super::failure::{PhaseError, PhaseResult};
 use super::heartbeat::{PhaseProgress, ProgressCell, heartbeating};
 use super::listing::{VersionSink, scan_tenant_prefixes};
+use super::marker::Marker;
 
 /// DeleteObjects calls in flight while deleting late chunks (they are few and small).
 const LATE_DELETE_PARALLELISM: usize = 4;
@@ -115,7 +116,9 @@ async fn delete_pending_late_chunks(
         total: None,
         unit: "versions deleted".to_owned(),
     });
-    let mut stream = ChunkStream::new(token, ChunkSet::Late, u64::MAX, &current, attempt);
+    // Late chunks are deleted only past the irreversible point (the store refuses them before).
+    let marker = Marker::already_set(acts, token);
+    let mut stream = ChunkStream::new(token, &marker, ChunkSet::Late, u64::MAX, &current, attempt);
     stream.run(acts, LATE_DELETE_PARALLELISM, progress).await
 }
 

@@ -10,6 +10,7 @@ mod heartbeat;
 mod intake;
 mod late;
 mod listing;
+mod marker;
 mod pacing;
 mod purge;
 mod uploads;

@@ -1,7 +1,8 @@
 //! Multipart uploads in progress under the tenant prefixes: tenant data that no version listing
 //! shows. Completing one creates an object version, so a stalled serving process could bring an
 //! object back after the versions were deleted. They are counted into the frozen inventory,
-//! aborted right after the irreversible point, and required absent by verification.
+//! aborted first thing in the destructive phase (the first acknowledged abort sets the
+//! irreversible marker), and required absent by verification.
 //!
 //! Every listing is of a tenant prefix with its trailing slash (`media/{c}/`), so a neighbour
 //! whose id merely starts with the same characters is never listed, and every listed upload's key
@@ -17,6 +18,7 @@ use crate::taxonomy::{KeyStreamDigest, encode_upload, is_tenant_owned_key, tenan
 use super::CommunityActivities;
 use super::failure::{PhaseError, PhaseResult};
 use super::heartbeat::ProgressCell;
+use super::marker::{CallEffect, Marker};
 
 /// Uploads per listing page (the S3 maximum).
 const UPLOAD_PAGE_SIZE: i32 = 1000;
@@ -73,24 +75,26 @@ pub async fn scan_tenant_uploads(
     Ok(summaries)
 }
 
-/// Aborts every upload in progress under the community's tenant prefixes, as listed now (after
-/// the irreversible point: an upload started since the inventory is the community's too). Each
-/// abort is bracketed by fence and generation checks in Postgres and recorded as an
-/// `upload_aborted` audit event; an upload already gone counts as done. Returns how many were
-/// aborted (or found gone) by this call.
+/// Aborts every upload in progress under the community's tenant prefixes, as listed now (at the
+/// irreversible point: an upload started since the inventory is the community's too). Each
+/// abort is recorded as pending with `marker` before the irreversible marker is set (the first
+/// acknowledged abort sets it), bracketed by fence and generation checks in Postgres, and
+/// recorded as an `upload_aborted` audit event; an upload already gone counts as done. Returns
+/// how many were aborted (or found gone) by this call.
 pub async fn abort_tenant_uploads(
     acts: &CommunityActivities,
     token: &ExecToken,
+    marker: &Marker<'_>,
     progress: &ProgressCell,
 ) -> PhaseResult<u64> {
     let mut handled = 0u64;
     for prefix in tenant_prefixes(token.community_id) {
         progress.update(|p| p.step = format!("aborting multipart uploads under {prefix}"));
-        let mut marker = None;
+        let mut page_marker = None;
         loop {
             let page = acts
                 .objects
-                .list_uploads_page(&prefix, marker, UPLOAD_PAGE_SIZE)
+                .list_uploads_page(&prefix, page_marker, UPLOAD_PAGE_SIZE)
                 .await?;
             // Check the whole page before aborting any of it: a stray key blocks the batch.
             for upload in &page.uploads {
@@ -99,8 +103,15 @@ pub async fn abort_tenant_uploads(
             for upload in &page.uploads {
                 // AbortMultipartUpload is an HTTP DELETE: paced with the version deletes.
                 acts.pacer.admit(&prefix, 1).await;
+                marker.before_call().await?;
                 acts.store.verify_fence(token).await?;
-                let outcome = acts.objects.abort_upload(upload).await?;
+                if !marker.start_call() {
+                    return Err(PhaseError::Cancelled);
+                }
+                let answer = acts.objects.abort_upload(upload).await;
+                marker.book(CallEffect::of_abort(&answer));
+                marker.confirm_if_acknowledged().await?;
+                let outcome = answer?;
                 acts.store.verify_fence(token).await?;
                 acts.store
                     .record_upload_aborted(
@@ -122,7 +133,7 @@ pub async fn abort_tenant_uploads(
                 });
             }
             match page.next {
-                Some(next) => marker = Some(next),
+                Some(next) => page_marker = Some(next),
                 None => break,
             }
         }

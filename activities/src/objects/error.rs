@@ -6,6 +6,7 @@ use std::fmt;
 use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 
 use super::ObjectStore;
+use super::probe::MissingPermission;
 use crate::failure::{Classified, Severity};
 
 /// The S3 call an error came from, for messages.
@@ -263,6 +264,50 @@ pub enum ObjectStoreError {
         /// The missing field.
         field: &'static str,
     },
+    /// A permission probe was denied: these credentials lack a permission the deletion needs
+    /// (see [`ObjectStore::prove_permission`]). Permanent until an operator grants it.
+    #[error("{0}")]
+    PermissionMissing(Box<MissingPermission>),
+    /// A permission probe got an answer that neither proves nor refutes the permission (a
+    /// per-key `InternalError`, …). Transient.
+    #[error("S3 permission probe {call} was inconclusive: {answer}")]
+    ProbeInconclusive {
+        /// The probe call.
+        call: String,
+        /// What came back.
+        answer: String,
+    },
+}
+
+impl ObjectStoreError {
+    /// Whether this failure proves the call changed nothing in the bucket: it was refused before
+    /// it was sent, or the server refused the request as a whole with a 4xx verdict (denied,
+    /// no such bucket, malformed). A timeout, a dropped connection, a 5xx or a throttle proves
+    /// nothing: the server may have acted before it failed. Decided by variant, never by text.
+    pub fn changed_nothing(&self) -> bool {
+        match self {
+            ObjectStoreError::InvalidConfig { .. }
+            | ObjectStoreError::InvalidRequest { .. }
+            | ObjectStoreError::MissingVersionId { .. }
+            | ObjectStoreError::TooManyVersions { .. }
+            | ObjectStoreError::AccessDenied { .. }
+            | ObjectStoreError::NoSuchBucket { .. }
+            | ObjectStoreError::Rejected { .. } => true,
+            ObjectStoreError::ArchiveNotLocked { .. }
+            | ObjectStoreError::NoSuchVersion { .. }
+            | ObjectStoreError::NoSuchUpload { .. }
+            | ObjectStoreError::VersioningNotEnabled { .. }
+            | ObjectStoreError::NoVersionIdReturned { .. }
+            | ObjectStoreError::Busy { .. }
+            | ObjectStoreError::ServerError { .. }
+            | ObjectStoreError::Unreachable { .. }
+            | ObjectStoreError::MissingListingMarker { .. }
+            | ObjectStoreError::ListingStalled { .. }
+            | ObjectStoreError::IncompleteResponse { .. }
+            | ObjectStoreError::PermissionMissing(_)
+            | ObjectStoreError::ProbeInconclusive { .. } => false,
+        }
+    }
 }
 
 impl Classified for ObjectStoreError {
@@ -279,8 +324,10 @@ impl Classified for ObjectStoreError {
             | ObjectStoreError::VersioningNotEnabled { .. }
             | ObjectStoreError::NoVersionIdReturned { .. }
             | ObjectStoreError::TooManyVersions { .. }
-            | ObjectStoreError::Rejected { .. } => Severity::Permanent,
-            ObjectStoreError::Busy { .. }
+            | ObjectStoreError::Rejected { .. }
+            | ObjectStoreError::PermissionMissing(_) => Severity::Permanent,
+            ObjectStoreError::ProbeInconclusive { .. }
+            | ObjectStoreError::Busy { .. }
             | ObjectStoreError::ServerError { .. }
             | ObjectStoreError::Unreachable { .. }
             | ObjectStoreError::MissingListingMarker { .. }

@@ -8,7 +8,8 @@
 //!
 //! This file holds the configuration and the client; one concern a file besides: `listing.rs`
 //! (versions, objects and multipart uploads under a prefix), `deletion.rs` (version-exact bulk
-//! deletes and upload aborts), `writes.rs` (the writes and reads a deletion never makes: serving
+//! deletes and upload aborts), `probe.rs` (proving the permissions a deletion needs without
+//! deleting anything), `writes.rs` (the writes and reads a deletion never makes: serving
 //! path, demo, stack check, tests) and `error.rs` (the typed failures and their mapping from the
 //! SDK).
 
@@ -17,6 +18,7 @@ mod archive;
 mod deletion;
 mod error;
 mod listing;
+mod probe;
 mod writes;
 
 #[cfg(test)]
@@ -40,6 +42,9 @@ pub use deletion::{
 };
 pub use error::{MissingMarker, ObjectStoreError, S3Operation};
 pub use listing::{UploadPage, VersionPage};
+pub use probe::{
+    MissingPermission, PROBE_KEY_NAME, PROBE_UPLOAD_ID, PROBE_VERSION_ID, S3Permission, probe_key,
+};
 pub use writes::UploadedPart;
 
 /// Credentials name shown in SDK diagnostics.

@@ -206,3 +206,58 @@ async fn empty_configuration_fields_are_rejected() {
     assert!(matches!(error, ObjectStoreError::InvalidConfig { .. }));
     assert_eq!(error.severity(), Severity::Permanent);
 }
+
+#[test]
+fn only_a_refusal_before_sending_or_a_whole_4xx_verdict_proves_a_call_changed_nothing() {
+    let operation = S3Operation::DeleteObjects;
+    let nothing_changed = [
+        ObjectStoreError::AccessDenied {
+            operation,
+            bucket: "b".into(),
+            status: 403,
+            code: Some("AccessDenied".into()),
+        },
+        ObjectStoreError::Rejected {
+            operation,
+            status: 400,
+            code: Some("MalformedXML".into()),
+        },
+        ObjectStoreError::NoSuchBucket {
+            operation,
+            bucket: "b".into(),
+        },
+        ObjectStoreError::TooManyVersions {
+            requested: 1001,
+            limit: 1000,
+        },
+        ObjectStoreError::MissingVersionId { key: "k".into() },
+    ];
+    for error in nothing_changed {
+        assert!(error.changed_nothing(), "{error:?}");
+    }
+    let may_have_acted = [
+        ObjectStoreError::ServerError {
+            operation,
+            status: 500,
+            code: Some("InternalError".into()),
+        },
+        ObjectStoreError::Busy {
+            operation,
+            status: 503,
+            code: Some("SlowDown".into()),
+        },
+        ObjectStoreError::Unreachable {
+            operation,
+            endpoint: "http://s3".into(),
+            detail: "operation timed out".into(),
+            certificate: None,
+        },
+        ObjectStoreError::IncompleteResponse {
+            operation,
+            field: "Deleted.Key",
+        },
+    ];
+    for error in may_have_acted {
+        assert!(!error.changed_nothing(), "{error:?}");
+    }
+}

@@ -315,6 +315,18 @@ pub enum StoreError {
         /// Its stage.
         stage: String,
     },
+    /// Abort not decided yet: a destructive S3 call may be in flight before the irreversible
+    /// marker; its answer decides (acknowledged: refused; refused whole: allowed). Transient.
+    #[error(
+        "request {request_id}: a destructive S3 call has been pending since {since}, before the \
+         irreversible marker; the abort is decided once S3 answers (retrying)"
+    )]
+    DestructiveCallPending {
+        /// The request.
+        request_id: Uuid,
+        /// When the call was recorded as pending.
+        since: chrono::DateTime<chrono::Utc>,
+    },
     /// A destructive step ran before the irreversible point was recorded.
     #[error("request {request_id}: the irreversible point was not recorded before deleting")]
     IrreversibleNotMarked {
@@ -508,6 +520,7 @@ impl Classified for StoreError {
             | StoreError::StalledServingWrites { .. }
             | StoreError::LiveUserServingWrites { .. }
             | StoreError::StalledUserServingWrites { .. }
+            | StoreError::DestructiveCallPending { .. }
             | StoreError::StaleGeneration { .. } => Severity::Transient,
             StoreError::Database(error) => sqlx_severity(error),
             StoreError::Identity(error) => error.severity(),

@@ -25,6 +25,7 @@ mod community;
 pub mod erasure;
 mod error;
 mod migrate;
+mod pool;
 mod privilege;
 pub mod request_gauges;
 mod sweeps;
@@ -33,11 +34,7 @@ pub mod user;
 pub mod user_data;
 mod user_fence;
 
-use std::str::FromStr;
-use std::time::Duration;
-
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{Connection, PgPool};
+use sqlx::PgPool;
 
 pub use catalog::{COMMUNITIES_TABLE, CatalogInventory, catalog_scan_in};
 pub(crate) use communities::normalize_host;
@@ -60,23 +57,13 @@ pub use error::{
     USER_FENCED_WRITE_SQLSTATE, is_append_only_refusal, is_fenced_write, is_user_fenced_write,
 };
 pub use migrate::{MIGRATIONS_TABLE, MIGRATOR};
+pub use pool::{DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS, DEFAULT_MAX_CONNECTIONS, PoolSettings};
 pub use privilege::{
     ALLOW_PRIVILEGED_ROLE_ENV, ALLOW_PRIVILEGED_ROLE_VALUE, PrivilegedRole, SERVING_GROUP,
     WORKER_GROUP, privileged_role_allowed,
 };
 pub use sweeps::{TaxonomySweep, TaxonomySweepInput};
 pub use user_fence::{UserFenceStatus, validate_user_pubkey};
-
-/// Connections the store opens by default: enough for a worker's parallel activities.
-const DEFAULT_MAX_CONNECTIONS: u32 = 16;
-
-/// How long a call waits for a pooled connection before failing (transiently).
-const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How long the server lets a session sit idle inside a transaction before ending it. No
-/// transaction of ours waits on anything but its own statements, so a minute only ever ends a
-/// session whose client is gone or cut off.
-pub const IDLE_IN_TRANSACTION_TIMEOUT: &str = "60s";
 
 /// The Postgres store. Cheap to clone: clones share one connection pool.
 #[derive(Debug, Clone)]
@@ -92,55 +79,17 @@ impl Store {
         Self::connect_with_pool_size(database_url, DEFAULT_MAX_CONNECTIONS).await
     }
 
-    /// Connects with at most `max_connections` pooled connections. Fails with
-    /// [`StoreError::Connect`], naming the (password-redacted) URL and how to start PostgreSQL.
+    /// Connects with at most `max_connections` pooled connections and otherwise the default
+    /// [`PoolSettings`] (see [`Store::connect_with`]).
     pub async fn connect_with_pool_size(
         database_url: &str,
         max_connections: u32,
     ) -> StoreResult<Store> {
-        let redacted = || redact_password(database_url);
-        let options = PgConnectOptions::from_str(database_url)
-            .map_err(|source| StoreError::Connect {
-                url: redacted(),
-                source,
-            })?
-            // A session that sits inside a transaction without sending anything holds its row
-            // locks for everyone. The chaos run caught one: a worker whose request was lost on
-            // the network waited forever for the answer while its `FOR UPDATE` on the request
-            // row blocked every later claim, stalling the deletion for good. The server now
-            // ends such a session (and so its transaction) after a minute; the client's next
-            // read fails with a connection error, which is transient.
-            .options([
-                (
-                    "idle_in_transaction_session_timeout",
-                    IDLE_IN_TRANSACTION_TIMEOUT,
-                ),
-                // Fail closed where rows could be invisible: a query that row-level security
-                // would filter raises SQLSTATE 42501 instead of quietly reading fewer rows (the
-                // closed-world check refuses such relations before approval; this is the
-                // second line, for a policy added after it ran).
-                ("row_security", "off"),
-            ]);
-        let pool = PgPoolOptions::new()
-            .max_connections(max_connections.max(1))
-            .acquire_timeout(ACQUIRE_TIMEOUT)
-            // A connection's buffers grow to the largest message it ever carried (a 10,000-entry
-            // manifest chunk is ~1.6 MB) and keep that size; shrinking them on release bounds
-            // a worker's memory by what is in use rather than by which connections once held
-            // a chunk.
-            .after_release(|conn, _meta| {
-                Box::pin(async move {
-                    conn.shrink_buffers();
-                    Ok(true)
-                })
-            })
-            .connect_with(options)
-            .await
-            .map_err(|source| StoreError::Connect {
-                url: redacted(),
-                source,
-            })?;
-        Ok(Store::from_pool(pool))
+        Self::connect_with(
+            database_url,
+            &PoolSettings::with_max_connections(max_connections),
+        )
+        .await
     }
 
     /// Wraps an existing pool (tests, or a binary that shares its pool).

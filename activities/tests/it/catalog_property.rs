@@ -48,6 +48,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use activities::store::{Community, FrozenInventory, Store, StoreError};
+use e2e::schema::tenant_guards;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use store_support::community;
@@ -493,22 +494,6 @@ struct Built {
     ids: Vec<Vec<String>>,
 }
 
-/// The write fence and the user-data declaration of a tenant relation, both enabled ALWAYS.
-fn tenant_guards(table: &str) -> [String; 4] {
-    [
-        format!(
-            "CREATE TRIGGER buzz_write_fence BEFORE INSERT OR UPDATE ON {table} \
-             FOR EACH ROW EXECUTE FUNCTION buzz.refuse_fenced_write()"
-        ),
-        format!("ALTER TABLE {table} ENABLE ALWAYS TRIGGER buzz_write_fence"),
-        format!(
-            "CREATE TRIGGER buzz_user_data BEFORE INSERT OR UPDATE ON {table} \
-             FOR EACH ROW EXECUTE FUNCTION buzz.user_data('none')"
-        ),
-        format!("ALTER TABLE {table} ENABLE ALWAYS TRIGGER buzz_user_data"),
-    ]
-}
-
 /// `PARTITION BY …` for `split` at `level`, and the partition bounds it gets.
 fn partitioning(split: Split, level: usize, communities: &[Uuid]) -> (String, Vec<String>) {
     match (split, level) {
@@ -594,34 +579,34 @@ fn build_table(
             plan.tables.push(format!(
                 "CREATE TABLE {root} (id text PRIMARY KEY, {columns}{fk})"
             ));
-            plan.tables.extend(tenant_guards(&root));
+            plan.tables.extend(tenant_guards(&root, "none"));
         }
         Layout::Partitioned(levels) => {
             let (by, _) = partitioning(levels[0], 0, communities);
             plan.tables.push(format!(
                 "CREATE TABLE {root} (id text NOT NULL, {columns}{fk}) {by}"
             ));
-            plan.tables.extend(tenant_guards(&root));
+            plan.tables.extend(tenant_guards(&root, "none"));
             partitions(&root, levels, 0, communities, plan, &mut tree);
         }
         Layout::Inherited(children) => {
             plan.tables.push(format!(
                 "CREATE TABLE {root} (id text NOT NULL, {columns}{fk})"
             ));
-            plan.tables.extend(tenant_guards(&root));
+            plan.tables.extend(tenant_guards(&root, "none"));
             for (k, (grandchild, elsewhere)) in children.iter().enumerate() {
                 let schema = if *elsewhere { "prop_ext" } else { "buzz" };
                 let child = format!("{schema}.{name}_c{k}");
                 plan.tables
                     .push(format!("CREATE TABLE {child} () INHERITS ({root})"));
-                plan.tables.extend(tenant_guards(&child));
+                plan.tables.extend(tenant_guards(&child, "none"));
                 members.push(child.clone());
                 if *grandchild {
                     let grand = format!("{schema}.{name}_c{k}_g");
                     plan.tables.push(format!(
                         "CREATE TABLE {grand} (note text) INHERITS ({child})"
                     ));
-                    plan.tables.extend(tenant_guards(&grand));
+                    plan.tables.extend(tenant_guards(&grand, "none"));
                     members.push(grand);
                 }
             }
@@ -755,7 +740,7 @@ fn plan(n: usize, spec: &CatalogSpec, communities: &[Uuid]) -> Plan {
                      event_id text CONSTRAINT {key} REFERENCES buzz.events (id) ON DELETE {})",
                     action.sql()
                 ));
-                plan.tables.extend(tenant_guards(&table));
+                plan.tables.extend(tenant_guards(&table, "none"));
                 plan.created.extend([table.clone(), key.clone()]);
                 let mut counted = 0;
                 for &(c, of, pick) in rows {

@@ -13,6 +13,7 @@ use crate::store_support::private_db::private_db_as_worker;
 use activities::failure::{Classified, Severity};
 use activities::store::closed_world::summary::ClosedWorldSummary;
 use activities::store::{CatalogInventory, Community, Store, StoreError, StoreResult};
+use e2e::schema::tenant_guards;
 use uuid::Uuid;
 use workflows::community::contracts::TableCount;
 
@@ -29,23 +30,6 @@ async fn exec_all(store: &Store, statements: &[String]) {
     for sql in statements {
         exec(store, sql).await;
     }
-}
-
-/// What makes `table` a sound tenant table: the write fence and the user-data declaration
-/// (`user_column` or `none`), both enabled ALWAYS.
-fn tenant_guards(table: &str, user_column: &str) -> [String; 4] {
-    [
-        format!(
-            "CREATE TRIGGER buzz_write_fence BEFORE INSERT OR UPDATE ON {table} \
-             FOR EACH ROW EXECUTE FUNCTION buzz.refuse_fenced_write()"
-        ),
-        format!("ALTER TABLE {table} ENABLE ALWAYS TRIGGER buzz_write_fence"),
-        format!(
-            "CREATE TRIGGER buzz_user_data BEFORE INSERT OR UPDATE ON {table} \
-             FOR EACH ROW EXECUTE FUNCTION buzz.user_data('{user_column}')"
-        ),
-        format!("ALTER TABLE {table} ENABLE ALWAYS TRIGGER buzz_user_data"),
-    ]
 }
 
 /// Inserts one event of `community` (as the owner) and returns its id.

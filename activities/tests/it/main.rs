@@ -4,10 +4,12 @@
 
 mod audit_chain;
 mod cache;
+mod cache_cluster;
 mod catalog_property;
 mod catalog_shapes;
 mod closed_world;
 mod evidence;
+mod irreversible_marker;
 mod objects;
 mod operators;
 mod request_gauges;
@@ -15,7 +17,9 @@ mod roles;
 mod scope_receipt;
 mod serving;
 mod store;
+mod store_pool;
 mod store_support;
+mod upgrade;
 mod user_data;
 mod user_fence;
 mod user_store;

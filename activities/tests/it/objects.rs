@@ -8,7 +8,8 @@ use std::collections::BTreeSet;
 use activities::failure::{Classified, Severity};
 use activities::objects::{
     AbortOutcome, DeleteFailureKind, MAX_VERSIONS_PER_DELETE, MultipartUpload, ObjectStore,
-    ObjectStoreError, ObjectVersion, ObjectVersionRef, S3Config, S3Credentials,
+    ObjectStoreError, ObjectVersion, ObjectVersionRef, S3Config, S3Credentials, S3Permission,
+    probe_key,
 };
 use activities::taxonomy::{PrefixRoot, VersionKind, is_tenant_owned_key, tenant_prefixes};
 use sha2::{Digest, Sha256};
@@ -526,8 +527,15 @@ async fn multipart_uploads_under_a_prefix_are_listed_and_aborted_with_and_withou
     }
 }
 
+/// Serialises the tests of this binary that set the (one, shared) bucket policy.
+fn policy_lock() -> &'static tokio::sync::Mutex<()> {
+    static LOCK: std::sync::OnceLock<tokio::sync::Mutex<()>> = std::sync::OnceLock::new();
+    LOCK.get_or_init(|| tokio::sync::Mutex::new(()))
+}
+
 #[tokio::test]
 async fn a_bucket_policy_denying_one_key_comes_back_as_a_per_key_access_denied() {
+    let _policy = policy_lock().lock().await;
     let store = store().await;
     let community = Uuid::new_v4();
     let denied_key = tenant_key(community, PrefixRoot::Media, "protected");
@@ -590,4 +598,136 @@ async fn a_bucket_policy_denying_one_key_comes_back_as_a_per_key_access_denied()
     // With the policy gone the same version deletes.
     erase_community(&store, community).await;
     assert!(snapshot_community(&store, community).await.is_empty());
+}
+
+/// Every probe answer of `permission` on every tenant prefix of `community`, in order.
+async fn probe_all(
+    store: &ObjectStore,
+    community: Uuid,
+) -> Vec<(String, S3Permission, Result<(), ObjectStoreError>)> {
+    let mut answers = Vec::new();
+    for prefix in tenant_prefixes(community) {
+        for permission in S3Permission::ALL {
+            let answer = store.prove_permission(permission, &prefix).await;
+            answers.push((prefix.clone(), permission, answer));
+        }
+    }
+    answers
+}
+
+#[tokio::test]
+async fn every_permission_probe_passes_with_full_rights_and_changes_nothing() {
+    let store = store().await;
+    let community = Uuid::new_v4();
+    seed_community(&store, community, 2).await;
+    let upload = store
+        .start_upload(&tenant_key(community, PrefixRoot::Thumbs, "in-progress"))
+        .await
+        .unwrap();
+    let versions_before = snapshot_community(&store, community).await;
+    let mut uploads_before = Vec::new();
+    for prefix in tenant_prefixes(community) {
+        uploads_before.extend(store.snapshot_uploads(&prefix).await.unwrap());
+    }
+
+    for (prefix, permission, answer) in probe_all(&store, community).await {
+        assert!(answer.is_ok(), "{permission} on {prefix}: {answer:?}");
+    }
+
+    // Nothing deleted, aborted or added (no delete marker on the probe key either).
+    assert_eq!(snapshot_community(&store, community).await, versions_before);
+    let mut uploads_after = Vec::new();
+    for prefix in tenant_prefixes(community) {
+        uploads_after.extend(store.snapshot_uploads(&prefix).await.unwrap());
+        assert!(
+            store
+                .snapshot_prefix(&probe_key(&prefix))
+                .await
+                .unwrap()
+                .is_empty(),
+            "the probe key must stay absent under {prefix}"
+        );
+    }
+    assert_eq!(uploads_after, uploads_before);
+    assert_eq!(uploads_after, vec![upload.clone()]);
+    store.abort_upload(&upload).await.unwrap();
+    erase_community(&store, community).await;
+}
+
+#[tokio::test]
+async fn a_denied_probe_names_the_permission_and_the_prefix_and_only_that_one() {
+    let _policy = policy_lock().lock().await;
+    let store = store().await;
+    let bucket = store.bucket().to_owned();
+    let community = Uuid::new_v4();
+    let denied_prefix = PrefixRoot::Media.prefix(community);
+    let object_deny = |action: &str| {
+        serde_json::json!({
+            "Sid": "objects-it-deny-probe",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": [action],
+            "Resource": [format!("arn:aws:s3:::{bucket}/{denied_prefix}*")],
+        })
+    };
+    let cases = [
+        (
+            S3Permission::DeleteObjectVersion,
+            object_deny("s3:DeleteObjectVersion"),
+        ),
+        (
+            S3Permission::AbortMultipartUpload,
+            object_deny("s3:AbortMultipartUpload"),
+        ),
+        (
+            S3Permission::ListBucketVersions,
+            serde_json::json!({
+                "Sid": "objects-it-deny-probe",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": ["s3:ListBucketVersions"],
+                "Resource": [format!("arn:aws:s3:::{bucket}")],
+                "Condition": {"StringLike": {"s3:prefix": format!("{denied_prefix}*")}},
+            }),
+        ),
+    ];
+    for (denied, statement) in cases {
+        if let Some(existing) = store.bucket_policy().await.unwrap() {
+            panic!("bucket {bucket} already has a policy; refusing to replace it: {existing}");
+        }
+        let policy = serde_json::json!({"Version": "2012-10-17", "Statement": [statement]});
+        store.put_bucket_policy(&policy.to_string()).await.unwrap();
+        let answers = probe_all(&store, community).await;
+        // Lift the policy before asserting anything, so a failed assertion leaves it clean.
+        store.delete_bucket_policy().await.unwrap();
+        assert_eq!(store.bucket_policy().await.unwrap(), None);
+
+        for (prefix, permission, answer) in answers {
+            if prefix != denied_prefix || permission != denied {
+                assert!(
+                    answer.is_ok(),
+                    "{permission} on {prefix} under a deny of {denied}: {answer:?}"
+                );
+                continue;
+            }
+            let error = answer.expect_err("the denied permission must be refused");
+            let ObjectStoreError::PermissionMissing(missing) = &error else {
+                panic!("{denied} on {prefix}: {error:?}");
+            };
+            assert_eq!(missing.permission, denied);
+            assert_eq!(missing.prefix, denied_prefix);
+            assert_eq!(error.severity(), Severity::Permanent);
+            let text = error.to_string();
+            for named in [
+                denied.action(),
+                denied_prefix.as_str(),
+                &missing.statement(),
+            ] {
+                assert!(
+                    text.contains(named),
+                    "the refusal must name {named}: {text}"
+                );
+            }
+        }
+    }
 }

@@ -1134,9 +1134,8 @@ async fn purge_deletes_every_row_of_the_community_and_leaves_another_byte_identi
         6 * 23 + 1,
         "the receipt states the purge"
     );
-    let ring = certificate::keys::KeyRing::new(vec![
-        e2e::env::receipt_key().signing_key().public_key(),
-    ]);
+    let ring =
+        certificate::keys::KeyRing::new(vec![e2e::env::receipt_key().signing_key().public_key()]);
     let audit = signing
         .audit_certificate(fixture.request_id, &ring)
         .await

@@ -1,6 +1,6 @@
 //! `buzz-deletion demo …`: demo data written through the serving API.
 
-use activities::cache::Cache;
+use activities::cache::{Cache, CacheError};
 use activities::demo::{SeedPlan, seed_community};
 use activities::objects::{ObjectStore, S3Config};
 use activities::stack_env::StackEnv;
@@ -46,14 +46,16 @@ pub async fn connect_data_stores() -> Result<(ObjectStore, Cache), CliError> {
             hint: "start the local stack with `bash deploy/local/up && source .state/env`",
         })?;
     let redis = StackEnv::process().redis()?;
-    let cache = Cache::connect_with(&redis)
-        .await
-        .map_err(|e| CliError::Unavailable {
+    let cache = Cache::connect_with(&redis).await.map_err(|e| match e {
+        // Reachable, but not the kind of server BUZZ_REDIS_MODE says: the message names the fix.
+        CacheError::ModeMismatch { .. } => CliError::Refused(e.to_string()),
+        other => CliError::Unavailable {
             service: "Redis",
             address: redis.redacted_url(),
-            detail: e.to_string(),
+            detail: other.to_string(),
             hint: "start the local stack with `bash deploy/local/up && source .state/env`",
-        })?;
+        },
+    })?;
     Ok((objects, cache))
 }
 

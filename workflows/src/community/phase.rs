@@ -56,8 +56,9 @@ impl Phase {
     }
 
     /// Whether only the database can tell if an abort is still possible: while deleting objects
-    /// the irreversible marker (`irreversible_at`, set under the request lock right before the
-    /// first delete) decides, and the workflow accepts an abort tentatively.
+    /// the irreversible marker (`irreversible_at`, set under the request lock once S3 has
+    /// acknowledged the first deletion or upload abort) decides, and the workflow accepts an
+    /// abort tentatively.
     pub fn abort_undecided(self) -> bool {
         self == Phase::DeletingObjects
     }

@@ -14,6 +14,7 @@ use uuid::Uuid;
 use workflows::community::contracts::AbortRequest;
 
 use super::audit::{WORKFLOW_ACTOR, insert_audit, record_advance, require_named};
+use super::irreversible::abort_blocked_by_pending_call;
 use super::leases::live_serving_writes_in;
 use super::stage::Stage;
 use super::token::{ExecToken, lock_for_token, lock_request};
@@ -265,8 +266,10 @@ impl Store {
     /// The irreversible marker decides, under the request row lock, not the workflow's phase:
     /// once `irreversible_at` is set the abort is refused with
     /// [`StoreError::IrreversibleStarted`], and the refusal is committed to the audit trail
-    /// (`abort_refused`) before the error is returned. The fence lifted is the one this request
-    /// holds, whatever community the request row names now.
+    /// (`abort_refused`) before the error is returned. While a destructive S3 call is pending
+    /// before the marker (`irreversible_pending_at`) the abort fails transiently
+    /// ([`StoreError::DestructiveCallPending`]), recording nothing: S3's answer decides. The
+    /// fence lifted is the one this request holds, whatever community the request row names now.
     pub async fn unfence_for_abort(
         &self,
         request_id: Uuid,
@@ -300,6 +303,7 @@ impl Store {
             tx.commit().await?;
             return Err(refusal);
         }
+        abort_blocked_by_pending_call(request_id, row.irreversible_pending_at)?;
         // The fence this request holds, even if the row's community was changed since.
         let held: Option<Uuid> = sqlx::query_scalar(
             "SELECT community_id FROM deletion.community_fences \

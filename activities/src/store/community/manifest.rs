@@ -381,40 +381,6 @@ impl Store {
         destructive_manifest_in(&mut conn, request_id).await
     }
 
-    /// Records, once, the point after which abort is refused; call it right before the first
-    /// irreversible delete. Requires stage `drained`, the fence held and the manifest bound (and
-    /// still valid). Returns when the point was (first) recorded.
-    pub async fn mark_irreversible(
-        &self,
-        token: &ExecToken,
-    ) -> StoreResult<chrono::DateTime<chrono::Utc>> {
-        let mut tx = self.pool.begin().await?;
-        let row = lock_for_token(&mut tx, token, &[Stage::Drained]).await?;
-        check_fence_held(&mut tx, &row).await?;
-        destructive_manifest_in(&mut tx, token.request_id).await?;
-        if let Some(at) = row.irreversible_at {
-            return Ok(at);
-        }
-        let at = sqlx::query_scalar(
-            "UPDATE deletion.requests SET irreversible_at = now(), updated_at = now() \
-             WHERE id = $1 RETURNING irreversible_at",
-        )
-        .bind(token.request_id)
-        .fetch_one(&mut *tx)
-        .await?;
-        let detail = serde_json::json!({ "exec_generation": token.exec_generation });
-        insert_audit(
-            &mut tx,
-            Some(token.request_id),
-            WORKFLOW_ACTOR,
-            "irreversible",
-            &detail,
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(at)
-    }
-
     /// Up to `limit` unstamped chunks, lowest number first. Generation-checked (read only).
     pub async fn pending_chunks(
         &self,
@@ -594,8 +560,8 @@ impl Store {
             });
         }
         sqlx::query(
-            "UPDATE deletion.requests SET irreversible_at = coalesce(irreversible_at, now()) \
-             WHERE id = $1",
+            "UPDATE deletion.requests SET irreversible_at = coalesce(irreversible_at, now()), \
+             irreversible_pending_at = NULL WHERE id = $1",
         )
         .bind(token.request_id)
         .execute(&mut *tx)

@@ -9,6 +9,7 @@ pub(super) mod audit;
 pub(super) mod evidence;
 pub(super) mod fence;
 pub(super) mod inventory;
+pub(super) mod irreversible;
 pub(super) mod late;
 pub(super) mod leases;
 pub(super) mod manifest;

@@ -43,6 +43,7 @@ pub(crate) struct LockedRequest {
     pub exec_generation: i64,
     pub fence_generation: Option<i64>,
     pub irreversible_at: Option<DateTime<Utc>>,
+    pub irreversible_pending_at: Option<DateTime<Utc>>,
     pub blocked_stage: Option<String>,
     pub blocked_reason: Option<String>,
     pub inventory_digest: Option<String>,
@@ -88,7 +89,7 @@ impl LockedRequest {
 }
 
 const LOCKED_REQUEST_COLUMNS: &str = "id, kind, community_id, host, stage, exec_generation, \
-     fence_generation, irreversible_at, blocked_stage, blocked_reason, \
+     fence_generation, irreversible_at, irreversible_pending_at, blocked_stage, blocked_reason, \
      inventory_digest";
 
 /// Locks the request row (`FOR UPDATE`) for the rest of the transaction.

@@ -159,8 +159,8 @@ disagree. Bad combinations fail the render here, naming the values to fix.
 {{- end -}}
 
 {{/*
-Plain (non-secret) settings of Temporal TLS, Postgres TLS and S3, as values: they are not
-secrets, so they are variables.
+Plain (non-secret) settings of Temporal TLS, Postgres TLS, the Redis mode and S3, as values:
+they are not secrets, so they are variables.
 */}}
 {{- define "buzz-deletion.plainConnectionEnv" -}}
 {{- $v := .Values -}}
@@ -183,6 +183,13 @@ secrets, so they are variables.
 {{- end }}
 {{- with $v.s3.region }}
 - name: BUZZ_S3_REGION
+  value: {{ . | quote }}
+{{- end }}
+{{- with $v.redis.mode }}
+{{- if not (has . (list "single" "cluster")) }}
+{{- fail (printf "redis.mode must be \"single\" or \"cluster\" (not %v)" .) }}
+{{- end }}
+- name: BUZZ_REDIS_MODE
   value: {{ . | quote }}
 {{- end }}
 {{- with $v.s3.addressing }}

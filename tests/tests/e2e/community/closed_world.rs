@@ -10,17 +10,16 @@
 //! runs on a database of its own; objects and Redis keys stay on the shared stack.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
 use activities::store::Store;
-use certificate::{KeyRing, ReceiptPublicKey, verify_certificate};
 use serde_json::Value;
 use uuid::Uuid;
 
+use e2e::certificates::verified_receipt;
 use e2e::db_scan::{Ownership, every_row};
-use e2e::env::required;
 use e2e::prelude::*;
 use e2e::private_db::{PrivateDatabase, drop_private_stack, private_database};
+use e2e::schema::tenant_guards;
 
 async fn exec(store: &Store, sql: &str) {
     sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
@@ -39,22 +38,6 @@ async fn exec_all(store: &Store, statements: &[&str]) {
 fn for_communities(sql: &str, target: Uuid, neighbour: Uuid) -> String {
     sql.replace("{target}", &target.to_string())
         .replace("{neighbour}", &neighbour.to_string())
-}
-
-/// The write fence and the user-data declaration a sound tenant table carries.
-fn tenant_guards(table: &str) -> Vec<String> {
-    vec![
-        format!(
-            "CREATE TRIGGER buzz_write_fence BEFORE INSERT OR UPDATE ON {table} \
-             FOR EACH ROW EXECUTE FUNCTION buzz.refuse_fenced_write()"
-        ),
-        format!("ALTER TABLE {table} ENABLE ALWAYS TRIGGER buzz_write_fence"),
-        format!(
-            "CREATE TRIGGER buzz_user_data BEFORE INSERT OR UPDATE ON {table} \
-             FOR EACH ROW EXECUTE FUNCTION buzz.user_data('none')"
-        ),
-        format!("ALTER TABLE {table} ENABLE ALWAYS TRIGGER buzz_user_data"),
-    ]
 }
 
 /// Ids of the target's own rows that rows elsewhere may name without its community id.
@@ -96,30 +79,6 @@ fn reason(status: &Value) -> String {
         .as_str()
         .unwrap_or_default()
         .to_owned()
-}
-
-/// Exports request `id`'s certificate, verifies it offline with the stack's receipt key, and
-/// returns its receipt.
-async fn verified_receipt(cli: &Cli, id: &str) -> Value {
-    let out = std::env::temp_dir().join(format!("closed-world-{id}.json"));
-    cli.run(&[
-        "community",
-        "certificate",
-        id,
-        "--out",
-        &out.display().to_string(),
-    ])
-    .await
-    .expect_code(0);
-    let text = std::fs::read_to_string(&out).unwrap_or_else(|e| panic!("{e}"));
-    let _ = std::fs::remove_file(&out);
-    let certificate: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
-    let key = ReceiptPublicKey::read_file(&PathBuf::from(required("BUZZ_RECEIPT_PUBLIC_KEY_FILE")))
-        .unwrap_or_else(|e| panic!("{e}"));
-    if let Err(problems) = verify_certificate(&certificate, &KeyRing::new(vec![key]), None) {
-        panic!("the certificate must verify: {problems:?}");
-    }
-    certificate["receipt"].clone()
 }
 
 struct Story {
@@ -269,7 +228,7 @@ async fn undeclared_shapes_block_the_inventory_and_once_declared_or_dropped_the_
     for sql in SHAPES {
         exec(&stack.store, &for_communities(sql, target, neighbour)).await;
     }
-    for sql in tenant_guards("buzz.reposts") {
+    for sql in tenant_guards("buzz.reposts", "none") {
         exec(&stack.store, &sql).await;
     }
     exec(
@@ -427,7 +386,7 @@ async fn undeclared_shapes_block_the_inventory_and_once_declared_or_dropped_the_
 
     // The receipt names every declaration relied on, and states the declared archive, key
     // children and the community row among the inventoried relations.
-    let receipt = verified_receipt(&cli, &id).await;
+    let receipt = verified_receipt(&cli, "community", &id).await;
     let declared: BTreeSet<(String, String)> = receipt["inventory"]["declarations"]
         .as_array()
         .cloned()
@@ -501,7 +460,7 @@ async fn shapes_added_after_the_inventory_block_at_preflight_before_the_irrevers
         "CREATE TABLE buzz.bookmarks (community_id uuid NOT NULL, note text NOT NULL)",
     )
     .await;
-    for sql in tenant_guards("buzz.bookmarks") {
+    for sql in tenant_guards("buzz.bookmarks", "none") {
         exec(&stack.store, &sql).await;
     }
     exec(

@@ -13,6 +13,12 @@
 //! - `closed_world`: every shape the deletion does not understand blocks before the irreversible
 //!   marker naming it; declared or dropped, the deletion completes and nothing of the target is
 //!   left anywhere in the database.
+//! - `scope_shrank`: a relation moved to another schema, or a partition detached, while objects
+//!   are deleted blocks the next destructive step naming it, and no receipt is issued.
+//! - `audit_signatures`: a receipt, its log leaf and checkpoints rewritten consistently without
+//!   the signing key fail `certificate audit` on their signatures.
+//! - `permissions`: a worker without delete (or abort) permission blocks at preflight, before the
+//!   irreversible marker, naming the permission; abort serves the community again.
 //! - `late_versions`: a stalled writer's late put is waited for and frozen; a version planted
 //!   after the freeze blocks verification, and unblock deletes it as a late manifest chunk.
 //! - `evidence`: a tampered request row blocks naming the mismatch; abort decided by the marker.
@@ -21,6 +27,9 @@
 //!   API key; Postgres verify-full; rediss://; HTTPS S3), secrets from files; each TLS or
 //!   credential mistake stops the worker in one line naming the fix, with no secret shown.
 //! - `outage`: Redis goes down mid-deletion and comes back; the workflow retries and completes.
+//! - `redis_cluster`: the worker on the local Redis Cluster: a community on every primary deleted
+//!   while a primary crashes mid-purge and its replica takes over, a user with keys on every
+//!   primary erased, neighbours byte-identical; a single-node setting on a cluster node refused.
 //! - `serving_load`: the fence holds under live serving traffic, slow writes and dead leases.
 //! - `stack_check`: the foundation round trip on the dev server and the time-skipping server.
 //! - `sweep`: the taxonomy sweep counts and names a stray key; its schedule is created and removed.
@@ -35,8 +44,8 @@
 //!   signature refused with nothing changed (CLI and Web UI signal); an ssh-agent key signs; the
 //!   stored signatures verify with ssh-keygen, and fail when a byte changes.
 
-mod cascading_key;
 mod audit_signatures;
+mod cascading_key;
 mod certificates;
 mod closed_world;
 mod crash;
@@ -48,7 +57,9 @@ mod metrics;
 mod no_worker;
 mod operator_identity;
 mod outage;
+mod permissions;
 mod production_tls;
+mod redis_cluster;
 mod refusals;
 mod scope_shrank;
 mod serving_load;

@@ -10,16 +10,13 @@
 //! The stories commit tenant tables (and a trigger holding the chunk stamp), so each runs on a
 //! database of its own; objects and Redis keys stay on the shared stack.
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use activities::store::Store;
-use certificate::keys::{KeyRing, ReceiptPublicKey};
-use certificate::verify::verify_certificate;
 use serde_json::Value;
 use uuid::Uuid;
 
-use e2e::env::required;
+use e2e::certificates::verified_receipt;
 use e2e::prelude::*;
 use e2e::private_db::{drop_private_stack, private_database};
 
@@ -222,7 +219,7 @@ impl Story {
             &snapshot(&stack, neighbour).await,
             "the neighbour",
         );
-        let receipt = self.verified_receipt(&cli, &id, &out).await;
+        let receipt = verified_receipt(&cli, "community", &id).await;
         let stated = |list: &Value, field: Option<&str>| {
             list.as_array().is_some_and(|items| {
                 items.iter().any(|item| {
@@ -244,28 +241,6 @@ impl Story {
         let _ = std::fs::remove_file(&out);
         worker.crash().await;
         drop_private_stack(&name, stack).await;
-    }
-
-    /// Exports the request's certificate and verifies it offline; returns its receipt.
-    async fn verified_receipt(&self, cli: &Cli, id: &str, out: &Path) -> Value {
-        cli.run(&[
-            "community",
-            "certificate",
-            id,
-            "--out",
-            &out.display().to_string(),
-        ])
-        .await
-        .expect_code(0);
-        let text = std::fs::read_to_string(out).unwrap_or_else(|e| panic!("{e}"));
-        let certificate: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
-        let key =
-            ReceiptPublicKey::read_file(&PathBuf::from(required("BUZZ_RECEIPT_PUBLIC_KEY_FILE")))
-                .unwrap_or_else(|e| panic!("{e}"));
-        if let Err(problems) = verify_certificate(&certificate, &KeyRing::new(vec![key]), None) {
-            panic!("the certificate must verify: {problems:?}");
-        }
-        certificate["receipt"].clone()
     }
 }
 

@@ -498,3 +498,105 @@ async fn worker_and_cli_refuse_the_schema_owner_unless_told_the_stack_is_throwaw
     let (code, stderr) = cli(&["migrate"], worker_url).await;
     assert_eq!(code, 0, "{stderr}");
 }
+
+/// `text` without its terminal colour sequences (`ESC [ … m`), as a log reader sees it.
+fn without_colours(text: &str) -> String {
+    let mut plain = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for end in chars.by_ref() {
+                if end == 'm' {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    plain
+}
+
+/// Issue 30: a deployment carried over from the predecessor keeps no setting silently. Every
+/// predecessor variable this release does not read yields exactly one warning line naming what
+/// replaces it (never its value), whether the worker then runs or refuses to start; the pool
+/// size and activity slots set are the ones the worker runs with, and a pool that would starve
+/// the slots, or one out of bounds, is refused naming the variable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_predecessor_variable_yields_one_warning_and_the_pool_setting_is_honoured_and_bounded()
+{
+    let _shared = outage_lock().read().await;
+    let _stack = stack().await;
+    let secret = "postgres://tester:topsecret@db.example/buzz";
+    let mut env: Vec<(&str, &str)> = worker::predecessor::REPLACED
+        .iter()
+        .map(|r| {
+            (
+                r.old,
+                if r.old == "BUZZ_TEST_DATABASE_URL" {
+                    secret
+                } else {
+                    "20"
+                },
+            )
+        })
+        .collect();
+    env.extend([
+        ("RUST_LOG", "info"),
+        (worker::capacity::ACTIVITY_SLOTS_ENV, "4"),
+        (worker::capacity::PG_POOL_SIZE_ENV, "5"),
+    ]);
+    let one_warning_each = |stderr: &str| {
+        for replaced in worker::predecessor::REPLACED {
+            let lines: Vec<&str> = stderr
+                .lines()
+                .filter(|l| l.contains(&format!("{} is set but not read", replaced.old)))
+                .collect();
+            assert_eq!(lines.len(), 1, "{}: {stderr}", replaced.old);
+            assert!(
+                lines[0].contains("WARN") && lines[0].contains(replaced.instead),
+                "{}",
+                lines[0]
+            );
+        }
+        assert!(
+            !stderr.contains("topsecret"),
+            "a value was printed: {stderr}"
+        );
+    };
+
+    let (clean, stderr) = worker_runs_until_sigterm(&env).await;
+    let stderr = without_colours(&stderr);
+    assert!(clean, "{stderr}");
+    one_warning_each(&stderr);
+    assert!(
+        stderr.contains("activity_slots=4") && stderr.contains("pg_pool=5"),
+        "the worker must run with the slots and pool it was given: {stderr}"
+    );
+
+    // Refused before anything connects; the warnings are printed first all the same.
+    let slots = (worker::capacity::ACTIVITY_SLOTS_ENV, "8");
+    for (pool, reason) in [
+        (
+            "4",
+            "BUZZ_PG_POOL_SIZE=\"4\" is invalid: smaller than the 8 activity slots",
+        ),
+        (
+            "1001",
+            "BUZZ_PG_POOL_SIZE=\"1001\" is invalid: at most 1000 connections",
+        ),
+        (
+            "many",
+            "BUZZ_PG_POOL_SIZE=\"many\" is invalid: not a whole number",
+        ),
+    ] {
+        let mut refused = env.clone();
+        refused.retain(|(k, _)| !k.starts_with("BUZZ_ACTIVITY") && !k.starts_with("BUZZ_PG_"));
+        refused.extend([slots, (worker::capacity::PG_POOL_SIZE_ENV, pool)]);
+        let (code, stderr) = worker_exit(&refused, &[]).await;
+        let stderr = without_colours(&stderr);
+        assert_eq!(code, 1, "{stderr}");
+        assert!(stderr.contains(reason), "{reason}: {stderr}");
+        one_warning_each(&stderr);
+    }
+}

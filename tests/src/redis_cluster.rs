@@ -1,0 +1,425 @@
+//! The local Redis Cluster (`deploy/local/up`: three primaries with one replica each on
+//! loopback): a cluster-mode [`Cache`], the environment that points a worker or the CLI at it,
+//! where each key lives, and the topology changes the tests make happen (a failover promoting a
+//! replica, a slot migration). Nothing here skips: a cluster that does not answer fails the test
+//! naming how to start it.
+
+use std::time::{Duration, Instant};
+
+use activities::cache::{Cache, RedisConfig};
+use activities::stack_env::{REDIS_MODE, REDIS_URL};
+
+use crate::env::{HOW_TO_START, required};
+
+/// The env file's variable listing every node of the local cluster as seed URLs.
+pub const CLUSTER_URL: &str = "BUZZ_REDIS_CLUSTER_URL";
+
+/// Slots of a Redis Cluster.
+pub const SLOTS: u16 = 16_384;
+
+/// The seed URLs of the local cluster (`BUZZ_REDIS_CLUSTER_URL`).
+pub fn cluster_url() -> String {
+    required(CLUSTER_URL)
+}
+
+/// The variables that put a worker or the CLI on the local cluster.
+pub fn cluster_env() -> Vec<(&'static str, String)> {
+    vec![
+        (REDIS_MODE, "cluster".to_owned()),
+        (REDIS_URL, cluster_url()),
+    ]
+}
+
+/// A cluster-mode cache on the local cluster, or a panic saying how to start it.
+pub async fn cluster_cache() -> Cache {
+    let url = cluster_url();
+    Cache::connect_with(&RedisConfig::cluster(&url))
+        .await
+        .unwrap_or_else(|e| panic!("the Redis Cluster at {url} is not usable: {e}\n{HOW_TO_START}"))
+}
+
+/// The port of every node of the local cluster.
+pub fn node_ports() -> Vec<u16> {
+    cluster_url()
+        .split(',')
+        .filter_map(|url| url.trim().trim_end_matches('/').rsplit(':').next())
+        .filter_map(|port| port.parse().ok())
+        .collect()
+}
+
+/// The hash slot of `key` (CRC16/XMODEM of its hash tag, or of the key, modulo 16384), as the
+/// cluster computes it.
+pub fn key_slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let hashed = bytes
+        .iter()
+        .position(|b| *b == b'{')
+        .and_then(|open| {
+            let rest = &bytes[open + 1..];
+            let close = rest.iter().position(|b| *b == b'}')?;
+            (close > 0).then(|| &rest[..close])
+        })
+        .unwrap_or(bytes);
+    let mut crc: u16 = 0;
+    for byte in hashed {
+        crc ^= u16::from(*byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % SLOTS
+}
+
+/// A node as `CLUSTER NODES` describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// Node id.
+    pub id: String,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    /// Whether it is a primary.
+    pub primary: bool,
+    /// The primary it replicates (replicas only).
+    pub primary_id: Option<String>,
+    /// The slots it serves, inclusive ranges.
+    pub ranges: Vec<(u16, u16)>,
+}
+
+impl Node {
+    /// Whether it serves `slot`.
+    pub fn serves(&self, slot: u16) -> bool {
+        self.ranges.iter().any(|(a, b)| (*a..=*b).contains(&slot))
+    }
+}
+
+/// A blocking connection to the node on `port`.
+pub fn node_connection(port: u16) -> redis::Connection {
+    redis::Client::open(format!("redis://127.0.0.1:{port}"))
+        .and_then(|client| client.get_connection_with_timeout(Duration::from_secs(5)))
+        .unwrap_or_else(|e| {
+            panic!(
+                "the Redis Cluster node on 127.0.0.1:{port} does not answer: {e}\n{HOW_TO_START}"
+            )
+        })
+}
+
+/// `CLUSTER NODES` as the node on `port` sees the cluster.
+pub fn nodes_seen_by(port: u16) -> Vec<Node> {
+    try_nodes_seen_by(port)
+        .unwrap_or_else(|| panic!("CLUSTER NODES on 127.0.0.1:{port} failed\n{HOW_TO_START}"))
+}
+
+/// [`nodes_seen_by`], or `None` when the node does not answer (a node a test stopped).
+pub fn try_nodes_seen_by(port: u16) -> Option<Vec<Node>> {
+    let mut connection = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+        .and_then(|client| client.get_connection_with_timeout(Duration::from_secs(2)))
+        .ok()?;
+    let text: String = redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query(&mut connection)
+        .ok()?;
+    let nodes = text
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let port = fields
+                .get(1)?
+                .split(['@', ','])
+                .next()?
+                .rsplit(':')
+                .next()?
+                .parse()
+                .ok()?;
+            let flags: Vec<&str> = fields.get(2)?.split(',').collect();
+            let ranges = fields
+                .iter()
+                .skip(8)
+                .filter(|token| !token.starts_with('['))
+                .filter_map(|token| match token.split_once('-') {
+                    Some((a, b)) => Some((a.parse().ok()?, b.parse().ok()?)),
+                    None => token.parse().ok().map(|s| (s, s)),
+                })
+                .collect();
+            Some(Node {
+                id: (*fields.first()?).to_owned(),
+                port,
+                primary: flags.contains(&"master"),
+                primary_id: fields
+                    .get(3)
+                    .filter(|id| **id != "-")
+                    .map(|id| (*id).to_owned()),
+                ranges,
+            })
+        })
+        .collect();
+    Some(nodes)
+}
+
+/// The ports of the nodes that answer.
+pub fn live_ports() -> Vec<u16> {
+    node_ports()
+        .into_iter()
+        .filter(|port| try_nodes_seen_by(*port).is_some())
+        .collect()
+}
+
+/// The cluster as its first answering node sees it.
+pub fn nodes() -> Vec<Node> {
+    node_ports()
+        .into_iter()
+        .find_map(try_nodes_seen_by)
+        .unwrap_or_else(|| panic!("no node of the Redis Cluster answers\n{HOW_TO_START}"))
+}
+
+/// The primaries that serve slots, by port.
+pub fn primaries() -> Vec<Node> {
+    let mut primaries: Vec<Node> = nodes()
+        .into_iter()
+        .filter(|n| n.primary && !n.ranges.is_empty())
+        .collect();
+    primaries.sort_by_key(|n| n.port);
+    primaries
+}
+
+/// The primary serving `slot`.
+pub fn owner_of(slot: u16) -> Node {
+    primaries()
+        .into_iter()
+        .find(|n| n.serves(slot))
+        .unwrap_or_else(|| panic!("no primary serves slot {slot}: the cluster is not whole"))
+}
+
+/// The primaries serving slots, as one node sees them: port and slot ranges, by port.
+type PrimariesView = Vec<(u16, Vec<(u16, u16)>)>;
+
+/// Waits (at most 30 s) until every node that answers sees the same primaries serving all
+/// 16384 slots; panics naming what is still wrong.
+pub fn wait_until_whole() {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let live = live_ports();
+        let views: Vec<PrimariesView> = live
+            .iter()
+            .filter_map(|port| try_nodes_seen_by(*port))
+            .map(|nodes| {
+                let mut primaries: Vec<_> = nodes
+                    .into_iter()
+                    .filter(|n| n.primary && !n.ranges.is_empty())
+                    .map(|n| (n.port, n.ranges))
+                    .collect();
+                primaries.sort();
+                primaries
+            })
+            .collect();
+        let covered: u32 = views
+            .first()
+            .into_iter()
+            .flatten()
+            .flat_map(|(_, ranges)| ranges)
+            .map(|(a, b)| u32::from(b - a) + 1)
+            .sum();
+        let agreed = views.windows(2).all(|w| w[0] == w[1]);
+        let info: String = live
+            .first()
+            .and_then(|port| {
+                redis::cmd("CLUSTER")
+                    .arg("INFO")
+                    .query(&mut node_connection(*port))
+                    .ok()
+            })
+            .unwrap_or_default();
+        if agreed && covered == u32::from(SLOTS) && info.contains("cluster_state:ok") {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the Redis Cluster did not settle within 30 s: {views:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Fails the primary on `primary_port` over to its replica with `CLUSTER FAILOVER` (run on the
+/// replica: a clean failover, nothing killed) and waits until every node sees the replica as the
+/// primary. Returns the new primary's port. Blocking: callable from a synchronous callback.
+pub fn fail_over(primary_port: u16) -> u16 {
+    let all = nodes();
+    let primary = all
+        .iter()
+        .find(|n| n.port == primary_port && n.primary)
+        .unwrap_or_else(|| panic!("127.0.0.1:{primary_port} is not a primary: {all:?}"));
+    let replica = all
+        .iter()
+        .find(|n| n.primary_id.as_deref() == Some(primary.id.as_str()))
+        .unwrap_or_else(|| panic!("127.0.0.1:{primary_port} has no replica: {all:?}"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let _: () = redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .query(&mut node_connection(replica.port))
+        .unwrap_or_else(|e| panic!("CLUSTER FAILOVER on {}: {e}", replica.port));
+    await_promotion(replica.port, deadline);
+    replica.port
+}
+
+/// Stops the primary on `primary_port` as a crash would (`SHUTDOWN NOSAVE`: its keys die with
+/// it), then promotes its replica at once with `CLUSTER FAILOVER FORCE` (what the cluster does
+/// by itself after `cluster-node-timeout`), and waits until the nodes left agree. Returns the
+/// new primary's port; [`restart_stopped_nodes`] brings the stopped one back (as a replica).
+pub fn crash_and_fail_over(primary_port: u16) -> u16 {
+    let all = nodes();
+    let primary = all
+        .iter()
+        .find(|n| n.port == primary_port && n.primary)
+        .unwrap_or_else(|| panic!("127.0.0.1:{primary_port} is not a primary: {all:?}"));
+    let replica = all
+        .iter()
+        .find(|n| n.primary_id.as_deref() == Some(primary.id.as_str()))
+        .unwrap_or_else(|| panic!("127.0.0.1:{primary_port} has no replica: {all:?}"))
+        .clone();
+    // The server closes the connection as it exits: the reply is an error by design.
+    let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN")
+        .arg("NOSAVE")
+        .query(&mut node_connection(primary_port));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while try_nodes_seen_by(primary_port).is_some() {
+        assert!(Instant::now() < deadline, "{primary_port} did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _: () = redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .arg("FORCE")
+        .query(&mut node_connection(replica.port))
+        .unwrap_or_else(|e| panic!("CLUSTER FAILOVER FORCE on {}: {e}", replica.port));
+    await_promotion(replica.port, deadline);
+    replica.port
+}
+
+/// Starts again every node of the local stack that is not running (`deploy/local/up`: a
+/// stopped cluster node rejoins as a replica); blocks until the cluster is whole.
+pub fn restart_stopped_nodes() {
+    let status = std::process::Command::new("bash")
+        .arg(crate::env::repo_root().join("deploy/local/up"))
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("deploy/local/up: {e}"));
+    assert!(
+        status.success(),
+        "deploy/local/up failed to restart the stack"
+    );
+}
+
+/// Waits until every node that answers sees the node on `port` as a primary serving slots,
+/// then until the cluster is whole.
+fn await_promotion(port: u16, deadline: Instant) {
+    loop {
+        let promoted = live_ports().into_iter().all(|live| {
+            try_nodes_seen_by(live).is_some_and(|nodes| {
+                nodes
+                    .iter()
+                    .any(|n| n.port == port && n.primary && !n.ranges.is_empty())
+            })
+        });
+        if promoted {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replica on {port} was not promoted within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    wait_until_whole();
+}
+
+/// [`fail_over`] off the async runtime.
+pub async fn fail_over_async(primary_port: u16) -> u16 {
+    tokio::task::spawn_blocking(move || fail_over(primary_port))
+        .await
+        .unwrap_or_else(|e| panic!("failover task: {e}"))
+}
+
+/// Moves `keys` of slot `slot` from the primary on `from` to the one on `to` with `MIGRATE`,
+/// after marking the slot importing on `to` and migrating on `from` (what `redis-cli --cluster
+/// reshard` does); the slot stays open until [`finish_migration`].
+pub fn start_migration(slot: u16, from: &Node, to: &Node, keys: &[String]) {
+    let mut source = node_connection(from.port);
+    let mut target = node_connection(to.port);
+    let setslot = |connection: &mut redis::Connection, state: &str, node: &str| {
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg(state)
+            .arg(node)
+            .query(connection)
+            .unwrap_or_else(|e| panic!("CLUSTER SETSLOT {slot} {state} {node}: {e}"));
+    };
+    setslot(&mut target, "IMPORTING", &from.id);
+    setslot(&mut source, "MIGRATING", &to.id);
+    migrate(&mut source, to.port, keys);
+}
+
+/// Moves whatever of `slot` is left on `from` to `to` and assigns the slot to `to` on every
+/// primary, closing the migration.
+pub fn finish_migration(slot: u16, from: &Node, to: &Node) {
+    let mut source = node_connection(from.port);
+    loop {
+        let keys: Vec<String> = redis::cmd("CLUSTER")
+            .arg("GETKEYSINSLOT")
+            .arg(slot)
+            .arg(100)
+            .query(&mut source)
+            .unwrap_or_else(|e| panic!("CLUSTER GETKEYSINSLOT {slot}: {e}"));
+        if keys.is_empty() {
+            break;
+        }
+        migrate(&mut source, to.port, &keys);
+    }
+    let mut owners = vec![to.port, from.port];
+    owners.extend(
+        primaries()
+            .into_iter()
+            .map(|n| n.port)
+            .filter(|p| *p != to.port && *p != from.port),
+    );
+    for port in owners {
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg("NODE")
+            .arg(&to.id)
+            .query(&mut node_connection(port))
+            .unwrap_or_else(|e| panic!("CLUSTER SETSLOT {slot} NODE on {port}: {e}"));
+    }
+    wait_until_whole();
+}
+
+/// Puts `slot` back to stable on every node (after a test that failed half-way).
+pub fn close_migration(slot: u16) {
+    for port in node_ports() {
+        let _: redis::RedisResult<()> = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg("STABLE")
+            .query(&mut node_connection(port));
+    }
+}
+
+fn migrate(source: &mut redis::Connection, to_port: u16, keys: &[String]) {
+    if keys.is_empty() {
+        return;
+    }
+    let _: redis::Value = redis::cmd("MIGRATE")
+        .arg("127.0.0.1")
+        .arg(to_port)
+        .arg("")
+        .arg(0)
+        .arg(5_000)
+        .arg("KEYS")
+        .arg(keys)
+        .query(source)
+        .unwrap_or_else(|e| panic!("MIGRATE to {to_port}: {e}"));
+}
