@@ -341,7 +341,7 @@ async fn a_user_with_keys_on_every_primary_is_found_purged_by_declared_shape_and
 #[tokio::test]
 async fn a_primary_failed_over_between_purge_pages_leaves_no_key_and_the_purge_completes() {
     let _exclusive = topology_lock().write().await;
-    redis_cluster::wait_until_whole();
+    redis_cluster::wait_until_ready();
     let cache = cluster_cache().await;
     let target = Uuid::new_v4();
     let neighbour = Uuid::new_v4();
@@ -393,7 +393,7 @@ impl Drop for RestartStoppedNodes {
 #[tokio::test]
 async fn a_primary_that_crashes_mid_purge_and_is_replaced_by_its_replica_leaves_no_key() {
     let _exclusive = topology_lock().write().await;
-    redis_cluster::wait_until_whole();
+    redis_cluster::wait_until_ready();
     let cache = cluster_cache().await;
     let target = Uuid::new_v4();
     let neighbour = Uuid::new_v4();
@@ -463,7 +463,7 @@ fn tag_served_by(port: u16) -> (String, u16) {
 #[tokio::test]
 async fn a_slot_migrating_mid_purge_is_survived_and_its_keys_are_purged_where_they_land() {
     let _exclusive = topology_lock().write().await;
-    redis_cluster::wait_until_whole();
+    redis_cluster::wait_until_ready();
     let cache = cluster_cache().await;
     let target = Uuid::new_v4();
     let neighbour = Uuid::new_v4();

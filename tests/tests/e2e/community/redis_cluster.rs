@@ -172,7 +172,7 @@ async fn a_community_on_every_primary_is_deleted_while_one_crashes_mid_purge_and
  {
     let _shared = outage_lock().read().await;
     let _exclusive = cluster_lock().write().await;
-    tokio::task::spawn_blocking(redis_cluster::wait_until_whole)
+    tokio::task::spawn_blocking(redis_cluster::wait_until_ready)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let stack = cluster_stack().await;
