@@ -20,6 +20,7 @@ use temporalio_common::telemetry::metrics::{
 };
 
 use crate::failure::{Classified, Severity};
+use crate::store::lease_gauges::{LEASE_KINDS, LeaseGauges, ReapedLeases};
 use crate::store::request_gauges::RequestGauges;
 
 /// Name of the versions-deleted counter (the exporter adds `_total`).
@@ -41,11 +42,21 @@ pub const OLDEST_BLOCKED: &str = "buzz_deletion_oldest_blocked_seconds";
 pub const OLDEST_STALLED: &str = "buzz_deletion_oldest_stalled_seconds";
 /// Name of the failed-samples counter (the exporter adds `_total`).
 pub const SAMPLE_FAILURES: &str = "buzz_deletion_metrics_sample_failures";
+/// Name of the serving-write lease gauge, labelled by `kind` and `state`
+/// (`store::lease_gauges::LEASE_STATES`).
+pub const SERVING_LEASES: &str = "buzz_deletion_serving_leases";
+/// Name of the gauge of seconds since the oldest stalled (expired, unreleased) lease of a `kind`
+/// expired; above the stalled-writer window it means the reaper is not running.
+pub const OLDEST_STALLED_LEASE: &str = "buzz_deletion_oldest_stalled_lease_seconds";
+/// Name of the reaped-leases counter, labelled by `kind` (the exporter adds `_total`).
+pub const LEASES_REAPED: &str = "buzz_deletion_serving_leases_reaped";
+/// Name of the counter of reaper runs that failed (the exporter adds `_total`).
+pub const LEASE_REAPER_FAILURES: &str = "buzz_deletion_lease_reaper_failures";
 
 /// Every metric family the worker itself exports (the SDK's `temporal_…` metrics aside), as the
 /// exporter spells them: what dashboards and alerts may name. `deploy/helm/check.py` reads this
 /// list; a worker test scrapes the endpoint and compares it with what is really served.
-pub const EXPORTED: [&str; 9] = [
+pub const EXPORTED: [&str; 13] = [
     "buzz_deletion_objects_deleted_total",
     "buzz_deletion_rows_purged_total",
     "buzz_deletion_keys_purged_total",
@@ -55,6 +66,10 @@ pub const EXPORTED: [&str; 9] = [
     OLDEST_BLOCKED,
     OLDEST_STALLED,
     "buzz_deletion_metrics_sample_failures_total",
+    SERVING_LEASES,
+    OLDEST_STALLED_LEASE,
+    "buzz_deletion_serving_leases_reaped_total",
+    "buzz_deletion_lease_reaper_failures_total",
 ];
 
 /// Bucket bounds of [`ACTIVITY_DURATION`], in seconds: from a bookkeeping write to a long
@@ -307,5 +322,97 @@ impl RequestStateGauges {
     /// Counts one failed sample; the gauges keep their last values.
     pub fn sample_failed(&self) {
         self.0.sample_failures.add(1, &self.0.unlabelled);
+    }
+}
+
+/// The serving-write lease gauges and the reaper's counters (`worker::lease_reaper`). Cheap to
+/// clone.
+#[derive(Clone)]
+pub struct LeaseInstruments(Arc<LeaseInstrumentSet>);
+
+struct LeaseInstrumentSet {
+    meter: Arc<dyn CoreMeter>,
+    leases: Gauge,
+    oldest_stalled: Gauge,
+    reaped: Counter,
+    failures: Counter,
+    by_kind: [MetricAttributes; 2],
+    unlabelled: MetricAttributes,
+}
+
+impl std::fmt::Debug for LeaseInstruments {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LeaseInstruments")
+    }
+}
+
+impl LeaseInstruments {
+    /// Creates the instruments on `meter`: the counters appear at zero for both kinds, the
+    /// gauges with the first successful sample.
+    pub fn new(meter: Arc<dyn CoreMeter>) -> Self {
+        let parameters = |name: &'static str, description: &'static str| {
+            MetricParameters::builder()
+                .name(name)
+                .description(description)
+                .build()
+        };
+        let by_kind = LEASE_KINDS.map(|kind| {
+            meter.new_attributes(NewAttributes::new(vec![MetricKeyValue::new("kind", kind)]))
+        });
+        let set = LeaseInstrumentSet {
+            leases: meter.gauge(parameters(
+                SERVING_LEASES,
+                "Serving-write lease rows by kind and state (live, stalled, ended)",
+            )),
+            oldest_stalled: meter.gauge(parameters(
+                OLDEST_STALLED_LEASE,
+                "Seconds since the oldest stalled (expired, unreleased) serving-write lease of a \
+                 kind expired (0 if none)",
+            )),
+            reaped: meter.counter(parameters(
+                LEASES_REAPED,
+                "Serving-write lease rows reaped past the stalled-writer window, by kind",
+            )),
+            failures: meter.counter(parameters(
+                LEASE_REAPER_FAILURES,
+                "Lease reaper runs that failed (reaping or sampling; the gauges keep their last \
+                 values)",
+            )),
+            unlabelled: meter.new_attributes(NewAttributes::new(Vec::new())),
+            by_kind,
+            meter,
+        };
+        for labels in &set.by_kind {
+            set.reaped.add(0, labels);
+        }
+        set.failures.add(0, &set.unlabelled);
+        Self(Arc::new(set))
+    }
+
+    /// Sets every lease gauge from one sample.
+    pub fn record(&self, sample: &LeaseGauges) {
+        let m = &self.0;
+        for count in &sample.counts {
+            let labels = m.meter.new_attributes(NewAttributes::new(vec![
+                MetricKeyValue::new("kind", count.kind),
+                MetricKeyValue::new("state", count.state),
+            ]));
+            m.leases.record(count.leases, &labels);
+        }
+        for (labels, secs) in m.by_kind.iter().zip(sample.oldest_stalled_secs) {
+            m.oldest_stalled.record(secs, labels);
+        }
+    }
+
+    /// Adds one reaping call's counts.
+    pub fn reaped(&self, reaped: ReapedLeases) {
+        let [community, user] = &self.0.by_kind;
+        self.0.reaped.add(reaped.community, community);
+        self.0.reaped.add(reaped.user, user);
+    }
+
+    /// Counts one failed run.
+    pub fn failed(&self) {
+        self.0.failures.add(1, &self.0.unlabelled);
     }
 }

@@ -621,6 +621,7 @@ def prometheus_rule_has_every_alert_with_its_runbook() -> None:
     assert set(alerts) == {
         "BuzzDeletionBlocked", "BuzzDeletionNoWorkerPolling", "BuzzDeletionActivityFailureRate",
         "BuzzDeletionStalled", "BuzzDeletionMetricsSampleFailing",
+        "BuzzDeletionServingLeasesNotReaped",
     }, set(alerts)
     anchors = github_anchors(OPERATIONS.read_text())
     for name, alert in alerts.items():

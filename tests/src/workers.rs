@@ -85,6 +85,26 @@ impl WorkerProcess {
         WorkerProcess { child }
     }
 
+    /// SIGTERMs the worker, as a deployment's stop does, and waits (up to 60 s) for it to drain
+    /// and exit; whether it exited 0.
+    pub async fn terminate(mut self) -> bool {
+        let pid = self
+            .child
+            .id()
+            .unwrap_or_else(|| panic!("the worker exited before it was sent SIGTERM"));
+        let sent = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .await
+            .unwrap_or_else(|e| panic!("kill -TERM {pid}: {e}"));
+        assert!(sent.success(), "kill -TERM {pid} failed");
+        tokio::time::timeout(Duration::from_secs(60), self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("the worker did not exit within 60 s of SIGTERM"))
+            .unwrap_or_else(|e| panic!("waiting for the worker: {e}"))
+            .success()
+    }
+
     /// SIGKILLs the worker (no drain, no cleanup): a crash.
     pub async fn crash(mut self) {
         self.child

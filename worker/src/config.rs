@@ -63,6 +63,9 @@ pub struct WorkerConfig {
     /// How often the request-state gauges are sampled from Postgres
     /// (`BUZZ_METRICS_SAMPLE_SECS`, see [`crate::request_sampler`]).
     pub metrics_sample_every: Duration,
+    /// How the serving-write lease reaper runs (`BUZZ_LEASE_REAP_SECS`, `BUZZ_LEASE_REAP_BATCH`,
+    /// see [`crate::lease_reaper`]).
+    pub lease_reaper: crate::lease_reaper::ReaperSettings,
     /// How long in-flight activities get to finish after SIGTERM before they are cancelled.
     pub shutdown_grace: Duration,
     /// Task queue to poll (default `buzz-deletion`; tests isolate themselves with their own).
@@ -141,6 +144,19 @@ impl WorkerConfig {
                     "not a whole number of seconds between 1 and {}",
                     crate::request_sampler::MAX_SAMPLE_SECS
                 ),
+            })?,
+            lease_reaper: crate::lease_reaper::ReaperSettings::from_values(
+                stack
+                    .optional(crate::lease_reaper::REAP_SECS_ENV)
+                    .as_deref(),
+                stack
+                    .optional(crate::lease_reaper::REAP_BATCH_ENV)
+                    .as_deref(),
+            )
+            .map_err(|e| ConfigError::Invalid {
+                name: e.name,
+                value: e.value.clone(),
+                reason: format!("not {}", e.expected),
             })?,
             shutdown_grace: Duration::from_secs(parse_u64("BUZZ_SHUTDOWN_GRACE_SECS", "60")?),
             task_queue: stack.task_queue(),

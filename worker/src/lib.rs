@@ -4,6 +4,7 @@
 pub mod capacity;
 pub mod config;
 pub mod deployment;
+pub mod lease_reaper;
 pub mod metrics;
 pub mod predecessor;
 pub mod request_sampler;

@@ -43,6 +43,13 @@ async fn run() -> anyhow::Result<()> {
         let gauges = endpoint.request_state_gauges();
         worker::request_sampler::spawn(deps.store.clone(), gauges, config.metrics_sample_every);
     }
+    worker::lease_reaper::spawn(
+        deps.store.clone(),
+        config.lease_reaper,
+        metrics
+            .as_ref()
+            .map(|endpoint| endpoint.lease_instruments()),
+    );
     let runtime_options = worker::metrics::runtime_options(metrics.as_ref())
         .map_err(anyhow::Error::msg)
         .context("configure the Temporal runtime")?;

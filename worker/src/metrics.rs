@@ -77,6 +77,12 @@ impl MetricsEndpoint {
     pub fn request_state_gauges(&self) -> RequestStateGauges {
         RequestStateGauges::new(self.meter.clone())
     }
+
+    /// The serving-write lease gauges and reaper counters (`crate::lease_reaper`), recorded into
+    /// this registry.
+    pub fn lease_instruments(&self) -> activities::metrics::LeaseInstruments {
+        activities::metrics::LeaseInstruments::new(self.meter.clone())
+    }
 }
 
 /// Runtime options whose telemetry reports the SDK's worker metrics to `endpoint` (or nowhere).

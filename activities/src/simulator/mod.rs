@@ -43,14 +43,6 @@ pub use writes::HostWriter;
 /// Keys remembered per host as targets for new versions: the most recent new objects.
 const VERSION_TARGETS: usize = 32;
 
-/// How often the simulator reaps lease rows that ended long ago, keeping the lease table small
-/// under its own churn (each external write mints one lease row).
-const REAP_EVERY: Duration = Duration::from_secs(60);
-
-/// How long ended lease rows are kept before reaping (they prove nothing once ended; keeping them
-/// a while lets an operator or a test read recent history).
-const REAP_RETAIN: Duration = Duration::from_secs(600);
-
 /// What to simulate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SimulationPlan {
@@ -186,7 +178,6 @@ pub async fn simulate(
         };
         hosts.push(tokio::spawn(serve_host(host, writer, pace, halt.clone())));
     }
-    let reaper = tokio::spawn(reap_leases(store.clone(), halt.clone()));
 
     let elapsed = async {
         match plan.duration {
@@ -212,7 +203,6 @@ pub async fn simulate(
             }
         }
     }
-    let _ = reaper.await;
     Ok(SimulationReport {
         rate_per_host: plan.rate_per_host,
         elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
@@ -332,23 +322,6 @@ impl HostState {
         }
         let index = usize::try_from(seq / 4).unwrap_or_default() % self.version_targets.len();
         self.version_targets.get(index).cloned()
-    }
-}
-
-/// Reaps long-ended lease rows every [`REAP_EVERY`] until `halt` (a failed reap is retried at the
-/// next tick: it only keeps the table tidy).
-async fn reap_leases(store: Store, halt: CancellationToken) {
-    let mut ticks = tokio::time::interval(REAP_EVERY);
-    loop {
-        tokio::select! {
-            biased;
-            () = halt.cancelled() => return,
-            _ = ticks.tick() => {
-                if let Err(error) = store.reap_serving_write_leases(REAP_RETAIN).await {
-                    tracing::warn!(%error, "reaping ended serving-write leases failed");
-                }
-            }
-        }
     }
 }
 

@@ -24,6 +24,7 @@ mod communities;
 mod community;
 pub mod erasure;
 mod error;
+pub mod lease_gauges;
 mod migrate;
 mod pool;
 mod privilege;
@@ -43,7 +44,9 @@ pub use community::audit::AuditEvent;
 pub use community::fence::{FenceState, FenceStatus};
 pub use community::inventory::{FROZEN_INVENTORY_VERSION, FrozenInventory};
 pub use community::late::LateChunk;
-pub use community::leases::{LiveServingWrites, ServingWriteLease, StalledServingWrites};
+pub use community::leases::{
+    AwaitedLease, LiveServingWrites, ServingWriteLease, StalledServingWrites,
+};
 pub use community::manifest::{
     ChunkAck, ChunkProgress, ChunkSet, MANIFEST_CHUNK_MAX_ENTRIES, ManifestChunk,
 };

@@ -1083,6 +1083,95 @@ async fn a_cascading_key_added_after_approval_stops_preflight_and_purge_before_a
     db.drop_database().await;
 }
 
+/// The community is not fenced: no fence row, or one that still serves.
+async fn assert_served(store: &Store, community: Uuid) {
+    let fence = store.fence_status(community).await.expect("fence status");
+    assert!(
+        fence
+            .as_ref()
+            .is_none_or(|f| f.state == activities::store::FenceState::Serving),
+        "preflight must refuse before the fence: {fence:?}"
+    );
+}
+
+/// The preflight must refuse with drift naming exactly `added` and `removed`, permanently (the
+/// request blocks instead of retrying into the fence).
+fn assert_drift(result: Result<(), StoreError>, added: &[&str], removed: &[&str]) {
+    match result {
+        Err(error) => {
+            assert_eq!(error.severity(), Severity::Permanent, "{error}");
+            let message = error.to_string();
+            match error {
+                StoreError::CatalogDrift {
+                    added: found_added,
+                    removed: found_removed,
+                } => {
+                    assert_eq!(found_added, added, "{message}");
+                    assert_eq!(found_removed, removed, "{message}");
+                    for table in added.iter().chain(removed) {
+                        assert!(message.contains(table), "{message}");
+                    }
+                }
+                other => panic!("expected catalog drift, got {other:?}"),
+            }
+        }
+        Ok(()) => panic!("preflight passed a catalog that drifted since the approval"),
+    }
+}
+
+#[tokio::test]
+async fn a_tenant_table_added_or_dropped_after_approval_stops_preflight_before_the_fence() {
+    let db = private_db("drift").await;
+    let store = &db.store;
+    let (target, _neighbour) = two_communities(store).await;
+    exec(
+        store,
+        "CREATE TABLE buzz.docs (community_id uuid NOT NULL, seq int NOT NULL, body text NOT NULL)",
+    )
+    .await;
+    for sql in fence("buzz.docs") {
+        exec(store, &sql).await;
+    }
+    insert(store, "buzz.docs", target.id, 1).await;
+    let mut request = submit(store, &target).await;
+    let inventory = request.take_inventory().await.expect("inventory");
+    assert!(
+        inventory
+            .catalog
+            .tenant_tables
+            .iter()
+            .any(|t| t == "buzz.docs"),
+        "{:?}",
+        inventory.catalog.tenant_tables
+    );
+    request.approve(&inventory).await;
+
+    // Added after the approval, fenced as the rules want and holding rows of the target that
+    // nobody approved deleting.
+    exec(
+        store,
+        "CREATE TABLE buzz.late_notes \
+         (community_id uuid NOT NULL, seq int NOT NULL, body text NOT NULL)",
+    )
+    .await;
+    for sql in fence("buzz.late_notes") {
+        exec(store, &sql).await;
+    }
+    insert(store, "buzz.late_notes", target.id, 1).await;
+    assert_drift(request.preflight().await, &["buzz.late_notes"], &[]);
+    assert_served(store, target.id).await;
+
+    // Dropped again, the catalog is the approved one and preflight passes.
+    exec(store, "DROP TABLE buzz.late_notes").await;
+    request.preflight().await.expect("the approved catalog");
+
+    // An approved tenant table dropped after the approval is drift too.
+    exec(store, "DROP TABLE buzz.docs").await;
+    assert_drift(request.preflight().await, &[], &["buzz.docs"]);
+    assert_served(store, target.id).await;
+    db.drop_database().await;
+}
+
 #[tokio::test]
 async fn a_cascading_key_present_at_submit_refuses_the_inventory() {
     let db = private_db("fkearly").await;

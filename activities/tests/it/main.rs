@@ -10,6 +10,7 @@ mod catalog_shapes;
 mod closed_world;
 mod evidence;
 mod irreversible_marker;
+mod lease_reaper;
 mod objects;
 mod operators;
 mod request_gauges;

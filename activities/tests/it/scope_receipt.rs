@@ -180,6 +180,92 @@ async fn a_relation_that_left_blocks_the_purge_and_the_verification_naming_it() 
     db.drop_database().await;
 }
 
+/// The request's `scope_verified` checkpoints.
+async fn scope_verified_checkpoints(store: &Store, request_id: Uuid) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM deletion.checkpoints \
+         WHERE request_id = $1 AND stage = 'scope_verified'",
+    )
+    .bind(request_id)
+    .fetch_one(store.pool())
+    .await
+    .expect("checkpoint lookup")
+}
+
+/// One row of the target left behind after the purge (planted by the owner past the fence, as a
+/// writer the fence missed would leave it): the Postgres verification finds it and names its
+/// table and count, records no scope verification, and passes only once the row is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_of_the_target_left_after_the_purge_fails_the_verification_naming_its_table() {
+    let db = private_db("scope_left").await;
+    let store = &db.store;
+    let (target, _neighbour) = two_communities(store).await;
+    let mut request = submit(store, &target).await;
+    let inventory = request.take_inventory().await.expect("inventory");
+    request.approve(&inventory).await;
+    request.preflight().await.expect("preflight");
+    request.fence_and_drain().await;
+    request.purge(2).await.expect("purge");
+    request.claim(&[Stage::PostgresPurged]).await;
+    let token = request.token.clone();
+    store
+        .advance(
+            &token,
+            Stage::PostgresPurged,
+            Stage::CachePurged,
+            serde_json::json!({}),
+        )
+        .await
+        .expect("cache purged");
+
+    for sql in [
+        "ALTER TABLE buzz.notes DISABLE TRIGGER buzz_write_fence".to_owned(),
+        format!(
+            "INSERT INTO buzz.notes (community_id, seq, body) VALUES ('{}', 99, 'straggler')",
+            target.id
+        ),
+        "ALTER TABLE buzz.notes ENABLE ALWAYS TRIGGER buzz_write_fence".to_owned(),
+    ] {
+        exec(store, &sql).await;
+    }
+    let left = |counts: &[workflows::community::contracts::TableCount]| -> Vec<(String, u64)> {
+        counts
+            .iter()
+            .filter(|c| c.rows > 0)
+            .map(|c| (c.table.clone(), c.rows))
+            .collect()
+    };
+    let counted = store.count_community_rows(target.id).await.expect("count");
+    assert_eq!(left(&counted), vec![("buzz.notes".to_owned(), 1)]);
+    let verified = store.verify_scope(&token).await.expect("verify scope");
+    assert_eq!(left(&verified), vec![("buzz.notes".to_owned(), 1)]);
+    assert_eq!(
+        scope_verified_checkpoints(store, request.request_id).await,
+        0,
+        "a scope with a row left is not recorded as verified"
+    );
+
+    exec(
+        store,
+        &format!(
+            "DELETE FROM buzz.notes WHERE community_id = '{}'",
+            target.id
+        ),
+    )
+    .await;
+    let verified = store.verify_scope(&token).await.expect("verify scope");
+    assert!(left(&verified).is_empty(), "{verified:?}");
+    assert!(
+        verified.iter().any(|c| c.table == "buzz.notes"),
+        "{verified:?}"
+    );
+    assert_eq!(
+        scope_verified_checkpoints(store, request.request_id).await,
+        1
+    );
+    db.drop_database().await;
+}
+
 /// The request's receipt row, if one was issued.
 async fn receipt_issued(store: &Store, request_id: Uuid) -> bool {
     sqlx::query_scalar::<_, bool>(

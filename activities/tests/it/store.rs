@@ -343,6 +343,141 @@ async fn binding_refuses_a_summary_that_differs_from_the_stored_chunks() {
     assert_eq!(loaded, exact);
 }
 
+/// A freeze interrupted after writing some chunks (a worker with chunks of 3 wrote chunks 0..=3
+/// and died before binding) is retried by a worker with chunks of 5. The leftovers cannot be
+/// bound with the new listing (chunk 3 is stale and repeats versions), the retry's clear removes
+/// every unbound chunk, and the rewritten manifest holds each version exactly once, in chunks
+/// 0..=2 only. A bound manifest is never cleared.
+#[tokio::test]
+async fn an_interrupted_freeze_is_cleared_and_rewritten_without_a_stale_or_repeated_chunk() {
+    let store = store().await;
+    let mut fixture = fenced(&store, 0).await;
+    let entries = media_entries(fixture.community.id, 12);
+    let [media, _, _] = tenant_prefixes(fixture.community.id);
+    for (chunk_no, chunk) in entries.chunks(3).enumerate() {
+        store
+            .append_manifest_chunk(&fixture.token, chunk_no as u32, &media, chunk)
+            .await
+            .expect("first attempt's chunk");
+    }
+
+    // Without the clear, the retry's chunks replace 0..=2 but chunk 3 stays: the bind refuses.
+    let rewrite = async || {
+        for (chunk_no, chunk) in entries.chunks(5).enumerate() {
+            store
+                .append_manifest_chunk(&fixture.token, chunk_no as u32, &media, chunk)
+                .await
+                .expect("retry's chunk");
+        }
+    };
+    rewrite().await;
+    let summary = media_manifest(fixture.community.id, &entries, 5);
+    let refused = store
+        .bind_destructive_manifest(&fixture.token, &summary)
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::ManifestMismatch { .. })),
+        "the stale chunk must keep the manifest from binding: {refused:?}"
+    );
+    assert_eq!(fixture.stage().await, Stage::Fenced);
+
+    // What the retry does: clear every unbound chunk first, then write the listing again.
+    let cleared = store
+        .clear_unbound_manifest_chunks(&fixture.token)
+        .await
+        .expect("clear");
+    assert_eq!(cleared, 4, "chunks 0..=3 of the interrupted attempt");
+    let progress = store
+        .chunk_progress(fixture.request_id)
+        .await
+        .expect("progress");
+    assert_eq!((progress.chunks_total, progress.versions_total), (0, 0));
+    rewrite().await;
+    store
+        .bind_destructive_manifest(&fixture.token, &summary)
+        .await
+        .expect("the rewritten manifest binds");
+    let bound = fixture.token.clone();
+    let drained = fixture.claim(&[Stage::Drained]).await;
+    let chunks = store.pending_chunks(&drained, 100).await.expect("chunks");
+    assert_eq!(
+        chunks.iter().map(|c| c.chunk_no).collect::<Vec<_>>(),
+        vec![0, 1, 2],
+        "no stale chunk"
+    );
+    let listed: Vec<String> = chunks.into_iter().flat_map(|c| c.entries).collect();
+    assert_eq!(
+        listed, entries,
+        "every version exactly once, in listing order"
+    );
+
+    // Bound, the manifest is no longer the freeze's to clear.
+    let refused = store.clear_unbound_manifest_chunks(&bound).await;
+    assert!(
+        refused.is_err(),
+        "a bound manifest was cleared: {refused:?}"
+    );
+    let progress = store
+        .chunk_progress(fixture.request_id)
+        .await
+        .expect("progress");
+    assert_eq!((progress.chunks_total, progress.versions_total), (3, 12));
+}
+
+/// Every chunk stamp records how its versions were acknowledged: deleted now, or already absent
+/// (a replayed chunk), per chunk in the audit trail the receipt is built from.
+#[tokio::test]
+async fn each_chunk_stamp_records_its_deleted_and_already_missing_versions() {
+    let store = store().await;
+    let fixture = drained(&store, 0, 25, 10).await;
+    store
+        .mark_irreversible(&fixture.token)
+        .await
+        .expect("irreversible point");
+    let acks = [(0_u32, 10_u64, 0_u64), (1, 7, 3), (2, 0, 5)];
+    for (chunk_no, deleted, already_missing) in acks {
+        let ack = ChunkAck {
+            deleted,
+            already_missing,
+        };
+        assert!(
+            store
+                .stamp_chunk(&fixture.token, chunk_no, ack)
+                .await
+                .expect("stamp")
+        );
+    }
+    let mut recorded: Vec<(u32, u64, u64)> = store
+        .audit_events(fixture.request_id)
+        .await
+        .expect("audit")
+        .into_iter()
+        .filter(|event| event.event == "chunk_stamped")
+        .map(|event| {
+            let field = |name: &str| {
+                event.detail[name]
+                    .as_u64()
+                    .unwrap_or_else(|| panic!("{name} missing: {}", event.detail))
+            };
+            (
+                u32::try_from(field("chunk_no")).expect("chunk number"),
+                field("deleted"),
+                field("already_missing"),
+            )
+        })
+        .collect();
+    recorded.sort_unstable();
+    assert_eq!(recorded, acks.to_vec());
+    let progress = store
+        .chunk_progress(fixture.request_id)
+        .await
+        .expect("progress");
+    assert_eq!(
+        (progress.chunks_stamped, progress.versions_stamped),
+        (3, 25)
+    );
+}
+
 #[tokio::test]
 async fn stale_holder_cannot_release_someone_elses_lease() {
     let store = store().await;

@@ -577,3 +577,96 @@ async fn a_fault_inside_commit_transition_leaves_the_old_row_current() {
         assert!(rows.iter().any(|r| r.id == successor.id && r.is_current));
     }
 }
+
+/// A stage row's predecessor belongs to the same request. The store refuses to advance request
+/// B from request A's completed row, and the database refuses, even to the schema owner, a row
+/// of B that names A's row as its `previous_stage_id` (the composite foreign key); the same row
+/// naming B's own predecessor is accepted, so nothing but the foreign request is refused.
+#[tokio::test]
+async fn a_predecessor_of_another_request_is_refused_by_the_store_and_the_database() {
+    let (store, owner) = stores().await;
+    let (a, inventory_a) = approved_request(&store, 2).await;
+    let (b, inventory_b) = approved_request(&store, 2).await;
+    let gate_a = initialize(&store, a, &inventory_a).await;
+    let gate_b = initialize(&store, b, &inventory_b).await;
+    let StageStart::Started { generation, .. } = store.start_stage(a, gate_a, None).await.unwrap()
+    else {
+        panic!("A's gate had not completed");
+    };
+    store
+        .save_stage_result(a, gate_a, generation, &serde_json::json!({"gated": true}))
+        .await
+        .unwrap();
+    let completed = store.load_progress(a).await.unwrap().stages[0].clone();
+    let transition = decide(&inventory_a, &[], &completed).unwrap();
+    let before = (
+        store.stage_rows(a).await.unwrap(),
+        store.stage_rows(b).await.unwrap(),
+        store.request_view(b).await.unwrap(),
+    );
+
+    let refused = store
+        .commit_transition(&CommitTransitionInput {
+            request_id: b,
+            command: TransitionCommand::Advance {
+                from_stage_id: gate_a,
+                transition,
+                successor: transition
+                    .next
+                    .map(|next| successor_stage(&inventory_b, &next)),
+            },
+        })
+        .await;
+    assert!(
+        matches!(
+            &refused,
+            Err(UserStoreError::NotCurrent { request_id, stage_id })
+                if *request_id == b && *stage_id == gate_a
+        ),
+        "advancing B from A's row must be refused: {refused:?}"
+    );
+    assert_eq!(
+        (
+            store.stage_rows(a).await.unwrap(),
+            store.stage_rows(b).await.unwrap(),
+            store.request_view(b).await.unwrap(),
+        ),
+        before,
+        "the refusal changed neither request"
+    );
+
+    // Below the store: a left row of B, otherwise valid, naming `previous` as its predecessor.
+    let insert = |previous: Uuid| {
+        sqlx::query(
+            "INSERT INTO deletion.user_stage_history \
+                 (id, request_id, stage, status, is_current, attempt, first_started_at, \
+                  started_at, finished_at, inputs, result, transition, previous_stage_id) \
+             VALUES ($1, $2, 'purge_db', 'completed', false, 1, now(), now(), now(), \
+                     '{}', '{}', '{}', $3)",
+        )
+        .bind(Uuid::new_v4())
+        .bind(b)
+        .bind(previous)
+    };
+    let mut tx = owner.begin().await.unwrap();
+    match insert(gate_a).execute(&mut *tx).await {
+        Err(sqlx::Error::Database(db)) => {
+            assert_eq!(db.code().as_deref(), Some("23503"), "{db}");
+            assert!(
+                db.constraint()
+                    .is_some_and(|c| c.contains("previous_stage_id")),
+                "the refusal names the predecessor key: {:?}",
+                db.constraint()
+            );
+        }
+        other => panic!("a predecessor of another request must be refused: {other:?}"),
+    }
+    tx.rollback().await.unwrap();
+    let mut tx = owner.begin().await.unwrap();
+    insert(gate_b)
+        .execute(&mut *tx)
+        .await
+        .expect("the same row naming B's own row is accepted");
+    tx.rollback().await.unwrap();
+    assert_eq!(store.stage_rows(b).await.unwrap(), before.1);
+}

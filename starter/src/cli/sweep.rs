@@ -81,6 +81,41 @@ mod tests {
         assert_eq!(parse_every("45s"), Ok(Duration::from_secs(45)));
     }
 
+    /// The object cap `sweep run` and `sweep schedule` use, or a usage error.
+    fn max_objects(args: &[&str]) -> Result<u64, clap::Error> {
+        let mut argv = vec!["buzz-deletion", "sweep"];
+        argv.extend_from_slice(args);
+        match crate::cli::parse(argv)?.cli.command {
+            crate::cli::Command::Sweep(SweepCommand::Run { max_objects })
+            | crate::cli::Command::Sweep(SweepCommand::Schedule { max_objects, .. }) => {
+                Ok(max_objects)
+            }
+            other => panic!("{args:?} parsed to {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_object_cap_defaults_to_ten_million_and_a_cap_of_zero_is_a_usage_error() {
+        assert_eq!(max_objects(&["run"]).ok(), Some(10_000_000));
+        assert_eq!(
+            max_objects(&["schedule", "--every", "24h"]).ok(),
+            Some(10_000_000)
+        );
+        assert_eq!(max_objects(&["run", "--max-objects", "1"]).ok(), Some(1));
+        for args in [
+            &["run", "--max-objects", "0"][..],
+            &["schedule", "--every", "24h", "--max-objects", "0"][..],
+        ] {
+            match max_objects(args) {
+                Err(e) => {
+                    assert_eq!(e.exit_code(), 2, "{args:?}: a usage error");
+                    assert!(e.to_string().contains("--max-objects"), "{e}");
+                }
+                Ok(cap) => panic!("{args:?} must be refused, parsed cap {cap}"),
+            }
+        }
+    }
+
     #[test]
     fn every_refuses_zero_a_missing_unit_and_an_unknown_one() {
         assert!(parse_every("0h").is_err());

@@ -172,3 +172,40 @@ pub struct UserActionArgs {
     #[command(flatten)]
     pub key: KeyArgs,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Command, parse};
+
+    const ID: &str = "5d0c6f5e-8a0e-4d5c-9a43-2f3b9c1e7a10";
+
+    fn no_agents_in(flags: &[&str]) -> Vec<Uuid> {
+        let mut argv = vec!["buzz-deletion", "user", "run", ID];
+        argv.extend_from_slice(flags);
+        let parsed = parse(argv).unwrap_or_else(|e| panic!("{flags:?} does not parse: {e}"));
+        match parsed.cli.command {
+            Command::User(UserCommand::Run {
+                demo_no_agents_in, ..
+            }) => demo_no_agents_in,
+            other => panic!("{flags:?} parsed to {other:?}"),
+        }
+    }
+
+    #[test]
+    fn demo_no_agents_in_given_several_times_keeps_every_community_in_order() {
+        let (b, c) = (Uuid::from_u128(0xb), Uuid::from_u128(0xc));
+        let (b_arg, c_arg) = (b.to_string(), c.to_string());
+        let flag = "--demo-no-agents-in";
+        assert_eq!(no_agents_in(&[]), Vec::<Uuid>::new());
+        assert_eq!(no_agents_in(&[flag, &b_arg]), vec![b]);
+        assert_eq!(no_agents_in(&[flag, &b_arg, flag, &c_arg]), vec![b, c]);
+        assert_eq!(
+            no_agents_in(&[flag, &c_arg, "--next-step", flag, &b_arg]),
+            vec![c, b],
+            "another flag in between does not drop the earlier community"
+        );
+        let not_a_uuid = parse(["buzz-deletion", "user", "run", ID, flag, "b"]);
+        assert!(not_a_uuid.is_err(), "a community is named by its id");
+    }
+}

@@ -20,7 +20,7 @@ use workflows::community::{
 };
 use workflows::search;
 
-use activities::store::{RequestFilter, Store, StoreError};
+use activities::store::{AwaitedLease, RequestFilter, Store, StoreError};
 use workflows::operator::{Action, Kind, SignedAction};
 
 use crate::cli::{CommunityCommand, ListArgs, ListState, SignCommand, TuningArgs};
@@ -122,7 +122,11 @@ pub async fn run(waits: &WorkerWait, command: CommunityCommand) -> CliResult {
                 return unanswered(waits, &handle, id).await;
             };
             let pending = pending_activity(&handle).await;
-            Ok(status_report(&status, pending.as_ref())?.with_exit_code(status_exit_code(&status)))
+            let awaited = awaited_leases(&status).await?;
+            Ok(
+                status_report(&status, pending.as_ref(), awaited.as_deref())?
+                    .with_exit_code(status_exit_code(&status)),
+            )
         }
         CommunityCommand::Watch {
             id,
@@ -882,9 +886,86 @@ pub(crate) fn status_document(
     Ok(current_names_at(value, "approval"))
 }
 
-fn status_report(status: &DeletionStatus, pending: Option<&PendingActivityView>) -> CliResult {
-    let document = status_document(status, pending)?;
-    Report::new(&document, status_text(status, pending))
+fn status_report(
+    status: &DeletionStatus,
+    pending: Option<&PendingActivityView>,
+    awaited: Option<&[AwaitedLease]>,
+) -> CliResult {
+    let mut document = status_document(status, pending)?;
+    let mut text = status_text(status, pending);
+    if let Some(leases) = awaited {
+        if let serde_json::Value::Object(map) = &mut document {
+            map.insert(
+                "awaited_leases".to_owned(),
+                serde_json::to_value(leases).map_err(encoding)?,
+            );
+        }
+        text.push_str(&awaited_leases_text(status.phase, leases));
+    }
+    Report::new(&document, text)
+}
+
+/// Most leases `status` lists; the count says when there are more.
+const AWAITED_LEASES_SHOWN: u32 = 50;
+
+/// While the deletion waits to fence (approved, fencing) or to freeze the manifest (draining),
+/// the serving-write leases it waits for, read from Postgres; `None` in every other phase.
+async fn awaited_leases(status: &DeletionStatus) -> Result<Option<Vec<AwaitedLease>>, CliError> {
+    let (Some(community_id), Phase::Approved | Phase::Fencing | Phase::Draining) =
+        (status.community_id, status.phase)
+    else {
+        return Ok(None);
+    };
+    let store = connect::store().await?;
+    let leases = store
+        .awaited_serving_leases(
+            community_id,
+            activities::serving::MAX_PROTECTED_OPERATION,
+            AWAITED_LEASES_SHOWN,
+        )
+        .await
+        .map_err(store_failure)?;
+    Ok(Some(leases))
+}
+
+/// The awaited leases as a table an operator can act on: which writer, which operation, until
+/// when (unless renewed).
+fn awaited_leases_text(phase: Phase, leases: &[AwaitedLease]) -> String {
+    if leases.is_empty() {
+        return format!("\nawaited leases: none ({phase} waits for no serving write)\n");
+    }
+    let mut table = Table::new(
+        format!(
+            "awaited leases: {phase} waits for {} serving write(s){}",
+            leases.len(),
+            if leases.len() >= AWAITED_LEASES_SHOWN as usize {
+                " (the first shown)"
+            } else {
+                ""
+            }
+        ),
+        &[
+            "lease",
+            "holds",
+            "operation",
+            "owner",
+            "user",
+            "expires_at",
+            "until",
+        ],
+    );
+    for lease in leases {
+        table.row(vec![
+            lease.id.to_string(),
+            lease.holds.clone(),
+            lease.operation.clone(),
+            lease.owner.clone(),
+            lease.user_pubkey.clone().unwrap_or_default(),
+            lease.expires_at.to_rfc3339(),
+            lease.until.to_rfc3339(),
+        ]);
+    }
+    format!("\n{}", table.render())
 }
 
 fn status_text(status: &DeletionStatus, pending: Option<&PendingActivityView>) -> String {

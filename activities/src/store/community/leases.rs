@@ -71,6 +71,32 @@ pub(crate) fn ttl_seconds(ttl: Duration) -> StoreResult<f64> {
     Ok(ttl.as_secs_f64())
 }
 
+/// A serving-write lease the community's fence or drain is waiting for, as `community status`
+/// names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, sqlx::FromRow)]
+pub struct AwaitedLease {
+    /// Lease id.
+    pub id: Uuid,
+    /// What the write is.
+    pub operation: String,
+    /// The serving process holding it.
+    pub owner: String,
+    /// The user the write is made for, if a per-user lease.
+    pub user_pubkey: Option<String>,
+    /// When it was acquired.
+    pub acquired_at: DateTime<Utc>,
+    /// When it lapses unless renewed.
+    pub expires_at: DateTime<Utc>,
+    /// When it was released (after the fence: proves nothing, the drain still waits).
+    pub released_at: Option<DateTime<Utc>>,
+    /// `fence` (a live lease holds the fence back) or `drain` (left unreleased at fence time:
+    /// the manifest is frozen only after its writer's window).
+    pub holds: String,
+    /// When it stops holding, by the database clock, unless renewed: `expires_at` for the
+    /// fence, `expires_at` + the protected-operation bound for the drain.
+    pub until: DateTime<Utc>,
+}
+
 /// Live serving writes of the community, read inside the caller's transaction through
 /// `deletion.live_serving_writes` (migration 0007), the one definition of a live lease that the
 /// worker's fence and the serving side share.
@@ -311,6 +337,41 @@ impl Store {
             }),
             _ => Ok(stalled),
         }
+    }
+
+    /// The leases the community's fence (before it is fenced: live ones) or drain (once fenced:
+    /// those left unreleased at fence time, inside `expires_at + bound`) is waiting for, soonest
+    /// to stop holding first, at most `limit`. The same rules as [`Self::live_serving_writes`]
+    /// and [`Self::stalled_serving_writes`], one row per lease so that an operator can find its
+    /// writer.
+    pub async fn awaited_serving_leases(
+        &self,
+        community_id: Uuid,
+        bound: Duration,
+        limit: u32,
+    ) -> StoreResult<Vec<AwaitedLease>> {
+        let leases = sqlx::query_as::<_, AwaitedLease>(
+            "SELECT l.id, l.operation, l.owner, l.user_pubkey, l.acquired_at, l.expires_at, \
+                    l.released_at, \
+                    CASE WHEN f.state = 'fenced' THEN 'drain' ELSE 'fence' END AS holds, \
+                    CASE WHEN f.state = 'fenced' THEN l.expires_at + make_interval(secs => $2) \
+                         ELSE l.expires_at END AS until \
+               FROM deletion.serving_write_leases l \
+               LEFT JOIN deletion.community_fences f ON f.community_id = l.community_id \
+              WHERE l.community_id = $1 \
+                AND CASE WHEN f.state = 'fenced' \
+                         THEN (l.released_at IS NULL OR l.released_at > f.updated_at) \
+                              AND l.expires_at + make_interval(secs => $2) > clock_timestamp() \
+                         ELSE l.released_at IS NULL AND l.expires_at > clock_timestamp() END \
+              ORDER BY until, l.id \
+              LIMIT $3",
+        )
+        .bind(community_id)
+        .bind(bound.as_secs_f64())
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(leases)
     }
 
     /// Deletes lease rows released or expired more than `retain` ago (they prove nothing any

@@ -179,19 +179,19 @@ async fn a_put_landing_after_its_lease_expired_and_after_the_fence_is_frozen_and
         drained["detail"]["stalled_leases_waited_for"], 1,
         "{drained}"
     );
-    let waited_out: bool = sqlx::query_scalar(
-        "SELECT c.reached_at >= l.expires_at + make_interval(secs => $3) \
-         FROM deletion.checkpoints c, deletion.serving_write_leases l \
-         WHERE c.request_id = $1 AND c.stage = 'serving_writes_drained' AND l.id = $2",
+    // The lease's expiry is the one it was acquired with (nothing renewed it); its row may
+    // already be reaped, being past its window.
+    let drained_at: chrono::DateTime<chrono::Utc> = sqlx::query_scalar(
+        "SELECT reached_at FROM deletion.checkpoints \
+         WHERE request_id = $1 AND stage = 'serving_writes_drained'",
     )
     .bind(request)
-    .bind(lease.id)
-    .bind(MAX_PROTECTED_OPERATION.as_secs_f64())
     .fetch_one(stack.store.pool())
     .await
     .unwrap_or_else(|e| panic!("{e}"));
+    let bound = chrono::Duration::from_std(MAX_PROTECTED_OPERATION).unwrap_or_default();
     assert!(
-        waited_out,
+        drained_at >= lease.expires_at + bound,
         "drained before the lease's expiry {} plus the protected-operation bound",
         lease.expires_at
     );

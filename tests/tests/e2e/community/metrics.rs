@@ -11,7 +11,7 @@ use e2e::prelude::*;
 use e2e::private_db::{drop_private_stack, private_database};
 
 /// A port nobody listens on right now (the worker binds it a moment later).
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -139,7 +139,7 @@ const SAMPLE_FAILURES: &str = "buzz_deletion_metrics_sample_failures_total";
 
 /// Scrapes every half second until `done` holds (60 s at most), returning that scrape. The
 /// worker may still be starting (its endpoint not yet listening) at the first tries.
-async fn scrape_until(
+pub(super) async fn scrape_until(
     port: u16,
     what: &str,
     done: impl Fn(&HashMap<String, f64>) -> bool,
@@ -163,7 +163,7 @@ async fn scrape_until(
     }
 }
 
-fn gauge(samples: &HashMap<String, f64>, series: &str) -> f64 {
+pub(super) fn gauge(samples: &HashMap<String, f64>, series: &str) -> f64 {
     samples
         .get(series)
         .copied()

@@ -52,6 +52,7 @@ mod crash;
 mod evidence;
 mod happy_path;
 mod late_versions;
+mod lease_reaper;
 mod malformed_signals;
 mod metrics;
 mod no_worker;

@@ -457,9 +457,10 @@ async fn a_slow_write_admitted_before_quiescing_holds_the_fence_and_its_object_i
         .unwrap_or_else(|e| panic!("the admitted write lost its lease: {e}"))
         .unwrap_or_else(|e| panic!("the slow put failed: {e}"));
     finished.unwrap_or_else(|e| panic!("the admitted write could not finish: {e}"));
+    // Read now: a worker's reaper deletes the row once it is past its window.
+    let (released_at, _) = lease_times(&stack, lease_id).await;
     watch(&cli, &id).await;
 
-    let (released_at, _) = lease_times(&stack, lease_id).await;
     let released_at = released_at.unwrap_or_else(|| panic!("the lease was never released"));
     let fenced_at = audit_time(&stack, &id, "fenced").await;
     assert!(
@@ -513,10 +514,34 @@ async fn a_lease_abandoned_by_a_crashed_serving_process_holds_the_fence_only_unt
         Some(FenceState::Quiescing),
         "the fence must not close while the abandoned lease lives"
     );
+    // `community status` names the lease the fence waits for, its writer and until when.
+    let status = cli.wait_status(&id, 10, |s| s["phase"] == "fencing").await;
+    let awaited = status["awaited_leases"]
+        .as_array()
+        .unwrap_or_else(|| panic!("status lists no awaited leases while fencing: {status}"));
+    assert_eq!(awaited.len(), 1, "{status}");
+    assert_eq!(awaited[0]["id"], abandoned.id.to_string());
+    assert_eq!(awaited[0]["holds"], "fence");
+    assert_eq!(awaited[0]["owner"], "crashed-relay:4242");
+    assert_eq!(awaited[0]["operation"], "s3_put");
+    let table = cli
+        .run(&["--output", "table", "community", "status", &id])
+        .await;
+    assert!(
+        table
+            .stdout
+            .contains("awaited leases: fencing waits for 1 serving write(s)")
+            && table.stdout.contains(&abandoned.id.to_string())
+            && table.stdout.contains("crashed-relay:4242"),
+        "the table names the lease and its writer:\n{}",
+        table.stdout
+    );
 
+    // Read now (nobody renews or releases it any more: its times are final): a worker's reaper
+    // deletes the row once it is past its window.
+    let (released_at, expires_at) = lease_times(&stack, abandoned.id).await;
     watch(&cli, &id).await;
     let fenced_at = audit_time(&stack, &id, "fenced").await;
-    let (released_at, expires_at) = lease_times(&stack, abandoned.id).await;
     assert_eq!(released_at, None, "nobody released the abandoned lease");
     assert!(
         fenced_at >= expires_at,
@@ -602,9 +627,11 @@ async fn a_serving_process_cut_off_from_its_database_abandons_its_write_before_t
         "the cancelled write landed"
     );
 
+    // Read now (the lost lease is renewed no more: its expiry is final): a worker's reaper
+    // deletes the row once it is past its window.
+    let (_, expires_at) = lease_times(&stack, lease_id).await;
     watch(&cli, &id).await;
     let fenced_at = audit_time(&stack, &id, "fenced").await;
-    let (_, expires_at) = lease_times(&stack, lease_id).await;
     assert!(
         fenced_at >= expires_at,
         "fenced at {fenced_at}, before the orphaned lease expired at {expires_at}"

@@ -1,6 +1,7 @@
 //! The taxonomy sweep through the real CLI and worker: a stray key is counted and named in the
-//! record Postgres keeps; the cap stops listing; `sweep schedule` leaves a Temporal Schedule the
-//! server describes back, which `sweep unschedule` removes.
+//! record Postgres keeps; the cap stops listing, and a cap of zero is a usage error; `sweep
+//! schedule` leaves a Temporal Schedule the server describes back, which `sweep unschedule`
+//! removes.
 
 use std::time::Duration;
 
@@ -115,6 +116,28 @@ async fn sweep_run_stops_at_the_object_cap_and_says_so() {
     assert_eq!(record["object_cap"], 1, "{record}");
     assert_eq!(record["listed_objects"], 1, "{record}");
     assert_eq!(record["reached_cap"], true, "{record}");
+}
+
+/// A cap of zero is a usage error (exit 2) before anything runs, whether it comes from the flag
+/// or from `BUZZ_SWEEP_MAX_OBJECTS`; the predecessor's fallback to the default is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_cap_of_zero_is_refused_from_the_flag_and_from_the_environment() {
+    let queue = unique_queue("sweep-zero");
+    let cli = Cli::new(&queue);
+    let from_env = Cli::new(&queue).with_env("BUZZ_SWEEP_MAX_OBJECTS", "0");
+    for (cli, args) in [
+        (&cli, &["sweep", "run", "--max-objects", "0"][..]),
+        (&from_env, &["sweep", "run"][..]),
+        (&from_env, &["sweep", "schedule", "--every", "24h"][..]),
+    ] {
+        let refused = cli.run(args).await.expect_code(2);
+        assert!(
+            refused.stderr.contains("--max-objects"),
+            "{args:?}: {}",
+            refused.stderr
+        );
+        assert!(refused.stdout.is_empty(), "{args:?}: {}", refused.stdout);
+    }
 }
 
 /// Deletes the schedule even when an assertion fails half-way.

@@ -600,3 +600,229 @@ async fn each_predecessor_variable_yields_one_warning_and_the_pool_setting_is_ho
         one_warning_each(&stderr);
     }
 }
+
+/// The request's failure record: its blocked stage and reason, last error and retry count, and
+/// every audit event that reports a failure or a block.
+async fn failure_record(stack: &Stack, id: uuid::Uuid) -> (String, Vec<String>) {
+    let request = stack
+        .store
+        .get_request(id)
+        .await
+        .unwrap_or_else(|e| panic!("request {id}: {e}"));
+    let record = format!(
+        "blocked_stage {:?}, blocked_reason {:?}, last_error {:?}, retry_count {}",
+        request.blocked_stage, request.blocked_reason, request.last_error, request.retry_count
+    );
+    let events = stack
+        .store
+        .audit_events(id)
+        .await
+        .unwrap_or_else(|e| panic!("audit trail of {id}: {e}"))
+        .into_iter()
+        .map(|e| e.event)
+        .filter(|e| e.contains("fail") || e.contains("block"))
+        .collect();
+    (record, events)
+}
+
+/// What a request that never failed shows.
+const NO_FAILURE: &str = "blocked_stage None, blocked_reason None, last_error None, retry_count 0";
+
+/// SIGTERM in the middle of the object deletion: the worker drains, cancels the phase once its
+/// one-second grace is over and exits 0. That is not a failure of the deletion: nothing is
+/// blocked, no error or retry is recorded, no audit event says failed or blocked. The next
+/// worker retries the phase and stamps the chunks left, under a newer execution generation,
+/// without stamping any chunk twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_mid_phase_hands_the_phase_to_the_next_worker_without_recording_a_failure() {
+    let _shared = outage_lock().read().await;
+    let stack = stack().await;
+    let queue = unique_queue("term-phase");
+    // Chunks of 50 deleted one call at a time at 50 versions per second per prefix: the phase
+    // runs for several seconds, much longer than the grace.
+    let paced = [
+        ("BUZZ_MANIFEST_CHUNK_ENTRIES", "50"),
+        ("BUZZ_DELETE_RATE_PER_PREFIX", "50"),
+    ];
+    let mut first_env = paced.to_vec();
+    first_env.push(("BUZZ_SHUTDOWN_GRACE_SECS", "1"));
+    let first = WorkerProcess::start(&queue, &first_env).await;
+    let cli = Cli::new(&queue);
+    let host = unique_host("term-phase");
+    let plan = activities::demo::SeedPlan {
+        objects: 150,
+        versions: 3,
+        delete_markers: 10,
+        rows: 5,
+        redis_keys: 5,
+        parallelism: 16,
+    };
+    let target = seed(&stack, &host, plan).await;
+    let (id, digest) = cli
+        .submit(
+            &host,
+            "alice",
+            &["--delete-parallelism", "1", "--chunks-per-call", "1000"],
+        )
+        .await;
+    cli.approve(&id, "bob", &digest).await.expect_code(0);
+    let request_id: uuid::Uuid = id.parse().unwrap_or_else(|e| panic!("{id}: {e}"));
+    let progress = async || {
+        stack
+            .store
+            .chunk_progress(request_id)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while progress().await.chunks_stamped == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no chunk was ever stamped"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    assert!(
+        first.terminate().await,
+        "a SIGTERMed worker drains and exits 0"
+    );
+    let cut = progress().await;
+    assert!(
+        cut.chunks_stamped < cut.chunks_total,
+        "the phase must still have been running when the grace ran out: {cut:?}"
+    );
+    let (record, events) = failure_record(&stack, request_id).await;
+    assert_eq!(record, NO_FAILURE, "after the SIGTERM");
+    assert!(events.is_empty(), "after the SIGTERM: {events:?}");
+
+    let _second = WorkerProcess::start(&queue, &paced).await;
+    cli.watch_to_end(&id).await;
+    snapshot(&stack, target.community_id)
+        .await
+        .assert_gone("the target");
+    let (record, events) = failure_record(&stack, request_id).await;
+    assert_eq!(record, NO_FAILURE, "after the next worker finished");
+    assert!(
+        events.is_empty(),
+        "after the next worker finished: {events:?}"
+    );
+
+    let stamps: Vec<(u64, i64)> = stack
+        .store
+        .audit_events(request_id)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .filter(|e| e.event == "chunk_stamped")
+        .map(|e| {
+            (
+                e.detail["chunk_no"].as_u64().unwrap_or(u64::MAX),
+                e.detail["exec_generation"].as_i64().unwrap_or(-1),
+            )
+        })
+        .collect();
+    let mut chunks: Vec<u64> = stamps.iter().map(|(chunk, _)| *chunk).collect();
+    chunks.sort_unstable();
+    let total = progress().await.chunks_total;
+    assert_eq!(
+        chunks,
+        (0..total).collect::<Vec<_>>(),
+        "every chunk stamped exactly once"
+    );
+    let generations: std::collections::BTreeSet<i64> = stamps.iter().map(|(_, g)| *g).collect();
+    assert!(
+        generations.len() >= 2,
+        "the stamps after the SIGTERM come from the next worker's attempt: {stamps:?}"
+    );
+}
+
+/// The request's rows in the user stage history, in creation order: (stage, status, attempt,
+/// last error).
+async fn user_rows(stack: &Stack, id: uuid::Uuid) -> Vec<(String, String, i32, Option<String>)> {
+    sqlx::query_as(
+        "SELECT stage, status, attempt, last_error FROM deletion.user_stage_history \
+         WHERE request_id = $1 ORDER BY created_at, id",
+    )
+    .bind(id)
+    .fetch_all(stack.store.pool())
+    .await
+    .unwrap_or_else(|e| panic!("stage rows of {id}: {e}"))
+}
+
+/// SIGTERM while a user deletion's handler runs: the worker drains and exits 0 after its grace,
+/// cancelling the handler. The row is not failed (still `running`, no error), no retry deadline
+/// or `user.stage_failed` event is recorded, and the next worker runs the same row again
+/// (attempt 2) to completion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_mid_handler_records_no_stage_failure_and_the_next_worker_runs_the_row_again() {
+    let _shared = outage_lock().read().await;
+    let stack = stack().await;
+    let queue = unique_queue("term-handler");
+    let first = WorkerProcess::start(&queue, &[("BUZZ_SHUTDOWN_GRACE_SECS", "1")]).await;
+    let cli = Cli::new(&queue);
+    let target = format!("demo:term-{}", uuid::Uuid::new_v4().simple());
+    let id = cli.user_submit_and_approve(&target, "alice", "bob").await;
+    let request_id: uuid::Uuid = id.parse().unwrap_or_else(|e| panic!("{id}: {e}"));
+    // One handler of 8 s (heartbeating), so the SIGTERM and its grace land inside it.
+    let step = cli
+        .command(&[
+            "user",
+            "run",
+            &id,
+            "--next-step",
+            "--stage-delay-ms",
+            "8000",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("user run: {e}"));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let rows = user_rows(&stack, request_id).await;
+        if rows.first().is_some_and(|r| r.1 == "running") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the gate never started running: {rows:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    assert!(
+        first.terminate().await,
+        "a SIGTERMed worker drains and exits 0"
+    );
+    assert_eq!(
+        user_rows(&stack, request_id).await,
+        vec![("gate_user".to_owned(), "running".to_owned(), 1, None)],
+        "the interrupted row is not failed"
+    );
+    let (record, events) = failure_record(&stack, request_id).await;
+    assert_eq!(record, NO_FAILURE, "after the SIGTERM");
+    assert!(events.is_empty(), "after the SIGTERM: {events:?}");
+
+    let _second = WorkerProcess::start(&queue, &[]).await;
+    let stepped = tokio::time::timeout(Duration::from_secs(120), step.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("user run --next-step did not end within 120 s"))
+        .unwrap_or_else(|e| panic!("user run: {e}"));
+    CliRun::from_output(&stepped).expect_exit(0);
+    cli.run(&["user", "run", &id]).await.expect_exit(0);
+    let rows = user_rows(&stack, request_id).await;
+    assert_eq!(
+        rows.first(),
+        Some(&("gate_user".to_owned(), "completed".to_owned(), 2, None)),
+        "the next worker ran the interrupted row again: {rows:?}"
+    );
+    assert!(
+        rows.iter()
+            .all(|(_, status, _, error)| status == "completed" && error.is_none()),
+        "{rows:?}"
+    );
+    let (record, events) = failure_record(&stack, request_id).await;
+    assert_eq!(record, NO_FAILURE, "after the run completed");
+    assert!(events.is_empty(), "after the run completed: {events:?}");
+}

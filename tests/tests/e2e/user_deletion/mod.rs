@@ -341,6 +341,47 @@ async fn no_agents_in_c_finishes_with_four_completed_rows_and_c_decided_communit
     .await;
 }
 
+/// `--demo-no-agents-in` given twice: both communities take effect in the one run, so neither
+/// gets a `purge_agents` row (a parser that kept only the last value would leave B's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_agents_in_b_and_c_given_together_skips_both_agent_purges() {
+    with_one_worker(async |stack| {
+        let ApprovedRequest { id } = submit_and_approve(stack, &target("branch-bc")).await;
+        let (b, c) = (B.to_string(), C.to_string());
+        run(
+            stack,
+            id,
+            &["--demo-no-agents-in", &b, "--demo-no-agents-in", &c],
+        )
+        .await
+        .expect_exit(0);
+        let snapshot = stack.snapshot(id).await;
+        assert_eq!(
+            snapshot.positions(),
+            vec![
+                row("gate_user", None, "completed", false),
+                row("purge_db", Some(B), "completed", false),
+                row("purge_db", Some(C), "completed", false),
+            ],
+            "no purge_agents row for B nor for C"
+        );
+        for index in [1, 2] {
+            assert_eq!(
+                snapshot.rows[index].result.as_ref().unwrap()["has_agents"],
+                json!(false),
+                "row {index}"
+            );
+            assert_eq!(
+                snapshot.decision(index).as_deref(),
+                Some("community_complete"),
+                "row {index}"
+            );
+        }
+        assert_eq!(snapshot.request.stage, "completed");
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_completed_user_deletion_has_a_certificate_that_verifies_offline_and_names_no_one() {
     with_one_worker(async |stack| {

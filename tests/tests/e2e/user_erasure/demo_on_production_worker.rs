@@ -48,7 +48,16 @@ async fn a_demo_request_on_the_production_worker_changes_nothing() {
     let name = db.name.clone();
     let stack = db.migrated_stack(shared).await;
     let queue = unique_queue("demo-prod");
-    let worker = WorkerProcess::start(&queue, &[("DATABASE_URL", db.worker.as_str())]).await;
+    // The lease reaper runs once at start-up and then not for an hour: it is the worker's own
+    // housekeeping (tested in community::lease_reaper), not something a demo request may do.
+    let worker = WorkerProcess::start(
+        &queue,
+        &[
+            ("DATABASE_URL", db.worker.as_str()),
+            ("BUZZ_LEASE_REAP_SECS", "3600"),
+        ],
+    )
+    .await;
     let cli = Cli::new(&queue)
         .with_env("DATABASE_URL", &db.worker)
         .with_env("BUZZ_OWNER_DATABASE_URL", &db.owner);
