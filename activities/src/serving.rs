@@ -509,3 +509,24 @@ impl Drop for ServingWriteGuard {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_default_lease_lives_sixty_seconds_and_is_renewed_every_ten() {
+        let config = ServingLeaseConfig::default();
+        assert_eq!(config.ttl, Duration::from_secs(60));
+        assert_eq!(config.renew_every, Duration::from_secs(10));
+        // The lease outlives the renewal interval several times over, so one late renewal does
+        // not lose it, and a crashed process holds a fence back for at most one TTL.
+        assert!(config.renew_every * 5 <= config.ttl);
+        assert!(config.owner.starts_with("serving:"), "{}", config.owner);
+        assert!(
+            config.owner.ends_with(&format!(":{}", std::process::id())),
+            "{}",
+            config.owner
+        );
+    }
+}

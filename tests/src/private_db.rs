@@ -116,3 +116,50 @@ pub async fn drop_database(name: &str) {
         }
     }
 }
+
+/// The usual setting of a story on a private database: the database migrated, the stack on it,
+/// a worker on a task queue of its own and a CLI, both given the database's URLs. Take the
+/// stack's outage lock before starting one; [`PrivateStory::end`] crashes the worker and drops
+/// the database.
+pub struct PrivateStory {
+    /// The database and its role URLs.
+    pub db: PrivateDatabase,
+    /// The shared stack with Postgres replaced by the private database.
+    pub stack: Stack,
+    /// The task queue of the worker and the CLI.
+    pub queue: String,
+    /// The worker running on the database.
+    pub worker: crate::workers::WorkerProcess,
+    /// The CLI, as the worker role (the owner's URL given for operator keys).
+    pub cli: crate::cli::Cli,
+}
+
+impl PrivateStory {
+    /// Creates and migrates a database tagged `tag`, starts a worker on it with `worker_env`
+    /// added (its `DATABASE_URL` is the database's worker role) and a CLI pointed at it.
+    pub async fn start(tag: &str, worker_env: &[(&str, &str)]) -> PrivateStory {
+        let shared = crate::stack::stack().await;
+        let db = private_database(tag).await;
+        let stack = db.migrated_stack(shared).await;
+        let queue = crate::workers::unique_queue(tag);
+        let mut env = vec![("DATABASE_URL", db.worker.as_str())];
+        env.extend_from_slice(worker_env);
+        let worker = crate::workers::WorkerProcess::start(&queue, &env).await;
+        let cli = crate::cli::Cli::new(&queue)
+            .with_env("DATABASE_URL", &db.worker)
+            .with_env("BUZZ_OWNER_DATABASE_URL", &db.owner);
+        PrivateStory {
+            db,
+            stack,
+            queue,
+            worker,
+            cli,
+        }
+    }
+
+    /// Crashes the worker and drops the database.
+    pub async fn end(self) {
+        self.worker.crash().await;
+        drop_private_stack(&self.db.name, self.stack).await;
+    }
+}

@@ -44,6 +44,23 @@ pub fn control_channel(community: Uuid) -> String {
     format!("buzz:{}:conn-control", community.hyphenated())
 }
 
+/// How many complete SCAN passes in a row must find no key before absence counts as proven.
+const ABSENCE_PASSES: usize = 2;
+
+/// Runs `pass` (one complete SCAN pass, answering the first key it saw, if any)
+/// [`ABSENCE_PASSES`] times, stopping at the first key with [`CacheError::KeyStillPresent`].
+/// Kept apart from the backends so the number of passes is unit-tested.
+async fn absent_in_every_pass<P: Future<Output = Result<Option<String>, CacheError>>>(
+    mut pass: impl FnMut() -> P,
+) -> Result<(), CacheError> {
+    for _ in 0..ABSENCE_PASSES {
+        if let Some(key) = pass().await? {
+            return Err(CacheError::KeyStillPresent { key });
+        }
+    }
+    Ok(())
+}
+
 /// The server (or cluster) behind a [`Cache`].
 #[derive(Clone)]
 enum Backend {
@@ -186,14 +203,12 @@ impl Cache {
     /// Proves no key matches `pattern` with two complete SCAN passes (see
     /// [`Cache::verify_absent`]).
     pub async fn verify_absent_matching(&self, pattern: &str) -> Result<(), CacheError> {
-        for _pass in 0..2 {
+        absent_in_every_pass(|| async {
             let mut first = FirstKey::default();
             self.walk(pattern, &mut first).await?;
-            if let Some(key) = first.0 {
-                return Err(CacheError::KeyStillPresent { key });
-            }
-        }
-        Ok(())
+            Ok(first.0)
+        })
+        .await
     }
 
     /// Sets `key` to `value` (seeding and tests).
@@ -314,6 +329,62 @@ mod tests {
             reason: "no endpoint".into(),
         };
         assert_eq!(unreadable.severity(), Severity::Permanent);
+    }
+
+    /// Runs [`absent_in_every_pass`] over scripted passes (each the first key it saw); returns
+    /// the verdict and how many passes ran.
+    async fn verdict_of(script: &[Option<&str>]) -> (Result<(), CacheError>, usize) {
+        let mut passes = 0;
+        let verdict = absent_in_every_pass(|| {
+            let first = script.get(passes).copied().flatten().map(str::to_owned);
+            passes += 1;
+            async move { Ok(first) }
+        })
+        .await;
+        (verdict, passes)
+    }
+
+    #[tokio::test]
+    async fn absence_needs_two_complete_empty_passes_and_a_key_seen_only_by_the_second_fails() {
+        // A key written while the first pass ran can be missed by it: the second pass must
+        // still find it.
+        let (verdict, passes) = verdict_of(&[None, Some("buzz:c:late")]).await;
+        assert!(
+            matches!(&verdict, Err(CacheError::KeyStillPresent { key }) if key == "buzz:c:late"),
+            "{verdict:?}"
+        );
+        assert_eq!(passes, 2);
+        let (verdict, passes) = verdict_of(&[None, None, Some("buzz:c:never-read")]).await;
+        assert!(verdict.is_ok(), "{verdict:?}");
+        assert_eq!(passes, 2, "exactly two passes prove absence");
+        let (verdict, passes) = verdict_of(&[Some("buzz:c:left"), None]).await;
+        assert!(
+            matches!(&verdict, Err(CacheError::KeyStillPresent { key }) if key == "buzz:c:left"),
+            "{verdict:?}"
+        );
+        assert_eq!(passes, 1, "the first key seen ends the verification");
+    }
+
+    #[tokio::test]
+    async fn a_pass_that_fails_fails_the_verification() {
+        let mut passes = 0;
+        let verdict = absent_in_every_pass(|| {
+            passes += 1;
+            let answer = if passes == 2 {
+                Err(CacheError::TopologyUnsettled {
+                    attempts: 8,
+                    reason: "slot 17 in migration".into(),
+                })
+            } else {
+                Ok(None)
+            };
+            async move { answer }
+        })
+        .await;
+        assert!(
+            matches!(verdict, Err(CacheError::TopologyUnsettled { .. })),
+            "{verdict:?}"
+        );
     }
 
     #[tokio::test]

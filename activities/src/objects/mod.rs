@@ -58,8 +58,9 @@ pub struct S3Config {
     pub endpoint: String,
     /// The one shared, versioned bucket.
     pub bucket: String,
-    /// Signing region; `None` takes it from the standard places (`AWS_REGION`,
-    /// `AWS_DEFAULT_REGION`, the profile), else [`crate::stack_env::DEFAULT_S3_REGION`].
+    /// Signing region (`BUZZ_S3_REGION`); `None` takes it from the standard places
+    /// (`AWS_REGION`, `AWS_DEFAULT_REGION`, the profile), else
+    /// [`crate::stack_env::DEFAULT_S3_REGION`] (see `region_from_environment`).
     pub region: Option<String>,
     /// How requests are signed.
     pub credentials: S3Credentials,
@@ -150,6 +151,33 @@ async fn require_chain_credentials(shared: &aws_config::SdkConfig) -> Result<(),
         .map_err(|error| missing(error.to_string()))
 }
 
+/// The region named by the configuration or the environment, first found of: `configured`
+/// (`BUZZ_S3_REGION`), `AWS_REGION`, `AWS_DEFAULT_REGION` (read through `lookup`); blank values
+/// count as unset. `None` leaves the region to the AWS SDK's remaining places (the shared
+/// profile, instance metadata), then to [`signing_region`]'s default.
+pub(crate) fn region_from_environment(
+    configured: Option<&str>,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
+    let from_environment = ["AWS_REGION", "AWS_DEFAULT_REGION"]
+        .into_iter()
+        .filter_map(lookup);
+    configured
+        .map(str::to_owned)
+        .into_iter()
+        .chain(from_environment)
+        .map(|value| value.trim().to_owned())
+        .find(|value| !value.is_empty())
+}
+
+/// The region requests are signed for: the one found (by [`region_from_environment`] or the
+/// SDK's places), else [`crate::stack_env::DEFAULT_S3_REGION`].
+pub(crate) fn signing_region(found: Option<&Region>) -> Region {
+    found
+        .cloned()
+        .unwrap_or_else(|| Region::new(crate::stack_env::DEFAULT_S3_REGION))
+}
+
 impl ObjectStore {
     /// Builds a client for `cfg.bucket`. With static credentials it makes no network call (see
     /// [`ObjectStore::check_bucket`]); with the default chain it resolves the credentials once.
@@ -207,8 +235,10 @@ impl ObjectStore {
             .build();
         // Region and credentials from the AWS SDK's standard places unless given.
         let mut loader = aws_config::defaults(BehaviorVersion::latest()).http_client(http.clone());
-        if let Some(region) = &cfg.region {
-            loader = loader.region(Region::new(region.clone()));
+        if let Some(region) =
+            region_from_environment(cfg.region.as_deref(), |name| std::env::var(name).ok())
+        {
+            loader = loader.region(Region::new(region));
         }
         if let S3Credentials::Static {
             access_key,
@@ -227,10 +257,7 @@ impl ObjectStore {
         if cfg.credentials == S3Credentials::DefaultChain {
             require_chain_credentials(&shared).await?;
         }
-        let region = shared
-            .region()
-            .cloned()
-            .unwrap_or_else(|| Region::new(crate::stack_env::DEFAULT_S3_REGION));
+        let region = signing_region(shared.region());
         let config = aws_sdk_s3::config::Builder::from(&shared)
             .behavior_version(BehaviorVersion::latest())
             .http_client(http)

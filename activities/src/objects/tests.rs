@@ -261,3 +261,71 @@ fn only_a_refusal_before_sending_or_a_whole_4xx_verdict_proves_a_call_changed_no
         assert!(!error.changed_nothing(), "{error:?}");
     }
 }
+
+/// A lookup of a fixed environment.
+fn environment(
+    variables: &'static [(&'static str, &'static str)],
+) -> impl Fn(&str) -> Option<String> {
+    |name| {
+        variables
+            .iter()
+            .find(|(variable, _)| *variable == name)
+            .map(|(_, value)| (*value).to_owned())
+    }
+}
+
+#[test]
+fn the_region_is_the_setting_else_aws_region_else_aws_default_region_blanks_ignored() {
+    let both = environment(&[
+        ("AWS_REGION", "eu-west-1"),
+        ("AWS_DEFAULT_REGION", "ap-south-1"),
+    ]);
+    assert_eq!(
+        region_from_environment(Some("eu-west-3"), &both).as_deref(),
+        Some("eu-west-3"),
+        "BUZZ_S3_REGION wins"
+    );
+    assert_eq!(
+        region_from_environment(None, &both).as_deref(),
+        Some("eu-west-1")
+    );
+    assert_eq!(
+        region_from_environment(Some("  "), &both).as_deref(),
+        Some("eu-west-1"),
+        "a blank setting counts as unset"
+    );
+    let blank_aws_region =
+        environment(&[("AWS_REGION", " "), ("AWS_DEFAULT_REGION", "ap-south-1")]);
+    assert_eq!(
+        region_from_environment(None, &blank_aws_region).as_deref(),
+        Some("ap-south-1")
+    );
+    assert_eq!(
+        region_from_environment(None, environment(&[("AWS_REGION", " eu-north-1 ")])).as_deref(),
+        Some("eu-north-1"),
+        "values are trimmed"
+    );
+    assert_eq!(region_from_environment(None, environment(&[])), None);
+}
+
+#[test]
+fn without_a_region_from_anywhere_the_client_signs_for_us_east_1() {
+    assert_eq!(signing_region(None).as_ref(), "us-east-1");
+    assert_eq!(
+        signing_region(Some(&Region::new("eu-west-1"))).as_ref(),
+        "eu-west-1"
+    );
+}
+
+#[tokio::test]
+async fn the_configured_region_is_the_one_the_client_signs_for() {
+    let config = S3Config {
+        region: Some("eu-west-3".into()),
+        ..unroutable_config()
+    };
+    let store = ObjectStore::connect(&config).await.unwrap();
+    assert_eq!(
+        store.client.config().region().map(|r| r.as_ref()),
+        Some("eu-west-3")
+    );
+}

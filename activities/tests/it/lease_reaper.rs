@@ -42,6 +42,23 @@ async fn lease(
     id
 }
 
+/// A lease row's user, expiry and release, as SQL expressions.
+type Shape<'a> = (Option<&'a str>, &'a str, &'a str);
+
+const IN_A_MINUTE: &str = "now() + interval '1 minute'";
+const TEN_SECONDS_AGO: &str = "now() - interval '10 seconds'";
+const TWO_MINUTES_AGO: &str = "now() - interval '2 minutes'";
+const UNRELEASED: &str = "NULL";
+
+/// [`lease`] for each shape, in order.
+async fn leases(owner: &Store, community: Uuid, shapes: &[Shape<'_>]) -> Vec<Uuid> {
+    let mut ids = Vec::with_capacity(shapes.len());
+    for (user, expires, released) in shapes {
+        ids.push(lease(owner, community, *user, expires, released).await);
+    }
+    ids
+}
+
 async fn remaining(store: &Store) -> BTreeSet<Uuid> {
     sqlx::query_scalar::<_, Uuid>("SELECT id FROM deletion.serving_write_leases")
         .fetch_all(store.pool())
@@ -90,75 +107,33 @@ async fn the_reaper_removes_only_rows_past_the_window_a_bounded_batch_at_a_time(
 
     // Kept: a live lease, a stalled one still inside its 30 s window, one released early whose
     // expiry is still ahead, and a live per-user lease.
-    let live = lease(
+    let kept: BTreeSet<Uuid> = leases(
         &owner,
         community,
-        None,
-        "now() + interval '1 minute'",
-        "NULL",
+        &[
+            (None, IN_A_MINUTE, UNRELEASED),
+            (None, TEN_SECONDS_AGO, UNRELEASED),
+            (None, IN_A_MINUTE, TWO_MINUTES_AGO),
+            (Some(&user), IN_A_MINUTE, UNRELEASED),
+        ],
     )
-    .await;
-    let stalled_inside = lease(
-        &owner,
-        community,
-        None,
-        "now() - interval '10 seconds'",
-        "NULL",
-    )
-    .await;
-    let released_early = lease(
-        &owner,
-        community,
-        None,
-        "now() + interval '1 minute'",
-        "now() - interval '2 minutes'",
-    )
-    .await;
-    let user_live = lease(
-        &owner,
-        community,
-        Some(&user),
-        "now() + interval '1 minute'",
-        "NULL",
-    )
-    .await;
-    let kept: BTreeSet<Uuid> = [live, stalled_inside, released_early, user_live].into();
+    .await
+    .into_iter()
+    .collect();
     // Reapable: 25 stalled community leases two hours old, a stalled user lease an hour old, a
     // released lease past its window, and a stalled one five minutes old.
-    for _ in 0..25 {
-        lease(
-            &owner,
-            community,
+    let two_hours_old = (None, "now() - interval '2 hours'", UNRELEASED);
+    let mut reapable = vec![two_hours_old; 25];
+    reapable.extend([
+        (Some(user.as_str()), "now() - interval '1 hour'", UNRELEASED),
+        (
             None,
-            "now() - interval '2 hours'",
-            "NULL",
-        )
-        .await;
-    }
-    lease(
-        &owner,
-        community,
-        Some(&user),
-        "now() - interval '1 hour'",
-        "NULL",
-    )
-    .await;
-    lease(
-        &owner,
-        community,
-        None,
-        "now() - interval '9 minutes'",
-        "now() - interval '10 minutes'",
-    )
-    .await;
-    lease(
-        &owner,
-        community,
-        None,
-        "now() - interval '5 minutes'",
-        "NULL",
-    )
-    .await;
+            "now() - interval '9 minutes'",
+            "now() - interval '10 minutes'",
+        ),
+        (None, "now() - interval '5 minutes'", UNRELEASED),
+    ]);
+    leases(&owner, community, &reapable).await;
 
     let before = sample(&worker).await;
     assert_eq!(count(&before, "community", "live"), 1);
@@ -271,47 +246,21 @@ async fn status_names_the_leases_a_fence_and_then_a_drain_wait_for() {
     let bound = Duration::from_secs(30);
     let user = "cd".repeat(32);
 
-    let live = lease(
+    let [live, user_live, stalled, released] = leases(
         &owner,
         community,
-        None,
-        "now() + interval '1 minute'",
-        "NULL",
+        &[
+            (None, IN_A_MINUTE, UNRELEASED),
+            (Some(&user), "now() + interval '2 minutes'", UNRELEASED),
+            (None, TEN_SECONDS_AGO, UNRELEASED),
+            (None, IN_A_MINUTE, TWO_MINUTES_AGO),
+        ],
     )
-    .await;
-    let user_live = lease(
-        &owner,
-        community,
-        Some(&user),
-        "now() + interval '2 minutes'",
-        "NULL",
-    )
-    .await;
-    let stalled = lease(
-        &owner,
-        community,
-        None,
-        "now() - interval '10 seconds'",
-        "NULL",
-    )
-    .await;
-    let released = lease(
-        &owner,
-        community,
-        None,
-        "now() + interval '1 minute'",
-        "now() - interval '2 minutes'",
-    )
-    .await;
+    .await[..] else {
+        panic!("four leases were written")
+    };
     // Another community's live lease is never named.
-    lease(
-        &owner,
-        Uuid::new_v4(),
-        None,
-        "now() + interval '1 minute'",
-        "NULL",
-    )
-    .await;
+    lease(&owner, Uuid::new_v4(), None, IN_A_MINUTE, UNRELEASED).await;
 
     // Serving (no fence row yet): the fence waits for the live leases only.
     let waiting = worker

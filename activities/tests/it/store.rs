@@ -1113,6 +1113,19 @@ async fn abort_before_the_irreversible_point_lifts_the_fence_and_stales_every_at
     let request = fixture.request().await;
     assert_eq!(request.stage, "aborted");
     assert!(request.completed_at.is_some());
+    // Who aborted and why is in the audit trail, once (the repeated abort records nothing).
+    let aborted: Vec<_> = store
+        .audit_events(fixture.request_id)
+        .await
+        .expect("audit")
+        .into_iter()
+        .filter(|event| event.event == "aborted")
+        .collect();
+    assert_eq!(aborted.len(), 1, "{aborted:?}");
+    assert_eq!(aborted[0].actor, APPROVER);
+    assert_eq!(aborted[0].detail["reason"], "wrong tenant");
+    assert_eq!(aborted[0].detail["actor"], APPROVER);
+    assert_eq!(aborted[0].detail["aborted_at_stage"], "fenced");
     let stale = store.verify_token(&fixture.token).await;
     assert!(
         matches!(stale, Err(StoreError::StaleGeneration { .. })),
@@ -1362,6 +1375,23 @@ async fn a_blocked_request_cannot_be_claimed_until_unblocked() {
         .map(|event| event.event)
         .collect();
     assert!(events.contains(&"blocked".to_owned()) && events.contains(&"unblocked".to_owned()));
+    // The unblock names the operator (the signing key's registered name), the remediation given
+    // and the block it lifted.
+    let unblocked: Vec<_> = store
+        .audit_events(fixture.request_id)
+        .await
+        .expect("audit")
+        .into_iter()
+        .filter(|event| event.event == "unblocked")
+        .collect();
+    assert_eq!(unblocked.len(), 1, "{unblocked:?}");
+    assert_eq!(unblocked[0].actor, APPROVER);
+    assert_eq!(unblocked[0].detail["remediation"], "granted the permission");
+    assert_eq!(
+        unblocked[0].detail["blocked_reason"],
+        "s3:ListBucketVersions denied"
+    );
+    assert_eq!(unblocked[0].detail["phase"], "preflight");
 }
 
 #[tokio::test]

@@ -208,4 +208,35 @@ mod tests {
         let not_a_uuid = parse(["buzz-deletion", "user", "run", ID, flag, "b"]);
         assert!(not_a_uuid.is_err(), "a community is named by its id");
     }
+
+    /// Reference 003 bounds a run only by its 100-handler budget, with no flag to stop sooner;
+    /// neither do we: `--max-stages` and `--pause-after-handler` are usage errors (exit 2).
+    #[test]
+    fn user_run_has_no_max_stages_or_pause_after_handler_flag() {
+        for flags in [
+            &["--max-stages", "1"][..],
+            &["--max-stages=1"][..],
+            &["--pause-after-handler"][..],
+            &["--next-step", "--pause-after-handler"][..],
+        ] {
+            let mut argv = vec!["buzz-deletion", "user", "run", ID];
+            argv.extend_from_slice(flags);
+            let refused = match parse(argv) {
+                Ok(parsed) => panic!("{flags:?} parsed to {:?}", parsed.cli.command),
+                Err(refused) => refused,
+            };
+            assert_eq!(
+                refused.kind(),
+                clap::error::ErrorKind::UnknownArgument,
+                "{flags:?}: {refused}"
+            );
+            assert_eq!(refused.exit_code(), 2, "{flags:?}: a usage error");
+            let flag = flags
+                .iter()
+                .find(|f| f.starts_with("--max") || f.starts_with("--pause"))
+                .map(|f| f.split('=').next().unwrap_or(f))
+                .unwrap_or_default();
+            assert!(refused.to_string().contains(flag), "{flags:?}: {refused}");
+        }
+    }
 }

@@ -657,6 +657,7 @@ struct PostgresRecord {
     blocked_at: Option<String>,
     last_error: Option<String>,
     irreversible_at: Option<String>,
+    irreversible_pending_at: Option<String>,
     approved_by: Option<String>,
     approved_at: Option<String>,
     chunks_stamped: u64,
@@ -691,6 +692,7 @@ impl RecordedStatus {
                 blocked_at: i.request.blocked_at.map(|t| t.to_rfc3339()),
                 last_error: i.request.last_error,
                 irreversible_at: i.request.irreversible_at.map(|t| t.to_rfc3339()),
+                irreversible_pending_at: i.request.irreversible_pending_at.map(|t| t.to_rfc3339()),
                 approved_by: i.approval.as_ref().map(|a| a.approved_by.clone()),
                 approved_at: i.approval.as_ref().map(|a| a.approved_at.to_string()),
                 chunks_stamped: i.chunks.chunks_stamped,
@@ -1288,6 +1290,17 @@ async fn inspect(id: Uuid) -> CliResult {
                     r.inventory_digest.clone().unwrap_or_default()
                 ),
                 ("blocked", r.blocked_reason.clone().unwrap_or_default()),
+                (
+                    "irreversible",
+                    match (r.irreversible_at, r.irreversible_pending_at) {
+                        (Some(at), _) => format!("since {at} (S3 acknowledged a deletion)"),
+                        (None, Some(pending)) => format!(
+                            "pending since {pending}: a destructive S3 call was sent and not yet \
+                             acknowledged; abort is held until the next attempt settles it"
+                        ),
+                        (None, None) => "no: S3 acknowledged no deletion".to_owned(),
+                    },
+                ),
                 (
                     "approval",
                     inspection

@@ -28,7 +28,7 @@ const ONE_OPEN_PER_COMMUNITY: &str = "requests_one_open_per_community";
 /// Columns of [`Request`], in its field order.
 const REQUEST_COLUMNS: &str = "id, kind, community_id, host, target, workflow_id, requested_by, \
      reason, stage, inventory_digest, exec_generation, fence_generation, irreversible_at, \
-     blocked_stage, blocked_reason, blocked_at, last_error, retry_count, created_at, updated_at, \
+     irreversible_pending_at, blocked_stage, blocked_reason, blocked_at, last_error, retry_count, created_at, updated_at, \
      completed_at";
 
 /// A deletion request as recorded (the frozen documents are read through their own calls).
@@ -58,8 +58,11 @@ pub struct Request {
     pub exec_generation: i64,
     /// Fence generation recorded when the community was fenced.
     pub fence_generation: Option<i64>,
-    /// When irreversible deletion began.
+    /// When irreversible deletion began: S3 acknowledged the first deletion or abort.
     pub irreversible_at: Option<DateTime<Utc>>,
+    /// Set right before the first destructive S3 call and cleared when `irreversible_at` is set
+    /// (migration 0017): while set, whether S3 acted is unknown, so an abort is held.
+    pub irreversible_pending_at: Option<DateTime<Utc>>,
     /// Phase that failed permanently, while blocked.
     pub blocked_stage: Option<String>,
     /// Why it is blocked.

@@ -10,7 +10,7 @@
 use activities::store::Store;
 
 use e2e::prelude::*;
-use e2e::private_db::{drop_private_stack, private_database};
+use e2e::private_db::PrivateStory;
 
 async fn exec(store: &Store, sql: &str) {
     sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
@@ -29,20 +29,13 @@ async fn notes(store: &Store) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cascading_key_into_tenant_data_blocks_until_dropped_then_the_deletion_completes() {
     let _shared = outage_lock().read().await;
-    let shared = stack().await;
-    let db = private_database("cascade").await;
-    let name = db.name.clone();
-    let stack = db.migrated_stack(shared).await;
-    let queue = unique_queue("cascade");
-    let worker = WorkerProcess::start(&queue, &[("DATABASE_URL", db.worker.as_str())]).await;
-    let cli = Cli::new(&queue)
-        .with_env("DATABASE_URL", &db.worker)
-        .with_env("BUZZ_OWNER_DATABASE_URL", &db.owner);
+    let story = PrivateStory::start("cascade", &[]).await;
+    let (stack, cli) = (&story.stack, &story.cli);
 
     let host = unique_host("cascade");
-    let target = seed(&stack, &host, small_plan()).await;
-    let neighbour = seed(&stack, &unique_host("kept"), small_plan()).await;
-    let neighbour_before = snapshot(&stack, neighbour.community_id).await;
+    let target = seed(stack, &host, small_plan()).await;
+    let neighbour = seed(stack, &unique_host("kept"), small_plan()).await;
+    let neighbour_before = snapshot(stack, neighbour.community_id).await;
 
     // Someone else's table: notes on channels, of both communities.
     exec(
@@ -90,7 +83,7 @@ async fn cascading_key_into_tenant_data_blocks_until_dropped_then_the_deletion_c
         request.irreversible_at.is_none(),
         "blocked before the irreversible point"
     );
-    let target_now = snapshot(&stack, target.community_id).await;
+    let target_now = snapshot(stack, target.community_id).await;
     assert!(
         target_now.row_count() > 0 && !target_now.versions.is_empty(),
         "nothing of the target was deleted while blocked"
@@ -108,11 +101,11 @@ async fn cascading_key_into_tenant_data_blocks_until_dropped_then_the_deletion_c
         .expect_code(0);
     cli.watch_to_end(&id).await;
 
-    let after = snapshot(&stack, target.community_id).await;
+    let after = snapshot(stack, target.community_id).await;
     after.assert_gone("the target");
     assert_identical(
         &neighbour_before,
-        &snapshot(&stack, neighbour.community_id).await,
+        &snapshot(stack, neighbour.community_id).await,
         "the neighbour",
     );
     assert_eq!(
@@ -120,6 +113,5 @@ async fn cascading_key_into_tenant_data_blocks_until_dropped_then_the_deletion_c
         notes_before,
         "the non-tenant table keeps every row, byte for byte"
     );
-    worker.crash().await;
-    drop_private_stack(&name, stack).await;
+    story.end().await;
 }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use e2e::prelude::*;
-use e2e::private_db::{drop_private_stack, private_database};
+use e2e::private_db::PrivateStory;
 
 use super::metrics::{free_port, gauge, scrape_until};
 
@@ -50,28 +50,23 @@ async fn lease_rows(stack: &Stack, sql: &str) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_serving_run_with_abandoned_leases_leaves_no_row_past_the_window_and_the_gauges_follow() {
     let _shared = outage_lock().read().await;
-    let shared = stack().await;
-    let db = private_database("reaper").await;
-    let name = db.name.clone();
-    let stack = db.migrated_stack(shared).await;
-    let queue = unique_queue("reaper");
     let port = free_port();
     let port_text = port.to_string();
-    let worker = WorkerProcess::start(
-        &queue,
+    let story = PrivateStory::start(
+        "reaper",
         &[
-            ("DATABASE_URL", db.worker.as_str()),
-            ("BUZZ_METRICS_PORT", &port_text),
+            ("BUZZ_METRICS_PORT", port_text.as_str()),
             ("BUZZ_LEASE_REAP_SECS", "1"),
         ],
     )
     .await;
-    let cli = Cli::new(&queue)
-        .with_env("DATABASE_URL", &db.worker)
-        .with_env("BUZZ_SERVING_DATABASE_URL", &db.serving)
-        .with_env("BUZZ_OWNER_DATABASE_URL", &db.owner);
+    let stack = &story.stack;
+    let cli = story
+        .cli
+        .clone()
+        .with_env("BUZZ_SERVING_DATABASE_URL", &story.db.serving);
     let host = unique_host("reaper");
-    let target = seed(&stack, &host, small_plan()).await;
+    let target = seed(stack, &host, small_plan()).await;
     let community = target.community_id;
 
     let empty = scrape_until(port, "the first lease sample", |s| {
@@ -95,13 +90,13 @@ async fn a_serving_run_with_abandoned_leases_leaves_no_row_past_the_window_and_t
         ])
         .await
         .expect_code(0);
-    let ended = lease_rows(&stack, "released_at IS NOT NULL").await;
+    let ended = lease_rows(stack, "released_at IS NOT NULL").await;
     assert!(
         ended > 0,
         "the serving run wrote under leases: {}",
         served.stdout
     );
-    assert_eq!(lease_rows(&stack, "released_at IS NULL").await, 0);
+    assert_eq!(lease_rows(stack, "released_at IS NULL").await, 0);
     let ended = u64::try_from(ended).unwrap_or_default();
     let after_run = scrape_until(port, "the run's released leases", |s| {
         s.get(&series("community", "ended")) == Some(&(ended as f64))
@@ -152,7 +147,7 @@ async fn a_serving_run_with_abandoned_leases_leaves_no_row_past_the_window_and_t
     assert!(gauge(&stalled, &oldest_stalled("user")) >= 1.0);
     // Inside the window nothing is reaped: the drain of a deletion could still need them.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(lease_rows(&stack, "true").await, ended as i64 + 5);
+    assert_eq!(lease_rows(stack, "true").await, ended as i64 + 5);
 
     // Two minutes later (the rows aged on the database clock rather than waited for), every
     // ended and abandoned lease is past its window: the reaper removes them all and keeps the
@@ -178,7 +173,7 @@ async fn a_serving_run_with_abandoned_leases_leaves_no_row_past_the_window_and_t
     );
     assert_eq!(
         lease_rows(
-            &stack,
+            stack,
             "(released_at IS NOT NULL OR expires_at < now()) \
              AND expires_at < now() - interval '30 seconds'"
         )
@@ -186,12 +181,11 @@ async fn a_serving_run_with_abandoned_leases_leaves_no_row_past_the_window_and_t
         0,
         "no ended or stalled row older than the window"
     );
-    assert_eq!(lease_rows(&stack, "true").await, 1);
+    assert_eq!(lease_rows(stack, "true").await, 1);
     assert_eq!(
-        lease_rows(&stack, &format!("id = '{}'", running.id)).await,
+        lease_rows(stack, &format!("id = '{}'", running.id)).await,
         1
     );
 
-    worker.crash().await;
-    drop_private_stack(&name, stack).await;
+    story.end().await;
 }

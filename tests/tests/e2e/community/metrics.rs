@@ -8,7 +8,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use e2e::prelude::*;
-use e2e::private_db::{drop_private_stack, private_database};
+use e2e::private_db::PrivateStory;
 
 /// A port nobody listens on right now (the worker binds it a moment later).
 pub(super) fn free_port() -> u16 {
@@ -176,25 +176,17 @@ pub(super) fn gauge(samples: &HashMap<String, f64>, series: &str) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_gauges_report_a_blocked_deletion_its_age_and_its_abort() {
     let _shared = outage_lock().read().await;
-    let shared = stack().await;
-    let db = private_database("gauges").await;
-    let name = db.name.clone();
-    let stack = db.migrated_stack(shared).await;
-    let queue = unique_queue("gauges");
     let port = free_port();
     let port_text = port.to_string();
-    let worker = WorkerProcess::start(
-        &queue,
+    let story = PrivateStory::start(
+        "gauges",
         &[
-            ("DATABASE_URL", db.worker.as_str()),
-            ("BUZZ_METRICS_PORT", &port_text),
+            ("BUZZ_METRICS_PORT", port_text.as_str()),
             ("BUZZ_METRICS_SAMPLE_SECS", "1"),
         ],
     )
     .await;
-    let cli = Cli::new(&queue)
-        .with_env("DATABASE_URL", &db.worker)
-        .with_env("BUZZ_OWNER_DATABASE_URL", &db.owner);
+    let (stack, cli) = (&story.stack, &story.cli);
 
     let empty = scrape_until(port, "the first sample", |s| {
         s.contains_key(BLOCKED_COMMUNITIES)
@@ -206,8 +198,8 @@ async fn request_gauges_report_a_blocked_deletion_its_age_and_its_abort() {
 
     // An unknown key shape blocks the inventory.
     let host = unique_host("gauges");
-    let target = seed(&stack, &host, small_plan()).await;
-    plant_stray_key(&stack, target.community_id).await;
+    let target = seed(stack, &host, small_plan()).await;
+    plant_stray_key(stack, target.community_id).await;
     let (id, _) = cli.submit_blocked(&host, &[]).await;
 
     let blocked = scrape_until(port, "one blocked deletion older than a second", |s| {
@@ -255,6 +247,5 @@ async fn request_gauges_report_a_blocked_deletion_its_age_and_its_abort() {
     assert_eq!(gauge(&aborted, OLDEST_BLOCKED), 0.0);
     assert_eq!(gauge(&aborted, SAMPLE_FAILURES), 0.0);
 
-    worker.crash().await;
-    drop_private_stack(&name, stack).await;
+    story.end().await;
 }

@@ -255,6 +255,16 @@ async fn missing_permission_story(permission: S3Permission, tag: &str) {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(request.stage, "aborted");
     assert!(request.irreversible_at.is_none());
+    assert!(request.irreversible_pending_at.is_none());
+    let inspected = cli
+        .run(&["--output", "table", "community", "inspect", &id])
+        .await
+        .expect_code(0);
+    assert!(
+        inspected.stdout.contains("no: S3 acknowledged no deletion"),
+        "inspect says the request never crossed the irreversible point:\n{}",
+        inspected.stdout
+    );
     let events = audit_events(&cli, &id).await;
     assert!(!events.iter().any(|e| e == "irreversible"), "{events:?}");
 

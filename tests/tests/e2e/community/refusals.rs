@@ -209,6 +209,23 @@ async fn approval_refusals_change_nothing_and_abort_before_deletion_serves_the_c
     .expect_code(0);
     let status = cli.wait_status(&id, 60, |s| s["phase"] == "aborted").await;
     assert_eq!(status["abort"]["actor"], "carol");
+    // The audit trail keeps who aborted and the reason given: the signed abort, then the
+    // abort itself, each once.
+    let audit = stack
+        .store
+        .audit_events(id.parse().unwrap_or_default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    for name in ["abort_signed", "aborted"] {
+        let events: Vec<_> = audit.iter().filter(|e| e.event == name).collect();
+        assert_eq!(events.len(), 1, "one {name} event: {audit:?}");
+        assert_eq!(events[0].actor, "carol", "{name}: {:?}", events[0]);
+        assert_eq!(
+            events[0].detail["reason"], "customer withdrew",
+            "{name}: {:?}",
+            events[0]
+        );
+    }
     lease.finish().await.unwrap_or_else(|e| panic!("{e}"));
 
     // Served again: a new serving write is admitted and rows can be written.

@@ -1,7 +1,7 @@
 //! The taxonomy sweep through the real CLI and worker: a stray key is counted and named in the
-//! record Postgres keeps; the cap stops listing, and a cap of zero is a usage error; `sweep
-//! schedule` leaves a Temporal Schedule the server describes back, which `sweep unschedule`
-//! removes.
+//! record Postgres keeps, and the record never holds back a deletion; the cap stops listing,
+//! and a cap of zero is a usage error; `sweep schedule` leaves a Temporal Schedule the server
+//! describes back, which `sweep unschedule` removes.
 
 use std::time::Duration;
 
@@ -14,13 +14,14 @@ use uuid::Uuid;
 use e2e::prelude::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sweep_run_counts_a_stray_tenant_key_and_names_it_in_the_postgres_record() {
+async fn sweep_run_counts_a_stray_tenant_key_names_it_in_postgres_and_never_gates_a_deletion() {
     let _shared = outage_lock().read().await;
     let stack = stack().await;
     let queue = unique_queue("sweep");
     let _worker = WorkerProcess::start(&queue, &[]).await;
     let cli = Cli::new(&queue);
-    let target = seed(&stack, &unique_host("sweep"), small_plan()).await;
+    let host = unique_host("sweep");
+    let target = seed(&stack, &host, small_plan()).await;
     // `_meta/` sorts before `media/` and `thumbs/`, so the stray lands early in listing order and
     // inside the 100-key sample even when other tests' strays exist.
     let stray = format!(
@@ -99,6 +100,15 @@ async fn sweep_run_counts_a_stray_tenant_key_and_names_it_in_the_postgres_record
         listed_by_cli.stdout.contains(&id.to_string()),
         "`sweep list` must show the record"
     );
+
+    // The sweep only observes: its record names a key under this very community's prefix
+    // (removed since), and the community's deletion is still submitted, approved and finished.
+    let (request, digest) = cli.submit(&host, "alice", &[]).await;
+    cli.approve(&request, "bob", &digest).await.expect_code(0);
+    cli.watch_to_end(&request).await;
+    snapshot(&stack, target.community_id)
+        .await
+        .assert_gone("the swept community");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

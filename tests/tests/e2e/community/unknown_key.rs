@@ -107,4 +107,26 @@ async fn unknown_key_shape_blocks_naming_the_key_until_removed_and_unblocked() {
         .collect();
     assert!(events.iter().any(|e| e == "blocked"), "{events:?}");
     assert!(events.iter().any(|e| e == "unblocked"), "{events:?}");
+    // The unblock keeps who acted, the remediation they gave and the block it lifted.
+    let audit = stack
+        .store
+        .audit_events(request_id)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let unblocked: Vec<_> = audit.iter().filter(|e| e.event == "unblocked").collect();
+    assert_eq!(unblocked.len(), 1, "{audit:?}");
+    assert_eq!(unblocked[0].actor, "carol", "{:?}", unblocked[0]);
+    assert_eq!(
+        unblocked[0].detail["remediation"], "removed stray upload",
+        "{:?}",
+        unblocked[0]
+    );
+    assert!(
+        unblocked[0].detail["blocked_reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&stray),
+        "{:?}",
+        unblocked[0]
+    );
 }

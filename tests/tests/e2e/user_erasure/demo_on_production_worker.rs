@@ -14,7 +14,7 @@ use activities::demo::user::UserSeed;
 use activities::store::Store;
 use e2e::db_scan::every_row;
 use e2e::prelude::*;
-use e2e::private_db::{drop_private_stack, private_database};
+use e2e::private_db::PrivateStory;
 use uuid::Uuid;
 use workflows::user::inventory::{DEMO_FORMER_PARTICIPANT_COMMUNITY, DEMO_PARTICIPANT_COMMUNITY};
 
@@ -43,24 +43,10 @@ async fn fence_rows(store: &Store) -> BTreeMap<&'static str, Vec<String>> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_demo_request_on_the_production_worker_changes_nothing() {
     let _shared = outage_lock().read().await;
-    let shared = stack().await;
-    let db = private_database("demo_prod").await;
-    let name = db.name.clone();
-    let stack = db.migrated_stack(shared).await;
-    let queue = unique_queue("demo-prod");
     // The lease reaper runs once at start-up and then not for an hour: it is the worker's own
     // housekeeping (tested in community::lease_reaper), not something a demo request may do.
-    let worker = WorkerProcess::start(
-        &queue,
-        &[
-            ("DATABASE_URL", db.worker.as_str()),
-            ("BUZZ_LEASE_REAP_SECS", "3600"),
-        ],
-    )
-    .await;
-    let cli = Cli::new(&queue)
-        .with_env("DATABASE_URL", &db.worker)
-        .with_env("BUZZ_OWNER_DATABASE_URL", &db.owner);
+    let story = PrivateStory::start("demo_prod", &[("BUZZ_LEASE_REAP_SECS", "3600")]).await;
+    let (stack, cli) = (&story.stack, &story.cli);
 
     // The communities the demo inventory names, with a real user's footprint in each.
     let user = fresh_pubkey();
@@ -76,7 +62,7 @@ async fn a_demo_request_on_the_production_worker_changes_nothing() {
             .await
             .unwrap_or_else(|e| panic!("community {community}: {e}"));
         seed_footprint(
-            &stack,
+            stack,
             community,
             &user,
             &UserSeed {
@@ -93,7 +79,7 @@ async fn a_demo_request_on_the_production_worker_changes_nothing() {
     }
     let mut before = BTreeMap::new();
     for community in communities {
-        before.insert(community, snapshot(&stack, community).await);
+        before.insert(community, snapshot(stack, community).await);
     }
     let rows_before = every_row(&stack.store).await;
     let fences_before = fence_rows(&stack.store).await;
@@ -118,7 +104,7 @@ async fn a_demo_request_on_the_production_worker_changes_nothing() {
     for community in communities {
         assert_identical(
             &before[&community],
-            &snapshot(&stack, community).await,
+            &snapshot(stack, community).await,
             &format!("demo community {community}"),
         );
     }
@@ -132,6 +118,5 @@ async fn a_demo_request_on_the_production_worker_changes_nothing() {
         fences_before,
         "no fence or lease row was written"
     );
-    worker.crash().await;
-    drop_private_stack(&name, stack).await;
+    story.end().await;
 }

@@ -10,7 +10,7 @@
 use activities::demo::user::UserSeed;
 use activities::store::Store;
 use e2e::prelude::*;
-use e2e::private_db::{drop_private_stack, private_database};
+use e2e::private_db::PrivateStory;
 
 use super::{fresh_pubkey, seed_footprint, submit_user};
 
@@ -32,22 +32,15 @@ async fn reactions_of(store: &Store, pubkey: &str) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_table_added_without_a_declaration_blocks_the_inventory_naming_it() {
     let _shared = outage_lock().read().await;
-    let shared = stack().await;
-    let db = private_database("undeclared").await;
-    let name = db.name.clone();
-    let stack = db.migrated_stack(shared).await;
-    let queue = unique_queue("undeclared");
-    let worker = WorkerProcess::start(&queue, &[("DATABASE_URL", db.worker.as_str())]).await;
-    let cli = Cli::new(&queue)
-        .with_env("DATABASE_URL", &db.worker)
-        .with_env("BUZZ_OWNER_DATABASE_URL", &db.owner);
+    let story = PrivateStory::start("undeclared", &[]).await;
+    let (stack, cli) = (&story.stack, &story.cli);
     let user = fresh_pubkey();
     let other = fresh_pubkey();
-    let community = seed(&stack, &unique_host("reactions"), small_plan())
+    let community = seed(stack, &unique_host("reactions"), small_plan())
         .await
         .community_id;
     seed_footprint(
-        &stack,
+        stack,
         community,
         &user,
         &UserSeed {
@@ -166,7 +159,7 @@ async fn a_table_added_without_a_declaration_blocks_the_inventory_naming_it() {
     .execute(stack.serving.pool())
     .await;
     assert!(upper.is_err(), "an upper-case pubkey was written");
-    let submitted = submit_user(&cli, &user).await;
+    let submitted = submit_user(cli, &user).await;
     assert_eq!(
         submitted.footprint(community)["rows"]["buzz.reactions"],
         2,
@@ -183,6 +176,5 @@ async fn a_table_added_without_a_declaration_blocks_the_inventory_naming_it() {
         "another user's reaction is kept"
     );
 
-    worker.crash().await;
-    drop_private_stack(&name, stack).await;
+    story.end().await;
 }
