@@ -206,6 +206,15 @@ mod tests {
             Duration::from_millis(10),
         );
         sample_once(&gauges, async { Ok::<_, String>(sample(1, 1, 1)) }).await;
+        let leases = endpoint.lease_instruments();
+        leases.record(
+            &activities::store::lease_gauges::LeaseGauges::from_rows(&[])
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
+        leases.reaped(activities::store::lease_gauges::ReapedLeases {
+            community: 1,
+            user: 0,
+        });
         let exposition = scrape_async(endpoint.address).await;
         let mut served: Vec<&str> = exposition
             .lines()
