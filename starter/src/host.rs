@@ -43,15 +43,9 @@ pub fn resolve(flag: Option<&str>, relay_url: Option<&str>) -> Result<String, Cl
     validate(&authority)
 }
 
+/// The one host rule (`workflows::host`), its refusal as a usage error.
 fn validate(host: &str) -> Result<String, CliError> {
-    let host = host.to_lowercase();
-    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '_');
-    if host.len() > 253 || !host.chars().all(allowed) {
-        return Err(CliError::Usage(format!(
-            "{host:?} is not a host name: use letters, digits, '.', '-' and an optional :port"
-        )));
-    }
-    Ok(host)
+    workflows::host::normalize(host).map_err(|e| CliError::Usage(e.to_string()))
 }
 
 #[cfg(test)]
@@ -82,6 +76,20 @@ mod tests {
             let error = resolve(None, relay);
             assert!(matches!(error, Err(CliError::Usage(m)) if m.contains("pass --host")));
         }
+    }
+
+    #[test]
+    fn the_cli_and_the_store_agree_on_a_trailing_dot() {
+        assert_eq!(
+            resolve(Some("Chat.Example.org."), None).ok().as_deref(),
+            Some("chat.example.org")
+        );
+        assert_eq!(
+            resolve(None, Some("wss://Chat.Example.org.:8443/"))
+                .ok()
+                .as_deref(),
+            Some("chat.example.org:8443")
+        );
     }
 
     #[test]

@@ -12,9 +12,6 @@ use super::error::{StoreError, StoreResult};
 use super::tenant_tree::{count_table_rows, tenant_tables};
 use super::{Store, count_u64};
 
-/// Longest DNS name.
-const MAX_HOST_LEN: usize = 253;
-
 /// A tenant of the relay platform.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
 pub struct Community {
@@ -38,26 +35,13 @@ pub struct TableSnapshot {
     pub rows: Vec<String>,
 }
 
-/// The canonical spelling of a host: trimmed, lower-cased, without a trailing dot.
+/// The canonical spelling of a host (`workflows::host`, the rule the CLI applies too), refused as
+/// invalid input when it is not a host name.
 pub(crate) fn normalize_host(host: &str) -> StoreResult<String> {
-    let host = host.trim().trim_end_matches('.').to_lowercase();
-    let invalid = |reason: &str| StoreError::InvalidInput {
+    workflows::host::normalize(host).map_err(|e| StoreError::InvalidInput {
         field: "host",
-        reason: format!("{host:?} {reason}"),
-    };
-    if host.is_empty() {
-        return Err(invalid("is empty"));
-    }
-    if host.len() > MAX_HOST_LEN {
-        return Err(invalid("is longer than 253 characters"));
-    }
-    if host
-        .chars()
-        .any(|c| c.is_whitespace() || c == '/' || c == '@')
-    {
-        return Err(invalid("is not a host name"));
-    }
-    Ok(host)
+        reason: e.to_string(),
+    })
 }
 
 impl Store {
