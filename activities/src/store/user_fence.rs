@@ -71,19 +71,15 @@ impl TryFrom<UserFenceRow> for UserFenceStatus {
     }
 }
 
-/// Refuses, before any SQL, a value that is not a user's pubkey: 64 lowercase hex digits.
+/// Refuses, before any SQL, a value that is not a user's pubkey: 64 lowercase hex digits, the
+/// one rule of `workflows::user::target::pubkey_problem` (what the CLI and the workflow check).
 pub fn validate_user_pubkey(field: &'static str, pubkey: &str) -> StoreResult<()> {
-    let well_formed = pubkey.len() == 64
-        && pubkey
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-    if well_formed {
-        Ok(())
-    } else {
-        Err(StoreError::InvalidInput {
+    match workflows::user::target::pubkey_problem(pubkey) {
+        None => Ok(()),
+        Some(problem) => Err(StoreError::InvalidInput {
             field,
-            reason: format!("{pubkey:?} is not a 64-hex lowercase pubkey"),
-        })
+            reason: format!("{pubkey:?} is not a 64-hex lowercase pubkey: {problem}"),
+        }),
     }
 }
 
