@@ -132,17 +132,7 @@ async fn a_relation_that_left_blocks_the_purge_and_the_verification_naming_it() 
     // Moved back, the purge completes; a partition detached afterwards blocks verification.
     exec(store, "ALTER TABLE attic.notes SET SCHEMA buzz").await;
     request.purge(2).await.expect("purge");
-    request.claim(&[Stage::PostgresPurged]).await;
-    let token = request.token.clone();
-    store
-        .advance(
-            &token,
-            Stage::PostgresPurged,
-            Stage::CachePurged,
-            serde_json::json!({}),
-        )
-        .await
-        .expect("cache purged");
+    let token = request.record_cache_purged().await;
     exec(
         store,
         "ALTER TABLE buzz.parted DETACH PARTITION buzz.parted_target",
@@ -206,17 +196,7 @@ async fn a_row_of_the_target_left_after_the_purge_fails_the_verification_naming_
     request.preflight().await.expect("preflight");
     request.fence_and_drain().await;
     request.purge(2).await.expect("purge");
-    request.claim(&[Stage::PostgresPurged]).await;
-    let token = request.token.clone();
-    store
-        .advance(
-            &token,
-            Stage::PostgresPurged,
-            Stage::CachePurged,
-            serde_json::json!({}),
-        )
-        .await
-        .expect("cache purged");
+    let token = request.record_cache_purged().await;
 
     for sql in [
         "ALTER TABLE buzz.notes DISABLE TRIGGER buzz_write_fence".to_owned(),

@@ -1114,13 +1114,7 @@ async fn abort_before_the_irreversible_point_lifts_the_fence_and_stales_every_at
     assert_eq!(request.stage, "aborted");
     assert!(request.completed_at.is_some());
     // Who aborted and why is in the audit trail, once (the repeated abort records nothing).
-    let aborted: Vec<_> = store
-        .audit_events(fixture.request_id)
-        .await
-        .expect("audit")
-        .into_iter()
-        .filter(|event| event.event == "aborted")
-        .collect();
+    let aborted: Vec<_> = events_named(&store, fixture.request_id, "aborted").await;
     assert_eq!(aborted.len(), 1, "{aborted:?}");
     assert_eq!(aborted[0].actor, APPROVER);
     assert_eq!(aborted[0].detail["reason"], "wrong tenant");
@@ -1377,13 +1371,7 @@ async fn a_blocked_request_cannot_be_claimed_until_unblocked() {
     assert!(events.contains(&"blocked".to_owned()) && events.contains(&"unblocked".to_owned()));
     // The unblock names the operator (the signing key's registered name), the remediation given
     // and the block it lifted.
-    let unblocked: Vec<_> = store
-        .audit_events(fixture.request_id)
-        .await
-        .expect("audit")
-        .into_iter()
-        .filter(|event| event.event == "unblocked")
-        .collect();
+    let unblocked: Vec<_> = events_named(&store, fixture.request_id, "unblocked").await;
     assert_eq!(unblocked.len(), 1, "{unblocked:?}");
     assert_eq!(unblocked[0].actor, APPROVER);
     assert_eq!(unblocked[0].detail["remediation"], "granted the permission");
@@ -1459,16 +1447,7 @@ async fn late_chunks_are_appended_after_the_frozen_ones_only_after_the_purges_an
         .purge_postgres(&token, 100, |_, _| {})
         .await
         .expect("purge");
-    let token = fixture.claim(&[Stage::PostgresPurged]).await;
-    store
-        .advance(
-            &token,
-            Stage::PostgresPurged,
-            Stage::CachePurged,
-            serde_json::json!({}),
-        )
-        .await
-        .expect("cache purged");
+    fixture.record_cache_purged().await;
     let token = fixture.claim(&[Stage::CachePurged]).await;
     let manifest_before = store
         .load_destructive_manifest(fixture.request_id)
@@ -1589,4 +1568,19 @@ async fn late_chunks_are_appended_after_the_frozen_ones_only_after_the_purges_an
     assert_eq!(stamps.len(), 2);
     assert_eq!(stamps[1].detail["late"], true);
     assert_eq!(stamps[0].detail["late"], false);
+}
+
+/// The request's audit events named `name`, in order.
+async fn events_named(
+    store: &activities::store::Store,
+    request_id: Uuid,
+    name: &str,
+) -> Vec<activities::store::AuditEvent> {
+    store
+        .audit_events(request_id)
+        .await
+        .expect("audit")
+        .into_iter()
+        .filter(|event| event.event == name)
+        .collect()
 }

@@ -113,4 +113,20 @@ impl Fixture {
             .purge_postgres(&self.token, batch_rows, |_, _| {})
             .await
     }
+
+    /// After the row purge: claims `postgres_purged` and records the cache purged (the store's
+    /// half of the cache purge, with no key to unlink); returns the token it ran under.
+    pub async fn record_cache_purged(&mut self) -> activities::store::ExecToken {
+        let token = self.claim(&[Stage::PostgresPurged]).await;
+        self.store
+            .advance(
+                &token,
+                Stage::PostgresPurged,
+                Stage::CachePurged,
+                serde_json::json!({}),
+            )
+            .await
+            .expect("cache purged");
+        token
+    }
 }
