@@ -48,7 +48,7 @@ fn how_to_run(out: &mut String, report: &Report) {
     let _ = writeln!(
         out,
         "For each size, three variants run one after another, each on its own freshly seeded \
-         target community (seeded through the serving API, `activities::demo::seed_community`), \
+         target community (seeded through the serving API, `demo::seed_community`), \
          in the order (a), (c), (b) so that the two compared by the main ratio run back to back \
          (with `--repeat N`, (a) and (c) run N times each in ABBA order — a c c a … — and their \
          means are compared):"

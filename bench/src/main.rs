@@ -20,9 +20,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use activities::demo::{SeedReport, seed_community};
 use anyhow::{Context, Result};
 use clap::Parser;
+use demo::{SeedReport, seed_community};
 use uuid::Uuid;
 
 use crate::args::BenchArgs;
@@ -198,7 +198,7 @@ async fn run(mut args: BenchArgs) -> Result<bool> {
 }
 
 /// Seeds a community with a host no other run uses.
-async fn seed(stack: &Stack, tag: &str, plan: activities::demo::SeedPlan) -> Result<SeedReport> {
+async fn seed(stack: &Stack, tag: &str, plan: demo::SeedPlan) -> Result<SeedReport> {
     let host = format!("bench-{tag}-{}.bench.example", Uuid::new_v4().simple());
     eprintln!(
         "seeding {host}: {} versions, {} rows per table, {} keys",
@@ -216,7 +216,7 @@ struct VariantContext<'a> {
     stack: &'a Stack,
     neighbour: Uuid,
     neighbour_before: &'a Snapshot,
-    plan: activities::demo::SeedPlan,
+    plan: demo::SeedPlan,
     size: u32,
 }
 

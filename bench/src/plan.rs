@@ -5,7 +5,7 @@
 //! listed and deleted like versions). Each of the six tenant tables gets `size / 5` rows and the
 //! Redis namespace `size / 5` keys, so rows (1.2 × size) and keys grow with the object count.
 
-use activities::demo::SeedPlan;
+use demo::SeedPlan;
 
 /// Versions written per object key.
 pub const VERSIONS_PER_KEY: u32 = 2;

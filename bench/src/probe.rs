@@ -6,10 +6,10 @@
 
 use std::time::{Duration, Instant};
 
-use activities::demo::{content_hash, writer_key};
 use activities::objects::ObjectStore;
 use activities::taxonomy::{PrefixRoot, tenant_prefixes};
 use anyhow::{Result, bail};
+use demo::{content_hash, writer_key};
 use futures::StreamExt;
 use uuid::Uuid;
 

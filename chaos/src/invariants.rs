@@ -5,10 +5,10 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use activities::serving::ServingLeaseConfig;
-use activities::simulator::{
+use anyhow::Result;
+use demo::simulator::{
     AdmittedWrites, HostWriter, RowTable, UnconfirmedWrite, WriteKind, WriteOutcome,
 };
-use anyhow::Result;
 use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
@@ -506,9 +506,9 @@ async fn receipt_is_sound(stores: &Stores, request_id: Uuid) -> Vec<Violation> {
 mod tests {
     use super::*;
     use activities::objects::{ObjectVersion, ObjectVersionRef};
-    use activities::simulator::AdmittedRow;
     use activities::store::TableSnapshot;
     use activities::taxonomy::VersionKind;
+    use demo::simulator::AdmittedRow;
 
     fn version(key: &str, id: &str) -> ObjectVersion {
         ObjectVersion {

@@ -3,10 +3,10 @@
 //! multi-MiB object, unfinished multipart uploads, rows in every tenant table, Redis keys), and
 //! snapshots of everything a community holds in the three stores (the e2e harness's `Snapshot`).
 
-use activities::demo::{SeedPlan, seed_community, writer_key};
 use activities::serving::acquire_serving_write;
 use activities::taxonomy::PrefixRoot;
 use anyhow::{Context, Result};
+use demo::{SeedPlan, seed_community, writer_key};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use activities::simulator::SimulationReport;
 use anyhow::{Context, Result, anyhow, bail};
+use demo::simulator::SimulationReport;
 use serde::Serialize;
 use tokio::sync::Mutex;
 use tokio::task::JoinSet;
@@ -478,7 +478,7 @@ async fn check(
 ) -> Result<Vec<Violation>> {
     let mut found = Vec::new();
     let bound_ms = u64::try_from(end_bound.as_millis()).unwrap_or(u64::MAX);
-    let empty = activities::simulator::AdmittedWrites::default();
+    let empty = demo::simulator::AdmittedWrites::default();
     let writes_of = |host: &str| {
         traffic
             .community(host)

@@ -6,8 +6,8 @@
 use std::path::Path;
 use std::process::Stdio;
 
-use activities::simulator::SimulationReport;
 use anyhow::{Context, Result, bail};
+use demo::simulator::SimulationReport;
 use tokio::io::AsyncReadExt;
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;

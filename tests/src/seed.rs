@@ -1,7 +1,7 @@
 //! Tenant data for the tests: hosts no other test uses, the standard small plan, seeding through
 //! the serving API as the serving role.
 
-use activities::demo::{SeedPlan, SeedReport, seed_community};
+use demo::{SeedPlan, SeedReport, seed_community};
 use uuid::Uuid;
 
 use crate::stack::Stack;

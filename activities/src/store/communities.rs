@@ -1,6 +1,6 @@
 //! The communities (tenants) of the relay platform: looking one up by host or id, and reading
 //! its rows in every tenant table (counts for verification, byte-exact snapshots for proving a
-//! neighbour untouched). Demo rows are written by `crate::demo::rows`.
+//! neighbour untouched). Demo rows are written by the `demo` crate.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -37,7 +37,7 @@ pub struct TableSnapshot {
 
 /// The canonical spelling of a host (`workflows::host`, the rule the CLI applies too), refused as
 /// invalid input when it is not a host name.
-pub(crate) fn normalize_host(host: &str) -> StoreResult<String> {
+pub fn normalize_host(host: &str) -> StoreResult<String> {
     workflows::host::normalize(host).map_err(|e| StoreError::InvalidInput {
         field: "host",
         reason: e.to_string(),

@@ -12,7 +12,7 @@
 //! checkpoints, audit trail), `user/` the user deletion's ([`user::UserStore`]). Beside them,
 //! shared by both and by the serving path: the tenant catalog (`catalog.rs`, `catalog_rules.rs`,
 //! `tenant_tree.rs`), the communities and their rows (`communities.rs`), errors, migrations, role
-//! checks and taxonomy sweeps. Demo rows are written by `crate::demo`.
+//! checks and taxonomy sweeps. Demo rows are written by the `demo` crate.
 
 mod canonical_pubkey;
 mod catalog;
@@ -38,7 +38,7 @@ mod user_fence;
 use sqlx::PgPool;
 
 pub use catalog::{COMMUNITIES_TABLE, CatalogInventory, catalog_scan_in};
-pub(crate) use communities::normalize_host;
+pub use communities::normalize_host;
 pub use communities::{Community, TableSnapshot};
 pub use community::audit::AuditEvent;
 pub use community::fence::{FenceState, FenceStatus};
@@ -156,7 +156,7 @@ pub(crate) fn count_u64(value: i64) -> u64 {
 }
 
 /// A caller's count as the `bigint` Postgres stores.
-pub(crate) fn count_i64(field: &'static str, value: u64) -> StoreResult<i64> {
+pub fn count_i64(field: &'static str, value: u64) -> StoreResult<i64> {
     i64::try_from(value).map_err(|_| StoreError::InvalidInput {
         field,
         reason: format!("{value} does not fit a bigint"),

@@ -189,7 +189,7 @@ async fn two_communities(store: &Store) -> (Community, Community) {
     let target = community(store).await;
     let neighbour = community(store).await;
     for id in [target.id, neighbour.id] {
-        store.seed_rows(id, 3).await.expect("seed");
+        demo::seed_rows(store, id, 3).await.expect("seed");
     }
     (target, neighbour)
 }

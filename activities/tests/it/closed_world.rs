@@ -734,7 +734,7 @@ async fn row_level_security_on_a_tenant_table_is_refused_with_and_without_force_
     let db = private_db_as_worker("cw_rls").await;
     let (owner, worker) = (&db.owner, &db.worker);
     let target = community(owner).await;
-    owner.seed_rows(target.id, 2).await.expect("seed");
+    demo::seed_rows(owner, target.id, 2).await.expect("seed");
     let variants: [(&str, &[&str]); 4] = [
         ("enabled", &[]),
         (

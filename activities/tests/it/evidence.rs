@@ -22,8 +22,7 @@ use workflows::contract::STALE_GENERATION_FAILURE_TYPE;
 /// A neighbouring community with rows, and a snapshot of them.
 async fn neighbour(store: &Store) -> (Community, Vec<activities::store::TableSnapshot>) {
     let neighbour = community(store).await;
-    store
-        .seed_rows(neighbour.id, 4)
+    demo::seed_rows(store, neighbour.id, 4)
         .await
         .expect("seed neighbour");
     let rows = store.snapshot_rows(neighbour.id).await.expect("snapshot");
@@ -250,8 +249,7 @@ async fn a_repointed_request_cannot_cross_the_irreversible_point_or_purge_and_ca
         ),
         FenceState::Serving
     );
-    store
-        .seed_rows(fixture.community.id, 1)
+    demo::seed_rows(&store, fixture.community.id, 1)
         .await
         .expect("the target is served again");
     assert_eq!(
@@ -358,8 +356,7 @@ async fn the_marker_not_the_stage_decides_an_abort_and_a_refusal_is_audited() {
         .await
         .expect("abort before the marker");
     assert_eq!(early.stage().await, Stage::Aborted);
-    store
-        .seed_rows(early.community.id, 1)
+    demo::seed_rows(&store, early.community.id, 1)
         .await
         .expect("served again");
 

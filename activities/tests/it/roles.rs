@@ -536,8 +536,7 @@ async fn the_serving_role_writes_tenant_rows_and_leases_only_through_the_lease_f
     let owner = store().await;
     let serving = serving_store().await;
     let community = community(&serving).await;
-    serving
-        .seed_rows(community.id, 2)
+    demo::seed_rows(&serving, community.id, 2)
         .await
         .expect("the serving role writes tenant rows");
     let lease = serving

@@ -703,7 +703,9 @@ async fn tenant_table_without_the_fence_trigger_makes_the_inventory_fail_closed(
 async fn a_tenant_table_added_later_is_discovered_and_counted() {
     let store = store().await;
     let community = community(&store).await;
-    store.seed_rows(community.id, 3).await.expect("seed");
+    demo::seed_rows(&store, community.id, 3)
+        .await
+        .expect("seed");
     let table = format!("test_later_{}", Uuid::new_v4().simple());
     let mut tx = store.pool().begin().await.expect("begin");
     for sql in [
@@ -758,7 +760,7 @@ async fn fenced_community_rejects_row_writes_while_others_keep_writing() {
     let fixture = fenced(&store, 2).await;
     let bystander = community(&store).await;
 
-    let insert = store.seed_rows(fixture.community.id, 1).await;
+    let insert = demo::seed_rows(&store, fixture.community.id, 1).await;
     match insert {
         Err(StoreError::Database(error)) => assert!(is_fenced_write(&error), "{error}"),
         other => panic!("insert into a fenced community must fail with BZ001, got {other:?}"),
@@ -784,8 +786,7 @@ async fn fenced_community_rejects_row_writes_while_others_keep_writing() {
             .all(|c| c.rows == 2)
     );
 
-    store
-        .seed_rows(bystander.id, 1)
+    demo::seed_rows(&store, bystander.id, 1)
         .await
         .expect("another community still writes");
     let leased = store
@@ -1125,8 +1126,7 @@ async fn abort_before_the_irreversible_point_lifts_the_fence_and_stales_every_at
         matches!(stale, Err(StoreError::StaleGeneration { .. })),
         "{stale:?}"
     );
-    store
-        .seed_rows(fixture.community.id, 1)
+    demo::seed_rows(&store, fixture.community.id, 1)
         .await
         .expect("served again");
     let lease = store
@@ -1174,8 +1174,7 @@ async fn tampered_frozen_inventory_is_refused_on_read() {
 async fn purge_deletes_every_row_of_the_community_and_leaves_another_byte_identical() {
     let store = store().await;
     let bystander = community(&store).await;
-    store
-        .seed_rows(bystander.id, 5)
+    demo::seed_rows(&store, bystander.id, 5)
         .await
         .expect("seed bystander");
     let before = store.snapshot_rows(bystander.id).await.expect("snapshot");

@@ -15,11 +15,11 @@ use activities::cache::Cache;
 use activities::failure::{Classified, Severity};
 use activities::objects::{ObjectStore, ObjectVersionRef};
 use activities::serving::{ServingError, ServingLeaseConfig, acquire_user_serving_write_with};
-use activities::simulator::{
+use activities::store::{FenceState, Store, StoreError, is_fenced_write, is_user_fenced_write};
+use demo::simulator::{
     AdmittedWrite, AuthoredOutcome, AuthoredWrite, RowTable, SimulationPlan,
     missing_admitted_writes, simulate,
 };
-use activities::store::{FenceState, Store, StoreError, is_fenced_write, is_user_fenced_write};
 use uuid::Uuid;
 
 use crate::store_support::*;

@@ -1,9 +1,9 @@
 //! `buzz-deletion demo …`: demo data written through the serving API.
 
 use activities::cache::{Cache, CacheError};
-use activities::demo::{SeedPlan, seed_community};
 use activities::objects::{ObjectStore, S3Config};
 use activities::stack_env::StackEnv;
+use demo::{SeedPlan, seed_community};
 
 use crate::cli::{DemoCommand, SeedArgs, SeedUserArgs};
 use crate::connect;
@@ -103,11 +103,10 @@ async fn seed_user(args: SeedUserArgs) -> CliResult {
     let host = host::resolve(Some(&args.host), None)?;
     let store = connect::serving_store().await?;
     let (objects, cache) = connect_data_stores().await?;
-    let community = store
-        .create_community(&host)
+    let community = demo::create_community(&store, &host)
         .await
         .map_err(|e| CliError::Other(anyhow::anyhow!("creating {host} failed: {e}")))?;
-    let seed = activities::demo::user::UserSeed {
+    let seed = demo::user::UserSeed {
         member: args.role.is_some(),
         role: args.role.clone(),
         events: args.events,
@@ -120,21 +119,14 @@ async fn seed_user(args: SeedUserArgs) -> CliResult {
             .collect(),
         keys: args.keys,
     };
-    let report = activities::demo::user::seed_user(
-        &store,
-        &objects,
-        &cache,
-        community.id,
-        &args.pubkey,
-        &seed,
-    )
-    .await
-    .map_err(|e| {
-        CliError::Other(anyhow::anyhow!(
-            "seeding {} in {host} failed: {e}",
-            args.pubkey
-        ))
-    })?;
+    let report = demo::user::seed_user(&store, &objects, &cache, community.id, &args.pubkey, &seed)
+        .await
+        .map_err(|e| {
+            CliError::Other(anyhow::anyhow!(
+                "seeding {} in {host} failed: {e}",
+                args.pubkey
+            ))
+        })?;
     let mut table = Table::new(
         format!("seeded user {} in {} ({})", args.pubkey, host, community.id),
         &["what", "count"],

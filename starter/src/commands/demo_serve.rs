@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use activities::simulator::{SimulationPlan, SimulationReport, simulate};
+use demo::simulator::{SimulationPlan, SimulationReport, simulate};
 
 use crate::cli::ServeArgs;
 use crate::commands::demo::connect_data_stores;

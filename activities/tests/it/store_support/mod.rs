@@ -84,8 +84,7 @@ pub async fn store() -> Store {
 /// A fresh community under a unique host.
 pub async fn community(store: &Store) -> Community {
     let host = format!("t-{}.test.example", Uuid::new_v4().simple());
-    store
-        .create_community(&host)
+    demo::create_community(store, &host)
         .await
         .expect("create community")
 }
@@ -128,8 +127,7 @@ impl Fixture {
 pub async fn submitted(store: &Store, rows: u64) -> Fixture {
     let community = community(store).await;
     if rows > 0 {
-        store
-            .seed_rows(community.id, rows)
+        demo::seed_rows(store, community.id, rows)
             .await
             .expect("seed rows");
     }

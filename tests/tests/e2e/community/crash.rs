@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use activities::demo::SeedPlan;
+use demo::SeedPlan;
 
 use e2e::prelude::*;
 

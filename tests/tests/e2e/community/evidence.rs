@@ -64,9 +64,7 @@ async fn assert_served(stack: &Stack, community: Uuid) {
         .await
         .unwrap_or_else(|e| panic!("serving writes must be admitted again: {e}"));
     guard.finish().await.unwrap_or_else(|e| panic!("{e}"));
-    stack
-        .store
-        .seed_rows(community, 1)
+    demo::seed_rows(&stack.store, community, 1)
         .await
         .unwrap_or_else(|e| panic!("row writes must succeed again: {e}"));
 }

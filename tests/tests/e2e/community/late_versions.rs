@@ -11,9 +11,9 @@
 
 use std::time::Duration;
 
-use activities::demo::writer_key;
 use activities::serving::MAX_PROTECTED_OPERATION;
 use activities::taxonomy::PrefixRoot;
+use demo::writer_key;
 use serde_json::Value;
 use uuid::Uuid;
 

@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use activities::demo::SeedPlan;
 use activities::objects::ObjectVersionRef;
+use demo::SeedPlan;
 use serde_json::Value;
 use temporalio_client::{Client, UntypedSignal, WorkflowSignalOptions};
 use temporalio_common::data_converters::RawValue;

@@ -9,8 +9,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use activities::cache::namespace_pattern;
-use activities::demo::user::UserSeed;
 use activities::taxonomy::user_keys::user_key_scan_pattern;
+use demo::user::UserSeed;
 use e2e::prelude::*;
 use e2e::redis_cluster::{
     self, Node, cluster_cache, cluster_env, key_slot, node_connection, node_ports, primaries,

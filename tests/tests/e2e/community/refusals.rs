@@ -233,9 +233,7 @@ async fn approval_refusals_change_nothing_and_abort_before_deletion_serves_the_c
         .await
         .unwrap_or_else(|e| panic!("after an abort serving writes must be admitted: {e}"));
     guard.finish().await.unwrap_or_else(|e| panic!("{e}"));
-    stack
-        .serving
-        .seed_rows(target.community_id, 1)
+    demo::seed_rows(&stack.serving, target.community_id, 1)
         .await
         .unwrap_or_else(|e| panic!("after an abort row writes must succeed: {e}"));
     let after = snapshot(&stack, target.community_id).await;

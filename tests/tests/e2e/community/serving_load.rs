@@ -16,11 +16,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use activities::demo::{content_hash, writer_key};
 use activities::serving::{ServingLeaseConfig, acquire_serving_write_with};
-use activities::simulator::{SimulationReport, missing_admitted_writes};
 use activities::store::{FenceState, Store};
 use activities::taxonomy::{ManifestEntry, PrefixRoot};
+use demo::simulator::{SimulationReport, missing_admitted_writes};
+use demo::{content_hash, writer_key};
 use sqlx::types::chrono::{DateTime, Utc};
 use temporalio_client::{WorkflowDescribeOptions, WorkflowExecutionDescription};
 use tokio::process::{Child, Command};

@@ -649,7 +649,7 @@ async fn sigterm_mid_phase_hands_the_phase_to_the_next_worker_without_recording_
     let first = WorkerProcess::start(&queue, &first_env).await;
     let cli = Cli::new(&queue);
     let host = unique_host("term-phase");
-    let plan = activities::demo::SeedPlan {
+    let plan = demo::SeedPlan {
         objects: 150,
         versions: 3,
         delete_markers: 10,

@@ -1,8 +1,8 @@
 //! Part 4 of issue 17: the per-user fence is lifted on abort before the irreversible point (the
 //! first purge), and an abort after it is refused.
 
-use activities::demo::user::UserSeed;
 use activities::store::is_user_fenced_write;
+use demo::user::UserSeed;
 use e2e::prelude::*;
 use uuid::Uuid;
 

@@ -3,10 +3,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use activities::demo::user::{UserSeed, media_key};
 use activities::store::is_user_fenced_write;
 use activities::taxonomy::derived_keys;
 use activities::user::UserStore;
+use demo::user::{UserSeed, media_key};
 use e2e::prelude::*;
 use uuid::Uuid;
 

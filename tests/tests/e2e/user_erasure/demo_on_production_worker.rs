@@ -10,8 +10,8 @@
 
 use std::collections::BTreeMap;
 
-use activities::demo::user::UserSeed;
 use activities::store::Store;
+use demo::user::UserSeed;
 use e2e::db_scan::every_row;
 use e2e::prelude::*;
 use e2e::private_db::PrivateStory;

@@ -2,7 +2,7 @@
 //! upload row naming an object of another tenant, and data the user wrote in a community the
 //! approved inventory does not list.
 
-use activities::demo::user::{UserSeed, media_key};
+use demo::user::{UserSeed, media_key};
 use e2e::prelude::*;
 
 use super::{fresh_pubkey, seed_footprint, submit_user};

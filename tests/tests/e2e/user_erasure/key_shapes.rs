@@ -7,9 +7,9 @@
 
 use std::collections::BTreeSet;
 
-use activities::demo::user::{UserSeed, media_key, user_key};
 use activities::taxonomy::derived_keys;
 use activities::taxonomy::user_keys::{USER_KEY_SHAPES, user_key_prefix};
+use demo::user::{UserSeed, media_key, user_key};
 use e2e::prelude::*;
 
 use super::{fresh_pubkey, seed_footprint, submit_user, without_user};

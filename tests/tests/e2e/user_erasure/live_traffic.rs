@@ -4,13 +4,13 @@
 
 use std::time::Duration;
 
-use activities::demo::user::UserSeed;
 use activities::serving::ServingLeaseConfig;
-use activities::simulator::{
-    AdmittedWrite, AuthoredOutcome, AuthoredWrite, CommunityReport, SimulationPlan, simulate,
-};
 use activities::taxonomy::user_keys::user_key_scan_pattern;
 use chrono::{DateTime, Utc};
+use demo::simulator::{
+    AdmittedWrite, AuthoredOutcome, AuthoredWrite, CommunityReport, SimulationPlan, simulate,
+};
+use demo::user::UserSeed;
 use e2e::prelude::*;
 
 use super::{fresh_pubkey, seed_footprint};

@@ -31,9 +31,9 @@ mod worker_kills;
 
 use std::collections::BTreeSet;
 
-use activities::demo::user::{UserSeed, UserSeedReport, seed_user};
 use activities::taxonomy::derived_keys;
 use activities::taxonomy::user_keys::user_key_prefix;
+use demo::user::{UserSeed, UserSeedReport, seed_user};
 use e2e::prelude::*;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;

@@ -4,7 +4,7 @@
 //! block; the approver chooses to delete it as a child community deletion, which has its own
 //! frozen inventory, digest and two-person approval, and removes the whole community.
 
-use activities::demo::user::UserSeed;
+use demo::user::UserSeed;
 use e2e::prelude::*;
 use uuid::Uuid;
 
@@ -40,9 +40,7 @@ async fn owned_communities_block_until_transferred_or_go_as_a_child_community_de
     let heir = fresh_pubkey();
 
     let owned_host = unique_host("owned");
-    let owned = stack
-        .serving
-        .create_community(&owned_host)
+    let owned = demo::create_community(&stack.serving, &owned_host)
         .await
         .unwrap_or_else(|e| panic!("{e}"))
         .id;
@@ -65,9 +63,7 @@ async fn owned_communities_block_until_transferred_or_go_as_a_child_community_de
     )
     .await;
     // A community the user owns alone.
-    let alone = stack
-        .serving
-        .create_community(&unique_host("alone"))
+    let alone = demo::create_community(&stack.serving, &unique_host("alone"))
         .await
         .unwrap_or_else(|e| panic!("{e}"))
         .id;

@@ -7,8 +7,8 @@
 //! The table would block every other user deletion of the shared database, so the story runs on
 //! a database of its own (worker and CLI get its URLs); objects and keys stay on the shared stack.
 
-use activities::demo::user::UserSeed;
 use activities::store::Store;
+use demo::user::UserSeed;
 use e2e::prelude::*;
 use e2e::private_db::PrivateStory;
 

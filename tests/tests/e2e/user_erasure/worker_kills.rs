@@ -16,8 +16,8 @@ use std::fmt;
 use std::process::Stdio;
 use std::time::Duration;
 
-use activities::demo::user::{UserSeed, media_key};
 use activities::taxonomy::derived_keys;
+use demo::user::{UserSeed, media_key};
 use e2e::prelude::*;
 use sqlx::PgPool;
 use tokio::time::Instant;

@@ -5,10 +5,10 @@ use std::collections::HashSet;
 
 use serde::Serialize;
 
-use crate::cache::Cache;
-use crate::objects::{ObjectStore, ObjectVersionRef};
-use crate::store::{Store, StoreError};
-use crate::taxonomy::tenant_prefixes;
+use activities::cache::Cache;
+use activities::objects::{ObjectStore, ObjectVersionRef};
+use activities::store::{Store, StoreError};
+use activities::taxonomy::tenant_prefixes;
 
 use super::SimulationError;
 use super::report::{AdmittedRow, CommunityReport, RowTable};

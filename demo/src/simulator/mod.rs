@@ -25,10 +25,10 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::cache::{Cache, CacheError};
-use crate::objects::{ObjectStore, ObjectStoreError};
-use crate::serving::ServingLeaseConfig;
-use crate::store::{Store, StoreError, validate_user_pubkey};
+use activities::cache::{Cache, CacheError};
+use activities::objects::{ObjectStore, ObjectStoreError};
+use activities::serving::ServingLeaseConfig;
+use activities::store::{Store, StoreError, validate_user_pubkey};
 
 use report::AuthoredStart;
 

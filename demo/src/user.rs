@@ -12,12 +12,12 @@
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::cache::Cache;
-use crate::objects::ObjectStore;
-use crate::serving::{ServingLeaseConfig, acquire_user_serving_write_with};
-use crate::store::Store;
-use crate::taxonomy::derived_keys;
-use crate::taxonomy::user_keys::user_key_prefix;
+use activities::cache::Cache;
+use activities::objects::ObjectStore;
+use activities::serving::{ServingLeaseConfig, acquire_user_serving_write_with};
+use activities::store::Store;
+use activities::taxonomy::derived_keys;
+use activities::taxonomy::user_keys::user_key_prefix;
 
 use super::SeedError;
 
@@ -81,7 +81,7 @@ pub async fn seed_user(
         .bind(seed.role.as_deref().unwrap_or("member"))
         .execute(pool)
         .await
-        .map_err(crate::store::StoreError::from)?;
+        .map_err(activities::store::StoreError::from)?;
     }
     for n in 0..seed.events {
         let id = hex::encode(Sha256::digest(Uuid::new_v4().as_bytes()));
@@ -95,7 +95,7 @@ pub async fn seed_user(
         .bind(format!("note {n} by {}", &pubkey[..8]))
         .execute(pool)
         .await
-        .map_err(crate::store::StoreError::from)?;
+        .map_err(activities::store::StoreError::from)?;
     }
     if seed.allowlisted {
         sqlx::query(
@@ -106,7 +106,7 @@ pub async fn seed_user(
         .bind(pubkey)
         .execute(pool)
         .await
-        .map_err(crate::store::StoreError::from)?;
+        .map_err(activities::store::StoreError::from)?;
     }
     let mut report = UserSeedReport::default();
     for n in 0..seed.agents {
@@ -120,7 +120,7 @@ pub async fn seed_user(
         .bind(format!("agent {n}"))
         .execute(pool)
         .await
-        .map_err(crate::store::StoreError::from)?;
+        .map_err(activities::store::StoreError::from)?;
         for suffix in ["state", "inbox"] {
             let key = format!(
                 "buzz:{}:agent:{}:{suffix}",
@@ -147,7 +147,7 @@ pub async fn seed_user(
         .bind(pubkey)
         .execute(pool)
         .await
-        .map_err(crate::store::StoreError::from)?;
+        .map_err(activities::store::StoreError::from)?;
         let guard =
             acquire_user_serving_write_with(serving, community_id, pubkey, "media_put", &lease)
                 .await?;

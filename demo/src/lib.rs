@@ -4,8 +4,11 @@
 //! The community demo's data lives here: the seed plan and the writes through the serving
 //! library in this file, the rows' shapes and SQL in `rows.rs`. (The user deletion's demo
 //! inventory is the workflow's own input, so it stays in `workflows::user::inventory`.)
+#![deny(unsafe_code)]
 
 mod rows;
+pub use rows::{create_community, record_media_upload, seed_rows};
+pub mod simulator;
 pub mod user;
 
 use futures::StreamExt;
@@ -14,11 +17,11 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 use workflows::community::TableCount;
 
-use crate::cache::{Cache, CacheError};
-use crate::objects::{ObjectStore, ObjectStoreError};
-use crate::serving::{ServingError, acquire_serving_write};
-use crate::store::{Store, StoreError};
-use crate::taxonomy::PrefixRoot;
+use activities::cache::{Cache, CacheError};
+use activities::objects::{ObjectStore, ObjectStoreError};
+use activities::serving::{ServingError, acquire_serving_write};
+use activities::store::{Store, StoreError};
+use activities::taxonomy::PrefixRoot;
 
 /// Writes per serving-write lease while seeding: one lease guards a batch, not each write, so
 /// seeding 50,000 versions does not mint 50,000 lease rows.
@@ -100,8 +103,8 @@ pub async fn seed_community(
     host: &str,
     plan: SeedPlan,
 ) -> Result<SeedReport, SeedError> {
-    let community = store.create_community(host).await?;
-    let rows = store.seed_rows(community.id, u64::from(plan.rows)).await?;
+    let community = create_community(store, host).await?;
+    let rows = seed_rows(store, community.id, u64::from(plan.rows)).await?;
 
     let mut puts = Vec::new();
     for n in 0..plan.objects {
@@ -183,7 +186,7 @@ pub async fn seed_community(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::taxonomy::is_tenant_owned_key;
+    use activities::taxonomy::is_tenant_owned_key;
 
     #[test]
     fn every_seeded_key_has_an_exact_writer_shape_of_its_community() {

@@ -5,76 +5,75 @@
 use uuid::Uuid;
 use workflows::community::contracts::TableCount;
 
-use crate::store::{Community, Store, StoreError, StoreResult, count_i64, normalize_host};
+use activities::store::{Community, Store, StoreError, StoreResult, count_i64, normalize_host};
 
-impl Store {
-    /// Creates the community served under `host` with a fresh random id, or returns the existing
-    /// one (idempotent on host). Its fence row is created `serving` by a database trigger.
-    pub async fn create_community(&self, host: &str) -> StoreResult<Community> {
-        let host = normalize_host(host)?;
-        sqlx::query(
-            "INSERT INTO buzz.communities (id, host, display_name) VALUES ($1, $2, $3) \
-             ON CONFLICT (host) DO NOTHING",
-        )
-        .bind(Uuid::new_v4())
-        .bind(&host)
-        .bind(format!("Demo community {host}"))
-        .execute(self.pool())
-        .await?;
-        self.community_by_host(&host)
+/// Creates the community served under `host` with a fresh random id, or returns the existing
+/// one (idempotent on host). Its fence row is created `serving` by a database trigger.
+pub async fn create_community(store: &Store, host: &str) -> StoreResult<Community> {
+    let host = normalize_host(host)?;
+    sqlx::query(
+        "INSERT INTO buzz.communities (id, host, display_name) VALUES ($1, $2, $3) \
+         ON CONFLICT (host) DO NOTHING",
+    )
+    .bind(Uuid::new_v4())
+    .bind(&host)
+    .bind(format!("Demo community {host}"))
+    .execute(store.pool())
+    .await?;
+    store
+        .community_by_host(&host)
+        .await?
+        .ok_or(StoreError::UnknownHost { host })
+}
+
+/// Writes `rows_per_table` realistic rows into each of the six tenant tables of the model
+/// (channels, events, memberships, pubkey allowlist, agents, media uploads) and returns how
+/// many each received. Refused with SQLSTATE BZ001 once the community is fenced.
+pub async fn seed_rows(
+    store: &Store,
+    community_id: Uuid,
+    rows_per_table: u64,
+) -> StoreResult<Vec<TableCount>> {
+    let rows = count_i64("rows_per_table", rows_per_table)?;
+    let mut tx = store.pool().begin().await?;
+    let mut counts = Vec::with_capacity(SEED_STATEMENTS.len());
+    for (table, sql) in SEED_STATEMENTS {
+        let inserted = sqlx::query(sql)
+            .bind(community_id)
+            .bind(rows)
+            .execute(&mut *tx)
             .await?
-            .ok_or(StoreError::UnknownHost { host })
+            .rows_affected();
+        counts.push(TableCount {
+            table: table.to_owned(),
+            rows: inserted,
+        });
     }
+    tx.commit().await?;
+    Ok(counts)
+}
 
-    /// Writes `rows_per_table` realistic rows into each of the six tenant tables of the model
-    /// (channels, events, memberships, pubkey allowlist, agents, media uploads) and returns how
-    /// many each received. Refused with SQLSTATE BZ001 once the community is fenced.
-    pub async fn seed_rows(
-        &self,
-        community_id: Uuid,
-        rows_per_table: u64,
-    ) -> StoreResult<Vec<TableCount>> {
-        let rows = count_i64("rows_per_table", rows_per_table)?;
-        let mut tx = self.pool().begin().await?;
-        let mut counts = Vec::with_capacity(SEED_STATEMENTS.len());
-        for (table, sql) in SEED_STATEMENTS {
-            let inserted = sqlx::query(sql)
-                .bind(community_id)
-                .bind(rows)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            counts.push(TableCount {
-                table: table.to_owned(),
-                rows: inserted,
-            });
-        }
-        tx.commit().await?;
-        Ok(counts)
-    }
-
-    /// Records one uploaded object the way the relay's media path does (`buzz.media_uploads`).
-    pub async fn record_media_upload(
-        &self,
-        community_id: Uuid,
-        sha256: &str,
-        object_key: &str,
-        bytes: u64,
-    ) -> StoreResult<Uuid> {
-        let id = Uuid::new_v4();
-        sqlx::query(
-            "INSERT INTO buzz.media_uploads (id, community_id, sha256, object_key, bytes) \
-             VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(id)
-        .bind(community_id)
-        .bind(sha256)
-        .bind(object_key)
-        .bind(count_i64("bytes", bytes)?)
-        .execute(self.pool())
-        .await?;
-        Ok(id)
-    }
+/// Records one uploaded object the way the relay's media path does (`buzz.media_uploads`).
+pub async fn record_media_upload(
+    store: &Store,
+    community_id: Uuid,
+    sha256: &str,
+    object_key: &str,
+    bytes: u64,
+) -> StoreResult<Uuid> {
+    let id = Uuid::new_v4();
+    sqlx::query(
+        "INSERT INTO buzz.media_uploads (id, community_id, sha256, object_key, bytes) \
+         VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(id)
+    .bind(community_id)
+    .bind(sha256)
+    .bind(object_key)
+    .bind(count_i64("bytes", bytes)?)
+    .execute(store.pool())
+    .await?;
+    Ok(id)
 }
 
 /// One INSERT per tenant table of the demo model; `$1` is the community, `$2` the row count.

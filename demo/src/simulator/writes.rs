@@ -13,14 +13,14 @@ use std::future::Future;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::cache::Cache;
-use crate::demo::{content_hash, writer_key};
-use crate::objects::{ObjectStore, ObjectVersionRef};
-use crate::serving::{
+use crate::{content_hash, writer_key};
+use activities::cache::Cache;
+use activities::objects::{ObjectStore, ObjectVersionRef};
+use activities::serving::{
     ServingLeaseConfig, acquire_serving_write_with, acquire_user_serving_write_with,
 };
-use crate::store::{Store, is_fenced_write};
-use crate::taxonomy::PrefixRoot;
+use activities::store::{Store, is_fenced_write};
+use activities::taxonomy::PrefixRoot;
 
 use super::report::{
     AdmittedRow, AdmittedWrite, RowTable, UnconfirmedWrite, WriteKind, WriteOutcome,

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::objects::ObjectVersionRef;
+use activities::objects::ObjectVersionRef;
 
 /// Failure messages kept per community: enough to diagnose, bounded however long the run.
 const FAILURE_SAMPLES: usize = 5;
