@@ -1,0 +1,156 @@
+//! Signing what an operator does to a community deletion: the statement each update carries,
+//! bound to the host the request was submitted for, and `community sign` for signing elsewhere.
+
+use super::*;
+
+/// The host every signature of the request names: the one its submit signature named.
+pub(super) async fn recorded_host(store: &Store, id: Uuid) -> Result<String, CliError> {
+    let request = store.find_request(id).await.map_err(store_failure)?;
+    match request {
+        Some(request) if request.kind == "community" => Ok(store
+            .signed_target(id)
+            .await
+            .map_err(store_failure)?
+            .or(request.host)
+            .unwrap_or_default()),
+        Some(request) => Err(CliError::Refused(format!(
+            "request {id} is a {} deletion: use `buzz-deletion {} …`",
+            request.kind, request.kind
+        ))),
+        None => Err(CliError::Refused(format!(
+            "no deletion request has id {id}: list requests with `buzz-deletion community list`"
+        ))),
+    }
+}
+
+/// A community action on request `id` signed with `--key`: the operator's registered name (the
+/// optional name flag `label_flag` must match it) and the signed statement.
+pub(super) async fn sign_action(
+    action: Action,
+    id: Uuid,
+    digest: Option<&str>,
+    label_flag: &str,
+    label: Option<&str>,
+    key: &KeyArgs,
+) -> Result<(String, SignedAction), CliError> {
+    let signer = SigningKey::from_args(key)?;
+    let store = connect::store().await?;
+    let host = recorded_host(&store, id).await?;
+    let name = signer
+        .operator_name(store.pool(), label_flag, label)
+        .await?;
+    let signed = signer.sign(
+        action,
+        Kind::Community,
+        id,
+        &host,
+        digest,
+        key.signed_at.as_deref(),
+    )?;
+    Ok((name, signed))
+}
+
+/// An approval of `digest` signed with `--key`, under the key's registered name.
+pub(super) async fn signed_approval(
+    id: Uuid,
+    approved_by: Option<String>,
+    digest: String,
+    note: Option<String>,
+    key: &KeyArgs,
+) -> Result<ApproveRequest, CliError> {
+    let digest = required("--inventory-digest", digest)?;
+    let (approved_by, signed) = sign_action(
+        Action::Approve,
+        id,
+        Some(&digest),
+        "--approved-by",
+        approved_by.as_deref(),
+        key,
+    )
+    .await?;
+    Ok(ApproveRequest {
+        approved_by,
+        digest,
+        note,
+        signed: Some(signed),
+    })
+}
+
+/// An abort signed with `--key`.
+pub(super) async fn signed_abort(
+    id: Uuid,
+    aborted_by: Option<String>,
+    reason: String,
+    key: &KeyArgs,
+) -> Result<AbortRequest, CliError> {
+    let reason = required("--reason", reason)?;
+    let (actor, signed) = sign_action(
+        Action::Abort,
+        id,
+        None,
+        "--aborted-by",
+        aborted_by.as_deref(),
+        key,
+    )
+    .await?;
+    Ok(AbortRequest {
+        actor,
+        reason,
+        signed: Some(signed),
+    })
+}
+
+/// An unblock signed with `--key`.
+pub(super) async fn signed_unblock(
+    id: Uuid,
+    unblocked_by: Option<String>,
+    reason: String,
+    key: &KeyArgs,
+) -> Result<UnblockRequest, CliError> {
+    let reason = required("--reason", reason)?;
+    let (actor, signed) = sign_action(
+        Action::Unblock,
+        id,
+        None,
+        "--unblocked-by",
+        unblocked_by.as_deref(),
+        key,
+    )
+    .await?;
+    Ok(UnblockRequest {
+        actor,
+        reason,
+        signed: Some(signed),
+    })
+}
+
+/// `community sign …`: prints the signed payload as one JSON line, for the Web UI's "Send a
+/// Signal" dialog (or `temporal workflow signal --input`).
+pub(super) async fn sign(command: SignCommand) -> CliResult {
+    let payload = match command {
+        SignCommand::Approve {
+            id,
+            inventory_digest,
+            approved_by,
+            note,
+            key,
+        } => Report::json_line(
+            &signed_approval(id, approved_by, inventory_digest, note, &key).await?,
+        ),
+        SignCommand::Abort {
+            id,
+            reason,
+            aborted_by,
+            key,
+        } => Report::json_line(&signed_abort(id, aborted_by, reason, &key).await?),
+        SignCommand::Unblock {
+            id,
+            reason,
+            unblocked_by,
+            key,
+        } => Report::json_line(&signed_unblock(id, unblocked_by, reason, &key).await?),
+    };
+    // The payload is the workflow's signal input: its field names are the workflow's contract
+    // (recorded histories replay it), so it is printed as is, in every output format.
+    payload
+}

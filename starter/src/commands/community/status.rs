@@ -1,0 +1,429 @@
+//! `community status`: what the workflow answers (or, with no worker, what Postgres and
+//! Temporal record), the pending activity, and the serving-write leases a fence or drain waits for.
+
+use super::*;
+
+/// The `status` query, bounded by the worker wait: `None` when no worker answered in time.
+pub(super) async fn query_status(
+    waits: &WorkerWait,
+    handle: &WorkflowHandle<Client, CommunityDeletion>,
+    id: Uuid,
+) -> Result<Option<DeletionStatus>, CliError> {
+    bounded_query(waits, handle).await.map_err(|e| match e {
+        WorkflowQueryError::NotFound(_) => CliError::Refused(format!(
+            "request {id} has no workflow in Temporal any more (retention passed?): \
+             its evidence is in Postgres, see `buzz-deletion community inspect {id}`"
+        )),
+        other => CliError::Other(anyhow::anyhow!("status query failed: {other}")),
+    })
+}
+
+/// Asks the workflow's `status` query, giving up after the worker wait (`Ok(None)`): a query
+/// needs a worker, and without one Temporal would hold it until its own deadline.
+pub(super) async fn bounded_query(
+    waits: &WorkerWait,
+    handle: &WorkflowHandle<Client, CommunityDeletion>,
+) -> Result<Option<DeletionStatus>, WorkflowQueryError> {
+    let options = WorkflowQueryOptions::builder()
+        .rpc_options(waits.rpc_options())
+        .build();
+    let query = handle.query(CommunityDeletion::status, (), options);
+    match tokio::time::timeout(waits.wait, query).await {
+        Ok(Ok(status)) => Ok(Some(status)),
+        Ok(Err(WorkflowQueryError::Rpc(status)))
+            if status.code() == temporalio_client::tonic::Code::DeadlineExceeded =>
+        {
+            Ok(None)
+        }
+        Ok(Err(error)) => Err(error),
+        Err(_elapsed) => Ok(None),
+    }
+}
+
+/// What `status` shows when no worker answers: the request as Postgres records it and the
+/// execution as Temporal records it (DescribeWorkflowExecution needs no worker), marked as
+/// such. Prints it, then fails with the no-worker message (exit 1).
+pub(super) async fn unanswered(
+    waits: &WorkerWait,
+    handle: &WorkflowHandle<Client, CommunityDeletion>,
+    id: Uuid,
+) -> CliResult {
+    let pollers = waits.pollers(handle.client()).await;
+    let message = format!(
+        "the status query of request {id} got no answer: {}. Shown instead: what Postgres and \
+         Temporal's own records know (not the workflow's live state)",
+        waits.explain(&pollers)
+    );
+    let recorded = RecordedStatus::read(handle, id, pollers).await?;
+    Ok(Report::new(&recorded, recorded.render())?.failing(1, message))
+}
+
+/// A deletion as recorded outside the workflow: the `status` fallback without a worker.
+#[derive(Debug, serde::Serialize)]
+pub(super) struct RecordedStatus {
+    /// Always `false`: the workflow itself did not answer.
+    answered_by_workflow: bool,
+    /// Where this view comes from.
+    source: &'static str,
+    /// Who polls the task queue.
+    worker: Pollers,
+    /// The task queue.
+    task_queue: String,
+    /// The request row, approval and chunk progress in Postgres.
+    postgres: Option<PostgresRecord>,
+    /// The execution as Temporal records it.
+    temporal: Option<TemporalRecord>,
+}
+
+/// The request as Postgres records it.
+#[derive(Debug, serde::Serialize)]
+pub(super) struct PostgresRecord {
+    stage: String,
+    blocked_stage: Option<String>,
+    blocked_reason: Option<String>,
+    blocked_at: Option<String>,
+    last_error: Option<String>,
+    irreversible_at: Option<String>,
+    irreversible_pending_at: Option<String>,
+    approved_by: Option<String>,
+    approved_at: Option<String>,
+    chunks_stamped: u64,
+    chunks_total: u64,
+    updated_at: String,
+}
+
+/// The execution as Temporal records it (DescribeWorkflowExecution).
+#[derive(Debug, serde::Serialize)]
+pub(super) struct TemporalRecord {
+    execution_status: String,
+    /// `BuzzDeletionStage` as last published by the workflow.
+    stage: Option<String>,
+    /// `BuzzBlocked` as last published by the workflow.
+    blocked: Option<bool>,
+    history_length: usize,
+    pending_activity: Option<PendingActivityView>,
+}
+
+impl RecordedStatus {
+    async fn read(
+        handle: &WorkflowHandle<Client, CommunityDeletion>,
+        id: Uuid,
+        worker: Pollers,
+    ) -> Result<Self, CliError> {
+        let store = connect::store().await?;
+        let postgres = match store.inspect(id).await {
+            Ok(i) => Some(PostgresRecord {
+                stage: i.request.stage,
+                blocked_stage: i.request.blocked_stage,
+                blocked_reason: i.request.blocked_reason,
+                blocked_at: i.request.blocked_at.map(|t| t.to_rfc3339()),
+                last_error: i.request.last_error,
+                irreversible_at: i.request.irreversible_at.map(|t| t.to_rfc3339()),
+                irreversible_pending_at: i.request.irreversible_pending_at.map(|t| t.to_rfc3339()),
+                approved_by: i.approval.as_ref().map(|a| a.approved_by.clone()),
+                approved_at: i.approval.as_ref().map(|a| a.approved_at.to_string()),
+                chunks_stamped: i.chunks.chunks_stamped,
+                chunks_total: i.chunks.chunks_total,
+                updated_at: i.request.updated_at.to_rfc3339(),
+            }),
+            Err(StoreError::NotFound { .. }) => None,
+            Err(e) => return Err(store_failure(e)),
+        };
+        let description = handle.describe(Default::default()).await.ok();
+        let task_queue = description
+            .as_ref()
+            .map(|d| d.task_queue().to_owned())
+            .unwrap_or_default();
+        let temporal = description.map(|d| {
+            let attributes = d.search_attributes();
+            TemporalRecord {
+                execution_status: format!("{:?}", d.status()),
+                stage: attributes.get(&search::STAGE),
+                blocked: attributes.get(&search::BLOCKED),
+                history_length: d.history_length(),
+                pending_activity: pending_view(&d),
+            }
+        });
+        Ok(RecordedStatus {
+            answered_by_workflow: false,
+            source: "no worker answered; Postgres and Temporal's own records, not the workflow's \
+                     live state",
+            worker,
+            task_queue,
+            postgres,
+            temporal,
+        })
+    }
+
+    fn render(&self) -> String {
+        let mut pairs: Vec<(&str, String)> = vec![
+            ("source", self.source.to_owned()),
+            ("task queue", self.task_queue.clone()),
+            (
+                "worker",
+                serde_json::to_string(&self.worker).unwrap_or_default(),
+            ),
+        ];
+        if let Some(p) = &self.postgres {
+            pairs.push(("postgres stage", p.stage.clone()));
+            pairs.push((
+                "postgres blocked",
+                p.blocked_reason.clone().unwrap_or_else(|| "no".to_owned()),
+            ));
+            pairs.push((
+                "postgres approval",
+                p.approved_by.clone().unwrap_or_default(),
+            ));
+            pairs.push((
+                "postgres chunks",
+                format!("{} of {} stamped", p.chunks_stamped, p.chunks_total),
+            ));
+        }
+        if let Some(t) = &self.temporal {
+            pairs.push(("temporal execution", t.execution_status.clone()));
+            pairs.push(("temporal stage", t.stage.clone().unwrap_or_default()));
+            pairs.push((
+                "temporal blocked",
+                t.blocked.map(|b| b.to_string()).unwrap_or_default(),
+            ));
+            pairs.push((
+                "pending activity",
+                t.pending_activity
+                    .as_ref()
+                    .map(|a| {
+                        format!(
+                            "{} attempt {}, last heartbeat {}",
+                            a.activity,
+                            a.attempt,
+                            a.last_heartbeat_at
+                                .clone()
+                                .unwrap_or_else(|| "none".to_owned())
+                        )
+                    })
+                    .unwrap_or_default(),
+            ));
+        }
+        key_values("deletion status (recorded, no worker answered)", &pairs)
+    }
+}
+
+/// The activity the workflow is waiting on, as the Web UI shows it: attempt, last failure and
+/// the latest heartbeat progress. Transient failures are retried inside Temporal and never reach
+/// the workflow's state, so this is where an operator sees them.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PendingActivityView {
+    /// Activity type, e.g. `community.drain`.
+    pub activity: String,
+    /// Attempt number (1 = first try).
+    pub attempt: i32,
+    /// Message of the last failed attempt, if any.
+    pub last_failure: Option<String>,
+    /// Latest heartbeat details (progress), decoded from JSON.
+    pub heartbeat: Option<serde_json::Value>,
+    /// When the latest heartbeat arrived (RFC 3339).
+    pub last_heartbeat_at: Option<String>,
+}
+
+pub(super) async fn pending_activity(
+    handle: &WorkflowHandle<Client, CommunityDeletion>,
+) -> Option<PendingActivityView> {
+    let description = handle.describe(Default::default()).await.ok()?;
+    pending_view(&description)
+}
+
+/// The first pending activity of a described execution.
+pub(super) fn pending_view(
+    description: &temporalio_client::WorkflowExecutionDescription,
+) -> Option<PendingActivityView> {
+    let pending = description.raw().pending_activities.first()?.clone();
+    let heartbeat = pending
+        .heartbeat_details
+        .as_ref()
+        .and_then(|p| p.payloads.first())
+        .and_then(|p| serde_json::from_slice(&p.data).ok());
+    let last_heartbeat_at = pending.last_heartbeat_time.and_then(|t| {
+        chrono::DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).unwrap_or(0))
+            .map(|t| t.to_rfc3339())
+    });
+    Some(PendingActivityView {
+        activity: pending.activity_type.map(|t| t.name).unwrap_or_default(),
+        attempt: pending.attempt,
+        last_failure: pending.last_failure.map(|f| f.message),
+        heartbeat,
+        last_heartbeat_at,
+    })
+}
+
+/// The JSON answer of `community status`: the workflow's status, the pending activity, and
+/// `inventory_digest` (the frozen digest, also at `inventory.digest`); the approval carries
+/// `inventory_digest` next to its deprecated `digest`.
+pub(crate) fn status_document(
+    status: &DeletionStatus,
+    pending: Option<&PendingActivityView>,
+) -> Result<serde_json::Value, CliError> {
+    let mut value = serde_json::to_value(status).map_err(encoding)?;
+    if let serde_json::Value::Object(map) = &mut value {
+        map.insert(
+            "pending_activity".to_owned(),
+            serde_json::to_value(pending).map_err(encoding)?,
+        );
+        map.insert(
+            "inventory_digest".to_owned(),
+            serde_json::to_value(status.inventory.as_ref().map(|i| &i.digest)).map_err(encoding)?,
+        );
+    }
+    Ok(current_names_at(value, "approval"))
+}
+
+pub(super) fn status_report(
+    status: &DeletionStatus,
+    pending: Option<&PendingActivityView>,
+    awaited: Option<&[AwaitedLease]>,
+) -> CliResult {
+    let mut document = status_document(status, pending)?;
+    let mut text = status_text(status, pending);
+    if let Some(leases) = awaited {
+        if let serde_json::Value::Object(map) = &mut document {
+            map.insert(
+                "awaited_leases".to_owned(),
+                serde_json::to_value(leases).map_err(encoding)?,
+            );
+        }
+        text.push_str(&awaited_leases_text(status.phase, leases));
+    }
+    Report::new(&document, text)
+}
+
+/// Most leases `status` lists; the count says when there are more.
+pub(super) const AWAITED_LEASES_SHOWN: u32 = 50;
+
+/// While the deletion waits to fence (approved, fencing) or to freeze the manifest (draining),
+/// the serving-write leases it waits for, read from Postgres; `None` in every other phase.
+pub(super) async fn awaited_leases(
+    status: &DeletionStatus,
+) -> Result<Option<Vec<AwaitedLease>>, CliError> {
+    let (Some(community_id), Phase::Approved | Phase::Fencing | Phase::Draining) =
+        (status.community_id, status.phase)
+    else {
+        return Ok(None);
+    };
+    let store = connect::store().await?;
+    let leases = store
+        .awaited_serving_leases(
+            community_id,
+            activities::serving::MAX_PROTECTED_OPERATION,
+            AWAITED_LEASES_SHOWN,
+        )
+        .await
+        .map_err(store_failure)?;
+    Ok(Some(leases))
+}
+
+/// The awaited leases as a table an operator can act on: which writer, which operation, until
+/// when (unless renewed).
+pub(super) fn awaited_leases_text(phase: Phase, leases: &[AwaitedLease]) -> String {
+    if leases.is_empty() {
+        return format!("\nawaited leases: none ({phase} waits for no serving write)\n");
+    }
+    let mut table = Table::new(
+        format!(
+            "awaited leases: {phase} waits for {} serving write(s){}",
+            leases.len(),
+            if leases.len() >= AWAITED_LEASES_SHOWN as usize {
+                " (the first shown)"
+            } else {
+                ""
+            }
+        ),
+        &[
+            "lease",
+            "holds",
+            "operation",
+            "owner",
+            "user",
+            "expires_at",
+            "until",
+        ],
+    );
+    for lease in leases {
+        table.row(vec![
+            lease.id.to_string(),
+            lease.holds.clone(),
+            lease.operation.clone(),
+            lease.owner.clone(),
+            lease.user_pubkey.clone().unwrap_or_default(),
+            lease.expires_at.to_rfc3339(),
+            lease.until.to_rfc3339(),
+        ]);
+    }
+    format!("\n{}", table.render())
+}
+
+pub(super) fn status_text(
+    status: &DeletionStatus,
+    pending: Option<&PendingActivityView>,
+) -> String {
+    let p = &status.progress;
+    format!(
+        "{}\n",
+        key_values(
+            "deletion status",
+            &[
+                ("request_id", status.request_id.to_string()),
+                ("host", status.host.clone()),
+                ("phase", status.phase.to_string()),
+                (
+                    "blocked",
+                    status
+                        .blocked
+                        .as_ref()
+                        .map(|b| format!("in {} since {}: {}", b.phase, b.since, b.reason))
+                        .unwrap_or_else(|| "no".to_owned()),
+                ),
+                ("last_error", status.last_error.clone().unwrap_or_default()),
+                (
+                    "approval",
+                    status
+                        .approval
+                        .as_ref()
+                        .map(|a| format!("{} at {}", a.approved_by, a.approved_at))
+                        .unwrap_or_default(),
+                ),
+                (
+                    "inventory_digest",
+                    status
+                        .inventory
+                        .as_ref()
+                        .map(|i| i.digest.clone())
+                        .unwrap_or_default(),
+                ),
+                (
+                    "objects",
+                    format!(
+                        "{} of {} versions deleted",
+                        p.versions_deleted, p.versions_total
+                    ),
+                ),
+                ("chunks", format!("{} of {}", p.chunks_done, p.chunks_total)),
+                ("rows purged", p.rows_purged.to_string()),
+                ("keys purged", p.keys_purged.to_string()),
+                (
+                    "pending activity",
+                    pending
+                        .map(|a| {
+                            format!(
+                                "{} attempt {}{}",
+                                a.activity,
+                                a.attempt,
+                                a.last_failure
+                                    .as_ref()
+                                    .map(|f| format!(", last failure: {f}"))
+                                    .unwrap_or_default()
+                            )
+                        })
+                        .unwrap_or_default(),
+                ),
+            ],
+        )
+    )
+}

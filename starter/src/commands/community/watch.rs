@@ -1,0 +1,121 @@
+//! `community watch`: live progress lines until the deletion ends, and the progress bar.
+
+use super::*;
+
+/// One line describing where a deletion stands, for `watch`.
+pub(super) fn progress_line(
+    status: &DeletionStatus,
+    pending: Option<&PendingActivityView>,
+) -> String {
+    let p = &status.progress;
+    let mut line = format!(
+        "{:<18} objects {}/{}  chunks {}/{}  rows {}  keys {}",
+        status.phase.as_str(),
+        p.versions_deleted,
+        p.versions_total,
+        p.chunks_done,
+        p.chunks_total,
+        p.rows_purged,
+        p.keys_purged
+    );
+    if let Some(blocked) = &status.blocked {
+        line.push_str(&format!("  BLOCKED: {}", blocked.reason));
+    } else if let Some(activity) = pending {
+        if let Some(step) = activity.heartbeat.as_ref().and_then(|h| h["step"].as_str()) {
+            line.push_str(&format!("  {step}"));
+        }
+        if let Some(failure) = &activity.last_failure {
+            line.push_str(&format!(
+                "  retrying {} (attempt {}): {failure}",
+                activity.activity, activity.attempt
+            ));
+        }
+    }
+    line
+}
+
+/// A text progress bar of `done` over `total`, `width` cells wide.
+pub(super) fn bar(done: u64, total: u64, width: usize) -> String {
+    let filled = (done.min(total) * width as u64)
+        .checked_div(total)
+        .map_or(width, |cells| usize::try_from(cells).unwrap_or(width));
+    format!("[{}{}]", "#".repeat(filled), "-".repeat(width - filled))
+}
+
+/// `community watch`: its live progress lines are written to stdout as they change (a bar
+/// redrawn in place on a terminal); its result, where the deletion ended, is a [`Report`].
+pub(super) async fn watch(
+    waits: &WorkerWait,
+    id: Uuid,
+    interval_ms: u64,
+    timeout_secs: u64,
+) -> CliResult {
+    let handle = existing_workflow(id).await?;
+    let interactive = std::io::stdout().is_terminal();
+    let started = tokio::time::Instant::now();
+    let mut last_line = String::new();
+    loop {
+        let Some(status) = query_status(waits, &handle, id).await? else {
+            if interactive {
+                println!();
+            }
+            return unanswered(waits, &handle, id).await;
+        };
+        let pending = pending_activity(&handle).await;
+        let line = progress_line(&status, pending.as_ref());
+        if interactive {
+            let p = &status.progress;
+            print!(
+                "\r\x1b[2K{} {}",
+                bar(p.versions_deleted, p.versions_total, 30),
+                line
+            );
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+        } else if line != last_line {
+            println!("{line}");
+        }
+        last_line = line;
+        let done = status.phase == Phase::RetentionPending;
+        if done || status.blocked.is_some() || status.phase == Phase::Aborted {
+            if interactive {
+                println!();
+            }
+            return watched_report(&status);
+        }
+        if timeout_secs > 0 && started.elapsed() >= Duration::from_secs(timeout_secs) {
+            if interactive {
+                println!();
+            }
+            return Err(CliError::Other(anyhow::anyhow!(
+                "still {} after {timeout_secs} s",
+                status.phase
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(interval_ms.max(100))).await;
+    }
+}
+
+/// Where a watched deletion ended: exit 0 when done (with what verification checked), 1 when
+/// blocked or aborted.
+pub(super) fn watched_report(status: &DeletionStatus) -> CliResult {
+    let done = status.phase == Phase::RetentionPending;
+    let verified = status.verification.as_ref().filter(|_| done).map(|v| {
+        format!(
+            "{} tenant tables empty, {} prefixes list no version, {} empty Redis SCAN passes",
+            v.tables_checked, v.prefixes_checked, v.redis_empty_passes
+        )
+    });
+    let document = serde_json::json!({
+        "request_id": status.request_id,
+        "phase": status.phase,
+        "blocked": status.blocked,
+        "verified": verified,
+        "verification": status.verification,
+    });
+    let text = verified
+        .as_ref()
+        .map(|v| format!("verified: {v}\n"))
+        .unwrap_or_default();
+    Ok(Report::new(&document, text)?.with_exit_code(if done { 0 } else { 1 }))
+}
