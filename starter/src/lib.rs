@@ -10,8 +10,6 @@ pub mod host;
 pub mod output;
 pub mod signing;
 pub mod update;
-pub mod user_cmd;
-pub mod user_list;
 pub mod worker_wait;
 
 use cli::{Cli, Command};
@@ -53,13 +51,13 @@ async fn dispatch(cli: Cli) -> CliResult {
         }
         Command::User(command) => {
             let store = connect::store().await?;
-            let env = user_cmd::UserCliEnv {
+            let env = commands::user::UserCliEnv {
                 client: connect::temporal(&connect::TemporalTarget::from_env()?).await?,
                 task_queue: connect::task_queue(),
                 waits,
                 store: activities::user::UserStore::new(store.pool().clone()),
             };
-            user_cmd::run(command, &env).await
+            commands::user::run(command, &env).await
         }
     }
 }

@@ -8,3 +8,4 @@ pub mod migrate;
 pub mod operators;
 pub mod stack_check;
 pub mod sweep;
+pub mod user;

@@ -115,7 +115,7 @@ fn community_submit_names_the_request_and_digest_like_user_submit() {
         inventory_digest: inventory.digest(),
         inventory,
     };
-    let user = crate::user_cmd::registration_document(&registration).expect("document");
+    let user = crate::commands::user::registration_document(&registration).expect("document");
     assert_eq!(user["request_id"], id.to_string());
     assert_eq!(user["id"], id.to_string(), "deprecated, kept");
     assert_eq!(user["inventory_digest"], registration.inventory_digest);

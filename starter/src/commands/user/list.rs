@@ -5,10 +5,10 @@
 use activities::store::RequestFilter;
 use activities::user::UserRequestSummary;
 
+use super::UserCliEnv;
 use crate::cli::{ListArgs, ListState};
 use crate::error::{CliError, CliResult};
 use crate::output::{Report, Table, current_names_each};
-use crate::user_cmd::UserCliEnv;
 
 /// The requests matching `args`; each carries `request_id` next to its deprecated `id`.
 pub async fn list(env: &UserCliEnv, args: ListArgs) -> CliResult {

@@ -30,6 +30,7 @@ use crate::signing::{KeyArgs, SigningKey};
 use crate::update::{self, UpdateFailure};
 use crate::worker_wait::WorkerWait;
 
+mod list;
 mod recover;
 
 /// What the `user` commands need: a Temporal client, the task queue, the user-deletion store.
@@ -146,7 +147,7 @@ pub async fn run(cmd: UserCommand, env: &UserCliEnv) -> CliResult {
             recover::resume(env, id, tuning).await
         }
         UserCommand::Status { id } => status(env, id).await,
-        UserCommand::List(args) => crate::user_list::list(env, args).await,
+        UserCommand::List(args) => list::list(env, args).await,
         UserCommand::Certificate(args) => crate::commands::certificate::export(args, "user").await,
     }
 }
