@@ -10,6 +10,34 @@ use uuid::Uuid;
 
 use crate::env::bin;
 
+/// A loopback port for a worker's metrics endpoint that nothing else in this run can hold.
+///
+/// Asking the kernel for port 0 and handing the number on is racy here: the number is in the
+/// ephemeral range, and between the probe and the worker's bind any outgoing connection of the
+/// parallel tests (Postgres, Temporal, S3, Redis) may take it as its local port. Ports are drawn
+/// instead from 20000–29999, below the ephemeral range (32768–60999 by default), one per call in
+/// this process, starting at an offset of the process id, and skipped while something listens.
+pub fn metrics_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    const BASE: u32 = 20_000;
+    const SPAN: u32 = 10_000;
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        (std::process::id() * 37) % SPAN,
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
+    for _ in 0..SPAN {
+        let offset = NEXT.fetch_add(1, Ordering::SeqCst) % SPAN;
+        let port = u16::try_from(BASE + offset).unwrap_or(20_000);
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in 20000–29999 for a metrics endpoint")
+}
+
 /// A task queue no other test uses.
 pub fn unique_queue(tag: &str) -> String {
     format!("test-{tag}-{}", Uuid::new_v4().simple())

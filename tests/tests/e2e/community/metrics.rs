@@ -9,15 +9,9 @@ use std::time::Duration;
 
 use e2e::prelude::*;
 use e2e::private_db::PrivateStory;
+use e2e::workers::metrics_port;
 
 /// A port nobody listens on right now (the worker binds it a moment later).
-pub(super) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("no free local port: {e}"))
-}
-
 /// `GET /metrics` over a plain socket (no HTTP client crate needed for one request).
 fn scrape(port: u16) -> String {
     let mut stream = TcpStream::connect(("127.0.0.1", port))
@@ -64,7 +58,7 @@ async fn metrics_endpoint_counts_exactly_what_a_deletion_removed_beside_the_sdk_
     let _shared = outage_lock().read().await;
     let stack = stack().await;
     let queue = unique_queue("metrics");
-    let port = free_port();
+    let port = metrics_port();
     let port_text = port.to_string();
     let _worker = WorkerProcess::start(&queue, &[("BUZZ_METRICS_PORT", &port_text)]).await;
     let cli = Cli::new(&queue);
@@ -176,7 +170,7 @@ pub(super) fn gauge(samples: &HashMap<String, f64>, series: &str) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_gauges_report_a_blocked_deletion_its_age_and_its_abort() {
     let _shared = outage_lock().read().await;
-    let port = free_port();
+    let port = metrics_port();
     let port_text = port.to_string();
     let story = PrivateStory::start(
         "gauges",
