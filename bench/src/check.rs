@@ -7,9 +7,9 @@ use uuid::Uuid;
 
 use crate::stack::Stack;
 
-/// Everything a community holds, for before/after equality: the e2e harness's snapshot (rows,
+/// Everything a community holds, for before/after equality: the test kit's snapshot (rows,
 /// every version with the bytes of every data version, unfinished uploads, Redis keys with values).
-pub use e2e::snapshot::Snapshot;
+pub use testkit::snapshot::Snapshot;
 
 /// Snapshots a community in all three stores.
 pub async fn snapshot(stack: &Stack, community: Uuid) -> Result<Snapshot> {

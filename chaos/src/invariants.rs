@@ -576,14 +576,14 @@ mod tests {
         let mut before = snapshot(&[], &[version("k", "1")], &[]);
         before.bodies.insert(
             ("k".into(), "1".into()),
-            e2e::snapshot::Body(b"abc".to_vec()),
+            testkit::snapshot::Body(b"abc".to_vec()),
         );
         let mut after = before.clone();
         let writes = AdmittedWrites::default();
         assert_eq!(whole("w", "h", &before, &after, &writes), Vec::new());
         after.bodies.insert(
             ("k".into(), "1".into()),
-            e2e::snapshot::Body(b"abd".to_vec()),
+            testkit::snapshot::Body(b"abd".to_vec()),
         );
         assert_eq!(whole("w", "h", &before, &after, &writes).len(), 1);
     }

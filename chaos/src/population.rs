@@ -1,7 +1,7 @@
 //! The communities of the run: each deletion's target and its neighbour, seeded through the
 //! serving API with the shape the schedule drew (versions, delete markers, an empty object, a
 //! multi-MiB object, unfinished multipart uploads, rows in every tenant table, Redis keys), and
-//! snapshots of everything a community holds in the three stores (the e2e harness's `Snapshot`).
+//! snapshots of everything a community holds in the three stores (the test kit's `Snapshot`).
 
 use activities::serving::acquire_serving_write;
 use activities::taxonomy::PrefixRoot;
@@ -100,9 +100,9 @@ pub async fn seed(stores: &Stores, host: &str, shape: Shape) -> Result<Seeded> {
     })
 }
 
-/// Everything a community holds in the three stores: the e2e harness's snapshot (rows, every
+/// Everything a community holds in the three stores: the test kit's snapshot (rows, every
 /// version with the bytes of every data version, unfinished uploads, Redis keys with values).
-pub use e2e::snapshot::Snapshot;
+pub use testkit::snapshot::Snapshot;
 
 /// Snapshots `community` in all three stores (rows as the owner sees them).
 pub async fn snapshot(stores: &Stores, community: Uuid) -> Result<Snapshot> {

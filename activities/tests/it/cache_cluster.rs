@@ -17,11 +17,11 @@ use activities::failure::{Classified, Severity};
 use activities::taxonomy::user_keys::{
     user_key_prefix, user_key_scan_pattern, user_key_shape, user_keys_everywhere_pattern,
 };
-use e2e::redis_cluster::{
+use futures::{StreamExt, TryStreamExt, stream};
+use testkit::redis_cluster::{
     self, SLOTS, cluster_cache, fail_over, finish_migration, key_slot, node_connection, node_ports,
     owner_of, primaries, start_migration,
 };
-use futures::{StreamExt, TryStreamExt, stream};
 use uuid::Uuid;
 
 /// Slot ranges a community's keys must all reach: 64 ranges of 256 slots.

@@ -48,12 +48,12 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use activities::store::{Community, FrozenInventory, Store, StoreError};
-use e2e::schema::tenant_guards;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use store_support::community;
 use store_support::private_db::{RoleStores, private_db_as_worker};
 use store_support::request_flow::submit;
+use testkit::schema::tenant_guards;
 use uuid::Uuid;
 use workflows::community::contracts::TableCount;
 

@@ -13,7 +13,7 @@ use crate::store_support::private_db::private_db_as_worker;
 use activities::failure::{Classified, Severity};
 use activities::store::closed_world::summary::ClosedWorldSummary;
 use activities::store::{CatalogInventory, Community, Store, StoreError, StoreResult};
-use e2e::schema::tenant_guards;
+use testkit::schema::tenant_guards;
 use uuid::Uuid;
 use workflows::community::contracts::TableCount;
 

@@ -269,7 +269,10 @@ fn not_covered(result: Result<(), StoreError>) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_receipt_is_issued_with_fewer_relations_covered_than_the_inventory() {
     let db = private_db("scope_receipt").await;
-    let store = db.store.clone().with_receipt_key(e2e::env::receipt_key());
+    let store = db
+        .store
+        .clone()
+        .with_receipt_key(testkit::env::receipt_key());
     let (target, _neighbour) = two_communities(&store).await;
     let mut request = submit(&store, &target).await;
     let inventory = request.take_inventory().await.expect("inventory");
@@ -392,8 +395,9 @@ async fn no_receipt_is_issued_with_fewer_relations_covered_than_the_inventory() 
         "the verification facts name every one of them"
     );
     assert_eq!(certificate::receipt::check_counts(&receipt), vec![]);
-    let ring =
-        certificate::keys::KeyRing::new(vec![e2e::env::receipt_key().signing_key().public_key()]);
+    let ring = certificate::keys::KeyRing::new(vec![
+        testkit::env::receipt_key().signing_key().public_key(),
+    ]);
     let audit = store
         .audit_certificate(request.request_id, &ring)
         .await

@@ -1260,7 +1260,7 @@ async fn purge_deletes_every_row_of_the_community_and_leaves_another_byte_identi
         other => panic!("finishing without a signing key must be refused: {other:?}"),
     }
     assert_eq!(fixture.stage().await, Stage::LogicallyVerified);
-    let signing = store.clone().with_receipt_key(e2e::env::receipt_key());
+    let signing = store.clone().with_receipt_key(testkit::env::receipt_key());
     signing
         .complete_with_receipt(&token, serde_json::json!({}))
         .await
@@ -1275,8 +1275,9 @@ async fn purge_deletes_every_row_of_the_community_and_leaves_another_byte_identi
         6 * 23 + 1,
         "the receipt states the purge"
     );
-    let ring =
-        certificate::keys::KeyRing::new(vec![e2e::env::receipt_key().signing_key().public_key()]);
+    let ring = certificate::keys::KeyRing::new(vec![
+        testkit::env::receipt_key().signing_key().public_key(),
+    ]);
     let audit = signing
         .audit_certificate(fixture.request_id, &ring)
         .await

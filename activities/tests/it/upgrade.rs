@@ -6,7 +6,7 @@
 //! extended; the evidence still refuses UPDATE, DELETE and TRUNCATE, even from the schema owner;
 //! and this release's store reads the migrated requests.
 //!
-//! Runs in a database of its own (`e2e::private_db`): it starts from an empty schema.
+//! Runs in a database of its own (`testkit::private_db`): it starts from an empty schema.
 
 mod previous_release;
 
@@ -215,7 +215,7 @@ async fn upgrading_a_database_holding_the_previous_releases_data_loses_nothing()
         "this release adds no migration after {LAST_MIGRATION}: set LAST_MIGRATION to the last \
          migration of the release before this one"
     );
-    let db = e2e::private_db::private_database("upgrade").await;
+    let db = testkit::private_db::private_database("upgrade").await;
     let owner = Store::connect_with_pool_size(&db.owner, 2)
         .await
         .unwrap_or_else(|e| panic!("connect {}: {e}", db.name));
@@ -352,5 +352,5 @@ async fn upgrading_a_database_holding_the_previous_releases_data_loses_nothing()
 
     worker.pool().close().await;
     owner.pool().close().await;
-    e2e::private_db::drop_database(&db.name).await;
+    testkit::private_db::drop_database(&db.name).await;
 }

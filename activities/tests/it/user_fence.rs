@@ -408,7 +408,7 @@ async fn rows_under(store: &Store, root: &str) -> Vec<(String, String, i32)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partitions_and_inheritance_children_refuse_only_the_fenced_users_rows() {
-    let db = e2e::private_db::private_database("ufence").await;
+    let db = testkit::private_db::private_database("ufence").await;
     let owner = Store::connect_with_pool_size(&db.owner, 2)
         .await
         .expect("owner");
@@ -516,7 +516,7 @@ async fn partitions_and_inheritance_children_refuse_only_the_fenced_users_rows()
     for store in [&owner, &worker, &serving] {
         store.pool().close().await;
     }
-    e2e::private_db::drop_database(&db.name).await;
+    testkit::private_db::drop_database(&db.name).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,23 +10,23 @@
 //!
 //! Each test drives the path through the real `buzz-deletion` CLI and a real
 //! `buzz-deletion-worker` process on a task queue of its own (`record-…`), with the e2e operator
-//! keys (`e2e::operators`), then waits until the workflow is closed and saves every run.
+//! keys (`testkit::operators`), then waits until the workflow is closed and saves every run.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use activities::objects::ObjectVersionRef;
-use e2e::env::temporal_namespace;
-use e2e::prelude::*;
-use e2e::seed::tiny_plan;
-use e2e::temporal::{dev_client, web_ui_signal};
-use e2e::user::wait_for_database_deadline;
 use temporalio_client::{
     Client, UntypedWorkflowHandle, WorkflowCancelOptions, WorkflowExecutionInfo,
     WorkflowExecutionStatus,
 };
 use temporalio_common::protos::temporal::api::history::v1::HistoryEvent;
 use temporalio_common::protos::temporal::api::history::v1::history_event::Attributes;
+use testkit::env::temporal_namespace;
+use testkit::prelude::*;
+use testkit::seed::tiny_plan;
+use testkit::temporal::{dev_client, web_ui_signal};
+use testkit::user::wait_for_database_deadline;
 use uuid::Uuid;
 use workflows::user::inventory::DEMO_FORMER_PARTICIPANT_COMMUNITY;
 

@@ -3,7 +3,7 @@
 //! to a given stage through the store's own calls.
 #![allow(dead_code)]
 
-pub use e2e::operators;
+pub use testkit::operators;
 pub mod private_db;
 pub mod request_flow;
 

@@ -3,7 +3,7 @@
 //! Every catalog scan discovers every tenant table in schema `buzz`, so a committed test table
 //! (or a foreign key into one) would be inventoried, purged and judged by every test running
 //! concurrently in the shared database. A test that needs committed tables therefore creates a
-//! fresh database on the same server (the harness's `e2e::private_db`), migrates it, and drops it
+//! fresh database on the same server (the harness's `testkit::private_db`), migrates it, and drops it
 //! at the end.
 
 use activities::store::Store;
@@ -19,7 +19,7 @@ pub struct PrivateDb {
 
 /// Creates and migrates `<shared database>_<tag>_<random>`.
 pub async fn private_db(tag: &str) -> PrivateDb {
-    let db = e2e::private_db::private_database(tag).await;
+    let db = testkit::private_db::private_database(tag).await;
     let store = Store::connect_with_pool_size(&db.owner, 4)
         .await
         .unwrap_or_else(|e| panic!("connect to {}: {e}", db.name));
@@ -38,7 +38,7 @@ impl PrivateDb {
     /// Closes the pool and drops the database.
     pub async fn drop_database(self) {
         self.store.pool().close().await;
-        e2e::private_db::drop_database(&self.name).await;
+        testkit::private_db::drop_database(&self.name).await;
     }
 }
 
@@ -54,7 +54,7 @@ pub struct RoleStores {
 
 /// Creates and migrates `<shared database>_<tag>_<random>`, connected as owner and worker.
 pub async fn private_db_as_worker(tag: &str) -> RoleStores {
-    let db = e2e::private_db::private_database(tag).await;
+    let db = testkit::private_db::private_database(tag).await;
     let owner = Store::connect_with_pool_size(&db.owner, 2)
         .await
         .unwrap_or_else(|e| panic!("connect to {} as the owner: {e}", db.name));
@@ -77,6 +77,6 @@ impl RoleStores {
     pub async fn drop_database(self) {
         self.owner.pool().close().await;
         self.worker.pool().close().await;
-        e2e::private_db::drop_database(&self.name).await;
+        testkit::private_db::drop_database(&self.name).await;
     }
 }

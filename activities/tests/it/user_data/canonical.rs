@@ -138,7 +138,7 @@ async fn a_declared_column_without_the_lowercase_guarantee_is_refused_naming_it(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_look_alike_operator_is_not_the_guarantee_whatever_the_search_path() {
-    let db = e2e::private_db::private_database("lookalike").await;
+    let db = testkit::private_db::private_database("lookalike").await;
     let owner = Store::connect_with_pool_size(&db.owner, 2)
         .await
         .expect("owner");
@@ -185,7 +185,7 @@ async fn a_look_alike_operator_is_not_the_guarantee_whatever_the_search_path() {
 
     worker.pool().close().await;
     owner.pool().close().await;
-    e2e::private_db::drop_database(&db.name).await;
+    testkit::private_db::drop_database(&db.name).await;
 }
 
 /// `(table, INSERT of one row whose user column is $2, in community $1)` for every shipped
@@ -297,7 +297,7 @@ async fn migrate_once(url: &str) -> Result<(), StoreError> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_migration_refuses_to_run_while_rows_violate_it_naming_table_and_count() {
     let (ours, before) = versions();
-    let db = e2e::private_db::private_database("canonical_migration").await;
+    let db = testkit::private_db::private_database("canonical_migration").await;
     let owner = Store::connect_with_pool_size(&db.owner, 2)
         .await
         .expect("owner");
@@ -397,5 +397,5 @@ async fn the_migration_refuses_to_run_while_rows_violate_it_naming_table_and_cou
     assert_eq!(users, expected, "one user each, in canonical form");
 
     owner.pool().close().await;
-    e2e::private_db::drop_database(&db.name).await;
+    testkit::private_db::drop_database(&db.name).await;
 }

@@ -13,8 +13,8 @@ use certificate::keys::ReceiptSigningKey;
 use serde_json::Value;
 use uuid::Uuid;
 
-use e2e::prelude::*;
-use e2e::private_db::{drop_private_stack, private_database};
+use testkit::prelude::*;
+use testkit::private_db::{drop_private_stack, private_database};
 
 /// A parameter of one statement.
 enum Param {

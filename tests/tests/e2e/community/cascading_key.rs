@@ -9,8 +9,8 @@
 
 use activities::store::Store;
 
-use e2e::prelude::*;
-use e2e::private_db::PrivateStory;
+use testkit::prelude::*;
+use testkit::private_db::PrivateStory;
 
 async fn exec(store: &Store, sql: &str) {
     sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))

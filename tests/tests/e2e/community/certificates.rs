@@ -12,9 +12,9 @@ use certificate::verify::verify_certificate;
 use serde_json::Value;
 use uuid::Uuid;
 
-use e2e::env::required;
-use e2e::prelude::*;
-use e2e::private_db::{drop_private_stack, private_database};
+use testkit::env::required;
+use testkit::prelude::*;
+use testkit::private_db::{drop_private_stack, private_database};
 
 /// The stack's receipt public key (written by `deploy/local/up` next to the signing key).
 fn public_key_path() -> PathBuf {

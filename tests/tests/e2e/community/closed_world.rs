@@ -15,11 +15,11 @@ use activities::store::Store;
 use serde_json::Value;
 use uuid::Uuid;
 
-use e2e::certificates::verified_receipt;
-use e2e::db_scan::{Ownership, every_row};
-use e2e::prelude::*;
-use e2e::private_db::{PrivateDatabase, drop_private_stack, private_database};
-use e2e::schema::tenant_guards;
+use testkit::certificates::verified_receipt;
+use testkit::db_scan::{Ownership, every_row};
+use testkit::prelude::*;
+use testkit::private_db::{PrivateDatabase, drop_private_stack, private_database};
+use testkit::schema::tenant_guards;
 
 async fn exec(store: &Store, sql: &str) {
     sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))

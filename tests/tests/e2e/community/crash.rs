@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use demo::SeedPlan;
 
-use e2e::prelude::*;
+use testkit::prelude::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkilled_worker_mid_delete_is_finished_by_a_new_worker_without_restamping() {

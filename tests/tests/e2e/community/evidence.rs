@@ -14,7 +14,7 @@ use activities::store::FenceState;
 use serde_json::Value;
 use uuid::Uuid;
 
-use e2e::prelude::*;
+use testkit::prelude::*;
 
 /// Re-points the request row at `community` under `host` (the attack), or back (the repair).
 async fn point_request(stack: &Stack, id: &str, community: Uuid, host: &str) {

@@ -1,4 +1,4 @@
-use e2e::prelude::*;
+use testkit::prelude::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn target_is_erased_in_all_three_stores_and_neighbours_are_byte_identical() {

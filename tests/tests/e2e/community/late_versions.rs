@@ -17,7 +17,7 @@ use demo::writer_key;
 use serde_json::Value;
 use uuid::Uuid;
 
-use e2e::prelude::*;
+use testkit::prelude::*;
 
 /// A content hash no other write uses.
 fn fresh_hash() -> String {

@@ -6,10 +6,10 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use e2e::prelude::*;
-use e2e::private_db::PrivateStory;
+use testkit::prelude::*;
+use testkit::private_db::PrivateStory;
 
-use e2e::workers::metrics_port;
+use testkit::workers::metrics_port;
 
 use super::metrics::{gauge, scrape_until};
 

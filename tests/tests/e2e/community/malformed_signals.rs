@@ -17,8 +17,8 @@ use temporalio_common::protos::temporal::api::common::v1::Payload;
 use uuid::Uuid;
 use workflows::community::CommunityDeletion;
 
-use e2e::prelude::*;
-use e2e::temporal::{dev_client, temporal_cli};
+use testkit::prelude::*;
+use testkit::temporal::{dev_client, temporal_cli};
 
 /// The audit events a refused signal leaves, by signal name.
 const REFUSAL_EVENTS: [(&str, &str); 3] = [

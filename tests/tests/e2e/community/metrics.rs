@@ -7,9 +7,9 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use e2e::prelude::*;
-use e2e::private_db::PrivateStory;
-use e2e::workers::metrics_port;
+use testkit::prelude::*;
+use testkit::private_db::PrivateStory;
+use testkit::workers::metrics_port;
 
 /// A port nobody listens on right now (the worker binds it a moment later).
 /// `GET /metrics` over a plain socket (no HTTP client crate needed for one request).

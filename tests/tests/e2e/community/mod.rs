@@ -3,7 +3,7 @@
 //! `buzz-deletion` CLI and real `buzz-deletion-worker` processes.
 //!
 //! Modules:
-//! The harness (stack, worker processes, the CLI, seeding, snapshots) is the `e2e` library.
+//! The harness (stack, worker processes, the CLI, seeding, snapshots) is the `testkit` crate.
 //! - `happy_path`: a target and two neighbours; the target is gone, the neighbours untouched.
 //! - `certificates`: a finished deletion's certificate verifies offline and no field of it can
 //!   change unnoticed; a rewritten audit row or a receipt removed from the log is caught.

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use uuid::Uuid;
 
-use e2e::prelude::*;
+use testkit::prelude::*;
 
 /// `--worker-wait` of the bounded runs.
 const WAIT_SECS: u64 = 3;

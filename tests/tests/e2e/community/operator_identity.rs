@@ -15,10 +15,10 @@ use tokio::process::Command;
 use uuid::Uuid;
 use workflows::operator::{Action, Kind};
 
-use e2e::cli::exec;
-use e2e::operators::{TestOperator, fresh_operator, operator, unregistered_operator};
-use e2e::prelude::*;
-use e2e::temporal::temporal_cli;
+use testkit::cli::exec;
+use testkit::operators::{TestOperator, fresh_operator, operator, unregistered_operator};
+use testkit::prelude::*;
+use testkit::temporal::temporal_cli;
 
 /// `temporal workflow update execute` of update `name` with the JSON `payload`, as an operator
 /// without our CLI would send it.

@@ -1,10 +1,10 @@
 use std::time::Duration;
 
-use e2e::prelude::*;
+use testkit::prelude::*;
 
 /// Stops the local Redis (the process `deploy/local/up` started).
 async fn stop_redis() {
-    let url = e2e::env::required(activities::stack_env::REDIS_URL);
+    let url = testkit::env::required(activities::stack_env::REDIS_URL);
     let port = url
         .rsplit(':')
         .next()
@@ -76,7 +76,7 @@ async fn redis_outage_mid_deletion_is_retried_and_the_deletion_completes() {
 
     cli.watch_to_end(&id).await;
     // Fresh connections: the test's own Redis connection died with the server.
-    let stack = e2e::prelude::stack().await;
+    let stack = testkit::prelude::stack().await;
     let after = snapshot(&stack, target.community_id).await;
     after.assert_gone("the target");
 }

@@ -15,11 +15,11 @@ use activities::objects::{S3Permission, probe_key};
 use activities::serving::acquire_serving_write;
 use activities::store::FenceState;
 use activities::taxonomy::PrefixRoot;
-use e2e::stack::bucket_policy_lock;
 use serde_json::Value;
+use testkit::stack::bucket_policy_lock;
 use uuid::Uuid;
 
-use e2e::prelude::*;
+use testkit::prelude::*;
 
 /// A bucket policy denying `action` on the objects under `prefixes`.
 fn deny_policy(bucket: &str, action: &str, prefixes: &[String]) -> String {

@@ -15,9 +15,9 @@ use activities::temporal_access::settings::{
     TEMPORAL_API_KEY, TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH,
     TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_SERVER_NAME,
 };
-use e2e::env::required;
-use e2e::prelude::*;
-use e2e::workers::{worker_command, worker_exit};
+use testkit::env::required;
+use testkit::prelude::*;
+use testkit::workers::{worker_command, worker_exit};
 
 /// A CA that signed none of the stack's certificates (a fixture of the temporal_access tests).
 const FOREIGN_CA: &str = concat!(

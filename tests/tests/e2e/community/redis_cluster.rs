@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 use activities::cache::namespace_pattern;
 use activities::taxonomy::user_keys::user_key_scan_pattern;
 use demo::user::UserSeed;
-use e2e::prelude::*;
-use e2e::redis_cluster::{
+use testkit::prelude::*;
+use testkit::redis_cluster::{
     self, Node, cluster_cache, cluster_env, key_slot, node_connection, node_ports, primaries,
 };
-use e2e::workers::worker_exit;
+use testkit::workers::worker_exit;
 use uuid::Uuid;
 
 use crate::user_erasure::{fresh_pubkey, seed_footprint, submit_user, without_user};

@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use activities::serving::acquire_serving_write;
 
-use e2e::prelude::*;
+use testkit::prelude::*;
 
 /// The request row and approval as Postgres holds them, to prove a refusal changed nothing.
 async fn durable_state(stack: &Stack, id: &str) -> (String, Option<String>, usize) {

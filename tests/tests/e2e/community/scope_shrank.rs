@@ -16,9 +16,9 @@ use activities::store::Store;
 use serde_json::Value;
 use uuid::Uuid;
 
-use e2e::certificates::verified_receipt;
-use e2e::prelude::*;
-use e2e::private_db::{drop_private_stack, private_database};
+use testkit::certificates::verified_receipt;
+use testkit::prelude::*;
+use testkit::private_db::{drop_private_stack, private_database};
 
 /// The advisory lock every manifest chunk stamp waits for while the test holds it.
 const HOLD_STAMPS: i64 = 28_003;

@@ -27,7 +27,7 @@ use tokio::process::{Child, Command};
 use uuid::Uuid;
 use workflows::community::CommunityDeletion;
 
-use e2e::prelude::*;
+use testkit::prelude::*;
 
 /// Temporal's name of the fence activity.
 const FENCE_ACTIVITY: &str = "community.fence";
@@ -172,7 +172,7 @@ async fn describe(stack: &Stack, id: &str) -> WorkflowExecutionDescription {
         .get_request(request_id(id))
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let client = e2e::temporal::dev_client().await;
+    let client = testkit::temporal::dev_client().await;
     client
         .get_workflow_handle::<CommunityDeletion>(request.workflow_id)
         .describe(WorkflowDescribeOptions::default())
@@ -563,7 +563,7 @@ async fn a_serving_process_cut_off_from_its_database_abandons_its_write_before_t
     let (id, digest) = cli.submit(&host, "alice", &[]).await;
 
     // The serving process has its own connection pool: closing it cuts only that process off.
-    let database_url = e2e::env::required(activities::stack_env::SERVING_DATABASE_URL);
+    let database_url = testkit::env::required(activities::stack_env::SERVING_DATABASE_URL);
     let serving_store = Store::connect(&database_url)
         .await
         .unwrap_or_else(|e| panic!("PostgreSQL: {e}"));

@@ -5,9 +5,9 @@ use temporalio_common::protos::temporal::api::testservice::v1::UnlockTimeSkippin
 use temporalio_sdk::Runtime;
 use workflows::stack_check::{StackCheck, StackCheckInput};
 
-use e2e::prelude::*;
-use e2e::temporal::start_test_server;
-use e2e::workers::startup_worker;
+use testkit::prelude::*;
+use testkit::temporal::start_test_server;
+use testkit::workers::startup_worker;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stack_check_round_trips_every_store_on_the_dev_server() {

@@ -11,7 +11,7 @@ use temporalio_client::schedules::{ScheduleDescriptionAction, ScheduleError};
 use temporalio_client::tonic::Code;
 use uuid::Uuid;
 
-use e2e::prelude::*;
+use testkit::prelude::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweep_run_counts_a_stray_tenant_key_names_it_in_postgres_and_never_gates_a_deletion() {
@@ -193,7 +193,7 @@ async fn sweep_schedule_creates_then_updates_a_schedule_the_server_describes_and
     assert_eq!(created["workflow_type"], "TaxonomySweep", "{created}");
     assert_eq!(created["task_queue"], queue.as_str(), "{created}");
 
-    let client = e2e::temporal::dev_client().await;
+    let client = testkit::temporal::dev_client().await;
     let handle = client.get_schedule_handle(id.clone());
     let description = handle
         .describe(Default::default())

@@ -1,6 +1,6 @@
 use activities::objects::ObjectVersionRef;
 
-use e2e::prelude::*;
+use testkit::prelude::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_key_shape_blocks_naming_the_key_until_removed_and_unblocked() {

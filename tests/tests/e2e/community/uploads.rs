@@ -9,7 +9,7 @@ use activities::taxonomy::{PrefixRoot, VersionKind, tenant_prefixes};
 use serde_json::Value;
 use uuid::Uuid;
 
-use e2e::prelude::*;
+use testkit::prelude::*;
 
 /// The smallest non-final part S3 accepts: a real large upload's first part.
 const PART_BYTES: usize = 5 * 1024 * 1024;
@@ -240,7 +240,7 @@ fn deny_delete_policy(bucket: &str, key: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_per_key_access_denial_blocks_naming_the_key_until_the_policy_is_lifted() {
     let _shared = outage_lock().read().await;
-    let _policy = e2e::stack::bucket_policy_lock().lock().await;
+    let _policy = testkit::stack::bucket_policy_lock().lock().await;
     let stack = stack().await;
     let queue = unique_queue("denied");
     let _worker = WorkerProcess::start(&queue, &[]).await;

@@ -4,9 +4,9 @@ use std::time::Duration;
 use tokio::process::Command;
 
 use activities::stack_env;
-use e2e::env::required;
-use e2e::prelude::*;
-use e2e::workers::{worker_command, worker_exit};
+use testkit::env::required;
+use testkit::prelude::*;
+use testkit::workers::{worker_command, worker_exit};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_refuses_to_start_naming_the_missing_variable_or_unreachable_service() {

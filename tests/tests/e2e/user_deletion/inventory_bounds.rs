@@ -12,8 +12,8 @@ use workflows::user::inventory::DEMO_PARTICIPANT_COMMUNITY as B;
 use workflows::user::{RunOutcome, UserPhase};
 
 use super::{run, target, with_one_worker, with_stack};
-use e2e::cli::CliRun;
-use e2e::user::{ApprovedRequest, UserStack, approve, submit_and_approve};
+use testkit::cli::CliRun;
+use testkit::user::{ApprovedRequest, UserStack, approve, submit_and_approve};
 
 /// `user submit --target T --requested-by operator-a [extra…]`.
 async fn submit(stack: &UserStack, target: &str, extra: &[&str]) -> CliRun {

@@ -4,7 +4,7 @@
 //! row claims it is running with no stage row is refused rather than gated a second time. Once the
 //! row is restored, the next run continues.
 
-use e2e::user::{ApprovedRequest, UserStack, submit_and_approve};
+use testkit::user::{ApprovedRequest, UserStack, submit_and_approve};
 use uuid::Uuid;
 
 use super::{run, target, with_one_worker};

@@ -3,7 +3,7 @@
 //!
 //! Modules:
 //! The stack (Postgres, test server, worker threads, the CLI binary) and the request snapshots
-//! are `e2e::user` of the harness library.
+//! are `testkit::user` of the harness library.
 //! - `store`: the store's exclusion-proof guarantees, without Temporal.
 //! - `inventory_bounds`: the approved inventory as the source, the resource bounds, the store's
 //!   refusal of an early start, `user list`.
@@ -17,12 +17,12 @@ mod store;
 
 use std::time::Duration;
 
-use e2e::cli::CliRun;
-use e2e::user::{
+use serde_json::json;
+use testkit::cli::CliRun;
+use testkit::user::{
     ApprovedRequest, RequestSnapshot, UserStack, approve, submit_and_approve,
     wait_for_database_deadline,
 };
-use serde_json::json;
 use uuid::Uuid;
 use workflows::user::UserPhase;
 use workflows::user::inventory::{
@@ -405,9 +405,9 @@ async fn a_completed_user_deletion_has_a_certificate_that_verifies_offline_and_n
             !text.contains(who.trim_start_matches("demo:")),
             "the certificate must not carry the target: {text}"
         );
-        let public_key = e2e::env::required("BUZZ_RECEIPT_PUBLIC_KEY_FILE");
+        let public_key = testkit::env::required("BUZZ_RECEIPT_PUBLIC_KEY_FILE");
         let verify = |extra: &[&str]| {
-            let mut command = std::process::Command::new(e2e::env::bin("buzz-deletion"));
+            let mut command = std::process::Command::new(testkit::env::bin("buzz-deletion"));
             command
                 .env_clear()
                 .args([

@@ -16,8 +16,8 @@ use uuid::Uuid;
 use workflows::user::UserPhase;
 
 use super::{B, C, row, run, target, wait_for, with_one_worker, with_stack};
-use e2e::cli::CliRun;
-use e2e::user::{ApprovedRequest, RequestSnapshot, UserStack, submit_and_approve};
+use testkit::cli::CliRun;
+use testkit::user::{ApprovedRequest, RequestSnapshot, UserStack, submit_and_approve};
 
 /// The five stages of the demo inventory, in chain order.
 const CHAIN: [(&str, Option<Uuid>); 5] = [

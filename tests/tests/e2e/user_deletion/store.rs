@@ -15,15 +15,15 @@ use workflows::user::{
 
 use workflows::operator::{Action, Kind};
 
-use e2e::user::migrated_store;
+use testkit::user::migrated_store;
 
 /// A registered, approved request with its initial `gate_user` row created.
 async fn initialized_request(store: &UserStore) -> (Uuid, UserInventory, Uuid) {
     let id = Uuid::new_v4();
     let target = format!("demo:store-{}", id.simple());
     let inventory = UserInventory::demo(&target).unwrap();
-    let requester = e2e::operators::operator("operator-a").await;
-    let approver = e2e::operators::operator("operator-b").await;
+    let requester = testkit::operators::operator("operator-a").await;
+    let approver = testkit::operators::operator("operator-b").await;
     let signed = requester.sign(Action::Submit, Kind::User, id, &target, None);
     store
         .register(

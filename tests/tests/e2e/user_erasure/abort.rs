@@ -3,7 +3,7 @@
 
 use activities::store::is_user_fenced_write;
 use demo::user::UserSeed;
-use e2e::prelude::*;
+use testkit::prelude::*;
 use uuid::Uuid;
 
 use super::{fresh_pubkey, seed_footprint};

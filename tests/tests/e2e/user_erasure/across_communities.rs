@@ -7,7 +7,7 @@ use activities::store::is_user_fenced_write;
 use activities::taxonomy::derived_keys;
 use activities::user::UserStore;
 use demo::user::{UserSeed, media_key};
-use e2e::prelude::*;
+use testkit::prelude::*;
 use uuid::Uuid;
 
 use super::{fresh_pubkey, seed_footprint, submit_user, without_user};

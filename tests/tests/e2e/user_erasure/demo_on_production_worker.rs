@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 
 use activities::store::Store;
 use demo::user::UserSeed;
-use e2e::db_scan::every_row;
-use e2e::prelude::*;
-use e2e::private_db::PrivateStory;
+use testkit::db_scan::every_row;
+use testkit::prelude::*;
+use testkit::private_db::PrivateStory;
 use uuid::Uuid;
 use workflows::user::inventory::{DEMO_FORMER_PARTICIPANT_COMMUNITY, DEMO_PARTICIPANT_COMMUNITY};
 

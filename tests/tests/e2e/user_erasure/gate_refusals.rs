@@ -3,7 +3,7 @@
 //! approved inventory does not list.
 
 use demo::user::{UserSeed, media_key};
-use e2e::prelude::*;
+use testkit::prelude::*;
 
 use super::{fresh_pubkey, seed_footprint, submit_user};
 

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use activities::taxonomy::derived_keys;
 use activities::taxonomy::user_keys::{USER_KEY_SHAPES, user_key_prefix};
 use demo::user::{UserSeed, media_key, user_key};
-use e2e::prelude::*;
+use testkit::prelude::*;
 
 use super::{fresh_pubkey, seed_footprint, submit_user, without_user};
 

@@ -11,7 +11,7 @@ use demo::simulator::{
     AdmittedWrite, AuthoredOutcome, AuthoredWrite, CommunityReport, SimulationPlan, simulate,
 };
 use demo::user::UserSeed;
-use e2e::prelude::*;
+use testkit::prelude::*;
 
 use super::{fresh_pubkey, seed_footprint};
 

@@ -34,8 +34,8 @@ use std::collections::BTreeSet;
 use activities::taxonomy::derived_keys;
 use activities::taxonomy::user_keys::user_key_prefix;
 use demo::user::{UserSeed, UserSeedReport, seed_user};
-use e2e::prelude::*;
 use sha2::{Digest, Sha256};
+use testkit::prelude::*;
 use uuid::Uuid;
 
 /// A fresh random 64-hex pubkey.

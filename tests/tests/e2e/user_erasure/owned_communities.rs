@@ -5,7 +5,7 @@
 //! frozen inventory, digest and two-person approval, and removes the whole community.
 
 use demo::user::UserSeed;
-use e2e::prelude::*;
+use testkit::prelude::*;
 use uuid::Uuid;
 
 use super::{fresh_pubkey, seed_footprint, submit_user};

@@ -9,8 +9,8 @@
 
 use activities::store::Store;
 use demo::user::UserSeed;
-use e2e::prelude::*;
-use e2e::private_db::PrivateStory;
+use testkit::prelude::*;
+use testkit::private_db::PrivateStory;
 
 use super::{fresh_pubkey, seed_footprint, submit_user};
 

@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use activities::taxonomy::derived_keys;
 use demo::user::{UserSeed, media_key};
-use e2e::prelude::*;
 use sqlx::PgPool;
+use testkit::prelude::*;
 use tokio::time::Instant;
 use uuid::Uuid;
 

@@ -1,7 +1,9 @@
-//! The end-to-end test harness, shared by every test under `tests/tests/e2e/` and by the
-//! history recordings: handles on the local stack built from its environment, the operator CLI
-//! as a process, worker processes and in-process workers, the operators' test keys, seeding, and
-//! the two assertions every deletion test makes (the target gone, the neighbours byte-identical).
+//! The one test kit of buzz-deletion, shared by the end-to-end suite (`tests/tests/e2e/`), the
+//! history recordings, the store and activity integration tests (`activities/tests/it/`), bench
+//! and chaos: handles on the local stack built from its environment, the operator CLI as a
+//! process, worker processes and in-process workers started by the worker's own startup code, the
+//! operators' test keys, seeding, and the two assertions every deletion test makes (the target
+//! gone, the neighbours byte-identical).
 #![deny(unsafe_code)]
 
 pub mod certificates;
@@ -19,7 +21,7 @@ pub mod temporal;
 pub mod user;
 pub mod workers;
 
-/// What a community test uses: `use e2e::prelude::*;`.
+/// What a community test uses: `use testkit::prelude::*;`.
 pub mod prelude {
     pub use crate::cli::{Cli, CliRun};
     pub use crate::env::{bin, repo_root};
