@@ -2,19 +2,29 @@
 //! `workflows::community`, claims the request in Postgres, and makes every progress write and
 //! every irreversible call conditional on the generation it claimed.
 
+// One file per phase, named as the phase (in the order the workflow runs them) …
+mod abort;
+mod approval;
+mod complete;
 mod delete;
-mod failure;
-mod fencing;
+mod drain;
+mod fence;
 mod freeze;
+mod inventory;
+mod late_versions;
+mod preflight;
+mod purge_cache;
+mod purge_rows;
+mod register;
+mod verify;
+// … and what several phases share: the failure type, heartbeats, the irreversible marker, the
+// per-prefix pacer, version listing and upload scans.
+mod failure;
 mod heartbeat;
-mod intake;
-mod late;
 mod listing;
 mod marker;
 mod pacing;
-mod purge;
 mod uploads;
-mod verify;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -124,7 +134,8 @@ impl CommunityActivities {
         ctx: ActivityContext,
         input: RegisterInput,
     ) -> Result<RegisteredRequest, ActivityError> {
-        self.timed(&ctx, intake::register(&self, &ctx, input)).await
+        self.timed(&ctx, register::register(&self, &ctx, input))
+            .await
     }
 
     /// Takes and freezes the inventory with its digest.
@@ -134,7 +145,7 @@ impl CommunityActivities {
         ctx: ActivityContext,
         input: RequestRef,
     ) -> Result<InventorySummary, ActivityError> {
-        self.timed(&ctx, intake::inventory(&self, &ctx, input))
+        self.timed(&ctx, inventory::inventory(&self, &ctx, input))
             .await
     }
 
@@ -145,7 +156,7 @@ impl CommunityActivities {
         ctx: ActivityContext,
         input: ApprovalInput,
     ) -> Result<ApprovalRecord, ActivityError> {
-        self.timed(&ctx, intake::record_approval(&self, &ctx, input))
+        self.timed(&ctx, approval::record_approval(&self, &ctx, input))
             .await
     }
 
@@ -156,7 +167,7 @@ impl CommunityActivities {
         ctx: ActivityContext,
         input: EventInput,
     ) -> Result<(), ActivityError> {
-        self.timed(&ctx, intake::record_event(&self, &ctx, input))
+        self.timed(&ctx, approval::record_event(&self, &ctx, input))
             .await
     }
 
@@ -167,7 +178,7 @@ impl CommunityActivities {
         ctx: ActivityContext,
         input: RequestRef,
     ) -> Result<(), ActivityError> {
-        self.timed(&ctx, fencing::preflight(&self, &ctx, input))
+        self.timed(&ctx, preflight::preflight(&self, &ctx, input))
             .await
     }
 
@@ -178,7 +189,7 @@ impl CommunityActivities {
         ctx: ActivityContext,
         input: RequestRef,
     ) -> Result<FenceOutcome, ActivityError> {
-        self.timed(&ctx, fencing::fence(&self, &ctx, input)).await
+        self.timed(&ctx, fence::fence(&self, &ctx, input)).await
     }
 
     /// Disconnects relays and requires serving writes drained.
@@ -188,7 +199,7 @@ impl CommunityActivities {
         ctx: ActivityContext,
         input: RequestRef,
     ) -> Result<DrainOutcome, ActivityError> {
-        self.timed(&ctx, fencing::drain(&self, &ctx, input)).await
+        self.timed(&ctx, drain::drain(&self, &ctx, input)).await
     }
 
     /// Streams the post-drain listing into manifest chunks and binds it.
@@ -220,7 +231,7 @@ impl CommunityActivities {
         ctx: ActivityContext,
         input: PurgeInput,
     ) -> Result<PurgeReport, ActivityError> {
-        self.timed(&ctx, purge::purge_postgres(&self, &ctx, input))
+        self.timed(&ctx, purge_rows::purge_postgres(&self, &ctx, input))
             .await
     }
 
@@ -231,7 +242,7 @@ impl CommunityActivities {
         ctx: ActivityContext,
         input: RequestRef,
     ) -> Result<CacheReport, ActivityError> {
-        self.timed(&ctx, purge::purge_cache(&self, &ctx, input))
+        self.timed(&ctx, purge_cache::purge_cache(&self, &ctx, input))
             .await
     }
 
@@ -252,8 +263,11 @@ impl CommunityActivities {
         ctx: ActivityContext,
         input: RequestRef,
     ) -> Result<LateVersionsReport, ActivityError> {
-        self.timed(&ctx, late::delete_late_versions(&self, &ctx, input))
-            .await
+        self.timed(
+            &ctx,
+            late_versions::delete_late_versions(&self, &ctx, input),
+        )
+        .await
     }
 
     /// Marks the request retention-pending.
@@ -263,7 +277,7 @@ impl CommunityActivities {
         ctx: ActivityContext,
         input: RequestRef,
     ) -> Result<(), ActivityError> {
-        self.timed(&ctx, verify::complete(&self, input)).await
+        self.timed(&ctx, complete::complete(&self, input)).await
     }
 
     /// Lifts the fence and ends the request aborted.
@@ -273,7 +287,7 @@ impl CommunityActivities {
         ctx: ActivityContext,
         input: AbortInput,
     ) -> Result<AbortOutcome, ActivityError> {
-        self.timed(&ctx, intake::abort(&self, input)).await
+        self.timed(&ctx, abort::abort(&self, input)).await
     }
 
     /// Verifies and records an abort's signature before the abort counts.
@@ -283,7 +297,7 @@ impl CommunityActivities {
         ctx: ActivityContext,
         input: AbortInput,
     ) -> Result<AbortRequest, ActivityError> {
-        self.timed(&ctx, intake::accept_abort(&self, &ctx, input))
+        self.timed(&ctx, abort::accept_abort(&self, &ctx, input))
             .await
     }
 }

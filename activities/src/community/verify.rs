@@ -1,16 +1,16 @@
-//! The absence proof, and the terminal advance.
+//! Verify: the absence proof in every store (rows, every inventoried relation, the community row,
+//! object versions and uploads, two empty Redis passes).
 
 use temporalio_sdk::activities::ActivityContext;
 use workflows::community::{RequestRef, VerificationReport};
 
-use crate::certificates::{ArchiveError, archive_receipt};
 use crate::store::{ExecToken, Stage};
 use crate::taxonomy::tenant_prefixes;
 
 use super::CommunityActivities;
 use super::failure::{PhaseError, PhaseResult};
 use super::heartbeat::{ProgressCell, heartbeating};
-use super::late;
+use super::late_versions;
 use super::uploads::verify_no_uploads;
 
 /// Redis passes that must each complete empty (SCAN is weakly consistent: one sparse pass could
@@ -61,7 +61,7 @@ pub async fn verify(
         for prefix in &prefixes {
             progress.update(|p| p.step = format!("listing {prefix}"));
             if let Some(version) = acts.objects.prefix_is_empty(prefix).await? {
-                return Err(late::surviving_version(acts, &token, prefix, &version).await);
+                return Err(late_versions::surviving_version(acts, &token, prefix, &version).await);
             }
         }
         verify_no_uploads(&acts.objects, &prefixes, &progress).await?;
@@ -90,7 +90,7 @@ pub async fn verify(
 /// Every relation of the frozen inventory is still in scope and holds no row of the community
 /// (recorded as the `scope_verified` milestone the receipt states); a relation that left is
 /// [`crate::store::StoreError::ScopeShrank`], a row left is a transient failure naming it.
-async fn verify_inventoried_relations(
+pub(super) async fn verify_inventoried_relations(
     acts: &CommunityActivities,
     token: &ExecToken,
 ) -> PhaseResult<()> {
@@ -102,41 +102,4 @@ async fn verify_inventoried_relations(
         }),
         None => Ok(()),
     }
-}
-
-/// Re-validates the frozen inventory and marks the request retention-pending (terminal).
-pub async fn complete(acts: &CommunityActivities, input: RequestRef) -> PhaseResult<()> {
-    let token = acts
-        .store
-        .claim(
-            input.request_id,
-            &[Stage::LogicallyVerified, Stage::RetentionPending],
-        )
-        .await?;
-    if token.stage != Stage::RetentionPending {
-        acts.store.load_frozen_inventory(input.request_id).await?;
-        // Again right before the receipt is issued: the scope is re-checked, and a request
-        // verified by a worker that did not record the scope verification gets it now.
-        verify_inventoried_relations(acts, &token).await?;
-        acts.store
-            .complete_with_receipt(
-                &token,
-                serde_json::json!({
-                    "policy": "rows, object versions and keys of the community are gone; \
-                               the audit trail and approval evidence are retained"
-                }),
-            )
-            .await?;
-    }
-    // The signed receipt is in Postgres now; its object-lock copy is written (once) after the
-    // commit, so a retry of this activity finishes an archive write that failed.
-    if let Some(archive) = &acts.archive {
-        archive_receipt(&acts.store, archive, input.request_id)
-            .await
-            .map_err(|error| match error {
-                ArchiveError::Store(error) => PhaseError::Store(error.into()),
-                ArchiveError::Objects(error) => PhaseError::Objects(error),
-            })?;
-    }
-    Ok(())
 }
