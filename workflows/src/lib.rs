@@ -10,6 +10,7 @@ pub mod community;
 pub mod contract;
 pub mod host;
 pub mod operator;
+pub mod retry;
 pub mod search;
 pub mod stack_check;
 pub mod sweep;

@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use temporalio_common::RetryPolicy;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{ActivityOptions, WorkflowContext, WorkflowResult};
 
@@ -63,12 +62,7 @@ impl StackCheck {
     ) -> WorkflowResult<StackCheckReport> {
         let options = ActivityOptions::with_start_to_close_timeout(Duration::from_secs(60))
             .heartbeat_timeout(Duration::from_secs(20))
-            .retry_policy(
-                RetryPolicy::builder()
-                    .initial_interval(Duration::from_secs(1))
-                    .maximum_attempts(5)
-                    .build(),
-            )
+            .retry_policy(crate::retry::a_few_times(Duration::from_secs(1), 5))
             .build();
         let touched = ctx
             .execute_activity(TouchStores, input.clone(), options)

@@ -9,7 +9,6 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use temporalio_common::RetryPolicy;
 use temporalio_macros::{workflow, workflow_methods};
 use temporalio_sdk::{ActivityOptions, WorkflowContext, WorkflowResult};
 use uuid::Uuid;
@@ -95,10 +94,7 @@ impl TaxonomySweep {
             .retry_policy(
                 // Observational: a few spaced retries, then the run fails and the next one
                 // (scheduled or manual) starts afresh.
-                RetryPolicy::builder()
-                    .initial_interval(Duration::from_secs(30))
-                    .maximum_attempts(5)
-                    .build(),
+                crate::retry::a_few_times(Duration::from_secs(30), 5),
             )
             .build();
         Ok(ctx.execute_activity(ScanBucket, input, options).await?)

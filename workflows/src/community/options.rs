@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use temporalio_common::{ActivityDefinition, RetryPolicy};
+use temporalio_common::ActivityDefinition;
 use temporalio_sdk::{ActivityOptions, WorkflowCancellationToken};
 
 use super::contracts::{
@@ -61,19 +61,15 @@ pub fn activity_options(
     tuning: &Tuning,
     cancellation: WorkflowCancellationToken,
 ) -> ActivityOptions {
-    let retry = RetryPolicy::builder()
-        .initial_interval(Duration::from_secs(tuning.retry_initial_secs.max(1)))
-        .backoff_coefficient(2.0)
-        .maximum_interval(Duration::from_secs(
-            tuning.retry_max_secs.max(tuning.retry_initial_secs).max(1),
-        ))
-        .maximum_attempts(0)
-        .non_retryable_error_types([
+    let retry = crate::retry::until_success(
+        Duration::from_secs(tuning.retry_initial_secs.max(1)),
+        Duration::from_secs(tuning.retry_max_secs.max(tuning.retry_initial_secs).max(1)),
+        [
             PERMANENT_FAILURE_TYPE,
             ABORT_REFUSED_FAILURE_TYPE,
             LATE_OBJECT_VERSION_FAILURE_TYPE,
-        ])
-        .build();
+        ],
+    );
     match pace {
         Pace::Short => ActivityOptions::with_start_to_close_timeout(SHORT_RUN)
             .retry_policy(retry)

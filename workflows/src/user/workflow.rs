@@ -928,16 +928,15 @@ fn store_options() -> ActivityOptions {
 }
 
 fn retry_policy() -> RetryPolicy {
-    RetryPolicy::builder()
-        .initial_interval(Duration::from_secs(1))
-        .backoff_coefficient(2.0)
-        .maximum_interval(Duration::from_secs(30))
-        .non_retryable_error_types([
-            PERMANENT_FAILURE_TYPE.to_string(),
-            STALE_GENERATION_FAILURE_TYPE.to_string(),
-            RETRY_NOT_DUE_FAILURE_TYPE.to_string(),
-        ])
-        .build()
+    crate::retry::until_success(
+        Duration::from_secs(1),
+        Duration::from_secs(30),
+        [
+            PERMANENT_FAILURE_TYPE,
+            STALE_GENERATION_FAILURE_TYPE,
+            RETRY_NOT_DUE_FAILURE_TYPE,
+        ],
+    )
 }
 
 /// The activity's own message when it failed with an application failure, else the SDK's.
