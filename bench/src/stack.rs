@@ -20,12 +20,10 @@ pub struct Stack {
     pub cache: Cache,
 }
 
-/// Reads a required variable (trimmed; blank counts as unset) through
-/// [`activities::stack_env`].
+/// Reads a required variable (trimmed; blank counts as unset) through the test kit, naming how
+/// to start the stack when it is missing.
 pub fn env(name: &'static str) -> Result<String> {
-    StackEnv::process()
-        .required(name)
-        .map_err(|e| anyhow!("{} is not set: {HOW_TO_START}", e.name()))
+    testkit::running_stack::variable(name, HOW_TO_START)
 }
 
 impl Stack {

@@ -160,11 +160,7 @@ impl ReceiptSigningKey {
 
     /// Reads a PKCS#8 PEM private key file.
     pub fn read_file(path: &Path) -> Result<Self, KeyError> {
-        let pem = std::fs::read_to_string(path).map_err(|source| KeyError::Io {
-            path: path.to_owned(),
-            action: "cannot read the private key file",
-            source,
-        })?;
+        let pem = read_pem(path, "cannot read the private key file")?;
         Self::parse(&pem, &path.display().to_string())
     }
 
@@ -197,6 +193,15 @@ impl ReceiptSigningKey {
     }
 }
 
+/// The text of the PEM file at `path`; a failure names the file and `action`.
+fn read_pem(path: &Path, action: &'static str) -> Result<String, KeyError> {
+    std::fs::read_to_string(path).map_err(|source| KeyError::Io {
+        path: path.to_owned(),
+        action,
+        source,
+    })
+}
+
 /// A public key that verifies receipts and checkpoints.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReceiptPublicKey(VerifyingKey);
@@ -218,11 +223,7 @@ impl ReceiptPublicKey {
 
     /// Reads an SPKI PEM public key file.
     pub fn read_file(path: &Path) -> Result<Self, KeyError> {
-        let pem = std::fs::read_to_string(path).map_err(|source| KeyError::Io {
-            path: path.to_owned(),
-            action: "cannot read the public key file",
-            source,
-        })?;
+        let pem = read_pem(path, "cannot read the public key file")?;
         Self::parse(&pem, &path.display().to_string())
     }
 

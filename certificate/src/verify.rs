@@ -174,19 +174,36 @@ fn members<'a>(
     Some(object)
 }
 
-/// A string member (its absence was reported by [`members`]).
+/// A member read as the type `read` accepts (its absence was reported by [`members`]); a
+/// member of another type is a problem, `mistyped`.
+fn get_as<'a, T>(
+    object: &'a Map<String, Value>,
+    at: &str,
+    name: &str,
+    problems: &mut Problems,
+    (read, mistyped): (fn(&'a Value) -> Option<T>, &str),
+) -> Option<T> {
+    let value = read(object.get(name)?);
+    if value.is_none() {
+        problems.push(format!("{at}/{name}"), mistyped);
+    }
+    value
+}
+
+/// A string member.
 fn get_str<'a>(
     object: &'a Map<String, Value>,
     at: &str,
     name: &str,
     problems: &mut Problems,
 ) -> Option<&'a str> {
-    let value = object.get(name)?;
-    let text = value.as_str();
-    if text.is_none() {
-        problems.push(format!("{at}/{name}"), "is not a string");
-    }
-    text
+    get_as(
+        object,
+        at,
+        name,
+        problems,
+        (Value::as_str, "is not a string"),
+    )
 }
 
 /// An unsigned integer member.
@@ -196,12 +213,8 @@ fn get_u64(
     name: &str,
     problems: &mut Problems,
 ) -> Option<u64> {
-    let value = object.get(name)?;
-    let number = value.as_u64();
-    if number.is_none() {
-        problems.push(format!("{at}/{name}"), "is not a non-negative integer");
-    }
-    number
+    let unsigned = "is not a non-negative integer";
+    get_as(object, at, name, problems, (Value::as_u64, unsigned))
 }
 
 /// An array-of-hashes member: every element 64 lowercase hex characters.

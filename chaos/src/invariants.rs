@@ -316,7 +316,7 @@ pub async fn proof_is_sound(
 ) -> Result<Vec<Violation>> {
     let subject = request_id.to_string();
     let mut found = Vec::new();
-    let pool = stores.owner.pool();
+    let pool = stores.store.pool();
     let events: Vec<(i64, String, Value)> = sqlx::query_as(
         "SELECT id, event, detail FROM deletion.audit_events WHERE request_id = $1 ORDER BY id",
     )
@@ -458,7 +458,7 @@ async fn receipt_is_sound(stores: &Stores, request_id: Uuid) -> Vec<Violation> {
             )];
         }
     };
-    match stores.owner.audit_certificate(request_id, &ring).await {
+    match stores.store.audit_certificate(request_id, &ring).await {
         Ok(audit) => {
             for problem in audit.problems {
                 found.push(violation(RULE, &subject, problem));
@@ -484,7 +484,7 @@ async fn receipt_is_sound(stores: &Stores, request_id: Uuid) -> Vec<Violation> {
             return found;
         }
     };
-    match stores.owner.certificate(request_id, None).await {
+    match stores.store.certificate(request_id, None).await {
         Ok(certificate) => {
             let json = serde_json::to_value(&certificate).unwrap_or_default();
             if let Err(problems) = certificate::verify::verify_certificate(&json, &ring, None) {

@@ -106,7 +106,7 @@ pub use testkit::snapshot::Snapshot;
 
 /// Snapshots `community` in all three stores (rows as the owner sees them).
 pub async fn snapshot(stores: &Stores, community: Uuid) -> Result<Snapshot> {
-    Snapshot::capture(&stores.owner, &stores.objects, &stores.cache, community).await
+    Snapshot::capture(&stores.store, &stores.objects, &stores.cache, community).await
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ use crate::population::{self, Seeded, Snapshot};
 use crate::proxies::NetProxy;
 use crate::schedule::{AbortPoint, DeletionPlan, Dependency, Schedule};
 use crate::services::Services;
-use crate::stack::{StackEnv, Stores, env};
+use crate::stack::{StackEnv, Stores, connect_stores, env};
 use crate::traffic::Traffic;
 use crate::workers::{self, Workers};
 
@@ -123,7 +123,7 @@ fn ms_since(t0: Instant) -> u64 {
 /// Runs `schedule` on the local stack.
 pub async fn run(schedule: Schedule, settings: Settings) -> Result<RunRecord> {
     let stack = StackEnv::from_env()?;
-    let stores = Stores::connect().await?;
+    let stores = connect_stores().await?;
     let tag = &Uuid::new_v4().simple().to_string()[..8];
     let task_queue = format!("buzz-chaos-{}-{tag}", schedule.seed);
     std::fs::create_dir_all(&settings.log_dir)
@@ -222,7 +222,7 @@ pub async fn run(schedule: Schedule, settings: Settings) -> Result<RunRecord> {
         task_queue: task_queue.clone(),
         requester_key: settings.keys_dir.join("alice"),
         approver_key: settings.keys_dir.join("bob"),
-        store: stores.owner.clone(),
+        store: stores.store.clone(),
     });
 
     let t0 = Instant::now();
@@ -361,7 +361,7 @@ pub async fn run(schedule: Schedule, settings: Settings) -> Result<RunRecord> {
 
     eprintln!("chaos: checking the invariants");
     // Fresh connections: the run's own ones lived through every restart.
-    let stores = Stores::connect()
+    let stores = connect_stores()
         .await
         .context("reconnecting to the stores to check the invariants")?;
     let violations = check(
@@ -450,7 +450,7 @@ async fn read_end(stores: &Stores, request_id: Uuid, t0: Instant) -> Option<End>
     let row: Option<(String, Option<String>)> =
         sqlx::query_as("SELECT stage, blocked_reason FROM deletion.requests WHERE id = $1")
             .bind(request_id)
-            .fetch_optional(stores.owner.pool())
+            .fetch_optional(stores.store.pool())
             .await
             .ok()
             .flatten();

@@ -5,10 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use activities::cache::{Cache, RedisMode};
-use activities::objects::ObjectStore;
-use activities::stack_env::{self, StackEnvError};
-use activities::store::Store;
+use activities::cache::RedisMode;
+use activities::stack_env;
 use anyhow::{Context, Result, anyhow};
 use url::Url;
 
@@ -17,17 +15,10 @@ use crate::schedule::Dependency;
 const HOW_TO_START: &str = "run it through `deploy/local/chaos`, which starts the local stack and \
      sources its environment";
 
-/// A missing variable, with how a chaos run gets its environment.
-fn missing(error: StackEnvError) -> anyhow::Error {
-    anyhow!("{} is not set: {HOW_TO_START}", error.name())
-}
-
-/// Reads a required variable (trimmed; blank counts as unset) through
-/// [`activities::stack_env`].
+/// Reads a required variable (trimmed; blank counts as unset) through the test kit, naming how a
+/// chaos run gets its environment when it is missing.
 pub fn env(name: &'static str) -> Result<String> {
-    stack_env::StackEnv::process()
-        .required(name)
-        .map_err(missing)
+    testkit::running_stack::variable(name, HOW_TO_START)
 }
 
 /// Where each dependency really listens, and the variables that name it.
@@ -129,52 +120,14 @@ impl StackEnv {
     }
 }
 
-/// Direct connections to the data stores (never through a proxy): the owner for seeding
-/// communities and reading the proof, the serving role for tenant writes.
-#[derive(Debug, Clone)]
-pub struct Stores {
-    /// Postgres as the schema owner.
-    pub owner: Store,
-    /// Postgres as the relay's serving role.
-    pub serving: Store,
-    /// The bucket.
-    pub objects: ObjectStore,
-    /// Redis.
-    pub cache: Cache,
-}
+/// Direct connections to the data stores (never through a proxy), the test kit's handles: the
+/// owner (`store`) for seeding communities and reading the proof, the serving role for tenant
+/// writes, the bucket and Redis.
+pub type Stores = testkit::stack::Stack;
 
-impl Stores {
-    /// Connects to the three stores.
-    pub async fn connect() -> Result<Stores> {
-        let owner = Store::connect(&env("BUZZ_OWNER_DATABASE_URL")?)
-            .await
-            .context("PostgreSQL is not reachable as the owner")?;
-        owner
-            .check_schema_current()
-            .await
-            .context("the schema is not current: run `buzz-deletion migrate`")?;
-        let serving = Store::connect(&env("BUZZ_SERVING_DATABASE_URL")?)
-            .await
-            .context("PostgreSQL is not reachable as the serving role")?;
-        let s3 = stack_env::StackEnv::process().s3().map_err(missing)?;
-        let objects = ObjectStore::connect(&s3).await?;
-        objects
-            .check_bucket()
-            .await
-            .with_context(|| format!("the bucket at {} is not usable", s3.endpoint))?;
-        let redis = stack_env::StackEnv::process()
-            .redis()
-            .map_err(|e| anyhow!("{e}"))?;
-        let cache = Cache::connect_with(&redis)
-            .await
-            .with_context(|| format!("Redis is not usable at {}", redis.redacted_url()))?;
-        Ok(Stores {
-            owner,
-            serving,
-            objects,
-            cache,
-        })
-    }
+/// Connects to the three stores (the schema must be current; nothing is migrated).
+pub async fn connect_stores() -> Result<Stores> {
+    Stores::connect_running(HOW_TO_START).await
 }
 
 #[cfg(test)]

@@ -19,9 +19,9 @@ use workflows::community::TableCount;
 
 use activities::cache::{Cache, CacheError};
 use activities::objects::{ObjectStore, ObjectStoreError};
-use activities::serving::{ServingError, acquire_serving_write};
 use activities::store::{Store, StoreError};
 use activities::taxonomy::PrefixRoot;
+use serving::{ServingError, acquire_serving_write};
 
 /// Writes per serving-write lease while seeding: one lease guards a batch, not each write, so
 /// seeding 50,000 versions does not mint 50,000 lease rows.

@@ -14,10 +14,10 @@ use uuid::Uuid;
 
 use activities::cache::Cache;
 use activities::objects::ObjectStore;
-use activities::serving::{ServingLeaseConfig, acquire_user_serving_write_with};
 use activities::store::Store;
 use activities::taxonomy::derived_keys;
 use activities::taxonomy::user_keys::user_key_prefix;
+use serving::{ServingLeaseConfig, acquire_user_serving_write_with};
 
 use super::SeedError;
 

@@ -1,5 +1,6 @@
 //! The one place a command's result is printed: every command returns a [`Report`] and
-//! [`emit`] writes it to stdout as JSON (default) or as text tables (`--output table`).
+//! [`emit`] writes it to stdout as JSON (default) or as text tables (`--output table`, built
+//! with [`crate::render`]).
 //! Progress and warnings go to stderr, except `community watch`'s live progress lines.
 //!
 //! JSON field names follow one convention (README, "CLI conventions"): a request's id is
@@ -39,10 +40,8 @@ pub struct Report {
 impl Report {
     /// A result shown as `document` (JSON) or `text` (table), exit code 0.
     pub fn new(document: &impl Serialize, text: impl Into<String>) -> Result<Report, CliError> {
-        let encoding =
-            |e: serde_json::Error| CliError::Other(anyhow::anyhow!("encoding the result: {e}"));
-        let json = serde_json::to_string_pretty(document).map_err(encoding)?;
-        let document = serde_json::to_value(document).map_err(encoding)?;
+        let json = serde_json::to_string_pretty(document).map_err(encoding_error)?;
+        let document = serde_json::to_value(document).map_err(encoding_error)?;
         Ok(Report {
             document,
             json,
@@ -56,8 +55,7 @@ impl Report {
     /// A result that is one compact JSON line in every format (a payload to paste elsewhere).
     pub fn json_line(document: &impl Serialize) -> Result<Report, CliError> {
         let mut report = Report::new(document, String::new())?;
-        report.json = serde_json::to_string(document)
-            .map_err(|e| CliError::Other(anyhow::anyhow!("encoding the result: {e}")))?;
+        report.json = serde_json::to_string(document).map_err(encoding_error)?;
         report.one_line = true;
         Ok(report)
     }
@@ -92,6 +90,11 @@ impl Report {
             (OutputFormat::Table, false) => self.text.clone(),
         }
     }
+}
+
+/// A result that cannot be written as JSON: a bug in the command, never the operator's doing.
+pub fn encoding_error(error: serde_json::Error) -> CliError {
+    CliError::Other(anyhow::anyhow!("encoding the result: {error}"))
 }
 
 /// Prints `report` (stdout, then its error line on stderr) and returns its exit code.
@@ -140,98 +143,6 @@ fn add_current_names(map: &mut Map<String, Value>) {
             map.entry(new).or_insert(v);
         }
     }
-}
-
-/// A JSON value as a table cell: strings bare, null empty, anything else as JSON.
-pub fn display_json(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
-}
-
-/// A JSON object as a two-column table of its fields (`title` first).
-pub fn object_table(title: &str, value: &Value) -> String {
-    let pairs: Vec<(String, String)> = match value {
-        Value::Object(map) => map
-            .iter()
-            .map(|(k, v)| (k.clone(), display_json(v)))
-            .collect(),
-        other => vec![("result".to_owned(), display_json(other))],
-    };
-    let borrowed: Vec<(&str, String)> =
-        pairs.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-    key_values(title, &borrowed)
-}
-
-/// A text table with a title, column headers and rows.
-#[derive(Debug, Default)]
-pub struct Table {
-    title: String,
-    headers: Vec<String>,
-    rows: Vec<Vec<String>>,
-}
-
-impl Table {
-    /// A table with the given title and headers.
-    pub fn new(title: impl Into<String>, headers: &[&str]) -> Self {
-        Self {
-            title: title.into(),
-            headers: headers.iter().map(|h| (*h).to_owned()).collect(),
-            rows: Vec::new(),
-        }
-    }
-
-    /// Appends one row (missing cells print empty).
-    pub fn row(&mut self, cells: Vec<String>) -> &mut Self {
-        self.rows.push(cells);
-        self
-    }
-
-    /// Renders the table with columns padded to their widest cell.
-    pub fn render(&self) -> String {
-        let columns = self.headers.len();
-        let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
-        for row in &self.rows {
-            for (i, cell) in row.iter().enumerate().take(columns) {
-                widths[i] = widths[i].max(cell.chars().count());
-            }
-        }
-        let line = |cells: &[String]| -> String {
-            let padded: Vec<String> = (0..columns)
-                .map(|i| {
-                    let cell = cells.get(i).map(String::as_str).unwrap_or("");
-                    format!("{cell:<width$}", width = widths[i])
-                })
-                .collect();
-            padded.join("  ").trim_end().to_owned()
-        };
-        let mut out = String::new();
-        if !self.title.is_empty() {
-            out.push_str(&self.title);
-            out.push('\n');
-        }
-        out.push_str(&line(&self.headers));
-        out.push('\n');
-        let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
-        out.push_str(&rule.join("  "));
-        out.push('\n');
-        for row in &self.rows {
-            out.push_str(&line(row));
-            out.push('\n');
-        }
-        out
-    }
-}
-
-/// Key/value pairs as a two-column table.
-pub fn key_values(title: &str, pairs: &[(&str, String)]) -> String {
-    let mut table = Table::new(title, &["field", "value"]);
-    for (k, v) in pairs {
-        table.row(vec![(*k).to_owned(), v.clone()]);
-    }
-    table.render()
 }
 
 #[cfg(test)]

@@ -49,6 +49,14 @@ impl CliRun {
         self
     }
 
+    /// Panics unless the exit code is `code` and stderr says `text`: a refusal that names
+    /// its reason. Hands the run on.
+    pub fn expect_refusal_naming(self, code: i32, text: &str) -> Self {
+        self.expect_exit(code);
+        assert!(self.stderr.contains(text), "{}", self.stderr);
+        self
+    }
+
     /// Panics unless the exit code is `code`; keeps the run where it is.
     pub fn expect_exit(&self, code: i32) -> &Self {
         assert_eq!(
@@ -140,6 +148,19 @@ impl Cli {
         CliRun::from_output(&output)
     }
 
+    /// `GROUP VERB ID ACTOR_FLAG ACTOR --reason REASON`: an operator's abort or unblock.
+    async fn decide(
+        &self,
+        group: &str,
+        verb: &str,
+        id: &str,
+        (actor_flag, actor): (&str, &str),
+        reason: &str,
+    ) -> CliRun {
+        self.run(&[group, verb, id, actor_flag, actor, "--reason", reason])
+            .await
+    }
+
     /// Submits a deletion with fast test tuning; returns (request id, digest).
     pub async fn submit(&self, host: &str, requested_by: &str, extra: &[&str]) -> (String, String) {
         let mut args = vec![
@@ -155,18 +176,7 @@ impl Cli {
             "5",
         ];
         args.extend_from_slice(extra);
-        let run = self.run(&args).await.expect_code(0);
-        let json = run.json();
-        let id = json["request_id"].as_str().unwrap_or_default().to_owned();
-        let digest = json["inventory_digest"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        assert!(
-            !id.is_empty() && !digest.is_empty(),
-            "submit printed {json}"
-        );
-        (id, digest)
+        id_and_digest(&self.run(&args).await.expect_code(0).json())
     }
 
     /// Submits as `alice` (fast retries, plus `extra`) a deletion whose inventory blocks: the
@@ -193,16 +203,101 @@ impl Cli {
 
     /// `community unblock ID --unblocked-by ACTOR --reason REASON`.
     pub async fn unblock(&self, id: &str, actor: &str, reason: &str) -> CliRun {
-        self.run(&[
+        self.decide(
             "community",
             "unblock",
             id,
-            "--unblocked-by",
-            actor,
-            "--reason",
+            ("--unblocked-by", actor),
             reason,
+        )
+        .await
+    }
+
+    /// `community abort ID --aborted-by BY --reason REASON`.
+    pub async fn abort(&self, id: &str, by: &str, reason: &str) -> CliRun {
+        self.decide("community", "abort", id, ("--aborted-by", by), reason)
+            .await
+    }
+
+    /// `community approve ID --inventory-digest DIGEST --key KEY EXTRA…`: an approval signed
+    /// with the key at `key`, whoever's it is.
+    pub async fn approve_with_key(
+        &self,
+        id: &str,
+        digest: &str,
+        key: &str,
+        extra: &[&str],
+    ) -> CliRun {
+        let mut args = vec![
+            "community",
+            "approve",
+            id,
+            "--inventory-digest",
+            digest,
+            "--key",
+            key,
+        ];
+        args.extend_from_slice(extra);
+        self.run(&args).await
+    }
+
+    /// `community unblock ID` by `actor` giving `remediation` (must exit 0), then waits (up to
+    /// 60 s) until the inventory, taken again, awaits approval unblocked; returns that status.
+    pub async fn unblock_until_awaiting_approval(
+        &self,
+        id: &str,
+        actor: &str,
+        remediation: &str,
+    ) -> Value {
+        self.unblock(id, actor, remediation).await.expect_code(0);
+        self.wait_status(id, 60, |s| {
+            s["phase"] == "awaiting_approval" && s["blocked"].is_null()
+        })
+        .await
+    }
+
+    /// `community approve ID` by bob of `digest` (must exit 0), then `community watch ID` until
+    /// the deletion completes.
+    pub async fn approve_and_finish(&self, id: &str, digest: &str) {
+        self.approve(id, "bob", digest).await.expect_code(0);
+        self.watch_to_end(id).await;
+    }
+
+    /// What `community inspect ID` prints (must exit 0): the request, its audit trail, its
+    /// signatures.
+    pub async fn inspect(&self, id: &str) -> Value {
+        self.run(&["community", "inspect", id])
+            .await
+            .expect_code(0)
+            .json()
+    }
+
+    /// `community unblock ID` by `actor` giving `remediation` (must exit 0), then `community
+    /// watch ID` until the deletion completes.
+    pub async fn unblock_and_finish(&self, id: &str, actor: &str, remediation: &str) {
+        self.unblock(id, actor, remediation).await.expect_code(0);
+        self.watch_to_end(id).await;
+    }
+
+    /// The audit trail `community inspect ID` prints (must exit 0).
+    pub async fn inspected_audit(&self, id: &str) -> Vec<Value> {
+        audit_of(&self.inspect(id).await)
+    }
+
+    /// `community watch ID --interval-ms 300 --timeout-secs 240` until the deletion completes
+    /// (must exit 0); what it printed.
+    pub async fn watch_to_end_printing(&self, id: &str) -> CliRun {
+        self.run(&[
+            "community",
+            "watch",
+            id,
+            "--interval-ms",
+            "300",
+            "--timeout-secs",
+            "240",
         ])
         .await
+        .expect_code(0)
     }
 
     /// `community watch ID` until the deletion ends (up to 240 s), which must be a completion.
@@ -247,34 +342,46 @@ impl Cli {
         .await
     }
 
+    /// `user run ID`: the approved deletion run to its end (or its block) in the foreground.
+    pub async fn user_run(&self, id: &str) -> CliRun {
+        self.run(&["user", "run", id]).await
+    }
+
+    /// `user abort ID --requested-by BY --reason REASON`.
+    pub async fn user_abort(&self, id: &str, by: &str, reason: &str) -> CliRun {
+        self.decide("user", "abort", id, ("--requested-by", by), reason)
+            .await
+    }
+
+    /// `user unblock ID --requested-by BY --reason REASON`.
+    pub async fn user_unblock(&self, id: &str, by: &str, reason: &str) -> CliRun {
+        self.decide("user", "unblock", id, ("--requested-by", by), reason)
+            .await
+    }
+
+    /// `user submit --target TARGET --requested-by REQUESTER`, whatever it answers.
+    pub async fn user_submit_run(&self, target: &str, requester: &str) -> CliRun {
+        self.run(&[
+            "user",
+            "submit",
+            "--target",
+            target,
+            "--requested-by",
+            requester,
+        ])
+        .await
+    }
+
     /// `user submit --target TARGET --requested-by REQUESTER` (must exit 0); returns the
     /// request id and the frozen inventory's digest.
     pub async fn user_submit(&self, target: &str, requester: &str) -> (String, String) {
-        let submitted = self
-            .run(&[
-                "user",
-                "submit",
-                "--target",
-                target,
-                "--requested-by",
-                requester,
-            ])
-            .await
-            .expect_code(0)
-            .json();
-        let id = submitted["request_id"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        let digest = submitted["inventory_digest"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        assert!(
-            !id.is_empty() && !digest.is_empty(),
-            "submit printed {submitted}"
-        );
-        (id, digest)
+        id_and_digest(
+            &self
+                .user_submit_run(target, requester)
+                .await
+                .expect_code(0)
+                .json(),
+        )
     }
 
     /// [`Cli::user_submit`], then `user approve` by `approver` with the printed digest (must
@@ -334,4 +441,28 @@ impl Cli {
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
     }
+}
+
+/// The frozen inventory's digest a `community status` document shows (empty when none).
+pub fn inventory_digest(status: &Value) -> String {
+    status["inventory"]["digest"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The audit trail of a `community inspect` document.
+pub fn audit_of(inspection: &Value) -> Vec<Value> {
+    inspection["audit"].as_array().cloned().unwrap_or_default()
+}
+
+/// The request id and the frozen inventory's digest a `submit` printed (both must be there).
+fn id_and_digest(submitted: &Value) -> (String, String) {
+    let field = |name: &str| submitted[name].as_str().unwrap_or_default().to_owned();
+    let (id, digest) = (field("request_id"), field("inventory_digest"));
+    assert!(
+        !id.is_empty() && !digest.is_empty(),
+        "submit printed {submitted}"
+    );
+    (id, digest)
 }

@@ -6,6 +6,7 @@
 //! gone, the neighbours byte-identical).
 #![deny(unsafe_code)]
 
+pub mod bucket_policy;
 pub mod certificates;
 pub mod cli;
 pub mod db_scan;
@@ -13,20 +14,29 @@ pub mod env;
 pub mod operators;
 pub mod private_db;
 pub mod redis_cluster;
+pub mod refusal;
+pub mod role_stores;
+pub mod running_stack;
 pub mod schema;
 pub mod seed;
 pub mod snapshot;
 pub mod stack;
+pub mod story;
 pub mod temporal;
 pub mod user;
 pub mod workers;
 
 /// What a community test uses: `use testkit::prelude::*;`.
 pub mod prelude {
-    pub use crate::cli::{Cli, CliRun};
+    pub use crate::cli::{Cli, CliRun, inventory_digest};
     pub use crate::env::{bin, repo_root};
-    pub use crate::seed::{plant_stray_key, seed, small_plan, unique_host};
-    pub use crate::snapshot::{Snapshot, assert_identical, object_versions, snapshot};
+    pub use crate::seed::{
+        plant_stray_key, remove_stray_key, seed, small_community, small_plan, unique_host,
+    };
+    pub use crate::snapshot::{
+        Snapshot, assert_identical, assert_unchanged, object_versions, snapshot,
+    };
     pub use crate::stack::{Stack, outage_lock, stack};
+    pub use crate::story::{QueueWorker, with_worker};
     pub use crate::workers::{WorkerProcess, unique_queue};
 }

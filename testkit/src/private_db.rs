@@ -3,7 +3,7 @@
 //! and CLI get its URLs; objects and Redis keys are per community and stay on the shared stack.
 
 use activities::stack_env;
-use activities::store::Store;
+use activities::store::DEFAULT_MAX_CONNECTIONS;
 use sqlx::Connection;
 use uuid::Uuid;
 
@@ -63,20 +63,9 @@ impl PrivateDatabase {
     /// Migrates it and returns a stack over it (owner and serving stores), sharing `shared`'s
     /// objects and cache.
     pub async fn migrated_stack(&self, shared: Stack) -> Stack {
-        let name = &self.name;
-        let store = Store::connect(&self.owner)
-            .await
-            .unwrap_or_else(|e| panic!("connect {name}: {e}"));
-        store
-            .migrate()
-            .await
-            .unwrap_or_else(|e| panic!("migrate {name}: {e}"));
-        let serving = Store::connect(&self.serving)
-            .await
-            .unwrap_or_else(|e| panic!("connect {name} as the serving role: {e}"));
         Stack {
-            store,
-            serving,
+            store: self.migrated_owner_store(DEFAULT_MAX_CONNECTIONS).await,
+            serving: self.serving_store(DEFAULT_MAX_CONNECTIONS).await,
             objects: shared.objects,
             cache: shared.cache,
         }

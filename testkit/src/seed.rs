@@ -1,6 +1,7 @@
 //! Tenant data for the tests: hosts no other test uses, the standard small plan, seeding through
 //! the serving API as the serving role.
 
+use activities::objects::ObjectVersionRef;
 use demo::{SeedPlan, SeedReport, seed_community};
 use uuid::Uuid;
 
@@ -35,6 +36,24 @@ pub fn tiny_plan() -> SeedPlan {
     }
 }
 
+/// `objects` objects of three versions each, with delete markers, rows and keys: enough
+/// versions that deletion, chunk by chunk, runs long enough to be interrupted.
+pub fn paced_plan(objects: u32) -> SeedPlan {
+    SeedPlan {
+        objects,
+        versions: 3,
+        delete_markers: 10,
+        rows: 5,
+        redis_keys: 5,
+        parallelism: 16,
+    }
+}
+
+/// The `community submit` flags that delete one DeleteObjects call at a time, every chunk in
+/// one activity call.
+pub const ONE_DELETE_AT_A_TIME: [&str; 4] =
+    ["--delete-parallelism", "1", "--chunks-per-call", "1000"];
+
 /// Puts an object under `community`'s media prefix that no writer of ours makes (a key of
 /// unknown shape): the inventory blocks on it, naming it, until it is removed. Returns the key
 /// and the version written.
@@ -48,9 +67,35 @@ pub async fn plant_stray_key(stack: &Stack, community: Uuid) -> (String, String)
     (key, version)
 }
 
+/// Deletes every version of `key` under `community`'s media prefix: the operator's remedy
+/// for a stray key the inventory blocked on.
+pub async fn remove_stray_key(stack: &Stack, community: Uuid, key: &str) {
+    let versions: Vec<ObjectVersionRef> = stack
+        .objects
+        .snapshot_prefix(&format!("media/{community}/"))
+        .await
+        .unwrap_or_else(|e| panic!("listing media/{community}/: {e}"))
+        .into_iter()
+        .filter(|v| v.key == key)
+        .map(|v| v.version_ref())
+        .collect();
+    stack
+        .objects
+        .delete_versions(&versions)
+        .await
+        .unwrap_or_else(|e| panic!("deleting {key}: {e}"));
+}
+
 /// Seeds a community through the serving API, as the serving role.
 pub async fn seed(stack: &Stack, host: &str, plan: SeedPlan) -> SeedReport {
     seed_community(&stack.serving, &stack.objects, &stack.cache, host, plan)
         .await
         .unwrap_or_else(|e| panic!("seeding {host}: {e}"))
+}
+
+/// Seeds a community of [`small_plan`] on a fresh host named after `tag`; its id.
+pub async fn small_community(stack: &Stack, tag: &str) -> Uuid {
+    seed(stack, &unique_host(tag), small_plan())
+        .await
+        .community_id
 }

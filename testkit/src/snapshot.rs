@@ -246,6 +246,11 @@ pub fn assert_identical(before: &Snapshot, after: &Snapshot, what: &str) {
     }
 }
 
+/// Panics with a diff unless `community`, snapshotted now, is byte-identical to `before`.
+pub async fn assert_unchanged(stack: &Stack, community: Uuid, before: &Snapshot, what: &str) {
+    assert_identical(before, &snapshot(stack, community).await, what);
+}
+
 /// Snapshots a community in all three stores (rows as the schema owner).
 pub async fn snapshot(stack: &Stack, community: Uuid) -> Snapshot {
     Snapshot::capture(&stack.store, &stack.objects, &stack.cache, community)

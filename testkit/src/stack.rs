@@ -8,6 +8,7 @@ use activities::cache::Cache;
 use activities::objects::ObjectStore;
 use activities::stack_env::{self, StackEnv};
 use activities::store::Store;
+use serving::ServingDb;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 use tokio::sync::OnceCell;
@@ -99,6 +100,23 @@ pub async fn migrate_once(pool: &PgPool) {
         .await;
 }
 
+/// The serving crate's handle as the serving role (BUZZ_SERVING_DATABASE_URL) on a migrated
+/// database, with at most `connections` connections: what a relay holds. Panics naming the
+/// server and how to start it when PostgreSQL is unreachable.
+pub async fn serving_db(connections: u32) -> ServingDb {
+    let owner = owner_pool(1).await;
+    owner.close().await;
+    let url = required(stack_env::SERVING_DATABASE_URL);
+    let pool = PgPoolOptions::new()
+        .max_connections(connections)
+        .connect(&url)
+        .await
+        .unwrap_or_else(|e| {
+            panic!("PostgreSQL not reachable as the serving role: {e}\n{HOW_TO_START}")
+        });
+    ServingDb::new(pool)
+}
+
 /// A pool of the schema owner (BUZZ_OWNER_DATABASE_URL) on a migrated database, with at most
 /// `connections` connections. Each call opens its own: a pool belongs to the runtime that opened
 /// it, and every test has its own.
@@ -111,4 +129,14 @@ pub async fn owner_pool(connections: u32) -> PgPool {
         .unwrap_or_else(|e| panic!("PostgreSQL not reachable as the owner: {e}\n{HOW_TO_START}"));
     migrate_once(&pool).await;
     pool
+}
+
+/// A transaction on `stack.store`'s pool (the schema owner's), for tests that rewrite rows.
+pub async fn store_transaction(stack: &Stack) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    stack
+        .store
+        .pool()
+        .begin()
+        .await
+        .unwrap_or_else(|e| panic!("begin a transaction: {e}"))
 }

@@ -56,20 +56,29 @@ pub async fn temporal_cli(args: &[&str]) -> CliRun {
     CliRun::from_output(&output)
 }
 
+/// `temporal workflow COMMAND… -w WORKFLOW_ID --name NAME --input PAYLOAD`.
+async fn to_workflow(command: &[&str], workflow_id: &str, name: &str, payload: &str) -> CliRun {
+    let mut args = vec!["workflow"];
+    args.extend_from_slice(command);
+    args.extend(["-w", workflow_id, "--name", name, "--input", payload]);
+    temporal_cli(&args).await
+}
+
+/// `temporal workflow update execute` of update `name` with the JSON `payload`, as an operator
+/// without our CLI would send it.
+pub async fn temporal_update(workflow_id: &str, name: &str, payload: &str) -> CliRun {
+    to_workflow(&["update", "execute"], workflow_id, name, payload).await
+}
+
+/// `temporal workflow signal` of signal `name` with the JSON `payload`: the Web UI's path.
+pub async fn temporal_signal(workflow_id: &str, name: &str, payload: &str) -> CliRun {
+    to_workflow(&["signal"], workflow_id, name, payload).await
+}
+
 /// `temporal workflow signal` of `name` with the JSON `payload`: what the Web UI's "Send a
 /// Signal" dialog sends. Panics unless the CLI succeeds.
 pub async fn web_ui_signal(workflow_id: &str, name: &str, payload: &str) {
-    let sent = temporal_cli(&[
-        "workflow",
-        "signal",
-        "-w",
-        workflow_id,
-        "--name",
-        name,
-        "--input",
-        payload,
-    ])
-    .await;
+    let sent = temporal_signal(workflow_id, name, payload).await;
     assert!(sent.code == 0, "signal {name}: {}", sent.stderr);
 }
 

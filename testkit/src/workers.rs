@@ -78,6 +78,30 @@ pub async fn worker_exit(overrides: &[(&str, &str)], remove: &[&str]) -> (i32, S
     )
 }
 
+/// Runs a worker that must refuse to start, with `set` added to and `remove` taken out of its
+/// environment: it exits 1 and its stderr ends with one `error:` line holding every `expected`
+/// fragment. Returns the whole stderr.
+pub async fn refused_in_one_line(
+    set: &[(&str, &str)],
+    remove: &[&str],
+    expected: &[&str],
+) -> String {
+    let (code, stderr) = worker_exit(set, remove).await;
+    assert_eq!(code, 1, "{stderr}");
+    let error = stderr
+        .rfind("error: ")
+        .map(|at| stderr[at..].trim_end())
+        .unwrap_or_else(|| panic!("no error line: {stderr}"));
+    assert!(!error.contains('\n'), "not one line:\n{error}");
+    for fragment in expected {
+        assert!(
+            error.contains(fragment),
+            "{fragment:?} missing from:\n{error}"
+        );
+    }
+    stderr
+}
+
 /// A `buzz-deletion-worker` process on its own task queue.
 pub struct WorkerProcess {
     child: Child,

@@ -153,30 +153,6 @@ pub enum StoreError {
         /// When the last of them leaves its bound (database clock).
         until: chrono::DateTime<chrono::Utc>,
     },
-    /// A new serving write was refused: the community is being quiesced for deletion.
-    #[error("community {community_id} is quiescing for deletion: new serving writes are refused")]
-    CommunityQuiescing {
-        /// The community.
-        community_id: Uuid,
-    },
-    /// A serving write was refused: the community is fenced for deletion.
-    #[error("community {community_id} is fenced for deletion: serving writes are refused")]
-    CommunityFenced {
-        /// The community.
-        community_id: Uuid,
-    },
-    /// A new serving write for a user was refused: the user is being quiesced for deletion.
-    #[error("user {pubkey} is quiescing for deletion: new serving writes for them are refused")]
-    UserQuiescing {
-        /// The user's pubkey.
-        pubkey: String,
-    },
-    /// A serving write for a user was refused: the user is fenced for deletion.
-    #[error("user {pubkey} is fenced for deletion: serving writes for them are refused")]
-    UserFenced {
-        /// The user's pubkey.
-        pubkey: String,
-    },
     /// The user's fence is held by another deletion request.
     #[error(
         "user {pubkey} is already quiesced or fenced by deletion request {request_id}; finish or \
@@ -221,14 +197,6 @@ pub enum StoreError {
         count: u64,
         /// When the last of them leaves its bound (database clock).
         until: chrono::DateTime<chrono::Utc>,
-    },
-    /// A serving-write lease is no longer valid (released, expired, or not the caller's).
-    #[error("serving-write lease {lease_id} is lost: {reason}")]
-    LeaseLost {
-        /// The lease.
-        lease_id: Uuid,
-        /// Why it is no longer valid.
-        reason: String,
     },
     /// The community's fence is held in a way this request cannot use.
     #[error("community {community_id} fence is {state} for request {holder:?}: {reason}")]
@@ -724,20 +692,15 @@ mod tests {
         };
         assert_eq!(held.severity(), Severity::Permanent);
         assert!(held.to_string().contains(&pubkey));
-        for permanent in [
-            StoreError::UserFenced {
-                pubkey: pubkey.clone(),
-            },
-            StoreError::UserQuiescing {
-                pubkey: pubkey.clone(),
-            },
-            StoreError::UserNotQuiescing {
-                pubkey: pubkey.clone(),
-                state: "serving".into(),
-            },
-        ] {
-            assert_eq!(permanent.severity(), Severity::Permanent, "{permanent}");
-        }
+        let not_quiescing = StoreError::UserNotQuiescing {
+            pubkey: pubkey.clone(),
+            state: "serving".into(),
+        };
+        assert_eq!(
+            not_quiescing.severity(),
+            Severity::Permanent,
+            "{not_quiescing}"
+        );
         let live = StoreError::LiveUserServingWrites {
             pubkey: pubkey.clone(),
             count: 1,

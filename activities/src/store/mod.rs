@@ -9,7 +9,9 @@
 //!
 //! Laid out by whose proof it is: `community/` holds the community deletion's (requests,
 //! frozen inventory, approvals, fence, serving-write leases, destructive manifest, row purge,
-//! checkpoints, audit trail), `user/` the user deletion's ([`user::UserStore`]). Beside them,
+//! checkpoints, audit trail), `user/` the user deletion's ([`user::UserStore`]: requests and
+//! stages, the per-user write fence `fence.rs`, the user-data declarations `data.rs`, and the
+//! erasure's Postgres side `erasure/`). Beside them,
 //! shared by both and by the serving path: the tenant catalog (`catalog.rs`, `catalog_rules.rs`,
 //! `tenant_tree.rs`), the communities and their rows (`communities.rs`), errors, migrations, role
 //! checks and taxonomy sweeps. Demo rows are written by the `demo` crate.
@@ -22,7 +24,6 @@ mod chain;
 pub mod closed_world;
 mod communities;
 mod community;
-pub mod erasure;
 mod error;
 pub mod lease_gauges;
 mod migrate;
@@ -32,8 +33,6 @@ pub mod request_gauges;
 mod sweeps;
 mod tenant_tree;
 pub mod user;
-pub mod user_data;
-mod user_fence;
 
 use sqlx::PgPool;
 
@@ -44,9 +43,7 @@ pub use community::audit::AuditEvent;
 pub use community::fence::{FenceState, FenceStatus};
 pub use community::inventory::{FROZEN_INVENTORY_VERSION, FrozenInventory};
 pub use community::late::LateChunk;
-pub use community::leases::{
-    AwaitedLease, LiveServingWrites, ServingWriteLease, StalledServingWrites,
-};
+pub use community::leases::{AwaitedLease, StalledServingWrites};
 pub use community::manifest::{
     ChunkAck, ChunkProgress, ChunkSet, MANIFEST_CHUNK_MAX_ENTRIES, ManifestChunk,
 };
@@ -65,8 +62,10 @@ pub use privilege::{
     ALLOW_PRIVILEGED_ROLE_ENV, ALLOW_PRIVILEGED_ROLE_VALUE, PrivilegedRole, SERVING_GROUP,
     WORKER_GROUP, privileged_role_allowed,
 };
+/// The relay's lease types, from the `serving` crate.
+pub use serving::{LiveServingWrites, ServingWriteLease};
 pub use sweeps::{TaxonomySweep, TaxonomySweepInput};
-pub use user_fence::{UserFenceStatus, validate_user_pubkey};
+pub use user::fence::{UserFenceStatus, validate_user_pubkey};
 
 /// The Postgres store. Cheap to clone: clones share one connection pool.
 #[derive(Debug, Clone)]

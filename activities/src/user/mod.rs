@@ -29,7 +29,7 @@ use workflows::user::{
 pub use error::UserStoreError;
 pub use store::{StageRowView, StageStart, UserRequestSummary, UserRequestView, UserStore};
 
-use crate::store::erasure::ErasureAttempt;
+use crate::store::user::erasure::ErasureAttempt;
 use faults::{FaultPoint, FaultPoints};
 use handlers::{HandlerError, run_dummy_handler};
 

@@ -60,6 +60,57 @@ async fn seed(cache: &Cache, keys: &[String]) {
         .unwrap_or_else(|e| panic!("seeding the cluster: {e}"));
 }
 
+/// A target and a neighbour community with keys seeded on the cluster, and the neighbour's keys
+/// and values as they were before the test touched anything.
+struct SeededPair {
+    target: Uuid,
+    neighbour: Uuid,
+    target_keys: Vec<String>,
+    neighbour_before: Vec<(String, Vec<u8>)>,
+}
+
+impl SeededPair {
+    /// Seeds `target_keys` of `target` and `neighbour_keys` of `neighbour`; snapshots the
+    /// neighbour.
+    async fn seed(
+        cache: &Cache,
+        (target, target_keys): (Uuid, Vec<String>),
+        (neighbour, neighbour_keys): (Uuid, Vec<String>),
+    ) -> SeededPair {
+        seed(cache, &target_keys).await;
+        seed(cache, &neighbour_keys).await;
+        let neighbour_before = cache.snapshot_namespace(neighbour).await.unwrap();
+        SeededPair {
+            target,
+            neighbour,
+            target_keys,
+            neighbour_before,
+        }
+    }
+
+    /// The neighbour's keys and values are byte-identical to what they were when seeded.
+    async fn assert_neighbour_byte_identical(&self, cache: &Cache) {
+        assert_eq!(
+            cache.snapshot_namespace(self.neighbour).await.unwrap(),
+            self.neighbour_before
+        );
+    }
+}
+
+/// Two fresh communities, the target with at least `target_per_range` keys in every slot range
+/// and the neighbour with `neighbour_per_range`, seeded.
+async fn seeded_pair(
+    cache: &Cache,
+    target_per_range: usize,
+    neighbour_per_range: usize,
+) -> SeededPair {
+    let target = Uuid::new_v4();
+    let neighbour = Uuid::new_v4();
+    let target_keys = keys_in_every_slot_range(target, target_per_range);
+    let neighbour_keys = keys_in_every_slot_range(neighbour, neighbour_per_range);
+    SeededPair::seed(cache, (target, target_keys), (neighbour, neighbour_keys)).await
+}
+
 /// Keys matching `pattern` on the node at `port`, by SCAN of that node alone.
 fn keys_on_node(port: u16, pattern: &str) -> Vec<String> {
     let mut connection = node_connection(port);
@@ -343,13 +394,8 @@ async fn a_primary_failed_over_between_purge_pages_leaves_no_key_and_the_purge_c
     let _exclusive = topology_lock().write().await;
     redis_cluster::wait_until_ready();
     let cache = cluster_cache().await;
-    let target = Uuid::new_v4();
-    let neighbour = Uuid::new_v4();
-    let target_keys = keys_in_every_slot_range(target, 40);
-    let neighbour_keys = keys_in_every_slot_range(neighbour, 4);
-    seed(&cache, &target_keys).await;
-    seed(&cache, &neighbour_keys).await;
-    let neighbour_before = cache.snapshot_namespace(neighbour).await.unwrap();
+    let pair = seeded_pair(&cache, 40, 4).await;
+    let target = pair.target;
     let before = primaries();
     // The primary SCANned last (by address): its shard is purged after the failover.
     let failing = before.last().unwrap().port;
@@ -371,14 +417,11 @@ async fn a_primary_failed_over_between_purge_pages_leaves_no_key_and_the_purge_c
         after.contains(&promoted) && !after.contains(&failing),
         "{failing} should have handed its slots to {promoted}: {after:?}"
     );
-    assert_eq!(unlinked, target_keys.len() as u64);
+    assert_eq!(unlinked, pair.target_keys.len() as u64);
     cache.verify_absent(target).await.unwrap();
     assert_no_node_holds(&namespace_pattern(target)).await;
-    assert_eq!(
-        cache.snapshot_namespace(neighbour).await.unwrap(),
-        neighbour_before
-    );
-    cache.purge_namespace(neighbour, |_| {}).await.unwrap();
+    pair.assert_neighbour_byte_identical(&cache).await;
+    cache.purge_namespace(pair.neighbour, |_| {}).await.unwrap();
 }
 
 /// Brings back the node a test crashed, even when the test fails half-way.
@@ -395,13 +438,8 @@ async fn a_primary_that_crashes_mid_purge_and_is_replaced_by_its_replica_leaves_
     let _exclusive = topology_lock().write().await;
     redis_cluster::wait_until_ready();
     let cache = cluster_cache().await;
-    let target = Uuid::new_v4();
-    let neighbour = Uuid::new_v4();
-    let target_keys = keys_in_every_slot_range(target, 40);
-    let neighbour_keys = keys_in_every_slot_range(neighbour, 4);
-    seed(&cache, &target_keys).await;
-    seed(&cache, &neighbour_keys).await;
-    let neighbour_before = cache.snapshot_namespace(neighbour).await.unwrap();
+    let pair = seeded_pair(&cache, 40, 4).await;
+    let target = pair.target;
     // The primary SCANned last crashes after the first page; its replica must hold what it
     // held (replication is asynchronous: wait until it does, so that the count is exact).
     let crashing = primaries().last().unwrap().clone();
@@ -435,16 +473,13 @@ async fn a_primary_that_crashes_mid_purge_and_is_replaced_by_its_replica_leaves_
         Some(replica.port),
         "the replica took over mid-purge"
     );
-    assert_eq!(unlinked, target_keys.len() as u64);
+    assert_eq!(unlinked, pair.target_keys.len() as u64);
     cache.verify_absent(target).await.unwrap();
-    assert_eq!(
-        cache.snapshot_namespace(neighbour).await.unwrap(),
-        neighbour_before
-    );
+    pair.assert_neighbour_byte_identical(&cache).await;
     drop(_restart);
     // The crashed node is back, a replica of its successor, and holds nothing of the target.
     assert_no_node_holds(&pattern).await;
-    cache.purge_namespace(neighbour, |_| {}).await.unwrap();
+    cache.purge_namespace(pair.neighbour, |_| {}).await.unwrap();
 }
 
 /// A hash tag whose slot the primary on `port` serves.
@@ -480,9 +515,7 @@ async fn a_slot_migrating_mid_purge_is_survived_and_its_keys_are_purged_where_th
     let mut neighbour_keys = keys_in_every_slot_range(neighbour, 1);
     neighbour_keys
         .extend((0..50).map(|i| namespace_key(neighbour, &format!("room:{{{tag}}}:m:{i}"))));
-    seed(&cache, &target_keys).await;
-    seed(&cache, &neighbour_keys).await;
-    let neighbour_before = cache.snapshot_namespace(neighbour).await.unwrap();
+    let pair = SeededPair::seed(&cache, (target, target_keys), (neighbour, neighbour_keys)).await;
 
     struct Reopened(u16);
     impl Drop for Reopened {
@@ -526,14 +559,11 @@ async fn a_slot_migrating_mid_purge_is_survived_and_its_keys_are_purged_where_th
         "slot {slot} moved to {}",
         to.port
     );
-    assert_eq!(unlinked, target_keys.len() as u64);
+    assert_eq!(unlinked, pair.target_keys.len() as u64);
     cache.verify_absent(target).await.unwrap();
     assert_no_node_holds(&namespace_pattern(target)).await;
-    assert_eq!(
-        cache.snapshot_namespace(neighbour).await.unwrap(),
-        neighbour_before
-    );
-    cache.purge_namespace(neighbour, |_| {}).await.unwrap();
+    pair.assert_neighbour_byte_identical(&cache).await;
+    cache.purge_namespace(pair.neighbour, |_| {}).await.unwrap();
 }
 
 #[tokio::test]

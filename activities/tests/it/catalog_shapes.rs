@@ -12,9 +12,11 @@
 use crate::store_support;
 
 use activities::failure::{Classified, Severity};
-use activities::store::{Community, Store, StoreError, catalog_scan_in};
+use activities::store::{
+    CatalogInventory, Community, Store, StoreError, StoreResult, catalog_scan_in,
+};
 use store_support::community;
-use store_support::private_db::private_db;
+use store_support::private_db::{PrivateDb, private_db};
 use store_support::request_flow::submit;
 use uuid::Uuid;
 
@@ -35,6 +37,26 @@ fn fence(table: &str) -> [String; 2] {
         ),
         format!("ALTER TABLE {table} ENABLE ALWAYS TRIGGER buzz_write_fence"),
     ]
+}
+
+/// Gives each of `tables` the sound fence.
+async fn fence_all(store: &Store, tables: &[&str]) {
+    for table in tables {
+        for sql in fence(table) {
+            exec(store, &sql).await;
+        }
+    }
+}
+
+/// Creates tenant table `table` (community_id, seq, body), partitioned by `partitioning` unless
+/// it is empty, with the sound fence.
+async fn create_fenced(store: &Store, table: &str, partitioning: &str) {
+    let ddl = match partitioning {
+        "" => plain_table(table),
+        _ => format!("{} {partitioning}", plain_table(table)),
+    };
+    exec(store, &ddl).await;
+    fence_all(store, &[table]).await;
 }
 
 /// Inserts one row of `community` with `seq` into `table` (through routing, if partitioned).
@@ -194,30 +216,63 @@ async fn two_communities(store: &Store) -> (Community, Community) {
     (target, neighbour)
 }
 
+/// A shape test's database of its own, with a target and a neighbour community.
+struct Shape {
+    db: PrivateDb,
+    target: Community,
+    neighbour: Community,
+}
+
+impl Shape {
+    /// A database tagged `tag` and two communities with demo rows in the model's own tables too.
+    async fn new(tag: &str) -> Shape {
+        let db = private_db(tag).await;
+        let (target, neighbour) = two_communities(&db.store).await;
+        Shape {
+            db,
+            target,
+            neighbour,
+        }
+    }
+
+    /// The store (as the schema owner), the target and the neighbour.
+    fn parts(&self) -> (&Store, &Community, &Community) {
+        (&self.db.store, &self.target, &self.neighbour)
+    }
+
+    /// The check of the tree under `root`, holding `target_rows` target rows, some of them at
+    /// the same ctid as a neighbour row in another heap of the tree.
+    fn run<'a>(&'a self, root: &'a str, target_rows: u64) -> ShapeRun<'a> {
+        ShapeRun {
+            store: &self.db.store,
+            root,
+            target: &self.target,
+            neighbour: &self.neighbour,
+            target_rows,
+            shares_ctids: true,
+        }
+    }
+
+    /// Closes the pool and drops the database.
+    async fn drop_database(self) {
+        self.db.drop_database().await;
+    }
+}
+
 #[tokio::test]
 async fn plain_table_purge_touches_only_the_target() {
-    let db = private_db("plain").await;
-    let store = &db.store;
-    let (target, neighbour) = two_communities(store).await;
+    let shape = Shape::new("plain").await;
+    let (store, target, neighbour) = shape.parts();
     exec(
         store,
         "CREATE TABLE buzz.plain (id bigserial PRIMARY KEY, community_id uuid NOT NULL, \
          seq int NOT NULL, body text NOT NULL)",
     )
     .await;
-    for sql in fence("buzz.plain") {
-        exec(store, &sql).await;
-    }
+    fence_all(store, &["buzz.plain"]).await;
     // A second plain table with the neighbour's row first, so one physical position holds a
     // target row in one heap and a neighbour row in the other (different tables, same ctid).
-    exec(
-        store,
-        "CREATE TABLE buzz.plain_b (community_id uuid NOT NULL, seq int NOT NULL, body text NOT NULL)",
-    )
-    .await;
-    for sql in fence("buzz.plain_b") {
-        exec(store, &sql).await;
-    }
+    create_fenced(store, "buzz.plain_b", "").await;
     for (community, seq) in [(&target, 1), (&neighbour, 2), (&target, 3), (&neighbour, 4)] {
         insert(store, "buzz.plain", community.id, seq).await;
     }
@@ -226,12 +281,8 @@ async fn plain_table_purge_touches_only_the_target() {
     }
     let plain_b_before = rows_of_others(store, "buzz.plain_b", target.id).await;
     ShapeRun {
-        store,
-        root: "buzz.plain",
-        target: &target,
-        neighbour: &neighbour,
-        target_rows: 2,
         shares_ctids: false,
+        ..shape.run("buzz.plain", 2)
     }
     .purge_and_check(async || {})
     .await;
@@ -240,23 +291,14 @@ async fn plain_table_purge_touches_only_the_target() {
         rows_of_others(store, "buzz.plain_b", target.id).await,
         plain_b_before
     );
-    db.drop_database().await;
+    shape.drop_database().await;
 }
 
 #[tokio::test]
 async fn list_partitions_per_community_purge_touches_only_the_target() {
-    let db = private_db("list").await;
-    let store = &db.store;
-    let (target, neighbour) = two_communities(store).await;
-    exec(
-        store,
-        "CREATE TABLE buzz.listed (community_id uuid NOT NULL, seq int NOT NULL, body text NOT NULL) \
-         PARTITION BY LIST (community_id)",
-    )
-    .await;
-    for sql in fence("buzz.listed") {
-        exec(store, &sql).await;
-    }
+    let shape = Shape::new("list").await;
+    let (store, target, neighbour) = shape.parts();
+    create_fenced(store, "buzz.listed", "PARTITION BY LIST (community_id)").await;
     for (name, community) in [("listed_target", &target), ("listed_neighbour", &neighbour)] {
         exec(
             store,
@@ -276,33 +318,18 @@ async fn list_partitions_per_community_purge_touches_only_the_target() {
         insert(store, "buzz.listed", target.id, seq).await;
         insert(store, "buzz.listed", neighbour.id, seq).await;
     }
-    ShapeRun {
-        store,
-        root: "buzz.listed",
-        target: &target,
-        neighbour: &neighbour,
-        target_rows: 3,
-        shares_ctids: true,
-    }
-    .purge_and_check(async || {})
-    .await;
-    db.drop_database().await;
+    shape
+        .run("buzz.listed", 3)
+        .purge_and_check(async || {})
+        .await;
+    shape.drop_database().await;
 }
 
 #[tokio::test]
 async fn hash_partitions_purge_touches_only_the_target() {
-    let db = private_db("hash").await;
-    let store = &db.store;
-    let (target, neighbour) = two_communities(store).await;
-    exec(
-        store,
-        "CREATE TABLE buzz.hashed (community_id uuid NOT NULL, seq int NOT NULL, body text NOT NULL) \
-         PARTITION BY HASH (seq)",
-    )
-    .await;
-    for sql in fence("buzz.hashed") {
-        exec(store, &sql).await;
-    }
+    let shape = Shape::new("hash").await;
+    let (store, target, neighbour) = shape.parts();
+    create_fenced(store, "buzz.hashed", "PARTITION BY HASH (seq)").await;
     for remainder in 0..2 {
         exec(
             store,
@@ -321,33 +348,18 @@ async fn hash_partitions_purge_touches_only_the_target() {
     insert(store, "buzz.hashed", neighbour.id, zero[1]).await;
     insert(store, "buzz.hashed", target.id, one[1]).await;
     insert(store, "buzz.hashed", target.id, one[2]).await;
-    ShapeRun {
-        store,
-        root: "buzz.hashed",
-        target: &target,
-        neighbour: &neighbour,
-        target_rows: 3,
-        shares_ctids: true,
-    }
-    .purge_and_check(async || {})
-    .await;
-    db.drop_database().await;
+    shape
+        .run("buzz.hashed", 3)
+        .purge_and_check(async || {})
+        .await;
+    shape.drop_database().await;
 }
 
 #[tokio::test]
 async fn range_partitions_purge_touches_only_the_target() {
-    let db = private_db("range").await;
-    let store = &db.store;
-    let (target, neighbour) = two_communities(store).await;
-    exec(
-        store,
-        "CREATE TABLE buzz.ranged (community_id uuid NOT NULL, seq int NOT NULL, body text NOT NULL) \
-         PARTITION BY RANGE (seq)",
-    )
-    .await;
-    for sql in fence("buzz.ranged") {
-        exec(store, &sql).await;
-    }
+    let shape = Shape::new("range").await;
+    let (store, target, neighbour) = shape.parts();
+    create_fenced(store, "buzz.ranged", "PARTITION BY RANGE (seq)").await;
     exec(
         store,
         "CREATE TABLE buzz.ranged_low PARTITION OF buzz.ranged FOR VALUES FROM (MINVALUE) TO (100)",
@@ -362,33 +374,18 @@ async fn range_partitions_purge_touches_only_the_target() {
     insert(store, "buzz.ranged", neighbour.id, 100).await;
     insert(store, "buzz.ranged", neighbour.id, 2).await;
     insert(store, "buzz.ranged", target.id, 101).await;
-    ShapeRun {
-        store,
-        root: "buzz.ranged",
-        target: &target,
-        neighbour: &neighbour,
-        target_rows: 2,
-        shares_ctids: true,
-    }
-    .purge_and_check(async || {})
-    .await;
-    db.drop_database().await;
+    shape
+        .run("buzz.ranged", 2)
+        .purge_and_check(async || {})
+        .await;
+    shape.drop_database().await;
 }
 
 #[tokio::test]
 async fn two_level_partition_tree_with_a_partition_attached_after_submit_is_purged_exactly() {
-    let db = private_db("tree").await;
-    let store = &db.store;
-    let (target, neighbour) = two_communities(store).await;
-    exec(
-        store,
-        "CREATE TABLE buzz.tree (community_id uuid NOT NULL, seq int NOT NULL, body text NOT NULL) \
-         PARTITION BY LIST (community_id)",
-    )
-    .await;
-    for sql in fence("buzz.tree") {
-        exec(store, &sql).await;
-    }
+    let shape = Shape::new("tree").await;
+    let (store, target, neighbour) = shape.parts();
+    create_fenced(store, "buzz.tree", "PARTITION BY LIST (community_id)").await;
     // Level 1 per community; the target's level 2 by range, the neighbour's by hash; a second
     // partition schema for the target's leaf (partitions need not live in `buzz`).
     exec(store, "CREATE SCHEMA tenant_parts").await;
@@ -437,36 +434,29 @@ async fn two_level_partition_tree_with_a_partition_attached_after_submit_is_purg
     }
     let late_store = store.clone();
     let target_id = target.id;
-    ShapeRun {
-        store,
-        root: "buzz.tree",
-        target: &target,
-        neighbour: &neighbour,
-        target_rows: 4,
-        shares_ctids: true,
-    }
-    .purge_and_check(async move || {
-        // After the inventory: a new leaf under the target's range partition, with rows. Its
-        // cloned fence trigger inherits ENABLE ALWAYS, so the catalog still passes.
-        exec(
-            &late_store,
-            "CREATE TABLE buzz.tree_target_high PARTITION OF buzz.tree_target \
-             FOR VALUES FROM (100) TO (MAXVALUE)",
-        )
+    shape
+        .run("buzz.tree", 4)
+        .purge_and_check(async move || {
+            // After the inventory: a new leaf under the target's range partition, with rows. Its
+            // cloned fence trigger inherits ENABLE ALWAYS, so the catalog still passes.
+            exec(
+                &late_store,
+                "CREATE TABLE buzz.tree_target_high PARTITION OF buzz.tree_target \
+                 FOR VALUES FROM (100) TO (MAXVALUE)",
+            )
+            .await;
+            for seq in [100, 101, 102] {
+                insert(&late_store, "buzz.tree", target_id, seq).await;
+            }
+        })
         .await;
-        for seq in [100, 101, 102] {
-            insert(&late_store, "buzz.tree", target_id, seq).await;
-        }
-    })
-    .await;
-    db.drop_database().await;
+    shape.drop_database().await;
 }
 
 #[tokio::test]
 async fn inheritance_tree_is_counted_once_and_purge_touches_only_the_target() {
-    let db = private_db("inherit").await;
-    let store = &db.store;
-    let (target, neighbour) = two_communities(store).await;
+    let shape = Shape::new("inherit").await;
+    let (store, target, neighbour) = shape.parts();
     exec(
         store,
         "CREATE TABLE buzz.inh (community_id uuid NOT NULL, seq int NOT NULL, body text NOT NULL)",
@@ -484,39 +474,29 @@ async fn inheritance_tree_is_counted_once_and_purge_touches_only_the_target() {
     )
     .await;
     // Triggers are not inherited: each member of the tree gets its own.
-    for table in [
-        "buzz.inh",
-        "buzz.inh_child",
-        "tenant_children.inh_grandchild",
-    ] {
-        for sql in fence(table) {
-            exec(store, &sql).await;
-        }
-    }
+    fence_all(
+        store,
+        &[
+            "buzz.inh",
+            "buzz.inh_child",
+            "tenant_children.inh_grandchild",
+        ],
+    )
+    .await;
     insert(store, "buzz.inh", target.id, 1).await;
     insert(store, "buzz.inh", neighbour.id, 2).await;
     insert(store, "buzz.inh_child", neighbour.id, 3).await;
     insert(store, "buzz.inh_child", target.id, 4).await;
     insert(store, "tenant_children.inh_grandchild", target.id, 5).await;
     insert(store, "tenant_children.inh_grandchild", neighbour.id, 6).await;
-    ShapeRun {
-        store,
-        root: "buzz.inh",
-        target: &target,
-        neighbour: &neighbour,
-        target_rows: 3,
-        shares_ctids: true,
-    }
-    .purge_and_check(async || {})
-    .await;
-    db.drop_database().await;
+    shape.run("buzz.inh", 3).purge_and_check(async || {}).await;
+    shape.drop_database().await;
 }
 
 #[tokio::test]
 async fn a_child_of_two_tenant_tables_is_counted_and_purged_once() {
-    let db = private_db("multi").await;
-    let store = &db.store;
-    let (target, neighbour) = two_communities(store).await;
+    let shape = Shape::new("multi").await;
+    let (store, target, neighbour) = shape.parts();
     for table in ["buzz.ia", "buzz.ib"] {
         exec(
             store,
@@ -532,11 +512,7 @@ async fn a_child_of_two_tenant_tables_is_counted_and_purged_once() {
         "CREATE TABLE buzz.iab () INHERITS (buzz.ia, buzz.ib)",
     )
     .await;
-    for table in ["buzz.ia", "buzz.ib", "buzz.iab"] {
-        for sql in fence(table) {
-            exec(store, &sql).await;
-        }
-    }
+    fence_all(store, &["buzz.ia", "buzz.ib", "buzz.iab"]).await;
     insert(store, "buzz.ia", target.id, 1).await;
     insert(store, "buzz.ib", neighbour.id, 2).await;
     insert(store, "buzz.ib", target.id, 3).await;
@@ -545,48 +521,45 @@ async fn a_child_of_two_tenant_tables_is_counted_and_purged_once() {
     let ib_before = rows_of_others(store, "buzz.ib", target.id).await;
     let late_store = store.clone();
     let target_id = target.id;
-    ShapeRun {
-        store,
-        root: "buzz.ia",
-        target: &target,
-        neighbour: &neighbour,
-        // Its own row and the shared child's; `buzz.ib` counts only its own.
-        target_rows: 2,
-        shares_ctids: true,
-    }
-    .purge_and_check(async move || {
-        let scan = late_store.catalog_scan(target_id).await.expect("scan");
-        let ib = scan.row_counts.iter().find(|c| c.table == "buzz.ib");
-        assert_eq!(ib.map(|c| c.rows), Some(1), "{scan:?}");
-        let inherited: u64 = scan
-            .row_counts
-            .iter()
-            .filter(|c| c.table == "buzz.ia" || c.table == "buzz.ib")
-            .map(|c| c.rows)
-            .sum();
-        assert_eq!(
-            inherited, 3,
-            "three target rows, each counted once: {scan:?}"
-        );
-    })
-    .await;
+    // Its own row and the shared child's; `buzz.ib` counts only its own.
+    shape
+        .run("buzz.ia", 2)
+        .purge_and_check(async move || {
+            let scan = late_store.catalog_scan(target_id).await.expect("scan");
+            let ib = scan.row_counts.iter().find(|c| c.table == "buzz.ib");
+            assert_eq!(ib.map(|c| c.rows), Some(1), "{scan:?}");
+            let inherited: u64 = scan
+                .row_counts
+                .iter()
+                .filter(|c| c.table == "buzz.ia" || c.table == "buzz.ib")
+                .map(|c| c.rows)
+                .sum();
+            assert_eq!(
+                inherited, 3,
+                "three target rows, each counted once: {scan:?}"
+            );
+        })
+        .await;
     assert_eq!(rows_of(store, "buzz.ib", target.id).await, 0);
     assert_eq!(rows_of_others(store, "buzz.ib", target.id).await, ib_before);
-    db.drop_database().await;
+    shape.drop_database().await;
+}
+
+/// Runs `ddl` in a transaction, scans the catalog inside it and rolls back: what the scan said.
+async fn scan_rolled_back(store: &Store, ddl: &[String]) -> StoreResult<CatalogInventory> {
+    let mut tx = store.pool().begin().await.expect("begin");
+    for sql in ddl {
+        exec_in(&mut tx, sql).await;
+    }
+    let scan = catalog_scan_in(&mut tx, Uuid::new_v4()).await;
+    tx.rollback().await.expect("rollback");
+    scan
 }
 
 /// Runs `ddl` in a transaction, scans, rolls back: the scan must fail closed naming exactly
 /// `table`, with `what` in the reason.
 async fn assert_unfenced(store: &Store, ddl: &[String], table: &str, what: &str) {
-    let mut tx = store.pool().begin().await.expect("begin");
-    for sql in ddl {
-        sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
-            .execute(&mut *tx)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    }
-    let scan = catalog_scan_in(&mut tx, Uuid::new_v4()).await;
-    tx.rollback().await.expect("rollback");
+    let scan = scan_rolled_back(store, ddl).await;
     match scan {
         Err(error @ StoreError::CatalogUnfenced { .. }) => {
             assert_eq!(error.severity(), Severity::Permanent);
@@ -830,15 +803,7 @@ async fn assert_cascade_refused(
     referenced: &str,
     action: &str,
 ) {
-    let mut tx = store.pool().begin().await.expect("begin");
-    for sql in ddl {
-        sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
-            .execute(&mut *tx)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    }
-    let scan = catalog_scan_in(&mut tx, Uuid::new_v4()).await;
-    tx.rollback().await.expect("rollback");
+    let scan = scan_rolled_back(store, ddl).await;
     match scan {
         Err(error @ StoreError::CatalogCascadingReference { .. }) => {
             assert_eq!(error.severity(), Severity::Permanent);
@@ -868,15 +833,7 @@ async fn exec_in(tx: &mut sqlx::PgConnection, sql: &str) {
 
 /// Runs `ddl` in a transaction; the scan must pass.
 async fn assert_scan_passes(store: &Store, ddl: &[String]) {
-    let mut tx = store.pool().begin().await.expect("begin");
-    for sql in ddl {
-        sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
-            .execute(&mut *tx)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    }
-    let scan = catalog_scan_in(&mut tx, Uuid::new_v4()).await;
-    tx.rollback().await.expect("rollback");
+    let scan = scan_rolled_back(store, ddl).await;
     if let Err(error) = scan {
         panic!("{ddl:?}: expected the scan to pass, got {error}");
     }
@@ -980,12 +937,7 @@ async fn cascading_foreign_keys_from_non_tenant_tables_are_refused_naming_the_co
         let ddl = with(&[&format!(
             "CREATE TABLE outside.audit (doc_id bigint REFERENCES buzz.docs (id) ON DELETE {action})"
         )]);
-        let mut tx = store.pool().begin().await.expect("begin");
-        for sql in &ddl {
-            exec_in(&mut tx, sql).await;
-        }
-        let scan = catalog_scan_in(&mut tx, Uuid::new_v4()).await;
-        tx.rollback().await.expect("rollback");
+        let scan = scan_rolled_back(store, &ddl).await;
         match scan {
             Err(StoreError::CatalogRefused { refusals }) => {
                 assert_eq!(refusals.len(), 1, "{refusals:?}");
@@ -1016,9 +968,7 @@ async fn a_cascading_key_added_after_approval_stops_preflight_and_purge_before_a
          body text NOT NULL)",
     )
     .await;
-    for sql in fence("buzz.docs") {
-        exec(store, &sql).await;
-    }
+    fence_all(store, &["buzz.docs"]).await;
     for id in [target.id, neighbour.id, target.id] {
         sqlx::query("INSERT INTO buzz.docs (community_id, body) VALUES ($1, 'doc')")
             .bind(id)
@@ -1124,14 +1074,7 @@ async fn a_tenant_table_added_or_dropped_after_approval_stops_preflight_before_t
     let db = private_db("drift").await;
     let store = &db.store;
     let (target, _neighbour) = two_communities(store).await;
-    exec(
-        store,
-        "CREATE TABLE buzz.docs (community_id uuid NOT NULL, seq int NOT NULL, body text NOT NULL)",
-    )
-    .await;
-    for sql in fence("buzz.docs") {
-        exec(store, &sql).await;
-    }
+    create_fenced(store, "buzz.docs", "").await;
     insert(store, "buzz.docs", target.id, 1).await;
     let mut request = submit(store, &target).await;
     let inventory = request.take_inventory().await.expect("inventory");
@@ -1154,9 +1097,7 @@ async fn a_tenant_table_added_or_dropped_after_approval_stops_preflight_before_t
          (community_id uuid NOT NULL, seq int NOT NULL, body text NOT NULL)",
     )
     .await;
-    for sql in fence("buzz.late_notes") {
-        exec(store, &sql).await;
-    }
+    fence_all(store, &["buzz.late_notes"]).await;
     insert(store, "buzz.late_notes", target.id, 1).await;
     assert_drift(request.preflight().await, &["buzz.late_notes"], &[]);
     assert_served(store, target.id).await;

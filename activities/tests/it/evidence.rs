@@ -29,6 +29,20 @@ async fn neighbour(store: &Store) -> (Community, Vec<activities::store::TableSna
     (neighbour, rows)
 }
 
+/// The rows of `community` as they are now.
+async fn rows_now(store: &Store, community: Uuid) -> Vec<activities::store::TableSnapshot> {
+    store.snapshot_rows(community).await.expect("rows")
+}
+
+/// Every row of `community` is byte-identical to `before`.
+async fn assert_rows_unchanged(
+    store: &Store,
+    community: Uuid,
+    before: &[activities::store::TableSnapshot],
+) {
+    assert_eq!(rows_now(store, community).await, before);
+}
+
 /// Attacker (a): points the request row at `to` (community id and host).
 async fn repoint_request(store: &Store, request_id: Uuid, to: &Community) {
     sqlx::query("UPDATE deletion.requests SET community_id = $2, host = $3 WHERE id = $1")
@@ -64,10 +78,7 @@ async fn a_request_repointed_at_a_neighbour_after_approval_cannot_fence_either_c
     let store = store().await;
     let fixture = approved(&store, 3).await;
     let (neighbour, neighbour_rows) = neighbour(&store).await;
-    let target_rows = store
-        .snapshot_rows(fixture.community.id)
-        .await
-        .expect("rows");
+    let target_rows = rows_now(&store, fixture.community.id).await;
     let generation = fixture.request().await.exec_generation;
 
     repoint_request(&store, fixture.request_id, &neighbour).await;
@@ -91,17 +102,8 @@ async fn a_request_repointed_at_a_neighbour_after_approval_cannot_fence_either_c
         let fence = store.fence_status(community).await.expect("fence");
         assert_eq!(fence_state(fence), FenceState::Serving, "{community}");
     }
-    assert_eq!(
-        store.snapshot_rows(neighbour.id).await.expect("rows"),
-        neighbour_rows
-    );
-    assert_eq!(
-        store
-            .snapshot_rows(fixture.community.id)
-            .await
-            .expect("rows"),
-        target_rows
-    );
+    assert_rows_unchanged(&store, neighbour.id, &neighbour_rows).await;
+    assert_rows_unchanged(&store, fixture.community.id, &target_rows).await;
 }
 
 #[tokio::test]
@@ -141,10 +143,7 @@ async fn a_whole_inventory_swapped_for_a_neighbours_is_refused_by_the_approval_d
         fence_state(store.fence_status(neighbour.id).await.expect("fence")),
         FenceState::Serving
     );
-    assert_eq!(
-        store.snapshot_rows(neighbour.id).await.expect("rows"),
-        neighbour_rows
-    );
+    assert_rows_unchanged(&store, neighbour.id, &neighbour_rows).await;
 }
 
 #[tokio::test]
@@ -201,10 +200,7 @@ async fn a_repointed_request_cannot_cross_the_irreversible_point_or_purge_and_ca
     let store = store().await;
     let fixture = drained(&store, 3, 4, 2).await;
     let (neighbour, neighbour_rows) = neighbour(&store).await;
-    let target_rows = store
-        .snapshot_rows(fixture.community.id)
-        .await
-        .expect("rows");
+    let target_rows = rows_now(&store, fixture.community.id).await;
 
     repoint_request(&store, fixture.request_id, &neighbour).await;
 
@@ -221,13 +217,7 @@ async fn a_repointed_request_cannot_cross_the_irreversible_point_or_purge_and_ca
         &[&other],
     );
     assert_eq!(fixture.request().await.irreversible_at, None);
-    assert_eq!(
-        store
-            .snapshot_rows(fixture.community.id)
-            .await
-            .expect("rows"),
-        target_rows
-    );
+    assert_rows_unchanged(&store, fixture.community.id, &target_rows).await;
 
     // Before the marker the abort still works, and lifts the fence this request holds (the
     // target's), whatever community the row names now.
@@ -256,10 +246,7 @@ async fn a_repointed_request_cannot_cross_the_irreversible_point_or_purge_and_ca
         fence_state(store.fence_status(neighbour.id).await.expect("fence")),
         FenceState::Serving
     );
-    assert_eq!(
-        store.snapshot_rows(neighbour.id).await.expect("rows"),
-        neighbour_rows
-    );
+    assert_rows_unchanged(&store, neighbour.id, &neighbour_rows).await;
 }
 
 #[tokio::test]
@@ -275,10 +262,7 @@ async fn a_repointed_request_purges_no_row_of_either_community() {
         .await
         .expect("claim");
     let (neighbour, neighbour_rows) = neighbour(&store).await;
-    let target_rows = store
-        .snapshot_rows(fixture.community.id)
-        .await
-        .expect("rows");
+    let target_rows = rows_now(&store, fixture.community.id).await;
 
     repoint_request(&store, fixture.request_id, &neighbour).await;
 
@@ -286,17 +270,8 @@ async fn a_repointed_request_purges_no_row_of_either_community() {
         store.purge_postgres(&token, 2, |_, _| {}).await,
         &[&neighbour.id.to_string()],
     );
-    assert_eq!(
-        store.snapshot_rows(neighbour.id).await.expect("rows"),
-        neighbour_rows
-    );
-    assert_eq!(
-        store
-            .snapshot_rows(fixture.community.id)
-            .await
-            .expect("rows"),
-        target_rows
-    );
+    assert_rows_unchanged(&store, neighbour.id, &neighbour_rows).await;
+    assert_rows_unchanged(&store, fixture.community.id, &target_rows).await;
 }
 
 /// The live attempt claimed; a zombie (an older attempt that stalled before its claim) claims

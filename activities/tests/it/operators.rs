@@ -15,6 +15,21 @@ use store_support::*;
 use uuid::Uuid;
 use workflows::operator::{Action, Kind, SignedAction};
 
+/// An abort of a fresh demo user request signed by `operator`, dated `offset` from now.
+fn abort_signed_at(operator: &TestOperator, offset: chrono::Duration) -> SignedAction {
+    let signed_at = (chrono::Utc::now() + offset)
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    operator.sign_at(
+        Action::Abort,
+        Kind::User,
+        Uuid::new_v4(),
+        "demo:x",
+        None,
+        &signed_at,
+    )
+}
+
 /// A registered operator of its own (revocation tests must not touch shared names).
 async fn own_operator(tag: &str) -> TestOperator {
     let owner = store().await;
@@ -163,33 +178,16 @@ async fn a_signature_counts_once_an_activity_retry_is_a_repeat_and_bad_ones_are_
     );
 
     // Signed long ago, or ahead of the database clock.
-    let old = (chrono::Utc::now() - chrono::Duration::seconds(MAX_SIGNATURE_AGE_SECS + 30))
-        .format("%Y-%m-%dT%H:%M:%SZ")
-        .to_string();
-    let stale = operator.sign_at(
-        Action::Abort,
-        Kind::User,
-        Uuid::new_v4(),
-        "demo:x",
-        None,
-        &old,
+    let stale = abort_signed_at(
+        &operator,
+        -chrono::Duration::seconds(MAX_SIGNATURE_AGE_SECS + 30),
     );
     let expired = consume(&stale, "", "wf/run/3").await;
     assert!(
         matches!(expired, Err(IdentityError::Expired { .. })),
         "{expired:?}"
     );
-    let ahead = (chrono::Utc::now() + chrono::Duration::minutes(5))
-        .format("%Y-%m-%dT%H:%M:%SZ")
-        .to_string();
-    let future = operator.sign_at(
-        Action::Abort,
-        Kind::User,
-        Uuid::new_v4(),
-        "demo:x",
-        None,
-        &ahead,
-    );
+    let future = abort_signed_at(&operator, chrono::Duration::minutes(5));
     let refused = consume(&future, "", "wf/run/4").await;
     assert!(
         matches!(refused, Err(IdentityError::FromTheFuture { .. })),
@@ -332,7 +330,7 @@ async fn concurrent_registrations_of_the_same_key_and_name_all_return_the_one_ro
     let public = std::fs::read_to_string(&operator.public_path).expect("public key");
     let name = format!("race-{}", &Uuid::new_v4().simple().to_string()[..12]);
     // One warmed connection per racer, released together, so the registrations overlap.
-    let url = database_url("BUZZ_OWNER_DATABASE_URL");
+    let url = testkit::env::required(activities::stack_env::OWNER_DATABASE_URL);
     let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(RACERS));
     let mut racers = Vec::new();
     for _ in 0..RACERS {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use activities::failure::{Classified, Severity};
 use activities::identity::IdentityError;
+use activities::serving::ServingError;
 use activities::store::certificates::CertificateStoreError;
 use activities::store::{
     ChunkAck, FenceState, RequestFilter, Stage, StoreError, TaxonomySweepInput, catalog_scan_in,
@@ -534,7 +535,7 @@ async fn stale_holder_cannot_release_someone_elses_lease() {
     );
     let renewed = store.renew_serving_write_lease(&lease, LEASE_TTL).await;
     assert!(
-        matches!(renewed, Err(StoreError::LeaseLost { .. })),
+        matches!(renewed, Err(ServingError::LeaseLost { .. })),
         "{renewed:?}"
     );
 }
@@ -793,7 +794,7 @@ async fn fenced_community_rejects_row_writes_while_others_keep_writing() {
         .acquire_serving_write_lease(fixture.community.id, "redis_write", "relay-a", LEASE_TTL)
         .await;
     assert!(
-        matches!(leased, Err(StoreError::CommunityFenced { .. })),
+        matches!(leased, Err(ServingError::Fenced { .. })),
         "{leased:?}"
     );
 }
@@ -815,7 +816,7 @@ async fn quiescing_refuses_new_leases_while_an_admitted_one_can_finish() {
         .acquire_serving_write_lease(fixture.community.id, "s3_put", "relay-b", LEASE_TTL)
         .await;
     assert!(
-        matches!(refused, Err(StoreError::CommunityQuiescing { .. })),
+        matches!(refused, Err(ServingError::Quiescing { .. })),
         "{refused:?}"
     );
     let renewed = store

@@ -6,6 +6,7 @@ use crate::store_support;
 
 use std::time::{Duration, Instant};
 
+use activities::stack_env;
 use activities::store::{PoolSettings, Store};
 use sqlx::Connection;
 
@@ -19,7 +20,7 @@ async fn show(conn: &mut sqlx::PgConnection, setting: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pool_never_opens_more_connections_than_its_size_and_each_carries_the_timeouts() {
     store_support::worker_store().await;
-    let url = store_support::database_url("DATABASE_URL");
+    let url = testkit::env::required(stack_env::DATABASE_URL);
     let settings = PoolSettings {
         max_connections: 3,
         lock_timeout_ms: Some(1_500),
@@ -71,7 +72,7 @@ async fn the_pool_never_opens_more_connections_than_its_size_and_each_carries_th
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unset_timeouts_keep_the_servers_settings_and_idle_transactions_end_after_a_minute() {
     store_support::worker_store().await;
-    let url = store_support::database_url("DATABASE_URL");
+    let url = testkit::env::required(stack_env::DATABASE_URL);
     let store = Store::connect_with(&url, &PoolSettings::with_max_connections(1))
         .await
         .unwrap_or_else(|e| panic!("connect: {e}"));

@@ -12,7 +12,7 @@ mod previous_release;
 
 use std::collections::BTreeMap;
 
-use activities::store::{MIGRATOR, Store, is_append_only_refusal};
+use activities::store::{MIGRATOR, is_append_only_refusal};
 use activities::user::UserStore;
 use certificate::chain::{ChainHead, ChainRow, EventContent, event_hash, verify_chain};
 use sqlx::{PgPool, Row};
@@ -216,9 +216,7 @@ async fn upgrading_a_database_holding_the_previous_releases_data_loses_nothing()
          migration of the release before this one"
     );
     let db = testkit::private_db::private_database("upgrade").await;
-    let owner = Store::connect_with_pool_size(&db.owner, 2)
-        .await
-        .unwrap_or_else(|e| panic!("connect {}: {e}", db.name));
+    let owner = db.owner_store(2).await;
     let pool = owner.pool().clone();
 
     // The previous release: its migrations, then its data.
@@ -333,9 +331,7 @@ async fn upgrading_a_database_holding_the_previous_releases_data_loses_nothing()
     assert_eq!((extended.length, extended.head_hash), (next, row_hash));
 
     // This release's store, as the worker role, reads every migrated request.
-    let worker = Store::connect_with_pool_size(&db.worker, 2)
-        .await
-        .unwrap_or_else(|e| panic!("connect {} as the worker: {e}", db.name));
+    let worker = db.worker_store(2).await;
     for request in REQUESTS {
         let row = worker
             .get_request(request)

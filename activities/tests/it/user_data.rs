@@ -10,7 +10,7 @@ mod canonical;
 
 use crate::store_support::private_db::private_db_as_worker;
 use activities::failure::{Classified, Severity};
-use activities::store::user_data::UserDataDeclaration;
+use activities::store::user::data::UserDataDeclaration;
 use activities::store::{Store, StoreError};
 
 /// The guarantee a declared user column needs: its values are 64 lowercase hex (migration 0016).

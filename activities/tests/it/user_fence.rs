@@ -52,6 +52,25 @@ async fn post(store: &Store, community: Uuid, pubkey: &str) -> Result<String, sq
     Ok(id)
 }
 
+/// Edits the content of event `id`.
+async fn edit(store: &Store, id: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE buzz.events SET content = 'edited' WHERE id = $1")
+        .bind(id)
+        .execute(store.pool())
+        .await?;
+    Ok(())
+}
+
+/// Gives event `id` to `pubkey` (an UPDATE of its author).
+async fn reattribute(store: &Store, id: &str, pubkey: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE buzz.events SET pubkey = $2 WHERE id = $1")
+        .bind(id)
+        .bind(pubkey)
+        .execute(store.pool())
+        .await?;
+    Ok(())
+}
+
 /// Inserts a media upload row by `uploader` (NULL: no uploader of record).
 async fn upload(store: &Store, community: Uuid, uploader: Option<&str>) -> Result<(), sqlx::Error> {
     let sha = user();
@@ -273,26 +292,15 @@ async fn row_writes_naming_a_fenced_user_are_refused_and_the_neighbours_kept() {
         "alice's membership",
     );
     assert_user_refused(
-        sqlx::query("UPDATE buzz.events SET content = 'edited' WHERE id = $1")
-            .bind(&alice_before)
-            .execute(serving.pool())
-            .await,
+        edit(&serving, &alice_before).await,
         "an edit of alice's event",
     );
     assert_user_refused(
-        sqlx::query("UPDATE buzz.events SET pubkey = $2 WHERE id = $1")
-            .bind(&alice_before)
-            .bind(&bob)
-            .execute(serving.pool())
-            .await,
+        reattribute(&serving, &alice_before, &bob).await,
         "moving alice's event away to bob",
     );
     assert_user_refused(
-        sqlx::query("UPDATE buzz.events SET pubkey = $2 WHERE id = $1")
-            .bind(&bob_before)
-            .bind(&alice)
-            .execute(serving.pool())
-            .await,
+        reattribute(&serving, &bob_before, &alice).await,
         "moving bob's event onto alice",
     );
     // The fence binds every role: the worker's own writes too (an owner's, in a test).
@@ -318,9 +326,7 @@ async fn row_writes_naming_a_fenced_user_are_refused_and_the_neighbours_kept() {
         .execute(serving.pool())
         .await
         .expect("a channel (no user data)");
-    sqlx::query("UPDATE buzz.events SET content = 'edited' WHERE id = $1")
-        .bind(&bob_before)
-        .execute(serving.pool())
+    edit(&serving, &bob_before)
         .await
         .expect("bob edits his event");
 
@@ -409,22 +415,15 @@ async fn rows_under(store: &Store, root: &str) -> Vec<(String, String, i32)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partitions_and_inheritance_children_refuse_only_the_fenced_users_rows() {
     let db = testkit::private_db::private_database("ufence").await;
-    let owner = Store::connect_with_pool_size(&db.owner, 2)
-        .await
-        .expect("owner");
-    owner.migrate().await.expect("migrate");
+    let owner = db.migrated_owner_store(2).await;
     for sql in SHAPES {
         sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
             .execute(owner.pool())
             .await
             .unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
-    let worker = Store::connect_with_pool_size(&db.worker, 2)
-        .await
-        .expect("worker");
-    let serving = Store::connect_with_pool_size(&db.serving, 2)
-        .await
-        .expect("serving");
+    let worker = db.worker_store(2).await;
+    let serving = db.serving_store(2).await;
     // The shapes are soundly declared: the user inventory would read them.
     let declared = worker.user_data_declarations().await.expect("declarations");
     assert!(
@@ -708,10 +707,7 @@ async fn user_leases_are_refused_while_the_user_quiesces_or_is_fenced_and_others
                 Duration::from_secs(5)
             )
             .await,
-        Err(StoreError::NotFound {
-            what: "community",
-            ..
-        })
+        Err(ServingError::UnknownCommunity { .. })
     ));
     assert!(matches!(
         serving
@@ -723,7 +719,7 @@ async fn user_leases_are_refused_while_the_user_quiesces_or_is_fenced_and_others
                 Duration::from_secs(5)
             )
             .await,
-        Err(StoreError::InvalidInput {
+        Err(ServingError::InvalidInput {
             field: "pubkey",
             ..
         })
@@ -765,7 +761,7 @@ async fn a_user_lease_left_unreleased_at_the_fence_is_refused_and_holds_the_drai
         serving.verify_serving_write_lease(&stalled).await,
     ] {
         assert!(
-            matches!(&result, Err(StoreError::UserFenced { pubkey }) if *pubkey == frank),
+            matches!(&result, Err(ServingError::UserFenced { pubkey }) if *pubkey == frank),
             "{result:?}"
         );
     }

@@ -33,6 +33,53 @@ async fn stores() -> (UserStore, sqlx::PgPool) {
     (worker, owner)
 }
 
+/// Registers request `id` for `target` with `inventory` and its digest, as operator-a signing
+/// with `requester`'s key.
+async fn register_request(
+    store: &UserStore,
+    id: Uuid,
+    target: &str,
+    inventory: &UserInventory,
+    requester: &operators::TestOperator,
+) {
+    store
+        .register(
+            &RegisterUserInput {
+                request_id: id,
+                workflow_id: workflow_id(id),
+                target: target.to_owned(),
+                requested_by: "operator-a".into(),
+                reason: None,
+                inventory_digest: inventory.digest(),
+                inventory: inventory.clone(),
+                signed: Some(requester.sign(Action::Submit, Kind::User, id, target, None)),
+            },
+            "user-store-it/register",
+        )
+        .await
+        .expect("registering the request");
+}
+
+/// An approval of `digest` for request `id` on `target`, by `label` signing with `key`.
+fn approval_of(
+    id: Uuid,
+    target: &str,
+    label: &str,
+    key: &operators::TestOperator,
+    digest: &str,
+) -> UserApprovalInput {
+    UserApprovalInput {
+        request_id: id,
+        approval: UserApproveRequest {
+            approved_by: label.into(),
+            inventory_digest: digest.into(),
+            note: None,
+            child_deletions: Vec::new(),
+            signed: Some(key.sign(Action::Approve, Kind::User, id, target, Some(digest))),
+        },
+    }
+}
+
 /// A request registered with a demo inventory of `communities` communities and approved.
 async fn approved_request(store: &UserStore, communities: u32) -> (Uuid, UserInventory) {
     let id = Uuid::new_v4();
@@ -42,40 +89,10 @@ async fn approved_request(store: &UserStore, communities: u32) -> (Uuid, UserInv
     let requester = operators::operator_in(owner.pool(), "operator-a").await;
     let approver = operators::operator_in(owner.pool(), "operator-b").await;
     let digest = inventory.digest();
-    store
-        .register(
-            &RegisterUserInput {
-                request_id: id,
-                workflow_id: workflow_id(id),
-                target: target.clone(),
-                requested_by: "operator-a".into(),
-                reason: None,
-                inventory_digest: digest.clone(),
-                inventory: inventory.clone(),
-                signed: Some(requester.sign(Action::Submit, Kind::User, id, &target, None)),
-            },
-            "user-store-it/register",
-        )
-        .await
-        .expect("registering the request");
+    register_request(store, id, &target, &inventory, &requester).await;
     store
         .record_approval(
-            &UserApprovalInput {
-                request_id: id,
-                approval: UserApproveRequest {
-                    approved_by: "operator-b".into(),
-                    inventory_digest: digest.clone(),
-                    note: None,
-                    child_deletions: Vec::new(),
-                    signed: Some(approver.sign(
-                        Action::Approve,
-                        Kind::User,
-                        id,
-                        &target,
-                        Some(&digest),
-                    )),
-                },
-            },
+            &approval_of(id, &target, "operator-b", &approver, &digest),
             "user-store-it/approve",
         )
         .await
@@ -122,31 +139,9 @@ async fn approval_refuses_another_digest_the_requesters_key_and_the_requesters_n
     let requester = operators::operator_in(owner.pool(), "operator-a").await;
     let approver = operators::operator_in(owner.pool(), "operator-b").await;
     let digest = inventory.digest();
-    store
-        .register(
-            &RegisterUserInput {
-                request_id: id,
-                workflow_id: workflow_id(id),
-                target: target.clone(),
-                requested_by: "operator-a".into(),
-                reason: None,
-                inventory_digest: digest.clone(),
-                inventory: inventory.clone(),
-                signed: Some(requester.sign(Action::Submit, Kind::User, id, &target, None)),
-            },
-            "user-store-it/register",
-        )
-        .await
-        .expect("registering the request");
-    let approval = |label: &str, key: &operators::TestOperator, digest: &str| UserApprovalInput {
-        request_id: id,
-        approval: UserApproveRequest {
-            approved_by: label.into(),
-            inventory_digest: digest.into(),
-            note: None,
-            child_deletions: Vec::new(),
-            signed: Some(key.sign(Action::Approve, Kind::User, id, &target, Some(digest))),
-        },
+    register_request(&store, id, &target, &inventory, &requester).await;
+    let approval = |label: &str, key: &operators::TestOperator, digest: &str| {
+        approval_of(id, &target, label, key, digest)
     };
     let unchanged = || async {
         let stage: String = sqlx::query_scalar("SELECT stage FROM deletion.requests WHERE id = $1")

@@ -12,6 +12,10 @@ pub(crate) fn sample_receipt(key_id: &str) -> Receipt {
         late,
         stamped_at: at.to_owned(),
     };
+    let table = |name: &str, rows| TableRows {
+        table: name.to_owned(),
+        rows,
+    };
     Receipt {
         format: RECEIPT_FORMAT.to_owned(),
         request_id: Uuid::parse_str("6f1c2b0e-8a44-4c57-9a0e-2f0b5a1d9c33").unwrap(),
@@ -29,16 +33,7 @@ pub(crate) fn sample_receipt(key_id: &str) -> Receipt {
         },
         inventory: InventoryFacts {
             digest: "1f".repeat(32),
-            tables: vec![
-                TableRows {
-                    table: "posts".to_owned(),
-                    rows: 1200,
-                },
-                TableRows {
-                    table: "members".to_owned(),
-                    rows: 40,
-                },
-            ],
+            tables: vec![table("posts", 1200), table("members", 40)],
             object_versions: 7,
             object_bytes: 123_456,
             redis_keys: 9,
@@ -82,16 +77,7 @@ pub(crate) fn sample_receipt(key_id: &str) -> Receipt {
             already_missing: 1,
         },
         purge: PurgeFacts {
-            tables: vec![
-                TableRows {
-                    table: "posts".to_owned(),
-                    rows: 1200,
-                },
-                TableRows {
-                    table: "members".to_owned(),
-                    rows: 39,
-                },
-            ],
+            tables: vec![table("posts", 1200), table("members", 39)],
             rows_total: 1239,
             redis_keys_purged: 9,
             multipart_uploads_aborted: 1,

@@ -27,8 +27,8 @@ use uuid::Uuid;
 
 use activities::cache::{Cache, CacheError};
 use activities::objects::{ObjectStore, ObjectStoreError};
-use activities::serving::ServingLeaseConfig;
 use activities::store::{Store, StoreError, validate_user_pubkey};
+use serving::ServingLeaseConfig;
 
 use report::AuthoredStart;
 

@@ -16,11 +16,9 @@ use uuid::Uuid;
 use crate::{content_hash, writer_key};
 use activities::cache::Cache;
 use activities::objects::{ObjectStore, ObjectVersionRef};
-use activities::serving::{
-    ServingLeaseConfig, acquire_serving_write_with, acquire_user_serving_write_with,
-};
 use activities::store::{Store, is_fenced_write};
 use activities::taxonomy::PrefixRoot;
+use serving::{ServingLeaseConfig, acquire_serving_write_with, acquire_user_serving_write_with};
 
 use super::report::{
     AdmittedRow, AdmittedWrite, RowTable, UnconfirmedWrite, WriteKind, WriteOutcome,

@@ -1,5 +1,6 @@
 //! `community …`: the grammar of whole-community deletion.
 
+use activities::store::RequestFilter;
 use clap::{Args, Subcommand};
 use uuid::Uuid;
 
@@ -215,4 +216,16 @@ pub enum ListState {
     Completed,
     /// Everything.
     All,
+}
+
+impl ListState {
+    /// The requests this state selects, as both stores (community and user) filter them.
+    pub fn filter(self) -> RequestFilter {
+        match self {
+            ListState::Open => RequestFilter::Open,
+            ListState::Blocked => RequestFilter::Blocked,
+            ListState::Completed => RequestFilter::Completed,
+            ListState::All => RequestFilter::All,
+        }
+    }
 }

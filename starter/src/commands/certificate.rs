@@ -14,7 +14,8 @@ use serde::Serialize;
 use crate::cli::{CertificateCommand, ExportArgs, KeysCommand, OutArgs};
 use crate::connect;
 use crate::error::{CliError, CliResult};
-use crate::output::{Report, key_values};
+use crate::output::Report;
+use crate::render::key_values;
 
 /// Runs one `certificate` subcommand.
 pub async fn run(command: CertificateCommand) -> CliResult {

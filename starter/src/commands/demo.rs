@@ -9,7 +9,8 @@ use crate::cli::{DemoCommand, SeedArgs, SeedUserArgs};
 use crate::connect;
 use crate::error::{CliError, CliResult};
 use crate::host;
-use crate::output::{Report, Table};
+use crate::output::Report;
+use crate::render::Table;
 
 /// Runs one `demo` subcommand.
 pub async fn run(command: DemoCommand) -> CliResult {

@@ -10,7 +10,8 @@ use crate::commands::demo::connect_data_stores;
 use crate::connect;
 use crate::error::{CliError, CliResult};
 use crate::host;
-use crate::output::{Report, Table};
+use crate::output::Report;
+use crate::render::Table;
 
 /// Serves the hosts, then prints what each community saw. Exit 0 when no write failed
 /// (refusals during a deletion are expected), 1 otherwise.

@@ -6,7 +6,8 @@ use activities::identity::{OperatorRecord, add_operator, list_operators, revoke_
 use crate::cli::OperatorsCommand;
 use crate::connect;
 use crate::error::{CliError, CliResult};
-use crate::output::{Report, Table};
+use crate::output::Report;
+use crate::render::Table;
 
 /// Runs one `operators` subcommand.
 pub async fn run(command: OperatorsCommand) -> CliResult {

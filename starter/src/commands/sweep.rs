@@ -20,7 +20,8 @@ use workflows::sweep::{
 use crate::cli::SweepCommand;
 use crate::connect::{self, TemporalTarget};
 use crate::error::{CliError, CliResult};
-use crate::output::{Report, Table, key_values};
+use crate::output::Report;
+use crate::render::{Table, key_values};
 
 /// Runs one `sweep` subcommand.
 pub async fn run(command: SweepCommand) -> CliResult {

@@ -8,16 +8,6 @@ use workflows::community::status::{DeletionStatus, Progress};
 use workflows::community::{ApprovalRecord, InventorySummary, Phase};
 
 #[test]
-fn table_columns_align_to_the_widest_cell() {
-    let mut table = Table::new("t", &["a", "bb"]);
-    table.row(vec!["long-cell".into(), "x".into()]);
-    let rendered = table.render();
-    let lines: Vec<&str> = rendered.lines().collect();
-    assert_eq!(lines[1], "a          bb");
-    assert_eq!(lines[3], "long-cell  x");
-}
-
-#[test]
 fn a_report_renders_its_document_as_json_and_its_text_as_table() {
     let report = Report::new(&serde_json::json!({"a": 1}), "a  1\n").expect("report");
     assert_eq!(report.render(OutputFormat::Json), "{\n  \"a\": 1\n}\n");

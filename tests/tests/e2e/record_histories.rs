@@ -216,42 +216,29 @@ fn community_workflow(id: &str) -> String {
 #[ignore = "records a history on the local stack: deploy/local/record-histories"]
 async fn community_happy_path() {
     let name = "community_happy_path.json";
-    let Some(Recording {
-        stack,
-        client,
-        cli,
-        _worker,
-        ..
-    }) = begin(name, "happy").await
-    else {
+    let Some(recording) = begin(name, "happy").await else {
         return;
     };
+    let (stack, client, cli) = (&recording.stack, &recording.client, &recording.cli);
     let host = unique_host("record-happy");
-    seed(&stack, &host, tiny_plan()).await;
+    seed(stack, &host, tiny_plan()).await;
     let (id, digest) = cli.submit(&host, "alice", &["--reason", "recording"]).await;
-    cli.approve(&id, "bob", &digest).await.expect_code(0);
-    cli.watch_to_end(&id).await;
-    save_only_run(&client, &community_workflow(&id), name).await;
+    cli.approve_and_finish(&id, &digest).await;
+    save_only_run(client, &community_workflow(&id), name).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "records a history on the local stack: deploy/local/record-histories"]
 async fn community_blocked_then_unblocked() {
     let name = "community_blocked_then_unblocked.json";
-    let Some(Recording {
-        stack,
-        client,
-        cli,
-        _worker,
-        ..
-    }) = begin(name, "blocked").await
-    else {
+    let Some(recording) = begin(name, "blocked").await else {
         return;
     };
+    let (stack, client, cli) = (&recording.stack, &recording.client, &recording.cli);
     let host = unique_host("record-blocked");
-    let target = seed(&stack, &host, tiny_plan()).await;
+    let target = seed(stack, &host, tiny_plan()).await;
     // A key no writer makes blocks the inventory until an operator removes it and unblocks.
-    let (stray, version) = plant_stray_key(&stack, target.community_id).await;
+    let (stray, version) = plant_stray_key(stack, target.community_id).await;
     let (id, submitted) = cli.submit_blocked(&host, &[]).await;
     let id = id.to_string();
     assert!(
@@ -268,73 +255,47 @@ async fn community_blocked_then_unblocked() {
         }])
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    cli.unblock(&id, "carol", "removed the stray upload")
-        .await
-        .expect_code(0);
     let status = cli
-        .wait_status(&id, 60, |s| {
-            s["phase"] == "awaiting_approval" && s["blocked"].is_null()
-        })
+        .unblock_until_awaiting_approval(&id, "carol", "removed the stray upload")
         .await;
     let digest = status["inventory"]["digest"].as_str().unwrap_or_default();
-    cli.approve(&id, "bob", digest).await.expect_code(0);
-    cli.watch_to_end(&id).await;
-    save_only_run(&client, &community_workflow(&id), name).await;
+    cli.approve_and_finish(&id, digest).await;
+    save_only_run(client, &community_workflow(&id), name).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "records a history on the local stack: deploy/local/record-histories"]
 async fn community_aborted_before_irreversible_point() {
     let name = "community_aborted_before_irreversible_point.json";
-    let Some(Recording {
-        stack,
-        client,
-        cli,
-        _worker,
-        ..
-    }) = begin(name, "aborted").await
-    else {
+    let Some(recording) = begin(name, "aborted").await else {
         return;
     };
+    let (stack, client, cli) = (&recording.stack, &recording.client, &recording.cli);
     let host = unique_host("record-aborted");
-    seed(&stack, &host, tiny_plan()).await;
+    seed(stack, &host, tiny_plan()).await;
     let (id, _digest) = cli.submit(&host, "alice", &[]).await;
     let aborted = cli
-        .run(&[
-            "community",
-            "abort",
-            &id,
-            "--aborted-by",
-            "carol",
-            "--reason",
-            "tenant withdrew the request",
-        ])
+        .abort(&id, "carol", "tenant withdrew the request")
         .await
         .expect_code(0);
     assert!(aborted.stdout.contains("aborted"), "{}", aborted.stdout);
-    save_only_run(&client, &community_workflow(&id), name).await;
+    save_only_run(client, &community_workflow(&id), name).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "records a history on the local stack: deploy/local/record-histories"]
 async fn community_cancelled() {
     let name = "community_cancelled.json";
-    let Some(Recording {
-        stack,
-        client,
-        cli,
-        _worker,
-        ..
-    }) = begin(name, "cancelled").await
-    else {
+    let Some(recording) = begin(name, "cancelled").await else {
         return;
     };
+    let (stack, client, cli) = (&recording.stack, &recording.client, &recording.cli);
     let host = unique_host("record-cancelled");
-    seed(&stack, &host, tiny_plan()).await;
+    seed(stack, &host, tiny_plan()).await;
     let (id, _digest) = cli.submit(&host, "alice", &[]).await;
     let workflow_id = community_workflow(&id);
     // The Web UI's "Cancel": before the irreversible point it is an abort by temporal-cancel.
-    handle(&client, &workflow_id, None)
+    handle(client, &workflow_id, None)
         .cancel(
             WorkflowCancelOptions::builder()
                 .reason("cancelled from the Web UI".to_owned())
@@ -342,8 +303,8 @@ async fn community_cancelled() {
         )
         .await
         .unwrap_or_else(|e| panic!("cancel {workflow_id}: {e}"));
-    let runs = wait_closed(&client, &workflow_id).await;
-    let history = events(&client, &workflow_id, &runs[0]).await;
+    let runs = wait_closed(client, &workflow_id).await;
+    let history = events(client, &workflow_id, &runs[0]).await;
     assert!(
         matches!(
             history.last().and_then(|e| e.attributes.as_ref()),
@@ -351,7 +312,7 @@ async fn community_cancelled() {
         ),
         "a cancellation before the irreversible point ends the run cancelled"
     );
-    save_only_run(&client, &workflow_id, name).await;
+    save_only_run(client, &workflow_id, name).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -377,8 +338,7 @@ async fn community_continue_as_new() {
             &["--chunks-per-call", "1", "--delete-rounds-per-run", "2"],
         )
         .await;
-    cli.approve(&id, "bob", &digest).await.expect_code(0);
-    cli.watch_to_end(&id).await;
+    cli.approve_and_finish(&id, &digest).await;
     let workflow_id = community_workflow(&id);
     let runs = wait_closed(&client, &workflow_id).await;
     assert!(
@@ -395,18 +355,12 @@ async fn community_continue_as_new() {
 #[ignore = "records a history on the local stack: deploy/local/record-histories"]
 async fn community_web_ui_signals() {
     let name = "community_web_ui_signals.json";
-    let Some(Recording {
-        stack,
-        client,
-        cli,
-        _worker,
-        ..
-    }) = begin(name, "signals").await
-    else {
+    let Some(recording) = begin(name, "signals").await else {
         return;
     };
+    let (stack, client, cli) = (&recording.stack, &recording.client, &recording.cli);
     let host = unique_host("record-signals");
-    seed(&stack, &host, tiny_plan()).await;
+    seed(stack, &host, tiny_plan()).await;
     let (id, digest) = cli.submit(&host, "alice", &[]).await;
     let workflow_id = community_workflow(&id);
 
@@ -468,7 +422,7 @@ async fn community_web_ui_signals() {
         .await;
     web_ui_signal(&workflow_id, "approve", &approval).await;
     cli.watch_to_end(&id).await;
-    save_only_run(&client, &workflow_id, name).await;
+    save_only_run(client, &workflow_id, name).await;
 }
 
 /// `user submit` by alice and `user approve` by bob; returns the request id.
@@ -485,17 +439,11 @@ fn user_workflow(id: &str) -> String {
 #[ignore = "records a history on the local stack: deploy/local/record-histories"]
 async fn user_step_mode_failed_stage_retried() {
     let name = "user_step_mode_failed_stage_retried.json";
-    let Some(Recording {
-        stack,
-        client,
-        cli,
-        _worker,
-        ..
-    }) = begin(name, "user-steps").await
-    else {
+    let Some(recording) = begin(name, "user-steps").await else {
         return;
     };
-    let id = user_request(&cli, "record-steps").await;
+    let (stack, client, cli) = (&recording.stack, &recording.client, &recording.cli);
+    let id = user_request(cli, "record-steps").await;
     let step = |extra: &'static [&'static str]| {
         let cli = cli.clone();
         let id = id.clone();
@@ -506,55 +454,43 @@ async fn user_step_mode_failed_stage_retried() {
         }
     };
     step(&[]).await.expect_code(0);
-    let failed = step(&["--fail-stage", "purge_db"]).await.expect_code(1);
-    assert!(failed.stderr.contains("purge_db"), "{}", failed.stderr);
+    step(&["--fail-stage", "purge_db"])
+        .await
+        .expect_refusal_naming(1, "purge_db");
     // Refused: the saved retry deadline (30 s after the failure) has not passed.
-    let early = step(&[]).await.expect_code(1);
-    assert!(early.stderr.contains("retry deadline"), "{}", early.stderr);
+    step(&[]).await.expect_refusal_naming(1, "retry deadline");
     let request: Uuid = id.parse().unwrap_or_default();
     wait_for_database_deadline(stack.store.pool(), request).await;
     // The retry of the failed row, still one step at a time, then the rest in one run.
     step(&[]).await.expect_code(0);
-    cli.run(&["user", "run", &id]).await.expect_code(0);
-    save_only_run(&client, &user_workflow(&id), name).await;
+    cli.user_run(&id).await.expect_code(0);
+    save_only_run(client, &user_workflow(&id), name).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "records a history on the local stack: deploy/local/record-histories"]
 async fn user_no_agents() {
     let name = "user_no_agents.json";
-    let Some(Recording {
-        stack: _,
-        client,
-        cli,
-        _worker,
-        ..
-    }) = begin(name, "user-no-agents").await
-    else {
+    let Some(recording) = begin(name, "user-no-agents").await else {
         return;
     };
-    let id = user_request(&cli, "record-no-agents").await;
+    let (client, cli) = (&recording.client, &recording.cli);
+    let id = user_request(cli, "record-no-agents").await;
     let c = DEMO_FORMER_PARTICIPANT_COMMUNITY.to_string();
     cli.run(&["user", "run", &id, "--demo-no-agents-in", &c])
         .await
         .expect_code(0);
-    save_only_run(&client, &user_workflow(&id), name).await;
+    save_only_run(client, &user_workflow(&id), name).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "records a history on the local stack: deploy/local/record-histories"]
 async fn taxonomy_sweep() {
     let name = "taxonomy_sweep.json";
-    let Some(Recording {
-        stack: _,
-        client,
-        cli,
-        queue,
-        _worker,
-    }) = begin(name, "sweep").await
-    else {
+    let Some(recording) = begin(name, "sweep").await else {
         return;
     };
+    let (client, cli, queue) = (&recording.client, &recording.cli, &recording.queue);
     // Exit 1 only says the shared bucket holds unknown keys; the record is JSON either way.
     let swept = cli.run(&["sweep", "run", "--max-objects", "50"]).await;
     assert!(matches!(swept.code, 0 | 1), "{}", swept.stderr);
@@ -581,5 +517,5 @@ async fn taxonomy_sweep() {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
-    save_only_run(&client, &workflow_id, name).await;
+    save_only_run(client, &workflow_id, name).await;
 }

@@ -19,57 +19,21 @@
 //! Every write goes through a SECURITY DEFINER function of migration 0007 (owned by the schema
 //! owner): the serving role holds no privilege on `deletion.serving_write_leases` itself, so a
 //! relay can only acquire, renew, verify, release and reap leases by these rules.
+//!
+//! The relay's side (acquire, renew, verify, release, the live count) is the `serving` crate's
+//! [`serving::ServingDb`]; the `Store` methods of the same names call it on the store's pool.
+//! What stays here is the worker's side: stalled and awaited leases, and reaping.
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use serving::{LiveServingWrites, ServingError, ServingWriteLease};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::audit::require_named;
-use crate::store::error::{StoreError, StoreResult};
-use crate::store::{Store, count_u64};
-
-/// A lease on one external serving write.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ServingWriteLease {
-    /// Lease id.
-    pub id: Uuid,
-    /// The community written to.
-    pub community_id: Uuid,
-    /// What the write is (`s3_put`, `redis_write`, `push`, …).
-    pub operation: String,
-    /// The serving process holding it.
-    pub owner: String,
-    /// The fence generation when it was acquired.
-    pub fence_generation: i64,
-    /// When it lapses unless renewed.
-    pub expires_at: DateTime<Utc>,
-    /// The user the write is made for (a per-user lease, refused once that user is fenced);
-    /// `None` for a community-only lease.
-    #[serde(default)]
-    pub user_pubkey: Option<String>,
-}
-
-/// Live serving writes of a community.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LiveServingWrites {
-    /// Unreleased, unexpired leases.
-    pub count: u64,
-    /// Their operations, deduplicated and sorted.
-    pub operations: Vec<String>,
-}
-
-pub(crate) fn ttl_seconds(ttl: Duration) -> StoreResult<f64> {
-    if ttl.is_zero() {
-        return Err(StoreError::InvalidInput {
-            field: "ttl",
-            reason: "a lease needs a positive time to live".to_owned(),
-        });
-    }
-    Ok(ttl.as_secs_f64())
-}
+use crate::store::error::StoreResult;
+use crate::store::{Store, StoreError, count_u64};
 
 /// A serving-write lease the community's fence or drain is waiting for, as `community status`
 /// names it.
@@ -99,20 +63,12 @@ pub struct AwaitedLease {
 
 /// Live serving writes of the community, read inside the caller's transaction through
 /// `deletion.live_serving_writes` (migration 0007), the one definition of a live lease that the
-/// worker's fence and the serving side share.
+/// worker's fence and the serving side share ([`serving::live_serving_writes_in`]).
 pub(crate) async fn live_serving_writes_in(
     conn: &mut PgConnection,
     community_id: Uuid,
 ) -> StoreResult<LiveServingWrites> {
-    let (count, operations): (i64, Vec<String>) =
-        sqlx::query_as("SELECT live_count, operations FROM deletion.live_serving_writes($1)")
-            .bind(community_id)
-            .fetch_one(conn)
-            .await?;
-    Ok(LiveServingWrites {
-        count: count_u64(count),
-        operations,
-    })
+    Ok(serving::live_serving_writes_in(conn, community_id).await?)
 }
 
 /// Leases of a fenced community left unreleased at fence time whose writers may still be running.
@@ -155,150 +111,43 @@ pub(crate) async fn stalled_serving_writes_in(
     })
 }
 
-/// Maps the outcome of `deletion.check_serving_write_lease` to the library's result.
-fn lease_outcome(
-    lease: &ServingWriteLease,
-    outcome: &str,
-    expires_at: Option<DateTime<Utc>>,
-) -> StoreResult<DateTime<Utc>> {
-    let lost = |reason: &str| StoreError::LeaseLost {
-        lease_id: lease.id,
-        reason: reason.to_owned(),
-    };
-    match (outcome, expires_at) {
-        ("valid", Some(expires_at)) => Ok(expires_at),
-        ("fenced", _) => Err(StoreError::CommunityFenced {
-            community_id: lease.community_id,
-        }),
-        ("user_fenced", _) => Err(StoreError::UserFenced {
-            pubkey: lease.user_pubkey.clone().unwrap_or_default(),
-        }),
-        ("missing", _) => Err(lost("no such lease for this community")),
-        ("not_owner", _) => Err(lost("held by another owner")),
-        ("released", _) => Err(lost("already released")),
-        ("expired", _) => Err(lost("expired before it was renewed")),
-        (other, _) => Err(StoreError::Corrupt {
-            what: "serving-write lease check",
-            reason: format!("outcome {other:?} for lease {}", lease.id),
-        }),
-    }
-}
-
-/// Checks the lease is still the caller's, unreleased and unexpired, and the community is not
-/// fenced; with `renew`, also extends it by that many seconds. One call of the SECURITY DEFINER
-/// function `deletion.check_serving_write_lease` (the serving role has no other access to the
-/// lease table), which holds the fence row `FOR SHARE` while it checks.
-async fn check_lease(
-    store: &Store,
-    lease: &ServingWriteLease,
-    renew: Option<f64>,
-) -> StoreResult<DateTime<Utc>> {
-    let (outcome, expires_at): (String, Option<DateTime<Utc>>) = sqlx::query_as(
-        "SELECT outcome, expires_at FROM deletion.check_serving_write_lease($1, $2, $3, $4)",
-    )
-    .bind(lease.id)
-    .bind(lease.community_id)
-    .bind(&lease.owner)
-    .bind(renew)
-    .fetch_one(&store.pool)
-    .await?;
-    lease_outcome(lease, &outcome, expires_at)
-}
-
 impl Store {
-    /// Admits one external serving write: refused with [`StoreError::CommunityQuiescing`] or
-    /// [`StoreError::CommunityFenced`] once deletion started, [`StoreError::NotFound`] for an
-    /// unknown community. The fence row is held `FOR SHARE` while the lease is inserted, so a
-    /// concurrent `fence` either sees this lease or refuses it.
+    /// [`serving::ServingDb::acquire_serving_write_lease`] on this store's pool.
     pub async fn acquire_serving_write_lease(
         &self,
         community_id: Uuid,
         operation: &str,
         owner: &str,
         ttl: Duration,
-    ) -> StoreResult<ServingWriteLease> {
-        require_named("operation", operation)?;
-        require_named("owner", owner)?;
-        let ttl = ttl_seconds(ttl)?;
-        let (outcome, id, fence_generation, expires_at): (
-            String,
-            Option<Uuid>,
-            Option<i64>,
-            Option<DateTime<Utc>>,
-        ) = sqlx::query_as(
-            "SELECT outcome, lease_id, fence_generation, expires_at \
-             FROM deletion.acquire_serving_write_lease($1, $2, $3, $4)",
-        )
-        .bind(community_id)
-        .bind(operation)
-        .bind(owner)
-        .bind(ttl)
-        .fetch_one(&self.pool)
-        .await?;
-        let (id, fence_generation, expires_at) =
-            match (outcome.as_str(), id, fence_generation, expires_at) {
-                ("acquired", Some(id), Some(generation), Some(expires_at)) => {
-                    (id, generation, expires_at)
-                }
-                ("quiescing", ..) => return Err(StoreError::CommunityQuiescing { community_id }),
-                ("fenced", ..) => return Err(StoreError::CommunityFenced { community_id }),
-                ("unknown_community", ..) => {
-                    return Err(StoreError::NotFound {
-                        what: "community",
-                        id: community_id.to_string(),
-                    });
-                }
-                (other, ..) => {
-                    return Err(StoreError::Corrupt {
-                        what: "serving-write lease acquisition",
-                        reason: format!("outcome {other:?} for community {community_id}"),
-                    });
-                }
-            };
-        Ok(ServingWriteLease {
-            id,
-            community_id,
-            operation: operation.to_owned(),
-            owner: owner.to_owned(),
-            fence_generation,
-            expires_at,
-            user_pubkey: None,
-        })
+    ) -> Result<ServingWriteLease, ServingError> {
+        self.serving()
+            .acquire_serving_write_lease(community_id, operation, owner, ttl)
+            .await
     }
 
-    /// Extends the lease by `ttl` from now and returns the new expiry. Allowed while the
-    /// community serves or quiesces; refused ([`StoreError::LeaseLost`],
-    /// [`StoreError::CommunityFenced`]) once released, expired, not the caller's, or fenced.
+    /// [`serving::ServingDb::renew_serving_write_lease`] on this store's pool.
     pub async fn renew_serving_write_lease(
         &self,
         lease: &ServingWriteLease,
         ttl: Duration,
-    ) -> StoreResult<DateTime<Utc>> {
-        let ttl = ttl_seconds(ttl)?;
-        check_lease(self, lease, Some(ttl)).await
+    ) -> Result<DateTime<Utc>, ServingError> {
+        self.serving().renew_serving_write_lease(lease, ttl).await
     }
 
-    /// Checks the lease is still valid (see [`Store::renew_serving_write_lease`]) without
-    /// extending it; the serving path calls it right before and after its external write.
-    pub async fn verify_serving_write_lease(&self, lease: &ServingWriteLease) -> StoreResult<()> {
-        check_lease(self, lease, None).await.map(|_| ())
+    /// [`serving::ServingDb::verify_serving_write_lease`] on this store's pool.
+    pub async fn verify_serving_write_lease(
+        &self,
+        lease: &ServingWriteLease,
+    ) -> Result<(), ServingError> {
+        self.serving().verify_serving_write_lease(lease).await
     }
 
-    /// Releases the lease. Returns `true` only if it was this owner's lease and still live;
-    /// `false` if it was already released, had expired (it is marked released anyway), or is not
-    /// this owner's (then nothing changes).
+    /// [`serving::ServingDb::release_serving_write_lease`] on this store's pool.
     pub async fn release_serving_write_lease(
         &self,
         lease: &ServingWriteLease,
-    ) -> StoreResult<bool> {
-        let was_live: bool =
-            sqlx::query_scalar("SELECT deletion.release_serving_write_lease($1, $2, $3)")
-                .bind(lease.id)
-                .bind(lease.community_id)
-                .bind(&lease.owner)
-                .fetch_one(&self.pool)
-                .await?;
-        Ok(was_live)
+    ) -> Result<bool, ServingError> {
+        self.serving().release_serving_write_lease(lease).await
     }
 
     /// Unreleased, unexpired leases of the community and their operations.

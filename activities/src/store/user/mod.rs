@@ -9,7 +9,10 @@
 
 mod abort;
 mod approved;
+pub mod data;
+pub mod erasure;
 pub mod error;
+pub(crate) mod fence;
 mod interrupt;
 mod listing;
 mod requests;

@@ -13,8 +13,8 @@ use workflows::user::inventory::UserInventory;
 use super::purge_db::{erase_rows, erased_summary, record_community_purged};
 use super::verify::{require_declarations_unchanged, verify_community};
 use super::{Eraser, ErasureError, HandlerRun};
-use crate::store::erasure::PurgeLogKind;
-use crate::store::erasure::rows::RowScope;
+use crate::store::user::erasure::PurgeLogKind;
+use crate::store::user::erasure::rows::RowScope;
 
 /// Runs `purge_agents` of `community_id` and returns the result to save.
 pub(crate) async fn purge_agents(

@@ -13,7 +13,7 @@ use workflows::user::inventory::{
 
 use super::media::exact_versions;
 use super::{Eraser, ErasureError};
-use crate::store::erasure::footprint::FoundCommunity;
+use crate::store::user::erasure::footprint::FoundCommunity;
 use crate::taxonomy::derived_keys;
 use crate::taxonomy::user_keys::{
     USER_KEY_SHAPES, community_of_user_key, user_key_scan_pattern, user_keys_everywhere_pattern,

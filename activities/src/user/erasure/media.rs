@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::{Eraser, ErasureError, HandlerRun};
 use crate::objects::{MAX_VERSIONS_PER_DELETE, ObjectVersionRef};
-use crate::store::erasure::media::{MediaDecision, MediaDecisionKind};
+use crate::store::user::erasure::media::{MediaDecision, MediaDecisionKind};
 use crate::taxonomy::derived_keys;
 
 /// Versions (or uploads) listed per page.

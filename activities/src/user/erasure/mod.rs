@@ -19,7 +19,7 @@ use uuid::Uuid;
 use crate::cache::Cache;
 use crate::objects::ObjectStore;
 use crate::store::Store;
-use crate::store::erasure::ErasureAttempt;
+use crate::store::user::erasure::ErasureAttempt;
 
 pub use error::ErasureError;
 pub use inventory::take_inventory;

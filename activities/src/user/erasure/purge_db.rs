@@ -12,8 +12,8 @@ use super::media::erase_media;
 use super::verify::{require_declarations_unchanged, verify_community};
 use super::{Eraser, ErasureError, HandlerRun};
 use crate::cache::CacheError;
-use crate::store::erasure::PurgeLogKind;
-use crate::store::erasure::rows::RowScope;
+use crate::store::user::erasure::PurgeLogKind;
+use crate::store::user::erasure::rows::RowScope;
 use crate::taxonomy::user_keys::{user_key_scan_pattern, user_key_shape};
 
 /// Runs `purge_db` of `community_id` and returns the result to save.

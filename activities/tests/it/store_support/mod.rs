@@ -11,74 +11,35 @@ use activities::store::{
     CatalogInventory, Community, ExecToken, FrozenInventory, Request, Stage, Store,
 };
 use activities::taxonomy::{KeyStreamDigest, ManifestEntry, VersionKind, tenant_prefixes};
-use tokio::sync::OnceCell;
 use uuid::Uuid;
 use workflows::community::contracts::{
     ApproveRequest, ManifestSummary, PrefixSummary, RegisterInput,
 };
 use workflows::operator::{Action, Kind};
 
-/// Migrations run once per test process (sqlx also serialises concurrent runs with a lock).
-static MIGRATED: OnceCell<()> = OnceCell::const_new();
-
 /// The requester and approver used by fixtures (two different people).
 pub const REQUESTER: &str = "operator-a";
 pub const APPROVER: &str = "operator-b";
 
-/// The connection string in `name` (DATABASE_URL = the worker role, BUZZ_OWNER_DATABASE_URL =
-/// the schema owner, BUZZ_SERVING_DATABASE_URL = the serving role).
-pub fn database_url(name: &'static str) -> String {
-    activities::stack_env::StackEnv::process()
-        .required(name)
-        .unwrap_or_else(|e| panic!("{e} (PostgreSQL on 127.0.0.1:55432) before `cargo test`"))
-}
-
-async fn connect(name: &'static str) -> Store {
-    let url = database_url(name);
-    match Store::connect_with_pool_size(&url, 4).await {
-        Ok(store) => store,
-        Err(error) => panic!(
-            "PostgreSQL not reachable at {}: run `bash deploy/local/up && source .state/env` \
-             ({error})",
-            activities::store::redact_password(&url)
-        ),
-    }
-}
+/// Connections of each store the fixtures open (tests run in parallel on one server).
+const POOL: u32 = 4;
 
 /// A store as the worker role (DATABASE_URL), on a migrated schema.
 pub async fn worker_store() -> Store {
-    store().await;
-    connect("DATABASE_URL").await
+    testkit::role_stores::worker_store(POOL).await
 }
 
 /// A store as the serving role (BUZZ_SERVING_DATABASE_URL), on a migrated schema: what a relay's
 /// serving path connects as.
 pub async fn serving_store() -> Store {
-    store().await;
-    connect("BUZZ_SERVING_DATABASE_URL").await
+    testkit::role_stores::serving_store(POOL).await
 }
 
 /// A store on the local PostgreSQL as the schema owner (BUZZ_OWNER_DATABASE_URL), with the
 /// schema migrated: fixtures, inspection and deliberate tampering. Panics, naming the server and
 /// how to start it, when PostgreSQL is unreachable.
 pub async fn store() -> Store {
-    let url = database_url("BUZZ_OWNER_DATABASE_URL");
-    let store = match Store::connect_with_pool_size(&url, 4).await {
-        Ok(store) => store,
-        Err(error) => panic!(
-            "PostgreSQL not reachable at {}: run `bash deploy/local/up && source .state/env` \
-             ({error})",
-            activities::store::redact_password(&url)
-        ),
-    };
-    MIGRATED
-        .get_or_init(|| async {
-            if let Err(error) = store.migrate().await {
-                panic!("migrating the test database failed: {error}");
-            }
-        })
-        .await;
-    store
+    testkit::role_stores::owner_store(POOL).await
 }
 
 /// A fresh community under a unique host.
@@ -131,10 +92,16 @@ pub async fn submitted(store: &Store, rows: u64) -> Fixture {
             .await
             .expect("seed rows");
     }
+    register_and_claim(store, &community, "test").await
+}
+
+/// Registers a request for `community`, signed by the requester giving `reason`, and claims it
+/// at `submitted`.
+pub async fn register_and_claim(store: &Store, community: &Community, reason: &str) -> Fixture {
     let request_id = Uuid::new_v4();
     store
         .register_community_request(
-            &signed_registration(store, request_id, &community.host, REQUESTER, "test").await,
+            &signed_registration(store, request_id, &community.host, REQUESTER, reason).await,
             "store-test/register",
         )
         .await
@@ -145,7 +112,7 @@ pub async fn submitted(store: &Store, rows: u64) -> Fixture {
         .expect("claim");
     Fixture {
         store: store.clone(),
-        community,
+        community: community.clone(),
         request_id,
         token,
     }

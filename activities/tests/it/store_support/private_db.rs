@@ -3,10 +3,11 @@
 //! Every catalog scan discovers every tenant table in schema `buzz`, so a committed test table
 //! (or a foreign key into one) would be inventoried, purged and judged by every test running
 //! concurrently in the shared database. A test that needs committed tables therefore creates a
-//! fresh database on the same server (the harness's `testkit::private_db`), migrates it, and drops it
-//! at the end.
+//! fresh database on the same server (the test kit's `testkit::private_db`), migrates it, and
+//! drops it at the end.
 
 use activities::store::Store;
+use testkit::private_db::{drop_database, private_database};
 
 /// A migrated database of the test's own; call [`PrivateDb::drop_database`] at the end.
 pub struct PrivateDb {
@@ -19,16 +20,9 @@ pub struct PrivateDb {
 
 /// Creates and migrates `<shared database>_<tag>_<random>`.
 pub async fn private_db(tag: &str) -> PrivateDb {
-    let db = testkit::private_db::private_database(tag).await;
-    let store = Store::connect_with_pool_size(&db.owner, 4)
-        .await
-        .unwrap_or_else(|e| panic!("connect to {}: {e}", db.name));
-    store
-        .migrate()
-        .await
-        .unwrap_or_else(|e| panic!("migrate {}: {e}", db.name));
+    let db = private_database(tag).await;
     PrivateDb {
-        store,
+        store: db.migrated_owner_store(4).await,
         url: db.owner,
         name: db.name,
     }
@@ -38,7 +32,7 @@ impl PrivateDb {
     /// Closes the pool and drops the database.
     pub async fn drop_database(self) {
         self.store.pool().close().await;
-        testkit::private_db::drop_database(&self.name).await;
+        drop_database(&self.name).await;
     }
 }
 
@@ -54,20 +48,10 @@ pub struct RoleStores {
 
 /// Creates and migrates `<shared database>_<tag>_<random>`, connected as owner and worker.
 pub async fn private_db_as_worker(tag: &str) -> RoleStores {
-    let db = testkit::private_db::private_database(tag).await;
-    let owner = Store::connect_with_pool_size(&db.owner, 2)
-        .await
-        .unwrap_or_else(|e| panic!("connect to {} as the owner: {e}", db.name));
-    owner
-        .migrate()
-        .await
-        .unwrap_or_else(|e| panic!("migrate {}: {e}", db.name));
-    let worker = Store::connect_with_pool_size(&db.worker, 2)
-        .await
-        .unwrap_or_else(|e| panic!("connect to {} as the worker: {e}", db.name));
+    let db = private_database(tag).await;
     RoleStores {
-        owner,
-        worker,
+        owner: db.migrated_owner_store(2).await,
+        worker: db.worker_store(2).await,
         name: db.name,
     }
 }
@@ -77,6 +61,6 @@ impl RoleStores {
     pub async fn drop_database(self) {
         self.owner.pool().close().await;
         self.worker.pool().close().await;
-        testkit::private_db::drop_database(&self.name).await;
+        drop_database(&self.name).await;
     }
 }

@@ -4,41 +4,13 @@
 
 use activities::store::{Community, FrozenInventory, Stage, Store, StoreResult};
 use activities::taxonomy::tenant_prefixes;
-use uuid::Uuid;
 use workflows::community::contracts::PurgeReport;
 
-use super::{
-    APPROVER, Fixture, REQUESTER, empty_prefix, media_manifest, signed_approval,
-    signed_registration,
-};
+use super::{APPROVER, Fixture, empty_prefix, media_manifest, register_and_claim, signed_approval};
 
 /// Registers a request for `community` and claims it at `submitted`.
 pub async fn submit(store: &Store, community: &Community) -> Fixture {
-    let request_id = Uuid::new_v4();
-    store
-        .register_community_request(
-            &signed_registration(
-                store,
-                request_id,
-                &community.host,
-                REQUESTER,
-                "catalog shape test",
-            )
-            .await,
-            "store-test/register",
-        )
-        .await
-        .expect("register request");
-    let token = store
-        .claim(request_id, &[Stage::Submitted])
-        .await
-        .expect("claim");
-    Fixture {
-        store: store.clone(),
-        community: community.clone(),
-        request_id,
-        token,
-    }
+    register_and_claim(store, community, "catalog shape test").await
 }
 
 impl Fixture {

@@ -139,10 +139,7 @@ async fn a_declared_column_without_the_lowercase_guarantee_is_refused_naming_it(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_look_alike_operator_is_not_the_guarantee_whatever_the_search_path() {
     let db = testkit::private_db::private_database("lookalike").await;
-    let owner = Store::connect_with_pool_size(&db.owner, 2)
-        .await
-        .expect("owner");
-    owner.migrate().await.expect("migrate");
+    let owner = db.migrated_owner_store(2).await;
     // A `~` of another schema that lets everything through, used by the new table's CHECK.
     for sql in [
         "CREATE FUNCTION public.anything_goes(text, text) RETURNS bool \
@@ -165,9 +162,7 @@ async fn a_look_alike_operator_is_not_the_guarantee_whatever_the_search_path() {
         db.name
     );
     exec(&owner, &set_path).await;
-    let worker = Store::connect_with_pool_size(&db.worker, 1)
-        .await
-        .expect("worker");
+    let worker = db.worker_store(1).await;
     let deparsed: String = sqlx::query_scalar(
         "SELECT pg_get_constraintdef(oid) FROM pg_catalog.pg_constraint \
          WHERE conname = 'reactions_reactor_lookalike'",
@@ -298,9 +293,7 @@ async fn migrate_once(url: &str) -> Result<(), StoreError> {
 async fn the_migration_refuses_to_run_while_rows_violate_it_naming_table_and_count() {
     let (ours, before) = versions();
     let db = testkit::private_db::private_database("canonical_migration").await;
-    let owner = Store::connect_with_pool_size(&db.owner, 2)
-        .await
-        .expect("owner");
+    let owner = db.owner_store(2).await;
     // The schema as it was just before the migration, with rows written before the rule.
     MIGRATOR
         .run_to(before, owner.pool())

@@ -56,14 +56,8 @@ pub(super) async fn live_phases() -> std::collections::HashMap<String, LivePhase
 
 pub(super) async fn list(args: ListArgs) -> CliResult {
     let store = connect::store().await?;
-    let filter = match args.state {
-        ListState::Open => RequestFilter::Open,
-        ListState::Blocked => RequestFilter::Blocked,
-        ListState::Completed => RequestFilter::Completed,
-        ListState::All => RequestFilter::All,
-    };
     let requests = store
-        .list_requests(filter, u32::from(args.limit))
+        .list_requests(args.state.filter(), u32::from(args.limit))
         .await
         .map_err(store_failure)?;
     let live = if requests.iter().any(|r| r.is_open()) {
@@ -84,37 +78,10 @@ pub(super) async fn list(args: ListArgs) -> CliResult {
             current_names(row)
         })
         .collect();
-    let mut table = Table::new(
-        "deletion requests",
-        &[
-            "request_id",
-            "kind",
-            "target",
-            "stage",
-            "live phase",
-            "requested_by",
-            "blocked",
-            "created_at",
-        ],
-    );
-    for r in &requests {
-        let phase = live
-            .get(&r.workflow_id)
+    let text = render::community::requests_text(&requests, |workflow_id| {
+        live.get(workflow_id)
             .and_then(|l| l.phase.clone())
-            .unwrap_or_default();
-        table.row(vec![
-            r.id.to_string(),
-            r.kind.clone(),
-            r.host
-                .clone()
-                .or_else(|| r.target.clone())
-                .unwrap_or_default(),
-            r.stage.clone(),
-            phase,
-            r.requested_by.clone(),
-            r.blocked_reason.clone().unwrap_or_default(),
-            r.created_at.to_rfc3339(),
-        ]);
-    }
-    Report::new(&rows, table.render())
+            .unwrap_or_default()
+    });
+    Report::new(&rows, text)
 }

@@ -20,14 +20,15 @@ use workflows::community::{
 };
 use workflows::search;
 
-use activities::store::{AwaitedLease, RequestFilter, Store, StoreError};
+use activities::store::{AwaitedLease, Store, StoreError};
 use workflows::operator::{Action, Kind, SignedAction};
 
-use crate::cli::{CommunityCommand, ListArgs, ListState, SignCommand, TuningArgs};
+use crate::cli::{CommunityCommand, ListArgs, SignCommand, TuningArgs};
 use crate::connect::{self, TemporalTarget};
 use crate::error::{CliError, CliResult};
 use crate::host;
-use crate::output::{Report, Table, current_names, current_names_at, key_values, object_table};
+use crate::output::{Report, current_names, current_names_at, encoding_error};
+use crate::render::{self, object_table};
 use crate::signing::{KeyArgs, SigningKey};
 use crate::update;
 use crate::worker_wait::{Pollers, WorkerWait};
@@ -45,6 +46,9 @@ use signing::*;
 use status::*;
 use submit::*;
 use watch::*;
+
+// The renderers read these views.
+pub(crate) use status::{AWAITED_LEASES_SHOWN, PendingActivityView, RecordedStatus};
 
 // The output tests render these documents.
 #[cfg(test)]
@@ -80,21 +84,19 @@ pub async fn run(waits: &WorkerWait, command: CommunityCommand) -> CliResult {
             key,
         } => {
             let request = signed_approval(id, approved_by, inventory_digest, note, &key).await?;
-            let handle = existing_workflow(id).await?;
-            let record = execute(
+            let approval = Answer {
+                what: "approval",
+                title: "approval recorded",
+                named: current_names,
+            };
+            answer_report(
                 waits,
-                &handle,
-                "approval",
                 id,
+                approval,
                 CommunityDeletion::approve_update,
                 request,
             )
-            .await?;
-            let document = current_names(serde_json::to_value(&record).map_err(encoding)?);
-            Report::new(
-                &document,
-                object_table("approval recorded", &document) + "\n",
-            )
+            .await
         }
         CommunityCommand::Abort {
             id,
@@ -103,18 +105,8 @@ pub async fn run(waits: &WorkerWait, command: CommunityCommand) -> CliResult {
             key,
         } => {
             let request = signed_abort(id, aborted_by, reason, &key).await?;
-            let handle = existing_workflow(id).await?;
-            let outcome = execute(
-                waits,
-                &handle,
-                "abort",
-                id,
-                CommunityDeletion::abort_update,
-                request,
-            )
-            .await?;
-            let document = serde_json::to_value(outcome).map_err(encoding)?;
-            Report::new(&document, object_table("abort", &document) + "\n")
+            let abort = Answer::titled("abort");
+            answer_report(waits, id, abort, CommunityDeletion::abort_update, request).await
         }
         CommunityCommand::Unblock {
             id,
@@ -123,18 +115,15 @@ pub async fn run(waits: &WorkerWait, command: CommunityCommand) -> CliResult {
             key,
         } => {
             let request = signed_unblock(id, unblocked_by, reason, &key).await?;
-            let handle = existing_workflow(id).await?;
-            let outcome = execute(
+            let unblock = Answer::titled("unblock");
+            answer_report(
                 waits,
-                &handle,
-                "unblock",
                 id,
+                unblock,
                 CommunityDeletion::unblock_update,
                 request,
             )
-            .await?;
-            let document = serde_json::to_value(outcome).map_err(encoding)?;
-            Report::new(&document, object_table("unblock", &document) + "\n")
+            .await
         }
         CommunityCommand::Status { id } => {
             let handle = existing_workflow(id).await?;
@@ -157,10 +146,6 @@ pub async fn run(waits: &WorkerWait, command: CommunityCommand) -> CliResult {
         CommunityCommand::Inspect { id } => inspect(id).await,
         CommunityCommand::Certificate(args) => super::certificate::export(args, "community").await,
     }
-}
-
-fn encoding(error: serde_json::Error) -> CliError {
-    CliError::Other(anyhow::anyhow!("encoding the result: {error}"))
 }
 
 fn required(flag: &str, value: String) -> Result<String, CliError> {
@@ -201,31 +186,54 @@ async fn existing_workflow(
     Ok(client.get_workflow_handle::<CommunityDeletion>(request.workflow_id))
 }
 
-/// Sends an update through [`update::execute`]; a refusal carries the workflow's reason.
-async fn execute<U>(
+/// How an update's answer is reported: the update's name in messages, the title of the table
+/// of its fields, and the current JSON field names it gains (see [`current_names`]).
+struct Answer {
+    what: &'static str,
+    title: &'static str,
+    named: fn(serde_json::Value) -> serde_json::Value,
+}
+
+impl Answer {
+    /// An answer titled with the update's name, its fields as the workflow wrote them.
+    fn titled(what: &'static str) -> Answer {
+        Answer {
+            what,
+            title: what,
+            named: std::convert::identity,
+        }
+    }
+}
+
+/// Sends `update` to request `id`'s workflow through [`update::execute`] and reports the
+/// workflow's answer as one object; a refusal carries the workflow's reason.
+async fn answer_report<U>(
     waits: &WorkerWait,
-    handle: &WorkflowHandle<Client, CommunityDeletion>,
-    what: &str,
     id: Uuid,
+    answer: Answer,
     update: U,
     input: U::Input,
-) -> Result<U::Output, CliError>
+) -> CliResult
 where
     U: UpdateDefinition<Workflow = <CommunityDeletion as HasWorkflowDefinition>::Run>,
     U::Input: Send,
-    U::Output: temporalio_common::data_converters::TemporalDeserializable + 'static,
+    U::Output:
+        temporalio_common::data_converters::TemporalDeserializable + serde::Serialize + 'static,
 {
-    update::execute(waits, handle, what, update, input)
+    let handle = existing_workflow(id).await?;
+    let output = update::execute(waits, &handle, answer.what, update, input)
         .await
         .map_err(|failure| {
             failure.into_cli(
-                what,
+                answer.what,
                 &format!(
                     "request {id}'s workflow is not running any more \
                      (see `buzz-deletion community inspect {id}`)"
                 ),
             )
-        })
+        })?;
+    let document = (answer.named)(serde_json::to_value(&output).map_err(encoding_error)?);
+    Report::new(&document, object_table(answer.title, &document) + "\n")
 }
 
 fn store_failure(error: StoreError) -> CliError {
@@ -235,13 +243,6 @@ fn store_failure(error: StoreError) -> CliError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn progress_bar_is_full_when_nothing_to_delete_and_proportional_otherwise() {
-        assert_eq!(bar(0, 0, 4), "[####]");
-        assert_eq!(bar(1, 4, 4), "[#---]");
-        assert_eq!(bar(9, 4, 4), "[####]");
-    }
 
     #[test]
     fn blank_required_flags_are_usage_errors() {

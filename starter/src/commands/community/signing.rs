@@ -76,6 +76,21 @@ pub(super) async fn signed_approval(
     })
 }
 
+/// An action that carries a reason (abort, unblock) signed with `--key`: the acting operator's
+/// registered name (the optional `actor_flag` must match it), the reason and the statement.
+async fn signed_with_reason(
+    action: Action,
+    id: Uuid,
+    actor_flag: &str,
+    actor: Option<String>,
+    reason: String,
+    key: &KeyArgs,
+) -> Result<(String, String, SignedAction), CliError> {
+    let reason = required("--reason", reason)?;
+    let (actor, signed) = sign_action(action, id, None, actor_flag, actor.as_deref(), key).await?;
+    Ok((actor, reason, signed))
+}
+
 /// An abort signed with `--key`.
 pub(super) async fn signed_abort(
     id: Uuid,
@@ -83,16 +98,8 @@ pub(super) async fn signed_abort(
     reason: String,
     key: &KeyArgs,
 ) -> Result<AbortRequest, CliError> {
-    let reason = required("--reason", reason)?;
-    let (actor, signed) = sign_action(
-        Action::Abort,
-        id,
-        None,
-        "--aborted-by",
-        aborted_by.as_deref(),
-        key,
-    )
-    .await?;
+    let (actor, reason, signed) =
+        signed_with_reason(Action::Abort, id, "--aborted-by", aborted_by, reason, key).await?;
     Ok(AbortRequest {
         actor,
         reason,
@@ -107,13 +114,12 @@ pub(super) async fn signed_unblock(
     reason: String,
     key: &KeyArgs,
 ) -> Result<UnblockRequest, CliError> {
-    let reason = required("--reason", reason)?;
-    let (actor, signed) = sign_action(
+    let (actor, reason, signed) = signed_with_reason(
         Action::Unblock,
         id,
-        None,
         "--unblocked-by",
-        unblocked_by.as_deref(),
+        unblocked_by,
+        reason,
         key,
     )
     .await?;

@@ -55,53 +55,54 @@ pub(super) async fn unanswered(
         waits.explain(&pollers)
     );
     let recorded = RecordedStatus::read(handle, id, pollers).await?;
-    Ok(Report::new(&recorded, recorded.render())?.failing(1, message))
+    let text = render::community::recorded_status_text(&recorded);
+    Ok(Report::new(&recorded, text)?.failing(1, message))
 }
 
 /// A deletion as recorded outside the workflow: the `status` fallback without a worker.
 #[derive(Debug, serde::Serialize)]
-pub(super) struct RecordedStatus {
+pub(crate) struct RecordedStatus {
     /// Always `false`: the workflow itself did not answer.
     answered_by_workflow: bool,
     /// Where this view comes from.
-    source: &'static str,
+    pub(crate) source: &'static str,
     /// Who polls the task queue.
-    worker: Pollers,
+    pub(crate) worker: Pollers,
     /// The task queue.
-    task_queue: String,
+    pub(crate) task_queue: String,
     /// The request row, approval and chunk progress in Postgres.
-    postgres: Option<PostgresRecord>,
+    pub(crate) postgres: Option<PostgresRecord>,
     /// The execution as Temporal records it.
-    temporal: Option<TemporalRecord>,
+    pub(crate) temporal: Option<TemporalRecord>,
 }
 
 /// The request as Postgres records it.
 #[derive(Debug, serde::Serialize)]
-pub(super) struct PostgresRecord {
-    stage: String,
+pub(crate) struct PostgresRecord {
+    pub(crate) stage: String,
     blocked_stage: Option<String>,
-    blocked_reason: Option<String>,
+    pub(crate) blocked_reason: Option<String>,
     blocked_at: Option<String>,
     last_error: Option<String>,
     irreversible_at: Option<String>,
     irreversible_pending_at: Option<String>,
-    approved_by: Option<String>,
+    pub(crate) approved_by: Option<String>,
     approved_at: Option<String>,
-    chunks_stamped: u64,
-    chunks_total: u64,
+    pub(crate) chunks_stamped: u64,
+    pub(crate) chunks_total: u64,
     updated_at: String,
 }
 
 /// The execution as Temporal records it (DescribeWorkflowExecution).
 #[derive(Debug, serde::Serialize)]
-pub(super) struct TemporalRecord {
-    execution_status: String,
+pub(crate) struct TemporalRecord {
+    pub(crate) execution_status: String,
     /// `BuzzDeletionStage` as last published by the workflow.
-    stage: Option<String>,
+    pub(crate) stage: Option<String>,
     /// `BuzzBlocked` as last published by the workflow.
-    blocked: Option<bool>,
+    pub(crate) blocked: Option<bool>,
     history_length: usize,
-    pending_activity: Option<PendingActivityView>,
+    pub(crate) pending_activity: Option<PendingActivityView>,
 }
 
 impl RecordedStatus {
@@ -153,57 +154,6 @@ impl RecordedStatus {
             postgres,
             temporal,
         })
-    }
-
-    fn render(&self) -> String {
-        let mut pairs: Vec<(&str, String)> = vec![
-            ("source", self.source.to_owned()),
-            ("task queue", self.task_queue.clone()),
-            (
-                "worker",
-                serde_json::to_string(&self.worker).unwrap_or_default(),
-            ),
-        ];
-        if let Some(p) = &self.postgres {
-            pairs.push(("postgres stage", p.stage.clone()));
-            pairs.push((
-                "postgres blocked",
-                p.blocked_reason.clone().unwrap_or_else(|| "no".to_owned()),
-            ));
-            pairs.push((
-                "postgres approval",
-                p.approved_by.clone().unwrap_or_default(),
-            ));
-            pairs.push((
-                "postgres chunks",
-                format!("{} of {} stamped", p.chunks_stamped, p.chunks_total),
-            ));
-        }
-        if let Some(t) = &self.temporal {
-            pairs.push(("temporal execution", t.execution_status.clone()));
-            pairs.push(("temporal stage", t.stage.clone().unwrap_or_default()));
-            pairs.push((
-                "temporal blocked",
-                t.blocked.map(|b| b.to_string()).unwrap_or_default(),
-            ));
-            pairs.push((
-                "pending activity",
-                t.pending_activity
-                    .as_ref()
-                    .map(|a| {
-                        format!(
-                            "{} attempt {}, last heartbeat {}",
-                            a.activity,
-                            a.attempt,
-                            a.last_heartbeat_at
-                                .clone()
-                                .unwrap_or_else(|| "none".to_owned())
-                        )
-                    })
-                    .unwrap_or_default(),
-            ));
-        }
-        key_values("deletion status (recorded, no worker answered)", &pairs)
     }
 }
 
@@ -261,15 +211,16 @@ pub(crate) fn status_document(
     status: &DeletionStatus,
     pending: Option<&PendingActivityView>,
 ) -> Result<serde_json::Value, CliError> {
-    let mut value = serde_json::to_value(status).map_err(encoding)?;
+    let mut value = serde_json::to_value(status).map_err(encoding_error)?;
     if let serde_json::Value::Object(map) = &mut value {
         map.insert(
             "pending_activity".to_owned(),
-            serde_json::to_value(pending).map_err(encoding)?,
+            serde_json::to_value(pending).map_err(encoding_error)?,
         );
         map.insert(
             "inventory_digest".to_owned(),
-            serde_json::to_value(status.inventory.as_ref().map(|i| &i.digest)).map_err(encoding)?,
+            serde_json::to_value(status.inventory.as_ref().map(|i| &i.digest))
+                .map_err(encoding_error)?,
         );
     }
     Ok(current_names_at(value, "approval"))
@@ -281,21 +232,24 @@ pub(super) fn status_report(
     awaited: Option<&[AwaitedLease]>,
 ) -> CliResult {
     let mut document = status_document(status, pending)?;
-    let mut text = status_text(status, pending);
+    let mut text = render::community::status_text(status, pending);
     if let Some(leases) = awaited {
         if let serde_json::Value::Object(map) = &mut document {
             map.insert(
                 "awaited_leases".to_owned(),
-                serde_json::to_value(leases).map_err(encoding)?,
+                serde_json::to_value(leases).map_err(encoding_error)?,
             );
         }
-        text.push_str(&awaited_leases_text(status.phase, leases));
+        text.push_str(&render::community::awaited_leases_text(
+            status.phase,
+            leases,
+        ));
     }
     Report::new(&document, text)
 }
 
 /// Most leases `status` lists; the count says when there are more.
-pub(super) const AWAITED_LEASES_SHOWN: u32 = 50;
+pub(crate) const AWAITED_LEASES_SHOWN: u32 = 50;
 
 /// While the deletion waits to fence (approved, fencing) or to freeze the manifest (draining),
 /// the serving-write leases it waits for, read from Postgres; `None` in every other phase.
@@ -317,113 +271,4 @@ pub(super) async fn awaited_leases(
         .await
         .map_err(store_failure)?;
     Ok(Some(leases))
-}
-
-/// The awaited leases as a table an operator can act on: which writer, which operation, until
-/// when (unless renewed).
-pub(super) fn awaited_leases_text(phase: Phase, leases: &[AwaitedLease]) -> String {
-    if leases.is_empty() {
-        return format!("\nawaited leases: none ({phase} waits for no serving write)\n");
-    }
-    let mut table = Table::new(
-        format!(
-            "awaited leases: {phase} waits for {} serving write(s){}",
-            leases.len(),
-            if leases.len() >= AWAITED_LEASES_SHOWN as usize {
-                " (the first shown)"
-            } else {
-                ""
-            }
-        ),
-        &[
-            "lease",
-            "holds",
-            "operation",
-            "owner",
-            "user",
-            "expires_at",
-            "until",
-        ],
-    );
-    for lease in leases {
-        table.row(vec![
-            lease.id.to_string(),
-            lease.holds.clone(),
-            lease.operation.clone(),
-            lease.owner.clone(),
-            lease.user_pubkey.clone().unwrap_or_default(),
-            lease.expires_at.to_rfc3339(),
-            lease.until.to_rfc3339(),
-        ]);
-    }
-    format!("\n{}", table.render())
-}
-
-pub(super) fn status_text(
-    status: &DeletionStatus,
-    pending: Option<&PendingActivityView>,
-) -> String {
-    let p = &status.progress;
-    format!(
-        "{}\n",
-        key_values(
-            "deletion status",
-            &[
-                ("request_id", status.request_id.to_string()),
-                ("host", status.host.clone()),
-                ("phase", status.phase.to_string()),
-                (
-                    "blocked",
-                    status
-                        .blocked
-                        .as_ref()
-                        .map(|b| format!("in {} since {}: {}", b.phase, b.since, b.reason))
-                        .unwrap_or_else(|| "no".to_owned()),
-                ),
-                ("last_error", status.last_error.clone().unwrap_or_default()),
-                (
-                    "approval",
-                    status
-                        .approval
-                        .as_ref()
-                        .map(|a| format!("{} at {}", a.approved_by, a.approved_at))
-                        .unwrap_or_default(),
-                ),
-                (
-                    "inventory_digest",
-                    status
-                        .inventory
-                        .as_ref()
-                        .map(|i| i.digest.clone())
-                        .unwrap_or_default(),
-                ),
-                (
-                    "objects",
-                    format!(
-                        "{} of {} versions deleted",
-                        p.versions_deleted, p.versions_total
-                    ),
-                ),
-                ("chunks", format!("{} of {}", p.chunks_done, p.chunks_total)),
-                ("rows purged", p.rows_purged.to_string()),
-                ("keys purged", p.keys_purged.to_string()),
-                (
-                    "pending activity",
-                    pending
-                        .map(|a| {
-                            format!(
-                                "{} attempt {}{}",
-                                a.activity,
-                                a.attempt,
-                                a.last_failure
-                                    .as_ref()
-                                    .map(|f| format!(", last failure: {f}"))
-                                    .unwrap_or_default()
-                            )
-                        })
-                        .unwrap_or_default(),
-                ),
-            ],
-        )
-    )
 }

@@ -106,23 +106,8 @@ pub(super) async fn submit(
         })?;
     let handle = client.get_workflow_handle::<CommunityDeletion>(workflow_id.clone());
     let status = wait_for_inventory(waits, &handle, &store, request_id, wait_secs).await?;
-    let digest = status.inventory.as_ref().map(|i| i.digest.clone());
     let summary = submitted_document(request_id, &workflow_id, &host, community.id, &status);
-    let mut text = format!(
-        "{}\n",
-        key_values(
-            "deletion submitted",
-            &[
-                ("request_id", request_id.to_string()),
-                ("host", host.clone()),
-                ("phase", status.phase.to_string()),
-                ("inventory_digest", digest.unwrap_or_default()),
-            ],
-        )
-    );
-    if let Some(inventory) = &status.inventory {
-        text.push_str(&inventory_text(inventory));
-    }
+    let text = render::community::submitted_text(request_id, &host, &status);
     Ok(Report::new(&summary, text)?.with_exit_code(status_exit_code(&status)))
 }
 
@@ -217,40 +202,4 @@ pub(super) async fn wait_for_inventory(
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-}
-
-pub(super) fn inventory_text(inventory: &workflows::community::InventorySummary) -> String {
-    let mut text = String::new();
-    let mut tables = Table::new("tenant tables", &["table", "rows"]);
-    for t in &inventory.tables {
-        tables.row(vec![t.table.clone(), t.rows.to_string()]);
-    }
-    text.push_str(&format!("{}\n", tables.render()));
-    let mut prefixes = Table::new(
-        "tenant prefixes",
-        &["prefix", "versions", "bytes", "digest"],
-    );
-    for p in &inventory.prefixes {
-        prefixes.row(vec![
-            p.prefix.clone(),
-            p.versions.to_string(),
-            p.bytes.to_string(),
-            p.keys_digest.chars().take(16).collect(),
-        ]);
-    }
-    text.push_str(&format!("{}\n", prefixes.render()));
-    let mut uploads = Table::new(
-        "multipart uploads in progress",
-        &["prefix", "uploads", "digest"],
-    );
-    for u in &inventory.uploads {
-        uploads.row(vec![
-            u.prefix.clone(),
-            u.uploads.to_string(),
-            u.uploads_digest.chars().take(16).collect(),
-        ]);
-    }
-    text.push_str(&format!("{}\n", uploads.render()));
-    text.push_str(&format!("redis keys: {}\n", inventory.redis_keys));
-    text
 }

@@ -1,46 +1,6 @@
-//! `community watch`: live progress lines until the deletion ends, and the progress bar.
+//! `community watch`: live progress lines until the deletion ends.
 
 use super::*;
-
-/// One line describing where a deletion stands, for `watch`.
-pub(super) fn progress_line(
-    status: &DeletionStatus,
-    pending: Option<&PendingActivityView>,
-) -> String {
-    let p = &status.progress;
-    let mut line = format!(
-        "{:<18} objects {}/{}  chunks {}/{}  rows {}  keys {}",
-        status.phase.as_str(),
-        p.versions_deleted,
-        p.versions_total,
-        p.chunks_done,
-        p.chunks_total,
-        p.rows_purged,
-        p.keys_purged
-    );
-    if let Some(blocked) = &status.blocked {
-        line.push_str(&format!("  BLOCKED: {}", blocked.reason));
-    } else if let Some(activity) = pending {
-        if let Some(step) = activity.heartbeat.as_ref().and_then(|h| h["step"].as_str()) {
-            line.push_str(&format!("  {step}"));
-        }
-        if let Some(failure) = &activity.last_failure {
-            line.push_str(&format!(
-                "  retrying {} (attempt {}): {failure}",
-                activity.activity, activity.attempt
-            ));
-        }
-    }
-    line
-}
-
-/// A text progress bar of `done` over `total`, `width` cells wide.
-pub(super) fn bar(done: u64, total: u64, width: usize) -> String {
-    let filled = (done.min(total) * width as u64)
-        .checked_div(total)
-        .map_or(width, |cells| usize::try_from(cells).unwrap_or(width));
-    format!("[{}{}]", "#".repeat(filled), "-".repeat(width - filled))
-}
 
 /// `community watch`: its live progress lines are written to stdout as they change (a bar
 /// redrawn in place on a terminal); its result, where the deletion ended, is a [`Report`].
@@ -62,14 +22,9 @@ pub(super) async fn watch(
             return unanswered(waits, &handle, id).await;
         };
         let pending = pending_activity(&handle).await;
-        let line = progress_line(&status, pending.as_ref());
+        let line = render::community::progress_line(&status, pending.as_ref());
         if interactive {
-            let p = &status.progress;
-            print!(
-                "\r\x1b[2K{} {}",
-                bar(p.versions_deleted, p.versions_total, 30),
-                line
-            );
+            print!("{}", render::community::progress_redraw(&status, &line));
             use std::io::Write;
             let _ = std::io::stdout().flush();
         } else if line != last_line {

@@ -6,26 +6,31 @@
 
 use anyhow::Context;
 use serde::Serialize;
-use serde_json::json;
-use temporalio_client::{Client, RpcOptions, WorkflowIdConflictPolicy, WorkflowStartOptions};
+use temporalio_client::{
+    Client, RpcOptions, WorkflowHandle, WorkflowIdConflictPolicy, WorkflowStartOptions,
+};
+use temporalio_common::data_converters::TemporalDeserializable;
 use temporalio_common::search_attributes::SearchAttributes;
+use temporalio_common::{HasWorkflowDefinition, UpdateDefinition};
 use uuid::Uuid;
 
 use activities::user::{StageRowView, UserRequestView, UserStore, UserStoreError};
 use workflows::user::policy::{Position, lifecycle_problem, reconstruct};
 use workflows::user::{ChildCommunityDeletion, TargetError, UserTarget, parse_target};
 use workflows::user::{
-    HandlerAtStop, HandlerDirectives, Registration, RunOptions, RunOutcome, RunReport, StageKind,
-    UserAbortRecord, UserAbortRequest, UserApprovalRecord, UserApproveRequest, UserDeletion,
-    UserDeletionInput, UserInventory, UserUnblockRecord, UserUnblockRequest, workflow_id,
+    HandlerDirectives, Registration, RunOptions, RunOutcome, RunReport, StageKind,
+    UserAbortRequest, UserApprovalRecord, UserApproveRequest, UserDeletion, UserDeletionInput,
+    UserInventory, UserUnblockRequest, workflow_id,
 };
 
-use workflows::operator::{Action, Kind};
+use workflows::operator::{Action, Kind, SignedAction};
 
 use crate::cli::UserActionArgs;
 use crate::cli::UserCommand;
+use crate::connect;
 use crate::error::{CliError, CliResult};
-use crate::output::{Report, Table, current_names, current_names_at, key_values};
+use crate::output::{Report, current_names, current_names_at, encoding_error};
+use crate::render;
 use crate::signing::{KeyArgs, SigningKey};
 use crate::update::{self, UpdateFailure};
 use crate::worker_wait::WorkerWait;
@@ -44,6 +49,34 @@ pub struct UserCliEnv {
     pub waits: WorkerWait,
     /// The user-deletion store over the deletion database.
     pub store: UserStore,
+}
+
+impl UserCliEnv {
+    /// Connects what the `user` commands need: the deletion database and Temporal.
+    pub async fn connect(waits: WorkerWait) -> Result<UserCliEnv, CliError> {
+        let store = connect::store().await?;
+        Ok(UserCliEnv {
+            client: connect::temporal(&connect::TemporalTarget::from_env()?).await?,
+            task_queue: connect::task_queue(),
+            waits,
+            store: UserStore::new(store.pool().clone()),
+        })
+    }
+
+    /// The handle of request `id`'s workflow.
+    fn workflow(&self, id: Uuid) -> WorkflowHandle<Client, UserDeletion> {
+        self.client
+            .get_workflow_handle::<UserDeletion>(workflow_id(id))
+    }
+}
+
+/// Runs one `user` command as invoked: exporting a certificate needs only Postgres; every other
+/// command connects Temporal too (see [`UserCliEnv::connect`]).
+pub async fn run_invoked(waits: WorkerWait, command: UserCommand) -> CliResult {
+    match command {
+        UserCommand::Certificate(args) => super::certificate::export(args, "user").await,
+        command => run(command, &UserCliEnv::connect(waits).await?).await,
+    }
 }
 
 /// Runs one `user` command and returns its exit code: 0 ok, 1 failed or refused, 2 usage.
@@ -98,22 +131,20 @@ pub async fn run(cmd: UserCommand, env: &UserCliEnv) -> CliResult {
             approve(env, id, approval).await
         }
         UserCommand::Abort(args) => {
-            let (requested_by, signed) = sign_user_action(env, &args, Action::Abort).await?;
-            let abort = UserAbortRequest {
+            let abort = |requested_by, reason, signed| UserAbortRequest {
                 requested_by,
-                reason: args.reason,
-                signed: Some(signed),
+                reason,
+                signed,
             };
-            abort_request(env, args.id, abort).await
+            reasoned_action(env, args, Action::Abort, UserDeletion::abort, abort).await
         }
         UserCommand::Unblock(args) => {
-            let (requested_by, signed) = sign_user_action(env, &args, Action::Unblock).await?;
-            let unblock = UserUnblockRequest {
+            let unblock = |requested_by, reason, signed| UserUnblockRequest {
                 requested_by,
-                reason: args.reason,
-                signed: Some(signed),
+                reason,
+                signed,
             };
-            unblock_request(env, args.id, unblock).await
+            reasoned_action(env, args, Action::Unblock, UserDeletion::unblock, unblock).await
         }
         UserCommand::Run {
             id,
@@ -254,15 +285,7 @@ async fn submit(
             return Err(failure.into_cli("registration", NOT_RUNNING));
         }
     };
-    let text = key_values(
-        "user deletion submitted",
-        &[
-            ("request_id", registration.id.to_string()),
-            ("workflow_id", registration.workflow_id.clone()),
-            ("target", registration.target.clone()),
-            ("inventory_digest", registration.inventory_digest.clone()),
-        ],
-    );
+    let text = render::user::submitted_text(&registration);
     Report::new(&registration_document(&registration)?, text)
 }
 
@@ -276,7 +299,7 @@ pub(crate) fn registration_document(
 ) -> Result<serde_json::Value, CliError> {
     serde_json::to_value(registration)
         .map(current_names)
-        .map_err(|e| CliError::Other(anyhow::anyhow!("encoding the result: {e}")))
+        .map_err(encoding_error)
 }
 
 /// A snapshot document: the request object carries `request_id` next to its deprecated `id`.
@@ -285,26 +308,12 @@ fn request_named(document: serde_json::Value) -> serde_json::Value {
 }
 
 async fn approve(env: &UserCliEnv, id: Uuid, approval: UserApproveRequest) -> CliResult {
-    if env.store.request_view(id).await?.is_none() {
-        return Err(refuse(1, &format!("no user-deletion request {id}")));
-    }
-    let handle = env
-        .client
-        .get_workflow_handle::<UserDeletion>(workflow_id(id));
-    let record: UserApprovalRecord = update::execute(
-        &env.waits,
-        &handle,
-        "approval",
-        UserDeletion::approve,
-        approval,
-    )
-    .await
-    .map_err(|failure| failure.into_cli("approval", NOT_RUNNING))?;
+    existing_request(env, id).await?;
+    let record: UserApprovalRecord =
+        execute(env, id, "approval", UserDeletion::approve, approval).await?;
     let snapshot = RequestSnapshot::read(&env.store, id).await?;
-    let document = request_named(
-        json!({"approval": record, "request": snapshot.request, "stages": snapshot.stages}),
-    );
-    Report::new(&document, snapshot.render())
+    let document = snapshot.document("approval", &record, &["stages"])?;
+    Report::new(&document, snapshot.text())
 }
 
 /// The child community deletions `user approve --delete-owned-community HOST` asks for: each host
@@ -375,7 +384,7 @@ async fn sign_user_action(
     env: &UserCliEnv,
     args: &UserActionArgs,
     action: Action,
-) -> Result<(String, workflows::operator::SignedAction), CliError> {
+) -> Result<(String, SignedAction), CliError> {
     let signer = SigningKey::from_args(&args.key)?;
     let id = args.id;
     let target = env
@@ -403,35 +412,55 @@ async fn sign_user_action(
     Ok((name, signed))
 }
 
-async fn unblock_request(env: &UserCliEnv, id: Uuid, unblock: UserUnblockRequest) -> CliResult {
-    let handle = env
-        .client
-        .get_workflow_handle::<UserDeletion>(workflow_id(id));
-    let record: UserUnblockRecord = update::execute(
-        &env.waits,
-        &handle,
-        "unblock",
-        UserDeletion::unblock,
-        unblock,
-    )
-    .await
-    .map_err(|failure| failure.into_cli("unblock", NOT_RUNNING))?;
-    let snapshot = RequestSnapshot::read(&env.store, id).await?;
-    let document = request_named(json!({"unblock": record, "request": snapshot.request}));
-    Report::new(&document, snapshot.render())
+/// `user abort` and `user unblock`: the operator's signed `action` with its reason, built into
+/// the update's input by `input` and sent as `update`; answered with the workflow's record (at
+/// the action's name) next to the request.
+async fn reasoned_action<U, F>(
+    env: &UserCliEnv,
+    args: UserActionArgs,
+    action: Action,
+    update: U,
+    input: F,
+) -> CliResult
+where
+    U: UpdateDefinition<Workflow = <UserDeletion as HasWorkflowDefinition>::Run>,
+    U::Input: Send,
+    U::Output: TemporalDeserializable + Serialize + 'static,
+    F: FnOnce(String, String, Option<SignedAction>) -> U::Input,
+{
+    let what = action.as_str();
+    let (requested_by, signed) = sign_user_action(env, &args, action).await?;
+    let input = input(requested_by, args.reason, Some(signed));
+    let record = execute(env, args.id, what, update, input).await?;
+    let snapshot = RequestSnapshot::read(&env.store, args.id).await?;
+    Report::new(&snapshot.document(what, &record, &[])?, snapshot.text())
 }
 
-async fn abort_request(env: &UserCliEnv, id: Uuid, abort: UserAbortRequest) -> CliResult {
-    let handle = env
-        .client
-        .get_workflow_handle::<UserDeletion>(workflow_id(id));
-    let record: UserAbortRecord =
-        update::execute(&env.waits, &handle, "abort", UserDeletion::abort, abort)
-            .await
-            .map_err(|failure| failure.into_cli("abort", NOT_RUNNING))?;
-    let snapshot = RequestSnapshot::read(&env.store, id).await?;
-    let document = request_named(json!({"abort": record, "request": snapshot.request}));
-    Report::new(&document, snapshot.render())
+/// Sends `update` (named `what` in messages) to request `id`'s workflow and waits for its
+/// answer; a refusal carries the workflow's reason.
+async fn execute<U>(
+    env: &UserCliEnv,
+    id: Uuid,
+    what: &str,
+    update: U,
+    input: U::Input,
+) -> Result<U::Output, CliError>
+where
+    U: UpdateDefinition<Workflow = <UserDeletion as HasWorkflowDefinition>::Run>,
+    U::Input: Send,
+    U::Output: TemporalDeserializable + 'static,
+{
+    update::execute(&env.waits, &env.workflow(id), what, update, input)
+        .await
+        .map_err(|failure| failure.into_cli(what, NOT_RUNNING))
+}
+
+/// The request's row; an unknown id is refused (exit 1).
+async fn existing_request(env: &UserCliEnv, id: Uuid) -> Result<UserRequestView, CliError> {
+    env.store
+        .request_view(id)
+        .await?
+        .ok_or_else(|| refuse(1, &format!("no user-deletion request {id}")))
 }
 
 /// Refuses (exit 1) a request whose row says `completed` while its stage chain, reconstructed
@@ -457,9 +486,7 @@ async fn run_stages(
     options: RunOptions,
     stop_wait: std::time::Duration,
 ) -> CliResult {
-    let Some(request) = env.store.request_view(id).await? else {
-        return Err(refuse(1, &format!("no user-deletion request {id}")));
-    };
+    let request = existing_request(env, id).await?;
     // A finished request is answered from Postgres alone: a rerun cannot change anything. Its
     // stage chain must be finished too, or the row is not believed.
     let run = if request.stage == "completed" {
@@ -471,12 +498,9 @@ async fn run_stages(
         }
     } else {
         recover::ensure_workflow(env, &request).await?;
-        let handle = env
-            .client
-            .get_workflow_handle::<UserDeletion>(workflow_id(id));
         let sent = update::send(
             &env.waits,
-            &handle,
+            &env.workflow(id),
             "run",
             UserDeletion::request_run,
             options,
@@ -493,15 +517,9 @@ async fn run_stages(
         }
     };
     let snapshot = RequestSnapshot::read(&env.store, id).await?;
-    let document = request_named(json!({
-        "run": run,
-        "request": snapshot.request,
-        "approval": snapshot.approval,
-        "progress": snapshot.progress,
-        "stages": snapshot.stages,
-    }));
-    let summary = describe_outcome(&run.outcome);
-    let text = format!("{}run: {summary}\n", snapshot.render());
+    let document = snapshot.document("run", &run, &["approval", "progress", "stages"])?;
+    let summary = render::user::describe_outcome(&run.outcome);
+    let text = format!("{}run: {summary}\n", snapshot.text());
     let report = Report::new(&document, text)?;
     if run.outcome.needs_attention() {
         return Ok(report.failing(1, summary));
@@ -510,14 +528,12 @@ async fn run_stages(
 }
 
 async fn status(env: &UserCliEnv, id: Uuid) -> CliResult {
-    if env.store.request_view(id).await?.is_none() {
-        return Err(refuse(1, &format!("no user-deletion request {id}")));
-    }
+    existing_request(env, id).await?;
     let snapshot = RequestSnapshot::read(&env.store, id).await?;
     let document = serde_json::to_value(&snapshot)
         .map(request_named)
-        .map_err(|e| CliError::Other(anyhow::anyhow!("encoding the result: {e}")))?;
-    let report = Report::new(&document, snapshot.render())?;
+        .map_err(encoding_error)?;
+    let report = Report::new(&document, snapshot.text())?;
     if let ProgressView::Unreadable { error } = &snapshot.progress {
         return Ok(report.failing(
             1,
@@ -591,98 +607,40 @@ impl RequestSnapshot {
         })
     }
 
-    fn render(&self) -> String {
-        let mut out = String::new();
-        if let Some(r) = &self.request {
-            let optional = |v: Option<String>| v.unwrap_or_default();
-            out.push_str(&key_values(
-                "request",
-                &[
-                    ("request_id", r.id.to_string()),
-                    ("target", optional(r.target.clone())),
-                    ("stage", r.stage.clone()),
-                    ("requested_by", r.requested_by.clone()),
-                    ("inventory_digest", optional(r.inventory_digest.clone())),
-                    ("exec_generation", r.exec_generation.to_string()),
-                    ("retry_count", r.retry_count.to_string()),
-                    (
-                        "next_attempt_at",
-                        optional(r.next_attempt_at.map(|t| t.to_rfc3339())),
-                    ),
-                    ("last_error", optional(r.last_error.clone())),
-                    (
-                        "completed_at",
-                        optional(r.completed_at.map(|t| t.to_rfc3339())),
-                    ),
-                ],
-            ));
+    /// As `--output table` shows it.
+    fn text(&self) -> String {
+        let unreadable = match &self.progress {
+            ProgressView::Unreadable { error } => Some(error.as_str()),
+            _ => None,
+        };
+        render::user::snapshot_text(
+            self.request.as_ref(),
+            self.approval.as_ref(),
+            &self.stages,
+            unreadable,
+        )
+    }
+
+    /// A command's `answer` (at `key`) next to the request it left and the snapshot's `fields`
+    /// among `approval`, `progress` and `stages`; the request carries `request_id` next to its
+    /// deprecated `id`.
+    fn document(
+        &self,
+        key: &str,
+        answer: &impl Serialize,
+        fields: &[&str],
+    ) -> Result<serde_json::Value, CliError> {
+        let snapshot = serde_json::to_value(self).map_err(encoding_error)?;
+        let mut document = serde_json::Map::new();
+        document.insert("request".to_owned(), snapshot["request"].clone());
+        for field in fields {
+            document.insert((*field).to_owned(), snapshot[*field].clone());
         }
-        out.push('\n');
-        match &self.approval {
-            Some(a) => out.push_str(&key_values(
-                "approval",
-                &[
-                    ("approved_by", a.approved_by.clone()),
-                    ("approved_at", a.approved_at.clone()),
-                    ("inventory_digest", a.inventory_digest.clone()),
-                ],
-            )),
-            None => out.push_str("approval: none\n"),
-        }
-        out.push('\n');
-        let mut table = Table::new(
-            format!("stages ({} rows)", self.stages.len()),
-            &[
-                "#",
-                "id",
-                "stage",
-                "community",
-                "status",
-                "current",
-                "attempt",
-                "gen",
-                "first_started_at",
-                "started_at",
-                "finished_at",
-                "decision",
-                "last_error",
-            ],
+        document.insert(
+            key.to_owned(),
+            serde_json::to_value(answer).map_err(encoding_error)?,
         );
-        for (n, row) in self.stages.iter().enumerate() {
-            let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
-                t.map(|t| t.format("%H:%M:%S%.3f").to_string())
-                    .unwrap_or_default()
-            };
-            let decision = row
-                .transition
-                .as_ref()
-                .and_then(|t| t.get("decision"))
-                .and_then(|d| d.as_str())
-                .unwrap_or_default()
-                .to_string();
-            table.row(vec![
-                (n + 1).to_string(),
-                row.id.to_string(),
-                row.stage.clone(),
-                row.community_id.map(|c| c.to_string()).unwrap_or_default(),
-                row.status.clone(),
-                row.is_current.to_string(),
-                row.attempt.to_string(),
-                row.exec_generation
-                    .map(|g| g.to_string())
-                    .unwrap_or_default(),
-                time(row.first_started_at),
-                time(row.started_at),
-                time(row.finished_at),
-                decision,
-                row.last_error.clone().unwrap_or_default(),
-            ]);
-        }
-        out.push_str(&table.render());
-        if let ProgressView::Unreadable { error } = &self.progress {
-            out.push_str(&format!("progress: unreadable: {error}\n"));
-        }
-        out
+        Ok(request_named(serde_json::Value::Object(document)))
     }
 }
 
@@ -716,78 +674,6 @@ fn progress_of(inventory: &UserInventory, stages: &mut [StageRowView]) -> Progre
                 },
             }
         }
-    }
-}
-
-/// One line an operator can act on.
-fn describe_outcome(outcome: &RunOutcome) -> String {
-    match outcome {
-        RunOutcome::Paused {
-            stage,
-            community_id,
-            ..
-        } => match community_id {
-            Some(c) => format!("paused; current stage {stage} in {c} (pending)"),
-            None => format!("paused; current stage {stage} (pending)"),
-        },
-        RunOutcome::HandlerBudgetReached {
-            limit,
-            stage,
-            community_id,
-            ..
-        } => match community_id {
-            Some(c) => format!(
-                "paused after {limit} handlers, the budget of one run; current stage {stage} in {c} (pending); run again to continue"
-            ),
-            None => format!(
-                "paused after {limit} handlers, the budget of one run; current stage {stage} (pending); run again to continue"
-            ),
-        },
-        RunOutcome::Completed => "completed".into(),
-        RunOutcome::AlreadyCompleted => "already completed; nothing changed".into(),
-        RunOutcome::HandlerFailed {
-            stage,
-            error,
-            retry,
-            ..
-        } => format!(
-            "handler {stage} failed: {error}; retry {} saved, next attempt at {}",
-            retry.retry_count, retry.next_attempt_at
-        ),
-        RunOutcome::RetryNotDue { retry } => format!(
-            "run refused: the saved retry deadline has not passed; next attempt at {}",
-            retry.next_attempt_at
-        ),
-        RunOutcome::RunInProgress => {
-            "run refused: another run is in progress; wait for it to pause, or stop it with \
-             `buzz-deletion user stop ID`"
-                .into()
-        }
-        RunOutcome::NotApproved => "run refused: the request is not approved".into(),
-        RunOutcome::Stopped {
-            stage,
-            community_id,
-            handler,
-            ..
-        } => {
-            let at = match (stage, community_id) {
-                (Some(stage), Some(c)) => format!("{stage} in {c}"),
-                (Some(stage), None) => stage.clone(),
-                (None, _) => "no stage row yet".into(),
-            };
-            let handler = match handler {
-                HandlerAtStop::NotStarted => "its handler had not started in this run",
-                HandlerAtStop::Interrupted => {
-                    "its handler was interrupted; the next run starts it again"
-                }
-                HandlerAtStop::ResultSaved => {
-                    "its handler's result is saved; the next run commits its transition without \
-                     running it again"
-                }
-            };
-            format!("stopped; current stage {at} ({handler}); `user run` continues from it")
-        }
-        RunOutcome::Blocked { reason } => format!("blocked: {reason}"),
     }
 }
 

@@ -21,9 +21,10 @@ use workflows::user::{
     workflow_id,
 };
 
-use super::{NOT_RUNNING, RequestSnapshot, UserCliEnv, describe_outcome, refuse, request_named};
+use super::{NOT_RUNNING, RequestSnapshot, UserCliEnv, existing_request, refuse};
 use crate::error::{CliError, CliResult};
 use crate::output::Report;
+use crate::render::user::describe_outcome;
 use crate::update::{self, UpdateFailure};
 
 /// The signal that interrupted `user run`.
@@ -90,9 +91,7 @@ pub(super) async fn stop_after_interrupt(
 
 /// `user stop ID`: the same stop, from another terminal.
 pub(super) async fn stop(env: &UserCliEnv, id: Uuid, wait: Duration) -> CliResult {
-    if env.store.request_view(id).await?.is_none() {
-        return Err(refuse(1, &format!("no user-deletion request {id}")));
-    }
+    existing_request(env, id).await?;
     stop_and_report(env, id, wait, "operator").await
 }
 
@@ -102,9 +101,7 @@ async fn stop_and_report(
     wait: Duration,
     requested_by: &str,
 ) -> CliResult {
-    let handle = env
-        .client
-        .get_workflow_handle::<UserDeletion>(workflow_id(id));
+    let handle = env.workflow(id);
     let request = StopRequest {
         requested_by: Some(requested_by.to_string()),
     };
@@ -138,13 +135,8 @@ async fn stop_and_report(
         }
     };
     let snapshot = RequestSnapshot::read(&env.store, id).await?;
-    let document = request_named(json!({
-        "stop": answer,
-        "request": snapshot.request,
-        "progress": snapshot.progress,
-        "stages": snapshot.stages,
-    }));
-    let text = format!("{}stop: {summary}\n", snapshot.render());
+    let document = snapshot.document("stop", &answer, &["progress", "stages"])?;
+    let text = format!("{}stop: {summary}\n", snapshot.text());
     eprintln!("stop: {summary}");
     Report::new(&document, text)
 }
@@ -152,9 +144,7 @@ async fn stop_and_report(
 /// `user resume ID`: starts a new workflow for the request from what Postgres holds, after
 /// checking that none is running.
 pub(super) async fn resume(env: &UserCliEnv, id: Uuid, tuning: UserTuning) -> CliResult {
-    let Some(request) = env.store.request_view(id).await? else {
-        return Err(refuse(1, &format!("no user-deletion request {id}")));
-    };
+    let request = existing_request(env, id).await?;
     if request.stage == "completed" {
         return Err(refuse(
             1,
@@ -174,16 +164,12 @@ pub(super) async fn resume(env: &UserCliEnv, id: Uuid, tuning: UserTuning) -> Cl
     }
     let run_id = start_resumed(env, &request, tuning).await?;
     let snapshot = RequestSnapshot::read(&env.store, id).await?;
-    let document = request_named(json!({
-        "resumed": {"workflow_id": workflow_id(id), "run_id": run_id},
-        "request": snapshot.request,
-        "approval": snapshot.approval,
-        "progress": snapshot.progress,
-        "stages": snapshot.stages,
-    }));
+    let resumed = json!({"workflow_id": workflow_id(id), "run_id": run_id});
+    let fields = ["approval", "progress", "stages"];
+    let document = snapshot.document("resumed", &resumed, &fields)?;
     let text = format!(
         "{}resumed: workflow {} run {run_id}\n",
-        snapshot.render(),
+        snapshot.text(),
         workflow_id(id)
     );
     Report::new(&document, text)
@@ -208,10 +194,11 @@ pub(super) async fn ensure_workflow(
 
 /// The run id of the request's running workflow, if one runs.
 async fn running_workflow(env: &UserCliEnv, id: Uuid) -> anyhow::Result<Option<String>> {
-    let handle = env
-        .client
-        .get_workflow_handle::<UserDeletion>(workflow_id(id));
-    match handle.describe(WorkflowDescribeOptions::default()).await {
+    match env
+        .workflow(id)
+        .describe(WorkflowDescribeOptions::default())
+        .await
+    {
         Ok(description) if description.status() == WorkflowExecutionStatus::Running => {
             Ok(Some(description.run_id().to_string()))
         }

@@ -14,7 +14,8 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use testkit::prelude::*;
-use testkit::private_db::{drop_private_stack, private_database};
+use testkit::private_db::{PrivateStory, drop_private_stack};
+use testkit::stack::store_transaction;
 
 /// A parameter of one statement.
 enum Param {
@@ -26,12 +27,7 @@ enum Param {
 
 /// Runs `statements` as the schema owner in one transaction, each with its own parameters.
 async fn owner_sql(stack: &Stack, statements: &[(&str, Vec<Param>)]) {
-    let mut tx = stack
-        .store
-        .pool()
-        .begin()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let mut tx = store_transaction(stack).await;
     for (sql, params) in statements {
         let mut query = sqlx::query(sqlx::AssertSqlSafe(*sql));
         for param in params {
@@ -96,20 +92,12 @@ async fn replace_checkpoints(stack: &Stack, checkpoint: &Checkpoint) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consistently_rewritten_receipt_or_checkpoint_fails_the_audit_on_its_signature() {
     let _shared = outage_lock().read().await;
-    let shared = stack().await;
-    let db = private_database("auditsig").await;
-    let name = db.name.clone();
-    let stack = db.migrated_stack(shared).await;
-    let queue = unique_queue("auditsig");
-    let worker = WorkerProcess::start(&queue, &[("DATABASE_URL", db.worker.as_str())]).await;
-    let cli = Cli::new(&queue)
-        .with_env("DATABASE_URL", &db.worker)
-        .with_env("BUZZ_OWNER_DATABASE_URL", &db.owner);
+    let story = PrivateStory::start("auditsig", &[]).await;
+    let (name, stack, worker, cli) = (story.db.name, story.stack, story.worker, story.cli);
     let host = unique_host("auditsig");
     seed(&stack, &host, small_plan()).await;
     let (id, digest) = cli.submit(&host, "alice", &[]).await;
-    cli.approve(&id, "bob", &digest).await.expect_code(0);
-    cli.watch_to_end(&id).await;
+    cli.approve_and_finish(&id, &digest).await;
     worker.crash().await;
     audit(&cli, &id).await.expect_code(0);
     let request: Uuid = id.parse().unwrap_or_default();

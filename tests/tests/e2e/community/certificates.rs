@@ -15,6 +15,7 @@ use uuid::Uuid;
 use testkit::env::required;
 use testkit::prelude::*;
 use testkit::private_db::{drop_private_stack, private_database};
+use testkit::stack::store_transaction;
 
 /// The stack's receipt public key (written by `deploy/local/up` next to the signing key).
 fn public_key_path() -> PathBuf {
@@ -33,8 +34,7 @@ async fn finished_deletion(stack: &Stack, cli: &Cli, tag: &str) -> String {
     let host = unique_host(tag);
     seed(stack, &host, small_plan()).await;
     let (id, digest) = cli.submit(&host, "alice", &["--reason", "erasure"]).await;
-    cli.approve(&id, "bob", &digest).await.expect_code(0);
-    cli.watch_to_end(&id).await;
+    cli.approve_and_finish(&id, &digest).await;
     id
 }
 
@@ -125,11 +125,7 @@ fn names(field: &str, pointer: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_deletion_exports_a_certificate_that_verifies_offline_and_no_field_can_change() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("certificate");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, _worker) = with_worker("certificate", &[]).await;
     let dir = scratch_dir("verify");
 
     // An older checkpoint held by an auditor before this deletion finished (none if the log is
@@ -183,11 +179,7 @@ async fn a_finished_deletion_exports_a_certificate_that_verifies_offline_and_no_
             > 0,
         "{receipt}"
     );
-    let inspection = cli
-        .run(&["community", "inspect", &id])
-        .await
-        .expect_code(0)
-        .json();
+    let inspection = cli.inspect(&id).await;
     let audit_rows = inspection["audit"].as_array().map_or(0, Vec::len);
     assert_eq!(
         receipt["audit_chain"]["length"].as_u64(),
@@ -315,12 +307,7 @@ const AUDIT_GUARDS: [&str; 2] = ["audit_events_append_only", "audit_events_exten
 /// A transaction of the schema owner's with the audit trail's guards lifted (they are never off
 /// outside it); [`commit_guarded`] puts them back and commits.
 async fn unguarded(stack: &Stack) -> sqlx::Transaction<'static, sqlx::Postgres> {
-    let mut tx = stack
-        .store
-        .pool()
-        .begin()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let mut tx = store_transaction(stack).await;
     set_audit_guards(&mut tx, "DISABLE").await;
     tx
 }
@@ -397,20 +384,12 @@ async fn audit_fails_naming(cli: &Cli, id: &str, row_id: i64, what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn editing_deleting_or_reordering_any_audit_row_fails_the_audit_naming_the_first_bad_row() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("chain");
-    let worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, worker) = with_worker("chain", &[]).await;
     let id = finished_deletion(&stack, &cli, "chained").await;
-    drop(worker);
+    drop(worker.process);
     let request: Uuid = id.parse().unwrap_or_default();
     cli.run(&["certificate", "audit", &id]).await.expect_code(0);
-    let inspection = cli
-        .run(&["community", "inspect", &id])
-        .await
-        .expect_code(0)
-        .json();
+    let inspection = cli.inspect(&id).await;
     assert_eq!(inspection["audit_chain"]["intact"], true, "{inspection}");
     assert!(
         inspection["receipt"]["leaf_index"].is_number(),
@@ -433,11 +412,7 @@ async fn editing_deleting_or_reordering_any_audit_row_fails_the_audit_naming_the
         .await;
         audit_fails_naming(&cli, &id, row.id, &format!("edited row {}", row.id)).await;
         // Reading the trail re-checks the chain too.
-        let inspection = cli
-            .run(&["community", "inspect", &id])
-            .await
-            .expect_code(0)
-            .json();
+        let inspection = cli.inspect(&id).await;
         let chain = &inspection["audit_chain"];
         assert_eq!(chain["intact"], false, "{chain}");
         assert!(
@@ -497,12 +472,7 @@ async fn editing_deleting_or_reordering_any_audit_row_fails_the_audit_naming_the
 
 /// Runs `statements` as the schema owner in one transaction (binding `id` where `$1` appears).
 async fn owner_sql(stack: &Stack, statements: &[&str], id: Uuid) {
-    let mut tx = stack
-        .store
-        .pool()
-        .begin()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let mut tx = store_transaction(stack).await;
     for sql in statements {
         let query = sqlx::query(sqlx::AssertSqlSafe(*sql));
         let query = if sql.contains("$1") {
@@ -699,10 +669,8 @@ async fn rotated_keys_stay_verifiable_and_a_receipt_removed_from_the_log_breaks_
     .execute(stack.store.pool())
     .await
     .unwrap_or_else(|e| panic!("{e}"));
-    cli.unblock(&third, "alice", "log restored")
-        .await
-        .expect_code(0);
-    cli.watch_to_end(&third).await;
+    cli.unblock_and_finish(&third, "alice", "log restored")
+        .await;
 
     // The third certificate is signed and included in the rewritten log, but that log does not
     // extend the checkpoint the auditor held: the consistency check fails.

@@ -18,7 +18,7 @@ use uuid::Uuid;
 use testkit::certificates::verified_receipt;
 use testkit::db_scan::{Ownership, every_row};
 use testkit::prelude::*;
-use testkit::private_db::{PrivateDatabase, drop_private_stack, private_database};
+use testkit::private_db::PrivateStory;
 use testkit::schema::tenant_guards;
 
 async fn exec(store: &Store, sql: &str) {
@@ -79,37 +79,6 @@ fn reason(status: &Value) -> String {
         .as_str()
         .unwrap_or_default()
         .to_owned()
-}
-
-struct Story {
-    db: PrivateDatabase,
-    stack: Stack,
-    worker: WorkerProcess,
-    cli: Cli,
-}
-
-async fn story(tag: &str) -> Story {
-    let shared = stack().await;
-    let db = private_database(tag).await;
-    let stack = db.migrated_stack(shared).await;
-    let queue = unique_queue(tag);
-    let worker = WorkerProcess::start(&queue, &[("DATABASE_URL", db.worker.as_str())]).await;
-    let cli = Cli::new(&queue)
-        .with_env("DATABASE_URL", &db.worker)
-        .with_env("BUZZ_OWNER_DATABASE_URL", &db.owner);
-    Story {
-        db,
-        stack,
-        worker,
-        cli,
-    }
-}
-
-impl Story {
-    async fn end(self) {
-        self.worker.crash().await;
-        drop_private_stack(&self.db.name, self.stack).await;
-    }
 }
 
 /// The shapes of the first story, created (as the owner) before anything is measured. Each
@@ -205,17 +174,16 @@ const REMEDIES: &[&str] = &[
 async fn undeclared_shapes_block_the_inventory_and_once_declared_or_dropped_the_whole_target_goes()
 {
     let _shared = outage_lock().read().await;
-    let Story {
+    let PrivateStory {
         db,
         stack,
+        queue,
         worker,
         cli,
-    } = story("cw_e2e").await;
+    } = PrivateStory::start("cw_e2e", &[]).await;
     let host = unique_host("closed-world");
     let target = seed(&stack, &host, small_plan()).await.community_id;
-    let neighbour = seed(&stack, &unique_host("cw-kept"), small_plan())
-        .await
-        .community_id;
+    let neighbour = small_community(&stack, "cw-kept").await;
     exec(
         &stack.store,
         &format!(
@@ -296,16 +264,14 @@ async fn undeclared_shapes_block_the_inventory_and_once_declared_or_dropped_the_
     for sql in REMEDIES {
         exec(&stack.store, sql).await;
     }
-    assert_identical(
-        &target_before,
-        &snapshot(&stack, target).await,
-        "the blocked target",
-    );
-    assert_identical(
+    assert_unchanged(&stack, target, &target_before, "the blocked target").await;
+    assert_unchanged(
+        &stack,
+        neighbour,
         &neighbour_before,
-        &snapshot(&stack, neighbour).await,
         "the neighbour while blocked",
-    );
+    )
+    .await;
     assert_eq!(every_row(&stack.store).await, database_before);
 
     // Round 2: the declarations pass; the neighbour's repost of a target event blocks, counted.
@@ -343,10 +309,7 @@ async fn undeclared_shapes_block_the_inventory_and_once_declared_or_dropped_the_
             s["phase"] == "awaiting_approval" && s["blocked"].is_null()
         })
         .await;
-    let digest = status["inventory"]["digest"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let digest = inventory_digest(&status);
     let inspection = cli.run(&["community", "inspect", &id]).await.expect_code(0);
     for declared in [
         "invoices_community_fkey",
@@ -360,16 +323,11 @@ async fn undeclared_shapes_block_the_inventory_and_once_declared_or_dropped_the_
         );
     }
 
-    cli.approve(&id, "bob", &digest).await.expect_code(0);
-    cli.watch_to_end(&id).await;
+    cli.approve_and_finish(&id, &digest).await;
 
     // Everything of the target is gone, everywhere; everyone else's rows are untouched.
     snapshot(&stack, target).await.assert_gone("the target");
-    assert_identical(
-        &neighbour_before,
-        &snapshot(&stack, neighbour).await,
-        "the neighbour",
-    );
+    assert_unchanged(&stack, neighbour, &neighbour_before, "the neighbour").await;
     let database_after = every_row(&stack.store).await;
     let left = ownership.targets_rows(&database_after);
     assert!(left.is_empty(), "rows of the target left: {left:#?}");
@@ -434,9 +392,10 @@ async fn undeclared_shapes_block_the_inventory_and_once_declared_or_dropped_the_
     ] {
         assert!(relations.contains(relation), "{relation}: {relations:?}");
     }
-    Story {
+    PrivateStory {
         db,
         stack,
+        queue,
         worker,
         cli,
     }
@@ -447,7 +406,7 @@ async fn undeclared_shapes_block_the_inventory_and_once_declared_or_dropped_the_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shapes_added_after_the_inventory_block_at_preflight_before_the_irreversible_marker() {
     let _shared = outage_lock().read().await;
-    let story = story("cw_preflight").await;
+    let story = PrivateStory::start("cw_preflight", &[]).await;
     let (stack, cli) = (&story.stack, &story.cli);
     let host = unique_host("cw-preflight");
     let target = seed(stack, &host, small_plan()).await.community_id;
@@ -509,11 +468,7 @@ async fn shapes_added_after_the_inventory_block_at_preflight_before_the_irrevers
         "ALTER TABLE buzz.bookmarks DISABLE ROW LEVEL SECURITY",
     )
     .await;
-    assert_identical(
-        &target_before,
-        &snapshot(stack, target).await,
-        "the blocked target",
-    );
+    assert_unchanged(stack, target, &target_before, "the blocked target").await;
     let database_blocked = every_row(&stack.store).await;
     let views: Vec<&String> = database_blocked
         .keys()
@@ -536,15 +491,9 @@ async fn shapes_added_after_the_inventory_block_at_preflight_before_the_irrevers
         ],
     )
     .await;
-    cli.unblock(&id, "carol", "dropped the shapes added after approval")
-        .await
-        .expect_code(0);
-    cli.watch_to_end(&id).await;
+    cli.unblock_and_finish(&id, "carol", "dropped the shapes added after approval")
+        .await;
     snapshot(stack, target).await.assert_gone("the target");
-    assert_identical(
-        &neighbour_before,
-        &snapshot(stack, neighbour).await,
-        "the neighbour",
-    );
+    assert_unchanged(stack, neighbour, &neighbour_before, "the neighbour").await;
     story.end().await;
 }

@@ -1,35 +1,18 @@
 use std::time::Duration;
 
-use demo::SeedPlan;
-
 use testkit::prelude::*;
+use testkit::seed::{ONE_DELETE_AT_A_TIME, paced_plan};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkilled_worker_mid_delete_is_finished_by_a_new_worker_without_restamping() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("crash");
     // Small chunks and one DeleteObjects call at a time make deletion slow enough to kill.
     let worker_env = [("BUZZ_MANIFEST_CHUNK_ENTRIES", "60")];
-    let first = WorkerProcess::start(&queue, &worker_env).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, first) = with_worker("crash", &worker_env).await;
+    let queue = first.queue.clone();
     let host = unique_host("crash");
-    let plan = SeedPlan {
-        objects: 200,
-        versions: 3,
-        delete_markers: 10,
-        rows: 5,
-        redis_keys: 5,
-        parallelism: 16,
-    };
+    let plan = paced_plan(200);
     let target = seed(&stack, &host, plan).await;
-    let (id, digest) = cli
-        .submit(
-            &host,
-            "alice",
-            &["--delete-parallelism", "1", "--chunks-per-call", "1000"],
-        )
-        .await;
+    let (id, digest) = cli.submit(&host, "alice", &ONE_DELETE_AT_A_TIME).await;
     cli.approve(&id, "bob", &digest).await.expect_code(0);
 
     // Kill the worker once at least one chunk is stamped and others are still pending.
@@ -54,7 +37,7 @@ async fn sigkilled_worker_mid_delete_is_finished_by_a_new_worker_without_restamp
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    first.crash().await;
+    first.process.crash().await;
 
     let _second = WorkerProcess::start(&queue, &worker_env).await;
     cli.run(&[
@@ -72,11 +55,7 @@ async fn sigkilled_worker_mid_delete_is_finished_by_a_new_worker_without_restamp
     let after = snapshot(&stack, target.community_id).await;
     after.assert_gone("the target");
 
-    let inspection = cli
-        .run(&["community", "inspect", &id])
-        .await
-        .expect_code(0)
-        .json();
+    let inspection = cli.inspect(&id).await;
     let mut stamped: Vec<u64> = inspection["audit"]
         .as_array()
         .cloned()

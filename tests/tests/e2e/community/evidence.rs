@@ -15,6 +15,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use testkit::prelude::*;
+use testkit::refusal::request_row;
 
 /// Re-points the request row at `community` under `host` (the attack), or back (the repair).
 async fn point_request(stack: &Stack, id: &str, community: Uuid, host: &str) {
@@ -32,17 +33,6 @@ fn blocked_reason(status: &Value) -> String {
         .as_str()
         .unwrap_or_default()
         .to_owned()
-}
-
-/// The events of the request's audit trail, by name.
-async fn audit_events(cli: &Cli, id: &str) -> Vec<Value> {
-    cli.run(&["community", "inspect", id])
-        .await
-        .expect_code(0)
-        .json()["audit"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
 }
 
 fn has_event(events: &[Value], name: &str) -> bool {
@@ -71,11 +61,7 @@ async fn assert_served(stack: &Stack, community: Uuid) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_repointed_at_a_neighbour_blocks_the_fence_naming_the_mismatch() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("evidence");
-    let _worker = WorkerProcess::start(&queue, &[("BUZZ_FENCE_WAIT_SECS", "1")]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, _worker) = with_worker("evidence", &[("BUZZ_FENCE_WAIT_SECS", "1")]).await;
     let host = unique_host("evidence-target");
     let neighbour_host = unique_host("evidence-neighbour");
     let target = seed(&stack, &host, small_plan()).await;
@@ -108,21 +94,15 @@ async fn a_request_repointed_at_a_neighbour_blocks_the_fence_naming_the_mismatch
         FenceState::Serving,
         "the neighbour is never quiesced or fenced"
     );
-    assert_identical(
+    assert_unchanged(
+        &stack,
+        neighbour.community_id,
         &neighbour_before,
-        &snapshot(&stack, neighbour.community_id).await,
         "neighbour",
-    );
-    assert_identical(
-        &target_before,
-        &snapshot(&stack, target.community_id).await,
-        "target",
-    );
-    let request = stack
-        .store
-        .get_request(id.parse().unwrap_or_default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    )
+    .await;
+    assert_unchanged(&stack, target.community_id, &target_before, "target").await;
+    let request = request_row(&stack, id.parse().unwrap_or_default()).await;
     assert!(
         request
             .blocked_reason
@@ -133,17 +113,17 @@ async fn a_request_repointed_at_a_neighbour_blocks_the_fence_naming_the_mismatch
 
     // Remediation: the row is restored from the approved evidence, then unblocked.
     point_request(&stack, &id, target.community_id, &host).await;
-    cli.unblock(&id, "carol", "restored the request row")
-        .await
-        .expect_code(0);
-    cli.watch_to_end(&id).await;
+    cli.unblock_and_finish(&id, "carol", "restored the request row")
+        .await;
     let gone = snapshot(&stack, target.community_id).await;
     gone.assert_gone("the target");
-    assert_identical(
+    assert_unchanged(
+        &stack,
+        neighbour.community_id,
         &neighbour_before,
-        &snapshot(&stack, neighbour.community_id).await,
         "the neighbour is untouched, byte for byte",
-    );
+    )
+    .await;
 }
 
 /// A trigger rewrites the request row in the very transaction that binds the destructive
@@ -152,11 +132,7 @@ async fn a_request_repointed_at_a_neighbour_blocks_the_fence_naming_the_mismatch
 /// accepted and returns the community to service.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_block_in_object_deletion_before_the_marker_can_be_aborted() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("abort-before-marker");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, _worker) = with_worker("abort-before-marker", &[]).await;
     let host = unique_host("marker-target");
     let neighbour_host = unique_host("marker-neighbour");
     let target = seed(&stack, &host, small_plan()).await;
@@ -204,11 +180,7 @@ async fn a_block_in_object_deletion_before_the_marker_can_be_aborted() {
             && reason.contains(&neighbour.community_id.to_string()),
         "{reason}"
     );
-    let request = stack
-        .store
-        .get_request(id.parse().unwrap_or_default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let request = request_row(&stack, id.parse().unwrap_or_default()).await;
     assert_eq!(request.irreversible_at, None, "blocked before the marker");
     assert_eq!(
         fence_state(&stack, target.community_id).await,
@@ -216,15 +188,7 @@ async fn a_block_in_object_deletion_before_the_marker_can_be_aborted() {
     );
 
     let aborted = cli
-        .run(&[
-            "community",
-            "abort",
-            &id,
-            "--aborted-by",
-            "carol",
-            "--reason",
-            "request row tampered with",
-        ])
+        .abort(&id, "carol", "request row tampered with")
         .await
         .expect_code(0);
     assert_eq!(aborted.json(), "aborted", "{}", aborted.stdout);
@@ -245,16 +209,18 @@ async fn a_block_in_object_deletion_before_the_marker_can_be_aborted() {
             before.table
         );
     }
-    assert_identical(
+    assert_unchanged(
+        &stack,
+        neighbour.community_id,
         &neighbour_before,
-        &snapshot(&stack, neighbour.community_id).await,
         "neighbour",
-    );
+    )
+    .await;
     assert_eq!(
         fence_state(&stack, neighbour.community_id).await,
         FenceState::Serving
     );
-    let events = audit_events(&cli, &id).await;
+    let events = cli.inspected_audit(&id).await;
     assert!(!has_event(&events, "irreversible"), "{events:?}");
     assert!(has_event(&events, "aborted"), "{events:?}");
 }
@@ -264,18 +230,14 @@ async fn a_block_in_object_deletion_before_the_marker_can_be_aborted() {
 /// restored and unblocked the deletion completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_the_marker_an_abort_is_refused_audited_and_the_deletion_completes_after_unblock() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("abort-after-marker");
-    let _worker = WorkerProcess::start(
-        &queue,
+    let (stack, cli, _worker) = with_worker(
+        "abort-after-marker",
         &[
             ("BUZZ_DELETE_RATE_PER_PREFIX", "2"),
             ("BUZZ_MANIFEST_CHUNK_ENTRIES", "1"),
         ],
     )
     .await;
-    let cli = Cli::new(&queue);
     let host = unique_host("late-target");
     let neighbour_host = unique_host("late-neighbour");
     let target = seed(&stack, &host, small_plan()).await;
@@ -289,11 +251,7 @@ async fn after_the_marker_an_abort_is_refused_audited_and_the_deletion_completes
     cli.approve(&id, "bob", &digest).await.expect_code(0);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
     loop {
-        let request = stack
-            .store
-            .get_request(request_id)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        let request = request_row(&stack, request_id).await;
         if request.irreversible_at.is_some() {
             assert_eq!(
                 request.stage, "drained",
@@ -316,15 +274,7 @@ async fn after_the_marker_an_abort_is_refused_audited_and_the_deletion_completes
     );
 
     let refused = cli
-        .run(&[
-            "community",
-            "abort",
-            &id,
-            "--aborted-by",
-            "carol",
-            "--reason",
-            "changed my mind",
-        ])
+        .abort(&id, "carol", "changed my mind")
         .await
         .expect_code(1);
     assert!(
@@ -332,7 +282,7 @@ async fn after_the_marker_an_abort_is_refused_audited_and_the_deletion_completes
         "{}",
         refused.stderr
     );
-    let events = audit_events(&cli, &id).await;
+    let events = cli.inspected_audit(&id).await;
     let refusal = events
         .iter()
         .find(|e| e["event"] == "abort_refused")
@@ -350,15 +300,15 @@ async fn after_the_marker_an_abort_is_refused_audited_and_the_deletion_completes
     assert!(still["abort"].is_null(), "{still}");
 
     point_request(&stack, &id, target.community_id, &host).await;
-    cli.unblock(&id, "dave", "restored the request row")
-        .await
-        .expect_code(0);
-    cli.watch_to_end(&id).await;
+    cli.unblock_and_finish(&id, "dave", "restored the request row")
+        .await;
     let gone = snapshot(&stack, target.community_id).await;
     gone.assert_gone("the target");
-    assert_identical(
+    assert_unchanged(
+        &stack,
+        neighbour.community_id,
         &neighbour_before,
-        &snapshot(&stack, neighbour.community_id).await,
         "the neighbour is untouched, byte for byte",
-    );
+    )
+    .await;
 }

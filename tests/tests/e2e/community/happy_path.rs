@@ -2,11 +2,7 @@ use testkit::prelude::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn target_is_erased_in_all_three_stores_and_neighbours_are_byte_identical() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("happy");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, _worker) = with_worker("happy", &[]).await;
 
     let target_host = unique_host("target");
     let target = seed(&stack, &target_host, small_plan()).await;
@@ -31,18 +27,7 @@ async fn target_is_erased_in_all_three_stores_and_neighbours_are_byte_identical(
         .submit(&target_host, "alice", &["--reason", "tenant asked"])
         .await;
     cli.approve(&id, "bob", &digest).await.expect_code(0);
-    let watched = cli
-        .run(&[
-            "community",
-            "watch",
-            &id,
-            "--interval-ms",
-            "300",
-            "--timeout-secs",
-            "240",
-        ])
-        .await
-        .expect_code(0);
+    let watched = cli.watch_to_end_printing(&id).await;
     assert!(watched.stdout.contains("verified"), "{}", watched.stdout);
 
     let after = snapshot(&stack, target.community_id).await;
@@ -64,11 +49,7 @@ async fn target_is_erased_in_all_three_stores_and_neighbours_are_byte_identical(
         );
     }
 
-    let inspection = cli
-        .run(&["community", "inspect", &id])
-        .await
-        .expect_code(0)
-        .json();
+    let inspection = cli.inspect(&id).await;
     assert_eq!(inspection["request"]["stage"], "retention_pending");
     let audit = inspection["audit"].as_array().cloned().unwrap_or_default();
     let events: Vec<&str> = audit.iter().filter_map(|e| e["event"].as_str()).collect();

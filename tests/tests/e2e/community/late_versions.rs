@@ -18,6 +18,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use testkit::prelude::*;
+use testkit::refusal::request_row;
 
 /// A content hash no other write uses.
 fn fresh_hash() -> String {
@@ -61,12 +62,7 @@ async fn chunks_listing(
 }
 
 async fn stage_of(stack: &Stack, request: Uuid) -> String {
-    stack
-        .store
-        .get_request(request)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .stage
+    request_row(stack, request).await.stage
 }
 
 /// Polls the request row until its stage is `stage` (fast: the row, not the CLI).
@@ -91,11 +87,7 @@ fn audit_events(inspection: &Value) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_put_landing_after_its_lease_expired_and_after_the_fence_is_frozen_and_deleted() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("stalled");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, _worker) = with_worker("stalled", &[]).await;
     let host = unique_host("stalled");
     let target = seed(&stack, &host, small_plan()).await;
     let community = target.community_id;
@@ -163,11 +155,7 @@ async fn a_put_landing_after_its_lease_expired_and_after_the_fence_is_frozen_and
     );
 
     // The drain waited until expiry plus the bound, and says so.
-    let inspection = cli
-        .run(&["community", "inspect", &id])
-        .await
-        .expect_code(0)
-        .json();
+    let inspection = cli.inspect(&id).await;
     let drained = inspection["checkpoints"]
         .as_array()
         .cloned()
@@ -200,20 +188,16 @@ async fn a_put_landing_after_its_lease_expired_and_after_the_fence_is_frozen_and
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_version_planted_after_the_freeze_blocks_verification_and_unblock_deletes_it_as_a_late_chunk()
  {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("late");
     // One version per chunk and two deletes per second per prefix: object deletion takes
     // seconds, so the plant lands after the freeze and before verification.
-    let _worker = WorkerProcess::start(
-        &queue,
+    let (stack, cli, _worker) = with_worker(
+        "late",
         &[
             ("BUZZ_MANIFEST_CHUNK_ENTRIES", "1"),
             ("BUZZ_DELETE_RATE_PER_PREFIX", "2"),
         ],
     )
     .await;
-    let cli = Cli::new(&queue);
     let host = unique_host("late");
     let target = seed(&stack, &host, small_plan()).await;
     let community = target.community_id;
@@ -245,11 +229,8 @@ async fn a_version_planted_after_the_freeze_blocks_verification_and_unblock_dele
         reason.contains(&key) && reason.contains(&version) && reason.contains("(object)"),
         "the block must name key, version and kind: {reason}"
     );
-    let persisted = stack
-        .store
-        .get_request(request)
+    let persisted = request_row(&stack, request)
         .await
-        .unwrap_or_else(|e| panic!("{e}"))
         .blocked_reason
         .unwrap_or_default();
     assert!(
@@ -264,10 +245,8 @@ async fn a_version_planted_after_the_freeze_blocks_verification_and_unblock_dele
     );
     assert_eq!(stage_of(&stack, request).await, "cache_purged");
 
-    cli.unblock(&id, "carol", "stopped the rogue writer")
-        .await
-        .expect_code(0);
-    cli.watch_to_end(&id).await;
+    cli.unblock_and_finish(&id, "carol", "stopped the rogue writer")
+        .await;
 
     assert_eq!(stage_of(&stack, request).await, "retention_pending");
     assert!(
@@ -276,21 +255,19 @@ async fn a_version_planted_after_the_freeze_blocks_verification_and_unblock_dele
     );
     let after = snapshot(&stack, community).await;
     after.assert_gone("the target");
-    assert_identical(
+    assert_unchanged(
+        &stack,
+        neighbour.community_id,
         &neighbour_before,
-        &snapshot(&stack, neighbour.community_id).await,
         "the neighbour changed",
-    );
+    )
+    .await;
     // The late version went through the manifest: one late chunk, stamped.
     let chunks = chunks_listing(&stack, request, &key, &version).await;
     assert_eq!(chunks.len(), 1, "{chunks:?}");
     let (late_chunk, late, stamped) = chunks[0];
     assert!(late && stamped, "{chunks:?}");
-    let inspection = cli
-        .run(&["community", "inspect", &id])
-        .await
-        .expect_code(0)
-        .json();
+    let inspection = cli.inspect(&id).await;
     let events = audit_events(&inspection);
     let appended = events
         .iter()

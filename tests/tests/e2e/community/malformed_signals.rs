@@ -8,7 +8,6 @@
 
 use std::time::Duration;
 
-use activities::objects::ObjectVersionRef;
 use demo::SeedPlan;
 use serde_json::Value;
 use temporalio_client::{Client, UntypedSignal, WorkflowSignalOptions};
@@ -18,6 +17,7 @@ use uuid::Uuid;
 use workflows::community::CommunityDeletion;
 
 use testkit::prelude::*;
+use testkit::refusal::{approved_by, request_row};
 use testkit::temporal::{dev_client, temporal_cli};
 
 /// The audit events a refused signal leaves, by signal name.
@@ -149,16 +149,7 @@ struct Durable {
 }
 
 async fn durable(stack: &Stack, id: Uuid) -> Durable {
-    let request = stack
-        .store
-        .get_request(id)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let approval = stack
-        .store
-        .approval_of(id)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let request = request_row(stack, id).await;
     let decisions = audit(stack, id)
         .await
         .into_iter()
@@ -168,7 +159,7 @@ async fn durable(stack: &Stack, id: Uuid) -> Durable {
     Durable {
         stage: request.stage,
         blocked_reason: request.blocked_reason,
-        approved_by: approval.map(|a| a.approved_by),
+        approved_by: approved_by(stack, id).await,
         fence_generation: request.fence_generation,
         irreversible: request.irreversible_at.is_some(),
         decisions,
@@ -365,16 +356,12 @@ async fn set_chunk_entries(stack: &Stack, id: Uuid, chunk_no: i32, entries: &str
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_signals_at_every_point_are_refused_on_record_and_never_wedge_the_deletion() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("malformed");
     // Small chunks deleted slowly leave time to signal while deleting.
     let worker_env = [
         ("BUZZ_MANIFEST_CHUNK_ENTRIES", "50"),
         ("BUZZ_DELETE_RATE_PER_PREFIX", "15"),
     ];
-    let _worker = WorkerProcess::start(&queue, &worker_env).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, _worker) = with_worker("malformed", &worker_env).await;
     let host = unique_host("malformed");
     let plan = SeedPlan {
         objects: 100,
@@ -401,12 +388,7 @@ async fn malformed_signals_at_every_point_are_refused_on_record_and_never_wedge_
             ],
         )
         .await;
-    let workflow_id = stack
-        .store
-        .get_request(id)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .workflow_id;
+    let workflow_id = request_row(&stack, id).await.workflow_id;
     let signals = Signals {
         client: dev_client().await,
         workflow_id,
@@ -415,21 +397,8 @@ async fn malformed_signals_at_every_point_are_refused_on_record_and_never_wedge_
     // 1. Blocked before the irreversible point.
     let untouched = snapshot(&stack, community).await;
     every_malformed_signal(&stack, &cli, &signals, id, "", "blocked before the point").await;
-    assert_identical(&untouched, &snapshot(&stack, community).await, "community");
-    let stray_versions: Vec<ObjectVersionRef> = stack
-        .objects
-        .snapshot_prefix(&format!("media/{community}/"))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .into_iter()
-        .filter(|v| v.key == stray)
-        .map(|v| v.version_ref())
-        .collect();
-    stack
-        .objects
-        .delete_versions(&stray_versions)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    assert_unchanged(&stack, community, &untouched, "community").await;
+    remove_stray_key(&stack, community, &stray).await;
     let unblock = signed_payload(
         &cli,
         &["unblock", &id.to_string(), "--unblocked-by", "carol"],
@@ -444,10 +413,7 @@ async fn malformed_signals_at_every_point_are_refused_on_record_and_never_wedge_
             s["phase"] == "awaiting_approval" && s["blocked"].is_null()
         })
         .await;
-    let digest = waiting["inventory"]["digest"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let digest = inventory_digest(&waiting);
 
     // 2. Awaiting approval: even the frozen digest beside a typo'd field approves nothing.
     let untouched = snapshot(&stack, community).await;
@@ -486,7 +452,7 @@ async fn malformed_signals_at_every_point_are_refused_on_record_and_never_wedge_
         "malformed updates changed nothing"
     );
     every_malformed_signal(&stack, &cli, &signals, id, &digest, "awaiting approval").await;
-    assert_identical(&untouched, &snapshot(&stack, community).await, "community");
+    assert_unchanged(&stack, community, &untouched, "community").await;
     let approve = signed_payload(
         &cli,
         &["approve", &id.to_string(), "--approved-by", "bob"],
@@ -592,11 +558,7 @@ async fn malformed_signals_at_every_point_are_refused_on_record_and_never_wedge_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_signals_and_updates_never_fail_a_user_deletion_workflow_task() {
-    let _shared = outage_lock().read().await;
-    let _stack = stack().await;
-    let queue = unique_queue("malformed-user");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    let (_stack, cli, _worker) = with_worker("malformed-user", &[]).await;
     let target = format!("demo:malformed-{}", Uuid::new_v4().simple());
     let (id, digest) = cli.user_submit(&target, "alice").await;
     let workflow_id = workflows::user::workflow_id(id.parse().unwrap_or_default());
@@ -656,17 +618,7 @@ async fn malformed_signals_and_updates_never_fail_a_user_deletion_workflow_task(
         query.stdout
     );
 
-    cli.run(&[
-        "user",
-        "approve",
-        &id,
-        "--approved-by",
-        "bob",
-        "--inventory-digest",
-        &digest,
-    ])
-    .await
-    .expect_code(0);
+    cli.user_approve(&id, "bob", &digest).await.expect_code(0);
     let query = temporal_cli(&["workflow", "query", "-w", &workflow_id, "--name", "status"]).await;
     assert!(query.stdout.contains("\"approved\""), "{}", query.stdout);
     let history = history_event_types(&workflow_id).await;

@@ -67,8 +67,7 @@ async fn metrics_endpoint_counts_exactly_what_a_deletion_removed_beside_the_sdk_
     let before = snapshot(&stack, target.community_id).await;
 
     let (id, digest) = cli.submit(&host, "alice", &[]).await;
-    cli.approve(&id, "bob", &digest).await.expect_code(0);
-    cli.watch_to_end(&id).await;
+    cli.approve_and_finish(&id, &digest).await;
 
     let inspection = stack
         .store

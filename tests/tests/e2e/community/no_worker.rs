@@ -51,11 +51,8 @@ fn field<'a>(value: &'a Value, path: &[&str]) -> &'a Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_worker_every_command_answers_in_bounded_time_and_held_updates_apply_once() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("noworker");
-    let worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, worker) = with_worker("noworker", &[]).await;
+    let queue = worker.queue.clone();
     let host = unique_host("noworker");
     let target = seed(&stack, &host, small_plan()).await;
     let before = snapshot(&stack, target.community_id).await;
@@ -76,7 +73,7 @@ async fn without_a_worker_every_command_answers_in_bounded_time_and_held_updates
     let other_host = unique_host("noworker-other");
     seed(&stack, &other_host, small_plan()).await;
 
-    worker.crash().await;
+    worker.process.crash().await;
 
     // Updates Temporal holds until a worker returns: reported as sent, not yet processed.
     let approve = bounded(
@@ -246,11 +243,7 @@ async fn without_a_worker_every_command_answers_in_bounded_time_and_held_updates
             .unwrap_or_else(|e| panic!("{e}"))
             .is_none()
     );
-    assert_identical(
-        &before,
-        &snapshot(&stack, target.community_id).await,
-        "target",
-    );
+    assert_unchanged(&stack, target.community_id, &before, "target").await;
 
     // A worker comes back: each held update is applied once.
     let _worker = WorkerProcess::start(&queue, &[]).await;
@@ -290,11 +283,13 @@ async fn without_a_worker_every_command_answers_in_bounded_time_and_held_updates
         1,
         "aborted exactly once: {abort_audit:#?}"
     );
-    assert_identical(
+    assert_unchanged(
+        &stack,
+        abort_target.community_id,
         &abort_before,
-        &snapshot(&stack, abort_target.community_id).await,
         "aborted before the irreversible point: everything kept",
-    );
+    )
+    .await;
     let user = cli
         .run(&["user", "status", &user_id])
         .await

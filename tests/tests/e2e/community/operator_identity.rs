@@ -18,39 +18,8 @@ use workflows::operator::{Action, Kind};
 use testkit::cli::exec;
 use testkit::operators::{TestOperator, fresh_operator, operator, unregistered_operator};
 use testkit::prelude::*;
-use testkit::temporal::temporal_cli;
-
-/// `temporal workflow update execute` of update `name` with the JSON `payload`, as an operator
-/// without our CLI would send it.
-async fn send_update(workflow_id: &str, name: &str, payload: &str) -> CliRun {
-    temporal_cli(&[
-        "workflow",
-        "update",
-        "execute",
-        "-w",
-        workflow_id,
-        "--name",
-        name,
-        "--input",
-        payload,
-    ])
-    .await
-}
-
-/// `temporal workflow signal` of signal `name` with the JSON `payload`: the Web UI's path.
-async fn send_signal(workflow_id: &str, name: &str, payload: &str) -> CliRun {
-    temporal_cli(&[
-        "workflow",
-        "signal",
-        "-w",
-        workflow_id,
-        "--name",
-        name,
-        "--input",
-        payload,
-    ])
-    .await
-}
+use testkit::refusal::{approved_by, audit_reasons, audit_trail, request_row};
+use testkit::temporal::{temporal_signal, temporal_update};
 
 /// What a refused action must leave unchanged, and what it leaves behind.
 #[derive(Debug, PartialEq, Eq)]
@@ -61,16 +30,6 @@ struct Durable {
 }
 
 async fn durable(stack: &Stack, id: Uuid) -> Durable {
-    let request = stack
-        .store
-        .get_request(id)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let approval = stack
-        .store
-        .approval_of(id)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
     let signatures: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM deletion.operator_signatures WHERE request_id = $1",
     )
@@ -79,23 +38,15 @@ async fn durable(stack: &Stack, id: Uuid) -> Durable {
     .await
     .unwrap_or_else(|e| panic!("{e}"));
     Durable {
-        stage: request.stage,
-        approved_by: approval.map(|a| a.approved_by),
+        stage: request_row(stack, id).await.stage,
+        approved_by: approved_by(stack, id).await,
         signatures,
     }
 }
 
 /// The reasons of the request's `approval_rejected` audit events.
 async fn rejections(stack: &Stack, id: Uuid) -> Vec<String> {
-    stack
-        .store
-        .audit_events(id)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .into_iter()
-        .filter(|e| e.event == "approval_rejected")
-        .map(|e| e.detail["reason"].as_str().unwrap_or_default().to_owned())
-        .collect()
+    audit_reasons(stack, id, "approval_rejected").await
 }
 
 /// Sends `payload` as update `approve` (what the CLI does) and as signal `approve` (what the
@@ -108,7 +59,7 @@ async fn refused_both_ways(
     expect: &str,
 ) {
     let before = durable(stack, id).await;
-    let update = send_update(workflow_id, "approve", payload).await;
+    let update = temporal_update(workflow_id, "approve", payload).await;
     assert_ne!(update.code, 0, "update must be refused: {}", update.stdout);
     assert!(
         format!("{}{}", update.stdout, update.stderr).contains(expect),
@@ -122,7 +73,7 @@ async fn refused_both_ways(
         "a refused update changed state"
     );
     let recorded = rejections(stack, id).await.len();
-    let signal = send_signal(workflow_id, "approve", payload).await;
+    let signal = temporal_signal(workflow_id, "approve", payload).await;
     assert_eq!(signal.code, 0, "signal sent: {}", signal.stderr);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     let reasons = loop {
@@ -167,17 +118,21 @@ async fn signed_approval(cli: &Cli, id: Uuid, digest: &str, key: &Path, extra: &
     serde_json::from_str(run.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", run.stdout))
 }
 
+/// The actions of the request's stored signatures, as `inspect` or `user status` lists them.
+fn signed_actions(status: &Value) -> Vec<&str> {
+    status["signatures"]
+        .as_array()
+        .map(|s| s.iter().filter_map(|s| s["action"].as_str()).collect())
+        .unwrap_or_default()
+}
+
 fn workflow_id_of(id: Uuid) -> String {
     workflows::community::workflow_id(id)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_nothing() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("identity");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, _worker) = with_worker("identity", &[]).await;
     let host = unique_host("identity");
     let other_host = unique_host("identity-other");
     let target = seed(&stack, &host, small_plan()).await;
@@ -218,39 +173,13 @@ async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_n
         .await;
     assert_eq!(own.code, 2, "--key needs a value: {}", own.stderr);
     let alice_key = alice.key_path.display().to_string();
-    let own = cli
-        .run(&[
-            "community",
-            "approve",
-            &id_arg,
-            "--inventory-digest",
-            &digest,
-            "--key",
-            &alice_key,
-        ])
+    cli.approve_with_key(&id_arg, &digest, &alice_key, &[])
         .await
-        .expect_code(1);
-    assert!(own.stderr.contains("two-person rule"), "{}", own.stderr);
+        .expect_refusal_naming(1, "two-person rule");
     // Naming another operator does not help: the name must be the key's.
-    let posing = cli
-        .run(&[
-            "community",
-            "approve",
-            &id_arg,
-            "--inventory-digest",
-            &digest,
-            "--key",
-            &alice_key,
-            "--approved-by",
-            "bob",
-        ])
+    cli.approve_with_key(&id_arg, &digest, &alice_key, &["--approved-by", "bob"])
         .await
-        .expect_code(1);
-    assert!(
-        posing.stderr.contains("registered as alice"),
-        "{}",
-        posing.stderr
-    );
+        .expect_refusal_naming(1, "registered as alice");
     let own_payload = signed_approval(&cli, id, &digest, &alice.key_path, &[]).await;
     refused_both_ways(
         &stack,
@@ -279,19 +208,9 @@ async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_n
         revoked.stdout
     );
     let revoked_payload = signed_approval(&cli, id, &digest, &carol.key_path, &[]).await;
-    let run = cli
-        .run(&[
-            "community",
-            "approve",
-            &id_arg,
-            "--inventory-digest",
-            &digest,
-            "--key",
-            &carol.key_path.display().to_string(),
-        ])
+    cli.approve_with_key(&id_arg, &digest, &carol.key_path.display().to_string(), &[])
         .await
-        .expect_code(1);
-    assert!(run.stderr.contains("was revoked"), "{}", run.stderr);
+        .expect_refusal_naming(1, "was revoked");
     refused_both_ways(
         &stack,
         id,
@@ -303,23 +222,14 @@ async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_n
 
     // A key nobody registered.
     let stranger = unregistered_operator("stranger");
-    let run = cli
-        .run(&[
-            "community",
-            "approve",
-            &id_arg,
-            "--inventory-digest",
-            &digest,
-            "--key",
-            &stranger.key_path.display().to_string(),
-        ])
-        .await
-        .expect_code(1);
-    assert!(
-        run.stderr.contains("not a registered operator key"),
-        "{}",
-        run.stderr
-    );
+    cli.approve_with_key(
+        &id_arg,
+        &digest,
+        &stranger.key_path.display().to_string(),
+        &[],
+    )
+    .await
+    .expect_refusal_naming(1, "not a registered operator key");
     let stranger_payload = signed_approval(&cli, id, &digest, &stranger.key_path, &[]).await;
     refused_both_ways(
         &stack,
@@ -358,25 +268,14 @@ async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_n
     let old = (chrono::Utc::now() - chrono::Duration::minutes(11))
         .format("%Y-%m-%dT%H:%M:%SZ")
         .to_string();
-    let run = cli
-        .run(&[
-            "community",
-            "approve",
-            &id_arg,
-            "--inventory-digest",
-            &digest,
-            "--key",
-            &bob.key_path.display().to_string(),
-            "--signed-at",
-            &old,
-        ])
-        .await
-        .expect_code(1);
-    assert!(
-        run.stderr.contains("a signature counts for 600 s"),
-        "{}",
-        run.stderr
-    );
+    cli.approve_with_key(
+        &id_arg,
+        &digest,
+        &bob.key_path.display().to_string(),
+        &["--signed-at", &old],
+    )
+    .await
+    .expect_refusal_naming(1, "a signature counts for 600 s");
     let expired = signed_approval(&cli, id, &digest, &bob.key_path, &["--signed-at", &old]).await;
     refused_both_ways(
         &stack,
@@ -429,16 +328,8 @@ async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_n
     cli.watch_to_end(&id_arg).await;
     let gone = snapshot(&stack, target.community_id).await;
     gone.assert_gone("the target");
-    let status = cli
-        .run(&["community", "inspect", &id_arg])
-        .await
-        .expect_code(0)
-        .json();
-    let actions: Vec<&str> = status["signatures"]
-        .as_array()
-        .map(|s| s.iter().filter_map(|s| s["action"].as_str()).collect())
-        .unwrap_or_default();
-    assert_eq!(actions, ["submit", "approve"], "{status}");
+    let status = cli.inspect(&id_arg).await;
+    assert_eq!(signed_actions(&status), ["submit", "approve"], "{status}");
 
     // An outside check with ssh-keygen -Y verify and the registered keys.
     let evidence = std::env::temp_dir().join(format!("buzz-evidence-{}", Uuid::new_v4().simple()));
@@ -476,17 +367,9 @@ async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_n
         tampered.stdout
     );
     let _ = std::fs::remove_dir_all(&evidence);
-    cli.run(&[
-        "community",
-        "abort",
-        &other_id.to_string(),
-        "--aborted-by",
-        "alice",
-        "--reason",
-        "test done",
-    ])
-    .await
-    .expect_code(0);
+    cli.abort(&other_id.to_string(), "alice", "test done")
+        .await
+        .expect_code(0);
 }
 
 /// Generates an ed25519 key pair with ssh-keygen at `path`.
@@ -513,10 +396,7 @@ async fn generate_key(path: &Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_held_only_by_an_ssh_agent_signs_an_approval() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("agent");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
+    let (stack, cli, _worker) = with_worker("agent", &[]).await;
     let host = unique_host("agent");
     seed(&stack, &host, small_plan()).await;
     let dir = std::env::temp_dir().join(format!("buzz-agent-{}", Uuid::new_v4().simple()));
@@ -525,7 +405,6 @@ async fn a_key_held_only_by_an_ssh_agent_signs_an_approval() {
     generate_key(&key).await;
     let public = dir.join("id_ed25519.pub");
     let name = format!("agent-{}", &Uuid::new_v4().simple().to_string()[..10]);
-    let cli = Cli::new(&queue);
     cli.run(&[
         "operators",
         "add",
@@ -563,15 +442,7 @@ async fn a_key_held_only_by_an_ssh_agent_signs_an_approval() {
     let (id, digest) = cli.submit(&host, "alice", &[]).await;
     let with_agent = cli.clone().with_env("SSH_AUTH_SOCK", &socket);
     let approved = with_agent
-        .run(&[
-            "community",
-            "approve",
-            &id,
-            "--inventory-digest",
-            &digest,
-            "--key",
-            &public.display().to_string(),
-        ])
+        .approve_with_key(&id, &digest, &public.display().to_string(), &[])
         .await
         .expect_code(0)
         .json();
@@ -583,45 +454,18 @@ async fn a_key_held_only_by_an_ssh_agent_signs_an_approval() {
         cli.submit(&other_host, "alice", &[]).await
     };
     let _ = agent.kill().await;
-    let refused = with_agent
-        .run(&[
-            "community",
-            "approve",
-            &other,
-            "--inventory-digest",
-            &other_digest,
-            "--key",
-            &public.display().to_string(),
-        ])
+    with_agent
+        .approve_with_key(&other, &other_digest, &public.display().to_string(), &[])
         .await
-        .expect_code(1);
-    assert!(
-        refused.stderr.contains("ssh-keygen could not sign"),
-        "{}",
-        refused.stderr
-    );
-    cli.run(&[
-        "community",
-        "abort",
-        &other,
-        "--aborted-by",
-        "alice",
-        "--reason",
-        "test done",
-    ])
-    .await
-    .expect_code(0);
+        .expect_refusal_naming(1, "ssh-keygen could not sign");
+    cli.abort(&other, "alice", "test done").await.expect_code(0);
     cli.watch_to_end(&id).await;
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_deletion_needs_a_second_key_whatever_name_the_approval_gives() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("identity-user");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, _worker) = with_worker("identity-user", &[]).await;
     let alice: TestOperator = operator("alice").await;
     let target = format!("demo:identity-{}", Uuid::new_v4().simple());
     let (id, digest) = cli.user_submit(&target, "alice").await;
@@ -636,7 +480,7 @@ async fn a_user_deletion_needs_a_second_key_whatever_name_the_approval_gives() {
         "inventory_digest": digest,
         "signed": alice.sign(Action::Approve, Kind::User, id, &target, Some(&digest)),
     });
-    let update = send_update(&workflow_id, "approve", &posing.to_string()).await;
+    let update = temporal_update(&workflow_id, "approve", &posing.to_string()).await;
     assert_ne!(update.code, 0, "{}", update.stdout);
     assert!(
         format!("{}{}", update.stdout, update.stderr).contains("two-person rule"),
@@ -644,19 +488,9 @@ async fn a_user_deletion_needs_a_second_key_whatever_name_the_approval_gives() {
         update.stdout,
         update.stderr
     );
-    let own = cli
-        .run(&[
-            "user",
-            "approve",
-            &id.to_string(),
-            "--inventory-digest",
-            &digest,
-            "--approved-by",
-            "alice",
-        ])
+    cli.user_approve(&id.to_string(), "alice", &digest)
         .await
-        .expect_code(1);
-    assert!(own.stderr.contains("two-person rule"), "{}", own.stderr);
+        .expect_refusal_naming(1, "two-person rule");
     let approvals: i64 =
         sqlx::query_scalar("SELECT count(*) FROM deletion.approvals WHERE request_id = $1")
             .bind(id)
@@ -666,15 +500,7 @@ async fn a_user_deletion_needs_a_second_key_whatever_name_the_approval_gives() {
     assert_eq!(approvals, 0, "refused approvals record nothing");
 
     let approved = cli
-        .run(&[
-            "user",
-            "approve",
-            &id.to_string(),
-            "--inventory-digest",
-            &digest,
-            "--approved-by",
-            "bob",
-        ])
+        .user_approve(&id.to_string(), "bob", &digest)
         .await
         .expect_code(0)
         .json();
@@ -688,11 +514,7 @@ async fn a_user_deletion_needs_a_second_key_whatever_name_the_approval_gives() {
         .await
         .expect_code(0)
         .json();
-    let actions: Vec<&str> = status["signatures"]
-        .as_array()
-        .map(|s| s.iter().filter_map(|s| s["action"].as_str()).collect())
-        .unwrap_or_default();
-    assert_eq!(actions, ["submit", "approve"], "{status}");
+    assert_eq!(signed_actions(&status), ["submit", "approve"], "{status}");
     let script = repo_root().join("deploy/local/verify-signatures");
     let verified = exec(&script.display().to_string(), &[&id.to_string()], &[]).await;
     assert_eq!(verified.code, 0, "{}\n{}", verified.stdout, verified.stderr);
@@ -700,29 +522,17 @@ async fn a_user_deletion_needs_a_second_key_whatever_name_the_approval_gives() {
 
 /// The request's blocked reason and the number of `unblocked` audit events.
 async fn block_state(stack: &Stack, id: Uuid) -> (Option<String>, usize) {
-    let request = stack
-        .store
-        .get_request(id)
+    let unblocked = audit_trail(stack, id)
         .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let unblocked = stack
-        .store
-        .audit_events(id)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
         .iter()
         .filter(|e| e.event == "unblocked")
         .count();
-    (request.blocked_reason, unblocked)
+    (request_row(stack, id).await.blocked_reason, unblocked)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_used_unblock_signature_replayed_on_the_next_block_is_refused() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("replay");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, _worker) = with_worker("replay", &[]).await;
     let host = unique_host("replay");
     let target = seed(&stack, &host, small_plan()).await;
     // A key of unknown shape blocks the inventory, again after every unblock until removed.
@@ -731,9 +541,7 @@ async fn a_used_unblock_signature_replayed_on_the_next_block_is_refused() {
     let id_arg = id.to_string();
     let workflow_id = workflow_id_of(id);
     let unblock = cli
-        .run(&[
-            "community",
-            "sign",
+        .signed_payload(&[
             "unblock",
             &id_arg,
             "--unblocked-by",
@@ -741,12 +549,8 @@ async fn a_used_unblock_signature_replayed_on_the_next_block_is_refused() {
             "--reason",
             "retrying the inventory",
         ])
-        .await
-        .expect_code(0)
-        .stdout
-        .trim()
-        .to_owned();
-    let signal = send_signal(&workflow_id, "unblock", &unblock).await;
+        .await;
+    let signal = temporal_signal(&workflow_id, "unblock", &unblock).await;
     assert_eq!(signal.code, 0, "{}", signal.stderr);
     // Unblocked once, then blocked again by the same stray key.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
@@ -764,7 +568,7 @@ async fn a_used_unblock_signature_replayed_on_the_next_block_is_refused() {
     cli.wait_status(&id_arg, 60, |s| !s["blocked"].is_null())
         .await;
     // The same signed payload again: as an update and as a signal, refused, still blocked.
-    let update = send_update(&workflow_id, "unblock", &unblock).await;
+    let update = temporal_update(&workflow_id, "unblock", &unblock).await;
     assert_ne!(update.code, 0, "{}", update.stdout);
     assert!(
         format!("{}{}", update.stdout, update.stderr).contains("already used"),
@@ -772,19 +576,11 @@ async fn a_used_unblock_signature_replayed_on_the_next_block_is_refused() {
         update.stdout,
         update.stderr
     );
-    let signal = send_signal(&workflow_id, "unblock", &unblock).await;
+    let signal = temporal_signal(&workflow_id, "unblock", &unblock).await;
     assert_eq!(signal.code, 0, "{}", signal.stderr);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
-        let refusals: Vec<String> = stack
-            .store
-            .audit_events(id)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-            .into_iter()
-            .filter(|e| e.event == "unblock_rejected")
-            .map(|e| e.detail["reason"].as_str().unwrap_or_default().to_owned())
-            .collect();
+        let refusals = audit_reasons(&stack, id, "unblock_rejected").await;
         if refusals.iter().any(|r| r.contains("already used")) {
             break;
         }
@@ -799,15 +595,7 @@ async fn a_used_unblock_signature_replayed_on_the_next_block_is_refused() {
         blocked_again,
         "a replay unblocks nothing"
     );
-    cli.run(&[
-        "community",
-        "abort",
-        &id_arg,
-        "--aborted-by",
-        "carol",
-        "--reason",
-        "test done",
-    ])
-    .await
-    .expect_code(0);
+    cli.abort(&id_arg, "carol", "test done")
+        .await
+        .expect_code(0);
 }

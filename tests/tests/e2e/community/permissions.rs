@@ -16,10 +16,12 @@ use activities::serving::acquire_serving_write;
 use activities::store::FenceState;
 use activities::taxonomy::PrefixRoot;
 use serde_json::Value;
+use testkit::bucket_policy::{lift_test_policy, put_test_policy};
 use testkit::stack::bucket_policy_lock;
 use uuid::Uuid;
 
 use testkit::prelude::*;
+use testkit::refusal::request_row;
 
 /// A bucket policy denying `action` on the objects under `prefixes`.
 fn deny_policy(bucket: &str, action: &str, prefixes: &[String]) -> String {
@@ -38,42 +40,6 @@ fn deny_policy(bucket: &str, action: &str, prefixes: &[String]) -> String {
         }],
     })
     .to_string()
-}
-
-/// Puts `policy` on the bucket, refusing to replace someone else's.
-async fn put_policy(stack: &Stack, policy: &str) {
-    if let Some(existing) = stack
-        .objects
-        .bucket_policy()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-    {
-        panic!(
-            "bucket {} already has a policy; refusing to replace it: {existing}",
-            stack.objects.bucket()
-        );
-    }
-    stack
-        .objects
-        .put_bucket_policy(policy)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-}
-
-async fn lift_policy(stack: &Stack) {
-    stack
-        .objects
-        .delete_bucket_policy()
-        .await
-        .unwrap_or_else(|e| panic!("lifting the test policy: {e}"));
-    assert_eq!(
-        stack
-            .objects
-            .bucket_policy()
-            .await
-            .unwrap_or_else(|e| panic!("{e}")),
-        None
-    );
 }
 
 /// `community status` once `done` holds, or `None` after `secs` (never panics, so the caller can
@@ -98,16 +64,8 @@ async fn poll_status(
 }
 
 async fn abort(cli: &Cli, id: &str) -> CliRun {
-    cli.run(&[
-        "community",
-        "abort",
-        id,
-        "--aborted-by",
-        "carol",
-        "--reason",
-        "the worker lacks an S3 permission",
-    ])
-    .await
+    cli.abort(id, "carol", "the worker lacks an S3 permission")
+        .await
 }
 
 /// `(irreversible_at set, irreversible_pending_at set)` of the request.
@@ -123,19 +81,11 @@ async fn marker_columns(stack: &Stack, id: &str) -> (bool, bool) {
 }
 
 async fn audit_events(cli: &Cli, id: &str) -> Vec<String> {
-    audit_of(
-        &cli.run(&["community", "inspect", id])
-            .await
-            .expect_code(0)
-            .json(),
-    )
-    .iter()
-    .filter_map(|e| e["event"].as_str().map(str::to_owned))
-    .collect()
-}
-
-fn audit_of(inspection: &Value) -> Vec<Value> {
-    inspection["audit"].as_array().cloned().unwrap_or_default()
+    cli.inspected_audit(id)
+        .await
+        .iter()
+        .filter_map(|e| e["event"].as_str().map(str::to_owned))
+        .collect()
 }
 
 /// The community is served again: no fence held, a serving write admitted, rows writable.
@@ -198,7 +148,7 @@ async fn missing_permission_story(permission: S3Permission, tag: &str) {
 
     let (id, digest) = cli.submit(&host, "alice", &[]).await;
     let bucket = stack.objects.bucket().to_owned();
-    put_policy(
+    put_test_policy(
         &stack,
         &deny_policy(&bucket, permission.action(), std::slice::from_ref(&media)),
     )
@@ -213,7 +163,7 @@ async fn missing_permission_story(permission: S3Permission, tag: &str) {
         abort: abort(&cli, &id).await,
         aborted: poll_status(&cli, &id, 60, |s| s["phase"] == "aborted").await,
     };
-    lift_policy(&stack).await;
+    lift_test_policy(&stack).await;
 
     approve.expect_exit(0);
     let status = seen
@@ -248,11 +198,7 @@ async fn missing_permission_story(permission: S3Permission, tag: &str) {
         .unwrap_or_else(|| panic!("request {id} was not aborted"));
     assert_eq!(aborted["abort"]["actor"], "carol", "{aborted}");
     assert_served(&stack, community).await;
-    let request = stack
-        .store
-        .get_request(id.parse().unwrap_or_default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let request = request_row(&stack, id.parse().unwrap_or_default()).await;
     assert_eq!(request.stage, "aborted");
     assert!(request.irreversible_at.is_none());
     assert!(request.irreversible_pending_at.is_none());
@@ -270,14 +216,15 @@ async fn missing_permission_story(permission: S3Permission, tag: &str) {
 
     // The policy is fixed: a resubmitted deletion completes, the neighbour is untouched.
     let (again, digest) = cli.submit(&host, "alice", &[]).await;
-    cli.approve(&again, "bob", &digest).await.expect_code(0);
-    cli.watch_to_end(&again).await;
+    cli.approve_and_finish(&again, &digest).await;
     snapshot(&stack, community).await.assert_gone("the target");
-    assert_identical(
+    assert_unchanged(
+        &stack,
+        neighbour.community_id,
         &neighbour_before,
-        &snapshot(&stack, neighbour.community_id).await,
         "the neighbour",
-    );
+    )
+    .await;
     assert!(
         stack
             .objects
@@ -324,7 +271,7 @@ async fn a_first_delete_refused_whole_leaves_the_marker_unset_and_the_request_ab
     cli.wait_status(&id, 60, |s| s["phase"] == "fencing").await;
     let bucket = stack.objects.bucket().to_owned();
     let prefixes: Vec<String> = activities::taxonomy::tenant_prefixes(community).to_vec();
-    put_policy(
+    put_test_policy(
         &stack,
         &deny_policy(&bucket, "s3:DeleteObjectVersion", &prefixes),
     )
@@ -339,7 +286,7 @@ async fn a_first_delete_refused_whole_leaves_the_marker_unset_and_the_request_ab
         abort: abort(&cli, &id).await,
         aborted: poll_status(&cli, &id, 60, |s| s["phase"] == "aborted").await,
     };
-    lift_policy(&stack).await;
+    lift_test_policy(&stack).await;
 
     released.unwrap_or_else(|e| panic!("{e}"));
     let status = seen
@@ -368,9 +315,5 @@ async fn a_first_delete_refused_whole_leaves_the_marker_unset_and_the_request_ab
     );
     assert!(!events.iter().any(|e| e == "irreversible"), "{events:?}");
     assert!(events.iter().any(|e| e == "aborted"), "{events:?}");
-    assert_identical(
-        &target_before,
-        &snapshot(&stack, community).await,
-        "the aborted target",
-    );
+    assert_unchanged(&stack, community, &target_before, "the aborted target").await;
 }

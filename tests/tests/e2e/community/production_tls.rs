@@ -222,28 +222,19 @@ async fn a_deletion_completes_with_every_service_over_verified_tls_and_secrets_f
             &required("BUZZ_TEMPORAL_TLS_ADDRESS"),
         )
         .with_env(TEMPORAL_TLS_SERVER_CA_CERT_PATH, &ca);
-    let watched = tls_only
-        .run(&[
-            "community",
-            "watch",
-            &id,
-            "--interval-ms",
-            "300",
-            "--timeout-secs",
-            "240",
-        ])
-        .await
-        .expect_code(0);
+    let watched = tls_only.watch_to_end_printing(&id).await;
     assert!(watched.stdout.contains("verified"), "{}", watched.stdout);
 
     snapshot(&stack, target.community_id)
         .await
         .assert_gone("the target deleted over TLS");
-    assert_identical(
+    assert_unchanged(
+        &stack,
+        neighbour.community_id,
         &neighbour_before,
-        &snapshot(&stack, neighbour.community_id).await,
         "the neighbour",
-    );
+    )
+    .await;
     let inspection = tls_only
         .run(&["community", "inspect", &id])
         .await
@@ -269,19 +260,7 @@ async fn refused_in_one_line(
     expected: &[&str],
     secrets: &Secrets,
 ) {
-    let (code, stderr) = worker_exit(set, remove).await;
-    assert_eq!(code, 1, "{stderr}");
-    let error = stderr
-        .rfind("error: ")
-        .map(|at| stderr[at..].trim_end())
-        .unwrap_or_else(|| panic!("no error line: {stderr}"));
-    assert!(!error.contains('\n'), "not one line:\n{error}");
-    for fragment in expected {
-        assert!(
-            error.contains(fragment),
-            "{fragment:?} missing from:\n{error}"
-        );
-    }
+    let stderr = testkit::workers::refused_in_one_line(set, remove, expected).await;
     secrets.assert_absent(&stderr, "a refused start");
 }
 

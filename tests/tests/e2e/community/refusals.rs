@@ -3,26 +3,11 @@ use std::time::Duration;
 use activities::serving::acquire_serving_write;
 
 use testkit::prelude::*;
+use testkit::refusal::{audit_trail, stage_approval_and_audit};
 
 /// The request row and approval as Postgres holds them, to prove a refusal changed nothing.
 async fn durable_state(stack: &Stack, id: &str) -> (String, Option<String>, usize) {
-    let id = id.parse().unwrap_or_default();
-    let request = stack
-        .store
-        .get_request(id)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let approval = stack
-        .store
-        .approval_of(id)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let audit = stack
-        .store
-        .audit_events(id)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    (request.stage, approval.map(|a| a.approved_by), audit.len())
+    stage_approval_and_audit(stack, id.parse().unwrap_or_default()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -30,18 +15,16 @@ async fn bad_submissions_are_refused_with_a_message_that_says_what_to_do() {
     let _shared = outage_lock().read().await;
     let _stack = stack().await;
     let cli = Cli::new(&unique_queue("usage"));
-    let run = cli
-        .run(&[
-            "community",
-            "submit",
-            "--host",
-            "  ",
-            "--requested-by",
-            "alice",
-        ])
-        .await
-        .expect_code(2);
-    assert!(run.stderr.contains("--host is empty"), "{}", run.stderr);
+    cli.run(&[
+        "community",
+        "submit",
+        "--host",
+        "  ",
+        "--requested-by",
+        "alice",
+    ])
+    .await
+    .expect_refusal_naming(2, "--host is empty");
     // A retry cap below the first retry delay is refused before anything is recorded.
     let run = cli
         .run(&[
@@ -63,39 +46,19 @@ async fn bad_submissions_are_refused_with_a_message_that_says_what_to_do() {
         run.stderr
     );
     let unknown = unique_host("nobody");
-    let run = cli
-        .run(&[
-            "community",
-            "submit",
-            "--host",
-            &unknown,
-            "--requested-by",
-            "alice",
-        ])
+    cli.run(&[
+        "community",
+        "submit",
+        "--host",
+        &unknown,
+        "--requested-by",
+        "alice",
+    ])
+    .await
+    .expect_refusal_naming(1, "no community has host");
+    cli.approve(&uuid::Uuid::new_v4().to_string(), "bob", "x")
         .await
-        .expect_code(1);
-    assert!(
-        run.stderr.contains("no community has host"),
-        "{}",
-        run.stderr
-    );
-    let run = cli
-        .run(&[
-            "community",
-            "approve",
-            &uuid::Uuid::new_v4().to_string(),
-            "--approved-by",
-            "bob",
-            "--inventory-digest",
-            "x",
-        ])
-        .await
-        .expect_code(1);
-    assert!(
-        run.stderr.contains("no deletion request has id"),
-        "{}",
-        run.stderr
-    );
+        .expect_refusal_naming(1, "no deletion request has id");
     let run = cli.run(&["community", "status", "not-a-uuid"]).await;
     assert_eq!(
         run.code, 2,
@@ -106,11 +69,7 @@ async fn bad_submissions_are_refused_with_a_message_that_says_what_to_do() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approval_refusals_change_nothing_and_abort_before_deletion_serves_the_community_again() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("refusals");
-    let _worker = WorkerProcess::start(&queue, &[("BUZZ_FENCE_WAIT_SECS", "1")]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, _worker) = with_worker("refusals", &[("BUZZ_FENCE_WAIT_SECS", "1")]).await;
     let host = unique_host("refusals");
     let target = seed(&stack, &host, small_plan()).await;
     let (id, digest) = cli.submit(&host, "alice", &[]).await;
@@ -140,15 +99,7 @@ async fn approval_refusals_change_nothing_and_abort_before_deletion_serves_the_c
         (" ALICE ", digest.clone(), "two-person"),
     ] {
         let run = cli
-            .run(&[
-                "community",
-                "approve",
-                &id,
-                "--approved-by",
-                approver,
-                "--inventory-digest",
-                &digest_given,
-            ])
+            .approve(&id, approver, &digest_given)
             .await
             .expect_code(1);
         assert!(
@@ -162,60 +113,28 @@ async fn approval_refusals_change_nothing_and_abort_before_deletion_serves_the_c
             "a refused approval changed state"
         );
     }
-    let run = cli
-        .run(&[
-            "community",
-            "unblock",
-            &id,
-            "--unblocked-by",
-            "carol",
-            "--reason",
-            "nothing",
-        ])
+    cli.unblock(&id, "carol", "nothing")
         .await
-        .expect_code(1);
-    assert!(run.stderr.contains("not blocked"), "{}", run.stderr);
+        .expect_refusal_naming(1, "not blocked");
 
     // A serving write in flight holds the fence back, so the abort lands before deletion.
     let lease = acquire_serving_write(&stack.serving, target.community_id, "slow_upload")
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     cli.approve(&id, "bob", &digest).await.expect_code(0);
-    let again = cli
-        .run(&[
-            "community",
-            "approve",
-            &id,
-            "--approved-by",
-            "erin",
-            "--inventory-digest",
-            &digest,
-        ])
+    cli.approve(&id, "erin", &digest)
         .await
-        .expect_code(1);
-    assert!(again.stderr.contains("refused"), "{}", again.stderr);
+        .expect_refusal_naming(1, "refused");
     cli.wait_status(&id, 60, |s| s["phase"] == "fencing").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    cli.run(&[
-        "community",
-        "abort",
-        &id,
-        "--aborted-by",
-        "carol",
-        "--reason",
-        "customer withdrew",
-    ])
-    .await
-    .expect_code(0);
+    cli.abort(&id, "carol", "customer withdrew")
+        .await
+        .expect_code(0);
     let status = cli.wait_status(&id, 60, |s| s["phase"] == "aborted").await;
     assert_eq!(status["abort"]["actor"], "carol");
     // The audit trail keeps who aborted and the reason given: the signed abort, then the
     // abort itself, each once.
-    let audit = stack
-        .store
-        .audit_events(id.parse().unwrap_or_default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let audit = audit_trail(&stack, id.parse().unwrap_or_default()).await;
     for name in ["abort_signed", "aborted"] {
         let events: Vec<_> = audit.iter().filter(|e| e.event == name).collect();
         assert_eq!(events.len(), 1, "one {name} event: {audit:?}");
@@ -243,17 +162,7 @@ async fn approval_refusals_change_nothing_and_abort_before_deletion_serves_the_c
     );
     let (stage, _, _) = durable_state(&stack, &id).await;
     assert_eq!(stage, "aborted");
-    let run = cli
-        .run(&[
-            "community",
-            "abort",
-            &id,
-            "--aborted-by",
-            "carol",
-            "--reason",
-            "again",
-        ])
+    cli.abort(&id, "carol", "again")
         .await
-        .expect_code(1);
-    assert!(run.stderr.contains("refused"), "{}", run.stderr);
+        .expect_refusal_naming(1, "refused");
 }

@@ -28,6 +28,7 @@ use uuid::Uuid;
 use workflows::community::CommunityDeletion;
 
 use testkit::prelude::*;
+use testkit::refusal::request_row;
 
 /// Temporal's name of the fence activity.
 const FENCE_ACTIVITY: &str = "community.fence";
@@ -167,11 +168,7 @@ async fn fence_state(store: &Store, community: Uuid) -> Option<FenceState> {
 
 /// The request's workflow as Temporal describes it (pending activities, heartbeats, failures).
 async fn describe(stack: &Stack, id: &str) -> WorkflowExecutionDescription {
-    let request = stack
-        .store
-        .get_request(request_id(id))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let request = request_row(stack, request_id(id)).await;
     let client = testkit::temporal::dev_client().await;
     client
         .get_workflow_handle::<CommunityDeletion>(request.workflow_id)
@@ -296,11 +293,7 @@ async fn assert_erased(stack: &Stack, community: Uuid) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn target_is_erased_under_live_traffic_and_every_admitted_neighbour_write_survives() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("serving-load");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, _worker) = with_worker("serving-load", &[]).await;
 
     let target_host = unique_host("served-target");
     let target = seed(&stack, &target_host, small_plan()).await;
@@ -394,11 +387,7 @@ async fn target_is_erased_under_live_traffic_and_every_admitted_neighbour_write_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_write_admitted_before_quiescing_holds_the_fence_and_its_object_is_deleted() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("slow-write");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, _worker) = with_worker("slow-write", &[]).await;
     let host = unique_host("slow-write");
     let target = seed(&stack, &host, small_plan()).await;
     let community = target.community_id;
@@ -480,12 +469,9 @@ async fn a_slow_write_admitted_before_quiescing_holds_the_fence_and_its_object_i
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_abandoned_by_a_crashed_serving_process_holds_the_fence_only_until_it_expires() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("abandoned-lease");
     // A short fence wait makes the fence activity fail and retry while the lease lives.
-    let _worker = WorkerProcess::start(&queue, &[("BUZZ_FENCE_WAIT_SECS", "2")]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, _worker) =
+        with_worker("abandoned-lease", &[("BUZZ_FENCE_WAIT_SECS", "2")]).await;
     let host = unique_host("abandoned-lease");
     let target = seed(&stack, &host, small_plan()).await;
     let community = target.community_id;
@@ -552,11 +538,7 @@ async fn a_lease_abandoned_by_a_crashed_serving_process_holds_the_fence_only_unt
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_serving_process_cut_off_from_its_database_abandons_its_write_before_the_fence_closes() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("lost-heartbeat");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, _worker) = with_worker("lost-heartbeat", &[]).await;
     let host = unique_host("lost-heartbeat");
     let target = seed(&stack, &host, small_plan()).await;
     let community = target.community_id;

@@ -11,11 +11,8 @@ use testkit::workers::startup_worker;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stack_check_round_trips_every_store_on_the_dev_server() {
-    let _shared = outage_lock().read().await;
-    let _stack = stack().await;
-    let queue = unique_queue("stack");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let run = Cli::new(&queue)
+    let (_stack, cli, _worker) = with_worker("stack", &[]).await;
+    let run = cli
         .run(&["stack-check", "--sleep-secs", "1"])
         .await
         .expect_code(0);

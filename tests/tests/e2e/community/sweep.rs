@@ -15,11 +15,7 @@ use testkit::prelude::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweep_run_counts_a_stray_tenant_key_names_it_in_postgres_and_never_gates_a_deletion() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("sweep");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, _worker) = with_worker("sweep", &[]).await;
     let host = unique_host("sweep");
     let target = seed(&stack, &host, small_plan()).await;
     // `_meta/` sorts before `media/` and `thumbs/`, so the stray lands early in listing order and
@@ -104,8 +100,7 @@ async fn sweep_run_counts_a_stray_tenant_key_names_it_in_postgres_and_never_gate
     // The sweep only observes: its record names a key under this very community's prefix
     // (removed since), and the community's deletion is still submitted, approved and finished.
     let (request, digest) = cli.submit(&host, "alice", &[]).await;
-    cli.approve(&request, "bob", &digest).await.expect_code(0);
-    cli.watch_to_end(&request).await;
+    cli.approve_and_finish(&request, &digest).await;
     snapshot(&stack, target.community_id)
         .await
         .assert_gone("the swept community");
@@ -113,13 +108,10 @@ async fn sweep_run_counts_a_stray_tenant_key_names_it_in_postgres_and_never_gate
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweep_run_stops_at_the_object_cap_and_says_so() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("sweep-cap");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
+    let (stack, cli, _worker) = with_worker("sweep-cap", &[]).await;
     // Two objects at least, so a cap of one leaves something unlisted.
     seed(&stack, &unique_host("sweep-cap"), small_plan()).await;
-    let record = Cli::new(&queue)
+    let record = cli
         .run(&["sweep", "run", "--max-objects", "1"])
         .await
         .json();

@@ -1,14 +1,9 @@
-use activities::objects::ObjectVersionRef;
-
 use testkit::prelude::*;
+use testkit::refusal::{audit_trail, request_row};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_key_shape_blocks_naming_the_key_until_removed_and_unblocked() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("unknown");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, _worker) = with_worker("unknown", &[]).await;
     let host = unique_host("stray");
     let target = seed(&stack, &host, small_plan()).await;
     // A writer we do not know put this under the community's media prefix.
@@ -32,11 +27,7 @@ async fn unknown_key_shape_blocks_naming_the_key_until_removed_and_unblocked() {
             .unwrap_or_default()
             .contains(&stray)
     );
-    let request = stack
-        .store
-        .get_request(request_id)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let request = request_row(&stack, request_id).await;
     assert!(
         request.blocked_reason.unwrap_or_default().contains(&stray),
         "the reason must be persisted in Postgres"
@@ -61,43 +52,15 @@ async fn unknown_key_shape_blocks_naming_the_key_until_removed_and_unblocked() {
     );
 
     // The operator removes the stray key (every version), then unblocks.
-    let prefix = format!("media/{}/", target.community_id);
-    let versions: Vec<ObjectVersionRef> = stack
-        .objects
-        .snapshot_prefix(&prefix)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .into_iter()
-        .filter(|v| v.key == stray)
-        .map(|v| v.version_ref())
-        .collect();
-    stack
-        .objects
-        .delete_versions(&versions)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    cli.unblock(&id, "carol", "removed stray upload")
-        .await
-        .expect_code(0);
+    remove_stray_key(&stack, target.community_id, &stray).await;
     let status = cli
-        .wait_status(&id, 60, |s| {
-            s["phase"] == "awaiting_approval" && s["blocked"].is_null()
-        })
+        .unblock_until_awaiting_approval(&id, "carol", "removed stray upload")
         .await;
-    let digest = status["inventory"]["digest"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    cli.approve(&id, "bob", &digest).await.expect_code(0);
-    cli.watch_to_end(&id).await;
+    let digest = inventory_digest(&status);
+    cli.approve_and_finish(&id, &digest).await;
     let after = snapshot(&stack, target.community_id).await;
     after.assert_gone("the target");
-    let audit = cli
-        .run(&["community", "inspect", &id])
-        .await
-        .expect_code(0)
-        .json()["audit"]
-        .clone();
+    let audit = cli.inspect(&id).await["audit"].clone();
     let events: Vec<String> = audit
         .as_array()
         .cloned()
@@ -108,11 +71,7 @@ async fn unknown_key_shape_blocks_naming_the_key_until_removed_and_unblocked() {
     assert!(events.iter().any(|e| e == "blocked"), "{events:?}");
     assert!(events.iter().any(|e| e == "unblocked"), "{events:?}");
     // The unblock keeps who acted, the remediation they gave and the block it lifted.
-    let audit = stack
-        .store
-        .audit_events(request_id)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let audit = audit_trail(&stack, request_id).await;
     let unblocked: Vec<_> = audit.iter().filter(|e| e.event == "unblocked").collect();
     assert_eq!(unblocked.len(), 1, "{audit:?}");
     assert_eq!(unblocked[0].actor, "carol", "{:?}", unblocked[0]);

@@ -9,7 +9,10 @@ use activities::taxonomy::{PrefixRoot, VersionKind, tenant_prefixes};
 use serde_json::Value;
 use uuid::Uuid;
 
+use testkit::bucket_policy::{lift_test_policy, put_test_policy};
+use testkit::cli::audit_of;
 use testkit::prelude::*;
+use testkit::refusal::request_row;
 
 /// The smallest non-final part S3 accepts: a real large upload's first part.
 const PART_BYTES: usize = 5 * 1024 * 1024;
@@ -78,18 +81,10 @@ async fn uploads_with_parts(
     all
 }
 
-fn audit_of(inspection: &Value) -> Vec<Value> {
-    inspection["audit"].as_array().cloned().unwrap_or_default()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unfinished_multipart_uploads_are_inventoried_aborted_and_verified_gone_while_a_neighbours_stay()
  {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("uploads");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, _worker) = with_worker("uploads", &[]).await;
 
     let target_host = unique_host("uploads-target");
     let target = seed(&stack, &target_host, small_plan()).await;
@@ -132,17 +127,7 @@ async fn unfinished_multipart_uploads_are_inventoried_aborted_and_verified_gone_
     assert_eq!(per_prefix, expected, "inventory: {}", status["inventory"]);
 
     cli.approve(&id, "bob", &digest).await.expect_code(0);
-    cli.run(&[
-        "community",
-        "watch",
-        &id,
-        "--interval-ms",
-        "300",
-        "--timeout-secs",
-        "240",
-    ])
-    .await
-    .expect_code(0);
+    cli.watch_to_end_printing(&id).await;
 
     // Rows, versions, delete markers, keys and the unfinished uploads under every prefix.
     snapshot(&stack, target.community_id)
@@ -174,11 +159,7 @@ async fn unfinished_multipart_uploads_are_inventoried_aborted_and_verified_gone_
             .is_empty()
     );
 
-    let inspection = cli
-        .run(&["community", "inspect", &id])
-        .await
-        .expect_code(0)
-        .json();
+    let inspection = cli.inspect(&id).await;
     assert_eq!(inspection["request"]["stage"], "retention_pending");
     let aborted: Vec<Value> = audit_of(&inspection)
         .into_iter()
@@ -204,11 +185,13 @@ async fn unfinished_multipart_uploads_are_inventoried_aborted_and_verified_gone_
 
     // The neighbour: rows, versions (with delete markers) and keys, and its uploads with their
     // parts' ETags (MD5 of the bytes), all as they were.
-    assert_identical(
+    assert_unchanged(
+        &stack,
+        neighbour.community_id,
         &neighbour_before,
-        &snapshot(&stack, neighbour.community_id).await,
         "neighbour",
-    );
+    )
+    .await;
     assert_eq!(
         uploads_with_parts(&stack.objects, neighbour.community_id).await,
         neighbour_uploads_before
@@ -264,19 +247,7 @@ async fn a_per_key_access_denial_blocks_naming_the_key_until_the_policy_is_lifte
     let (id, digest) = cli.submit(&host, "alice", &[]).await;
     // The bucket is shared: never replace someone else's policy; deny only our own key.
     let bucket = stack.objects.bucket().to_owned();
-    if let Some(existing) = stack
-        .objects
-        .bucket_policy()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-    {
-        panic!("bucket {bucket} already has a policy; refusing to replace it: {existing}");
-    }
-    stack
-        .objects
-        .put_bucket_policy(&deny_delete_policy(&bucket, &denied_key))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    put_test_policy(&stack, &deny_delete_policy(&bucket, &denied_key)).await;
     cli.approve(&id, "bob", &digest).await.expect_code(0);
     // Wait for the block without panicking, so the policy is lifted whatever happens.
     let mut blocked = None;
@@ -291,19 +262,7 @@ async fn a_per_key_access_denial_blocks_naming_the_key_until_the_policy_is_lifte
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
     let left_while_blocked = snapshot(&stack, target.community_id).await;
-    stack
-        .objects
-        .delete_bucket_policy()
-        .await
-        .unwrap_or_else(|e| panic!("lifting the test policy: {e}"));
-    assert_eq!(
-        stack
-            .objects
-            .bucket_policy()
-            .await
-            .unwrap_or_else(|e| panic!("{e}")),
-        None
-    );
+    lift_test_policy(&stack).await;
 
     let status = blocked.unwrap_or_else(|| panic!("request {id} never blocked on AccessDenied"));
     let reason = status["blocked"]["reason"].as_str().unwrap_or_default();
@@ -315,11 +274,7 @@ async fn a_per_key_access_denial_blocks_naming_the_key_until_the_policy_is_lifte
         denied_versions.iter().any(|v| reason.contains(v.as_str())),
         "the block must name the denied version ({denied_versions:?}): {reason}"
     );
-    let persisted = stack
-        .store
-        .get_request(id.parse().unwrap_or_default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let persisted = request_row(&stack, id.parse().unwrap_or_default()).await;
     assert!(
         persisted
             .blocked_reason
@@ -338,10 +293,8 @@ async fn a_per_key_access_denial_blocks_naming_the_key_until_the_policy_is_lifte
         "the denied key's versions survive the denial"
     );
 
-    cli.unblock(&id, "carol", "lifted the bucket policy on the key")
-        .await
-        .expect_code(0);
-    cli.watch_to_end(&id).await;
+    cli.unblock_and_finish(&id, "carol", "lifted the bucket policy on the key")
+        .await;
     let after = snapshot(&stack, target.community_id).await;
     assert!(
         after.versions.is_empty(),
@@ -349,26 +302,17 @@ async fn a_per_key_access_denial_blocks_naming_the_key_until_the_policy_is_lifte
         after.versions
     );
     assert!(after.row_count() == 0 && after.keys.is_empty());
-    let events: Vec<String> = audit_of(
-        &cli.run(&["community", "inspect", &id])
-            .await
-            .expect_code(0)
-            .json(),
-    )
-    .iter()
-    .filter_map(|e| e["event"].as_str().map(str::to_owned))
-    .collect();
+    let events: Vec<String> = audit_of(&cli.inspect(&id).await)
+        .iter()
+        .filter_map(|e| e["event"].as_str().map(str::to_owned))
+        .collect();
     assert!(events.iter().any(|e| e == "blocked"), "{events:?}");
     assert!(events.iter().any(|e| e == "unblocked"), "{events:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upload_of_unknown_key_shape_blocks_the_inventory_naming_it_until_aborted() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("stray-upload");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, _worker) = with_worker("stray-upload", &[]).await;
     let host = unique_host("stray-upload");
     let target = seed(&stack, &host, small_plan()).await;
     // No version lists it, but it sits under the tenant prefix and is no writer's shape.
@@ -395,18 +339,10 @@ async fn an_upload_of_unknown_key_shape_blocks_the_inventory_naming_it_until_abo
         .abort_upload(&stray)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    cli.unblock(&id, "carol", "aborted the stray upload")
-        .await
-        .expect_code(0);
     let status = cli
-        .wait_status(&id, 60, |s| {
-            s["phase"] == "awaiting_approval" && s["blocked"].is_null()
-        })
+        .unblock_until_awaiting_approval(&id, "carol", "aborted the stray upload")
         .await;
-    let digest = status["inventory"]["digest"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let digest = inventory_digest(&status);
     let uploads: u64 = status["inventory"]["uploads"]
         .as_array()
         .cloned()
@@ -415,8 +351,7 @@ async fn an_upload_of_unknown_key_shape_blocks_the_inventory_naming_it_until_abo
         .map(|u| u["uploads"].as_u64().unwrap_or_default())
         .sum();
     assert_eq!(uploads, 0, "{}", status["inventory"]);
-    cli.approve(&id, "bob", &digest).await.expect_code(0);
-    cli.watch_to_end(&id).await;
+    cli.approve_and_finish(&id, &digest).await;
     let after = snapshot(&stack, target.community_id).await;
     after.assert_gone("the target");
 }

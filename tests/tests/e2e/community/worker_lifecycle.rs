@@ -6,6 +6,7 @@ use tokio::process::Command;
 use activities::stack_env;
 use testkit::env::required;
 use testkit::prelude::*;
+use testkit::seed::{ONE_DELETE_AT_A_TIME, paced_plan};
 use testkit::workers::{worker_command, worker_exit};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -110,8 +111,7 @@ async fn every_secret_can_come_from_a_file_and_none_is_printed() {
     let host = unique_host("secret-files");
     let target = seed(&stack, &host, small_plan()).await;
     let (id, digest) = cli.submit(&host, "alice", &[]).await;
-    cli.approve(&id, "bob", &digest).await.expect_code(0);
-    cli.watch_to_end(&id).await;
+    cli.approve_and_finish(&id, &digest).await;
     snapshot(&stack, target.community_id)
         .await
         .assert_gone("the target");
@@ -635,9 +635,6 @@ const NO_FAILURE: &str = "blocked_stage None, blocked_reason None, last_error No
 /// without stamping any chunk twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_mid_phase_hands_the_phase_to_the_next_worker_without_recording_a_failure() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("term-phase");
     // Chunks of 50 deleted one call at a time at 50 versions per second per prefix: the phase
     // runs for several seconds, much longer than the grace.
     let paced = [
@@ -646,25 +643,12 @@ async fn sigterm_mid_phase_hands_the_phase_to_the_next_worker_without_recording_
     ];
     let mut first_env = paced.to_vec();
     first_env.push(("BUZZ_SHUTDOWN_GRACE_SECS", "1"));
-    let first = WorkerProcess::start(&queue, &first_env).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, first) = with_worker("term-phase", &first_env).await;
+    let queue = first.queue.clone();
     let host = unique_host("term-phase");
-    let plan = demo::SeedPlan {
-        objects: 150,
-        versions: 3,
-        delete_markers: 10,
-        rows: 5,
-        redis_keys: 5,
-        parallelism: 16,
-    };
+    let plan = paced_plan(150);
     let target = seed(&stack, &host, plan).await;
-    let (id, digest) = cli
-        .submit(
-            &host,
-            "alice",
-            &["--delete-parallelism", "1", "--chunks-per-call", "1000"],
-        )
-        .await;
+    let (id, digest) = cli.submit(&host, "alice", &ONE_DELETE_AT_A_TIME).await;
     cli.approve(&id, "bob", &digest).await.expect_code(0);
     let request_id: uuid::Uuid = id.parse().unwrap_or_else(|e| panic!("{id}: {e}"));
     let progress = async || {
@@ -684,7 +668,7 @@ async fn sigterm_mid_phase_hands_the_phase_to_the_next_worker_without_recording_
     }
 
     assert!(
-        first.terminate().await,
+        first.process.terminate().await,
         "a SIGTERMed worker drains and exits 0"
     );
     let cut = progress().await;
@@ -756,11 +740,9 @@ async fn user_rows(stack: &Stack, id: uuid::Uuid) -> Vec<(String, String, i32, O
 /// (attempt 2) to completion.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_mid_handler_records_no_stage_failure_and_the_next_worker_runs_the_row_again() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("term-handler");
-    let first = WorkerProcess::start(&queue, &[("BUZZ_SHUTDOWN_GRACE_SECS", "1")]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, first) =
+        with_worker("term-handler", &[("BUZZ_SHUTDOWN_GRACE_SECS", "1")]).await;
+    let queue = first.queue.clone();
     let target = format!("demo:term-{}", uuid::Uuid::new_v4().simple());
     let id = cli.user_submit_and_approve(&target, "alice", "bob").await;
     let request_id: uuid::Uuid = id.parse().unwrap_or_else(|e| panic!("{id}: {e}"));
@@ -792,7 +774,7 @@ async fn sigterm_mid_handler_records_no_stage_failure_and_the_next_worker_runs_t
     }
 
     assert!(
-        first.terminate().await,
+        first.process.terminate().await,
         "a SIGTERMed worker drains and exits 0"
     );
     assert_eq!(
@@ -810,7 +792,7 @@ async fn sigterm_mid_handler_records_no_stage_failure_and_the_next_worker_runs_t
         .unwrap_or_else(|_| panic!("user run --next-step did not end within 120 s"))
         .unwrap_or_else(|e| panic!("user run: {e}"));
     CliRun::from_output(&stepped).expect_exit(0);
-    cli.run(&["user", "run", &id]).await.expect_exit(0);
+    cli.user_run(&id).await.expect_exit(0);
     let rows = user_rows(&stack, request_id).await;
     assert_eq!(
         rows.first(),

@@ -7,7 +7,7 @@
 use testkit::user::{ApprovedRequest, UserStack, submit_and_approve};
 use uuid::Uuid;
 
-use super::{run, target, with_one_worker};
+use super::{assert_no_handler_ran, run, target, with_one_worker};
 
 async fn set_lifecycle(stack: &UserStack, id: Uuid, stage: &str) {
     sqlx::query("UPDATE deletion.requests SET stage = $2 WHERE id = $1")
@@ -34,12 +34,7 @@ async fn a_request_row_that_disagrees_with_its_stage_chain_blocks_before_any_han
             "{}",
             blocked.stderr
         );
-        let after = stack.snapshot(id).await;
-        assert_eq!(after.rows, before.rows, "no handler ran, no row moved");
-        assert_eq!(
-            after.request.exec_generation,
-            before.request.exec_generation
-        );
+        assert_no_handler_ran(stack, id, &before, "no handler ran, no row moved").await;
         set_lifecycle(stack, id, "running").await;
         run(stack, id, &[]).await.expect_exit(0);
         assert_eq!(stack.snapshot(id).await.request.stage, "completed");

@@ -31,15 +31,9 @@ async fn events_of(stack: &Stack, pubkey: &str) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abort_after_the_gate_lifts_the_fence_and_abort_after_a_purge_started_is_refused() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("user-abort");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, _worker) = with_worker("user-abort", &[]).await;
     let user = fresh_pubkey();
-    let community = seed(&stack, &unique_host("abort"), small_plan())
-        .await
-        .community_id;
+    let community = small_community(&stack, "abort").await;
     seed_footprint(
         &stack,
         community,
@@ -68,15 +62,7 @@ async fn abort_after_the_gate_lifts_the_fence_and_abort_after_a_purge_started_is
     );
 
     let aborted = cli
-        .run(&[
-            "user",
-            "abort",
-            &id,
-            "--requested-by",
-            "alice",
-            "--reason",
-            "wrong user",
-        ])
+        .user_abort(&id, "alice", "wrong user")
         .await
         .expect_code(0)
         .json();
@@ -90,7 +76,7 @@ async fn abort_after_the_gate_lifts_the_fence_and_abort_after_a_purge_started_is
         4,
         "nothing of the user was deleted"
     );
-    let again = cli.run(&["user", "run", &id]).await;
+    let again = cli.user_run(&id).await;
     assert_ne!(
         again.code, 0,
         "an aborted request does not run: {}",
@@ -105,17 +91,7 @@ async fn abort_after_the_gate_lifts_the_fence_and_abort_after_a_purge_started_is
     cli.run(&["user", "run", &id, "--next-step"])
         .await
         .expect_exit(0);
-    let refused = cli
-        .run(&[
-            "user",
-            "abort",
-            &id,
-            "--requested-by",
-            "alice",
-            "--reason",
-            "too late",
-        ])
-        .await;
+    let refused = cli.user_abort(&id, "alice", "too late").await;
     assert_ne!(refused.code, 0, "{}", refused.stdout);
     assert!(
         refused.stderr.contains("irreversible point is passed"),
@@ -127,6 +103,6 @@ async fn abort_after_the_gate_lifts_the_fence_and_abort_after_a_purge_started_is
         refused_write.as_ref().is_err_and(is_user_fenced_write),
         "the fence stays after a refused abort: {refused_write:?}"
     );
-    cli.run(&["user", "run", &id]).await.expect_exit(0);
+    cli.user_run(&id).await.expect_exit(0);
     assert_eq!(events_of(&stack, &user).await, 0);
 }

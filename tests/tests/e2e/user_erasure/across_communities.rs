@@ -6,96 +6,36 @@ use std::collections::{BTreeMap, BTreeSet};
 use activities::store::is_user_fenced_write;
 use activities::taxonomy::derived_keys;
 use activities::user::UserStore;
-use demo::user::{UserSeed, media_key};
+use demo::user::media_key;
 use testkit::prelude::*;
 use uuid::Uuid;
 
-use super::{fresh_pubkey, seed_footprint, submit_user, without_user};
+use super::{
+    ThreeCommunities, ThreeCommunityCounts, fresh_pubkey, seed_three_communities, submit_user,
+    without_user,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_is_erased_in_every_community_and_everyone_else_is_byte_identical() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("user-erase");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, _worker) = with_worker("user-erase", &[]).await;
     let user = fresh_pubkey();
     let other = fresh_pubkey();
 
     // A: member, allow-listed, an upload of their own and one shared with `other`.
     // B: member with two agents (`other` has one too). C: former member (events and keys left).
-    let a = seed(&stack, &unique_host("uploads"), small_plan())
-        .await
-        .community_id;
-    let b = seed(&stack, &unique_host("agents"), small_plan())
-        .await
-        .community_id;
-    let c = seed(&stack, &unique_host("former"), small_plan())
-        .await
-        .community_id;
     let shared = b"a picture both of them uploaded".to_vec();
     let own = b"a picture only the user uploaded".to_vec();
-    seed_footprint(
+    let counts = ThreeCommunityCounts {
+        a_user_events: 3,
+        user_keys: [2, 1, 1],
+        b_other_keys: 0,
+    };
+    let ThreeCommunities { a, b, c, b_user } = seed_three_communities(
         &stack,
-        a,
-        &user,
-        &UserSeed {
-            member: true,
-            events: 3,
-            allowlisted: true,
-            uploads: vec![own.clone(), shared.clone()],
-            keys: 2,
-            ..UserSeed::default()
-        },
-    )
-    .await;
-    seed_footprint(
-        &stack,
-        a,
-        &other,
-        &UserSeed {
-            member: true,
-            events: 2,
-            uploads: vec![shared.clone()],
-            keys: 1,
-            ..UserSeed::default()
-        },
-    )
-    .await;
-    let b_user = seed_footprint(
-        &stack,
-        b,
-        &user,
-        &UserSeed {
-            member: true,
-            events: 2,
-            agents: 2,
-            keys: 1,
-            ..UserSeed::default()
-        },
-    )
-    .await;
-    seed_footprint(
-        &stack,
-        b,
-        &other,
-        &UserSeed {
-            member: true,
-            events: 1,
-            agents: 1,
-            ..UserSeed::default()
-        },
-    )
-    .await;
-    seed_footprint(
-        &stack,
-        c,
-        &user,
-        &UserSeed {
-            events: 2,
-            keys: 1,
-            ..UserSeed::default()
-        },
+        "",
+        (&user, &other),
+        (std::slice::from_ref(&own), &shared),
+        &counts,
     )
     .await;
     let (own_key, _) = media_key(a, &own);
@@ -144,7 +84,7 @@ async fn a_user_is_erased_in_every_community_and_everyone_else_is_byte_identical
     assert_eq!(footprint_of(c)["rows"]["buzz.memberships"], 0);
 
     cli.user_approve(&id, "bob", &digest).await.expect_code(0);
-    let ran = cli.run(&["user", "run", &id]).await;
+    let ran = cli.user_run(&id).await;
     ran.expect_exit(0);
 
     for community in [a, b, c] {
@@ -270,16 +210,7 @@ async fn a_malformed_user_target_is_refused_with_what_to_write() {
         ("user:XYZ", "not 64"),
         ("npub1someone", "names no kind of user"),
     ] {
-        let refused = cli
-            .run(&[
-                "user",
-                "submit",
-                "--target",
-                target,
-                "--requested-by",
-                "alice",
-            ])
-            .await;
+        let refused = cli.user_submit_run(target, "alice").await;
         refused.expect_exit(2);
         assert!(
             refused.stderr.contains(says),
@@ -288,16 +219,7 @@ async fn a_malformed_user_target_is_refused_with_what_to_write() {
         );
     }
     let upper = format!("user:{}", fresh_pubkey().to_uppercase());
-    let refused = cli
-        .run(&[
-            "user",
-            "submit",
-            "--target",
-            &upper,
-            "--requested-by",
-            "alice",
-        ])
-        .await;
+    let refused = cli.user_submit_run(&upper, "alice").await;
     refused.expect_exit(2);
     assert!(refused.stderr.contains("upper-case"), "{}", refused.stderr);
 }

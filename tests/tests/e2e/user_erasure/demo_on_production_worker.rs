@@ -92,7 +92,7 @@ async fn a_demo_request_on_the_production_worker_changes_nothing() {
 
     let target = format!("demo:prod-{}", Uuid::new_v4().simple());
     let id = cli.user_submit_and_approve(&target, "alice", "bob").await;
-    cli.run(&["user", "run", &id]).await.expect_exit(0);
+    cli.user_run(&id).await.expect_exit(0);
     let status = cli
         .run(&["user", "status", &id])
         .await

@@ -2,46 +2,21 @@
 //! upload row naming an object of another tenant, and data the user wrote in a community the
 //! approved inventory does not list.
 
-use demo::user::{UserSeed, media_key};
+use demo::user::media_key;
 use testkit::prelude::*;
 
-use super::{fresh_pubkey, seed_footprint, submit_user};
-
-async fn blocked_reason(stack: &Stack, id: &str) -> String {
-    let reason: Option<String> =
-        sqlx::query_scalar("SELECT blocked_reason FROM deletion.requests WHERE id = $1::uuid")
-            .bind(id)
-            .fetch_one(stack.store.pool())
-            .await
-            .unwrap_or_else(|e| panic!("blocked reason: {e}"));
-    reason.unwrap_or_default()
-}
+use super::{
+    fresh_pubkey, member_with_events, rows_left, run_until_blocked, seed_footprint, submit_user,
+    unblock_and_run_to_end,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upload_row_naming_another_tenants_object_blocks_before_anything_is_deleted() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("user-foreign");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, _worker) = with_worker("user-foreign", &[]).await;
     let user = fresh_pubkey();
-    let home = seed(&stack, &unique_host("home"), small_plan())
-        .await
-        .community_id;
-    let other = seed(&stack, &unique_host("other"), small_plan())
-        .await
-        .community_id;
-    seed_footprint(
-        &stack,
-        home,
-        &user,
-        &UserSeed {
-            member: true,
-            events: 2,
-            ..UserSeed::default()
-        },
-    )
-    .await;
+    let home = small_community(&stack, "home").await;
+    let other = small_community(&stack, "other").await;
+    seed_footprint(&stack, home, &user, &member_with_events(2)).await;
     // Another tenant's object, and an upload row of the user in `home` that names it.
     let body = b"another tenant's picture".to_vec();
     let (foreign_key, sha) = media_key(other, &body);
@@ -68,10 +43,7 @@ async fn an_upload_row_naming_another_tenants_object_blocks_before_anything_is_d
     cli.user_approve(&submitted.id, "bob", &submitted.digest)
         .await
         .expect_code(0);
-    cli.run(&["user", "run", &submitted.id])
-        .await
-        .expect_exit(1);
-    let reason = blocked_reason(&stack, &submitted.id).await;
+    let reason = run_until_blocked(&stack, &cli, &submitted.id).await;
     assert!(reason.contains(&foreign_key), "{reason}");
     assert!(
         reason.contains("outside the community's prefix"),
@@ -98,20 +70,12 @@ async fn an_upload_row_naming_another_tenants_object_blocks_before_anything_is_d
         .execute(stack.store.pool())
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    cli.run(&[
-        "user",
-        "unblock",
+    unblock_and_run_to_end(
+        &cli,
         &submitted.id,
-        "--requested-by",
-        "alice",
-        "--reason",
         "removed the upload row naming another tenant's object",
-    ])
-    .await
-    .expect_code(0);
-    cli.run(&["user", "run", &submitted.id])
-        .await
-        .expect_exit(0);
+    )
+    .await;
     stack
         .objects
         .get_object_version(&foreign_key, &version)
@@ -121,69 +85,26 @@ async fn an_upload_row_naming_another_tenants_object_blocks_before_anything_is_d
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn data_written_in_a_community_the_inventory_does_not_list_blocks_at_the_gate() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("user-uninventoried");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, _worker) = with_worker("user-uninventoried", &[]).await;
     let user = fresh_pubkey();
-    let listed = seed(&stack, &unique_host("listed"), small_plan())
-        .await
-        .community_id;
-    let later = seed(&stack, &unique_host("later"), small_plan())
-        .await
-        .community_id;
-    seed_footprint(
-        &stack,
-        listed,
-        &user,
-        &UserSeed {
-            member: true,
-            events: 2,
-            ..UserSeed::default()
-        },
-    )
-    .await;
+    let listed = small_community(&stack, "listed").await;
+    let later = small_community(&stack, "later").await;
+    seed_footprint(&stack, listed, &user, &member_with_events(2)).await;
     let submitted = submit_user(&cli, &user).await;
     assert!(submitted.footprint(later).is_null(), "{}", submitted.json);
     // After the inventory was frozen, the user joins another community and posts there.
-    seed_footprint(
-        &stack,
-        later,
-        &user,
-        &UserSeed {
-            member: true,
-            events: 1,
-            ..UserSeed::default()
-        },
-    )
-    .await;
+    seed_footprint(&stack, later, &user, &member_with_events(1)).await;
     cli.user_approve(&submitted.id, "bob", &submitted.digest)
         .await
         .expect_code(0);
-    cli.run(&["user", "run", &submitted.id])
-        .await
-        .expect_exit(1);
-    let reason = blocked_reason(&stack, &submitted.id).await;
+    let reason = run_until_blocked(&stack, &cli, &submitted.id).await;
     assert!(reason.contains(&later.to_string()), "{reason}");
     assert!(reason.contains("does not list"), "{reason}");
     // Nothing was purged; the gate is reversible: abort lifts the fence.
-    let left = stack
-        .store
-        .user_rows_left(listed, &user)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let left = rows_left(&stack, listed, &user).await;
     assert_eq!(left["buzz.events"], 2, "{left:?}");
     let aborted = cli
-        .run(&[
-            "user",
-            "abort",
-            &submitted.id,
-            "--requested-by",
-            "alice",
-            "--reason",
-            "resubmit with the new community",
-        ])
+        .user_abort(&submitted.id, "alice", "resubmit with the new community")
         .await
         .expect_code(0)
         .json();

@@ -12,42 +12,17 @@ use activities::taxonomy::user_keys::{USER_KEY_SHAPES, user_key_prefix};
 use demo::user::{UserSeed, media_key, user_key};
 use testkit::prelude::*;
 
-use super::{fresh_pubkey, seed_footprint, submit_user, without_user};
-
-async fn blocked_reason(stack: &Stack, id: &str) -> String {
-    let reason: Option<String> =
-        sqlx::query_scalar("SELECT blocked_reason FROM deletion.requests WHERE id = $1::uuid")
-            .bind(id)
-            .fetch_one(stack.store.pool())
-            .await
-            .unwrap_or_else(|e| panic!("blocked reason: {e}"));
-    reason.unwrap_or_default()
-}
-
-async fn user_submit(cli: &Cli, pubkey: &str) -> CliRun {
-    cli.run(&[
-        "user",
-        "submit",
-        "--target",
-        &format!("user:{pubkey}"),
-        "--requested-by",
-        "alice",
-    ])
-    .await
-}
+use super::{
+    fresh_pubkey, run_until_blocked, seed_footprint, submit_user, unblock_and_run_to_end,
+    user_submit, without_user,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_declared_key_shape_goes_and_an_undeclared_key_blocks_naming_it() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("user-keys");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, _worker) = with_worker("user-keys", &[]).await;
     let user = fresh_pubkey();
     let other = fresh_pubkey();
-    let community = seed(&stack, &unique_host("user-keys"), small_plan())
-        .await
-        .community_id;
+    let community = small_community(&stack, "user-keys").await;
     // Two photos only the user uploaded, each uploaded twice (two versions of the photo, its
     // thumbnail and its metadata), and one the user shares with another user.
     let own = b"only the user uploaded this".to_vec();
@@ -113,7 +88,7 @@ async fn every_declared_key_shape_goes_and_an_undeclared_key_blocks_naming_it() 
             refused.stderr
         );
     }
-    assert_identical(&before, &snapshot(&stack, community).await, "refused");
+    assert_unchanged(&stack, community, &before, "refused").await;
 
     // Removed, the inventory counts every declared key, the bare one included, and what derives
     // from the user's uploads.
@@ -137,10 +112,7 @@ async fn every_declared_key_shape_goes_and_an_undeclared_key_blocks_naming_it() 
         .set(&stray, b"stray again")
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    cli.run(&["user", "run", &submitted.id])
-        .await
-        .expect_exit(1);
-    let reason = blocked_reason(&stack, &submitted.id).await;
+    let reason = run_until_blocked(&stack, &cli, &submitted.id).await;
     assert!(reason.contains(&stray), "{reason}");
     assert!(reason.contains("user unblock"), "{reason}");
     let mut with_stray = snapshot(&stack, community).await;
@@ -152,20 +124,7 @@ async fn every_declared_key_shape_goes_and_an_undeclared_key_blocks_naming_it() 
         .purge_matching(&stray, |_| {})
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    cli.run(&[
-        "user",
-        "unblock",
-        &submitted.id,
-        "--requested-by",
-        "alice",
-        "--reason",
-        "removed the stray key",
-    ])
-    .await
-    .expect_code(0);
-    cli.run(&["user", "run", &submitted.id])
-        .await
-        .expect_exit(0);
+    unblock_and_run_to_end(&cli, &submitted.id, "removed the stray key").await;
 
     let (own_key, _) = media_key(community, &own);
     let (own_too_key, _) = media_key(community, &own_too);

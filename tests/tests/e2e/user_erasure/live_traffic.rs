@@ -48,11 +48,7 @@ fn by<'a>(report: &'a CommunityReport, author: &'a str) -> impl Iterator<Item = 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_as_the_user_are_refused_from_the_gate_on_and_the_others_are_all_kept() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("user-live");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, _worker) = with_worker("user-live", &[]).await;
     let user = fresh_pubkey();
     let others = [fresh_pubkey(), fresh_pubkey()];
     let mut hosts = Vec::new();
@@ -106,7 +102,7 @@ async fn writes_as_the_user_are_refused_from_the_gate_on_and_the_others_are_all_
     let id = cli
         .user_submit_and_approve(&format!("user:{user}"), "alice", "bob")
         .await;
-    cli.run(&["user", "run", &id]).await.expect_exit(0);
+    cli.user_run(&id).await.expect_exit(0);
     // The relay keeps writing a while after the deletion finished.
     tokio::time::sleep(Duration::from_millis(1_000)).await;
     let _ = stop.send(());

@@ -29,7 +29,7 @@ mod owned_communities;
 mod undeclared_table;
 mod worker_kills;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use activities::taxonomy::derived_keys;
 use activities::taxonomy::user_keys::user_key_prefix;
@@ -67,20 +67,15 @@ impl Submitted {
     }
 }
 
+/// `user submit --target user:<pubkey> --requested-by alice`, whatever it answers.
+pub async fn user_submit(cli: &Cli, pubkey: &str) -> CliRun {
+    cli.user_submit_run(&format!("user:{pubkey}"), "alice")
+        .await
+}
+
 /// `user submit --target user:<pubkey> --requested-by alice` (must exit 0).
 pub async fn submit_user(cli: &Cli, pubkey: &str) -> Submitted {
-    let json = cli
-        .run(&[
-            "user",
-            "submit",
-            "--target",
-            &format!("user:{pubkey}"),
-            "--requested-by",
-            "alice",
-        ])
-        .await
-        .expect_code(0)
-        .json();
+    let json = user_submit(cli, pubkey).await.expect_code(0).json();
     let field = |name: &str| json[name].as_str().unwrap_or_default().to_owned();
     let (id, digest) = (field("request_id"), field("inventory_digest"));
     assert!(
@@ -107,6 +102,115 @@ pub async fn seed_footprint(
     )
     .await
     .unwrap_or_else(|e| panic!("seeding {pubkey} in {community}: {e}"))
+}
+
+/// `user run ID`, which must stop blocked (exit 1); returns the reason the request records.
+pub async fn run_until_blocked(stack: &Stack, cli: &Cli, id: &str) -> String {
+    cli.user_run(id).await.expect_exit(1);
+    testkit::refusal::blocked_reason(stack, id).await
+}
+
+/// The remedy applied: `user unblock ID` by alice giving `reason` (exit 0), then `user run ID`
+/// to its end (exit 0).
+pub async fn unblock_and_run_to_end(cli: &Cli, id: &str, reason: &str) {
+    cli.user_unblock(id, "alice", reason).await.expect_code(0);
+    cli.user_run(id).await.expect_exit(0);
+}
+
+/// The rows of `pubkey` left in `community`, per declared table (zeros included).
+pub async fn rows_left(stack: &Stack, community: Uuid, pubkey: &str) -> BTreeMap<String, u64> {
+    stack
+        .store
+        .user_rows_left(community, pubkey)
+        .await
+        .unwrap_or_else(|e| panic!("rows of {pubkey} left in {community}: {e}"))
+}
+
+/// A member who posted `events` events, and nothing else.
+pub fn member_with_events(events: u32) -> UserSeed {
+    UserSeed {
+        member: true,
+        events,
+        ..UserSeed::default()
+    }
+}
+
+/// How much of each the three-community story seeds; the stories telling it differ only here.
+pub struct ThreeCommunityCounts {
+    /// The user's events in A.
+    pub a_user_events: u32,
+    /// The user's keys in A, B and C.
+    pub user_keys: [u32; 3],
+    /// `other`'s keys in B.
+    pub b_other_keys: u32,
+}
+
+/// The three communities of the story and what seeding the user in B reported.
+pub struct ThreeCommunities {
+    pub a: Uuid,
+    pub b: Uuid,
+    pub c: Uuid,
+    pub b_user: UserSeedReport,
+}
+
+/// A user active in three communities, with `other` beside them: in A the user is a member,
+/// allow-listed, with uploads `own` and `shared` (`other`, a member too, uploaded `shared`
+/// as well); in B both are members, the user with two agents, `other` with one; in C the user
+/// is a former member (events and keys left). Hosts are named `{prefix}uploads`,
+/// `{prefix}agents` and `{prefix}former`.
+pub async fn seed_three_communities(
+    stack: &Stack,
+    prefix: &str,
+    (user, other): (&str, &str),
+    (own, shared): (&[Vec<u8>], &[u8]),
+    counts: &ThreeCommunityCounts,
+) -> ThreeCommunities {
+    let a = small_community(stack, &format!("{prefix}uploads")).await;
+    let b = small_community(stack, &format!("{prefix}agents")).await;
+    let c = small_community(stack, &format!("{prefix}former")).await;
+    let [a_keys, b_keys, c_keys] = counts.user_keys;
+    let mut uploads = own.to_vec();
+    uploads.push(shared.to_vec());
+    let in_a = UserSeed {
+        member: true,
+        events: counts.a_user_events,
+        allowlisted: true,
+        uploads,
+        keys: a_keys,
+        ..UserSeed::default()
+    };
+    seed_footprint(stack, a, user, &in_a).await;
+    let other_in_a = UserSeed {
+        member: true,
+        events: 2,
+        uploads: vec![shared.to_vec()],
+        keys: 1,
+        ..UserSeed::default()
+    };
+    seed_footprint(stack, a, other, &other_in_a).await;
+    let in_b = UserSeed {
+        member: true,
+        events: 2,
+        agents: 2,
+        keys: b_keys,
+        ..UserSeed::default()
+    };
+    let b_user = seed_footprint(stack, b, user, &in_b).await;
+    let other_in_b = UserSeed {
+        member: true,
+        events: 1,
+        agents: 1,
+        keys: counts.b_other_keys,
+        ..UserSeed::default()
+    };
+    seed_footprint(stack, b, other, &other_in_b).await;
+    let former_in_c = UserSeed {
+        events: 2,
+        keys: c_keys,
+        ..UserSeed::default()
+    };
+    seed_footprint(stack, c, user, &former_in_c).await;
+    ThreeCommunities { a, b, c, b_user }
 }
 
 /// Columns holding the pubkey of the user a row belongs to (the shipped declarations).

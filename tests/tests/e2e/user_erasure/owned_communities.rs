@@ -8,7 +8,10 @@ use demo::user::UserSeed;
 use testkit::prelude::*;
 use uuid::Uuid;
 
-use super::{fresh_pubkey, seed_footprint, submit_user};
+use super::{
+    fresh_pubkey, member_with_events, rows_left, seed_footprint, submit_user,
+    unblock_and_run_to_end,
+};
 
 async fn role_of(stack: &Stack, community: Uuid, pubkey: &str) -> Option<String> {
     sqlx::query_scalar("SELECT role FROM buzz.memberships WHERE community_id = $1 AND pubkey = $2")
@@ -29,13 +32,26 @@ async fn set_role(stack: &Stack, community: Uuid, pubkey: &str, role: &str) {
         .unwrap_or_else(|e| panic!("set role {role}: {e}"));
 }
 
+/// `user approve ID` by bob of `digest`, choosing the community of `host` (owned by the user)
+/// for a child community deletion.
+async fn approve_deleting_owned(cli: &Cli, id: &str, digest: &str, host: &str) -> CliRun {
+    cli.run(&[
+        "user",
+        "approve",
+        id,
+        "--approved-by",
+        "bob",
+        "--inventory-digest",
+        digest,
+        "--delete-owned-community",
+        host,
+    ])
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn owned_communities_block_until_transferred_or_go_as_a_child_community_deletion() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let queue = unique_queue("user-owner");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
+    let (stack, cli, _worker) = with_worker("user-owner", &[]).await;
     let user = fresh_pubkey();
     let heir = fresh_pubkey();
 
@@ -51,17 +67,7 @@ async fn owned_communities_block_until_transferred_or_go_as_a_child_community_de
         ..UserSeed::default()
     };
     seed_footprint(&stack, owned, &user, &owner).await;
-    seed_footprint(
-        &stack,
-        owned,
-        &heir,
-        &UserSeed {
-            member: true,
-            events: 1,
-            ..UserSeed::default()
-        },
-    )
-    .await;
+    seed_footprint(&stack, owned, &heir, &member_with_events(1)).await;
     // A community the user owns alone.
     let alone = demo::create_community(&stack.serving, &unique_host("alone"))
         .await
@@ -78,33 +84,10 @@ async fn owned_communities_block_until_transferred_or_go_as_a_child_community_de
     let (id, digest) = (submitted.id.clone(), submitted.digest.clone());
     let alone_host = stack_host_alone(&stack, alone).await;
     // A community with other members cannot be chosen as a child deletion.
-    let refused = cli
-        .run(&[
-            "user",
-            "approve",
-            &id,
-            "--approved-by",
-            "bob",
-            "--inventory-digest",
-            &digest,
-            "--delete-owned-community",
-            &owned_host,
-        ])
-        .await;
+    let refused = approve_deleting_owned(&cli, &id, &digest, &owned_host).await;
     assert_ne!(refused.code, 0, "{}", refused.stdout);
     assert!(refused.stderr.contains("alone"), "{}", refused.stderr);
-    let approved = cli
-        .run(&[
-            "user",
-            "approve",
-            &id,
-            "--approved-by",
-            "bob",
-            "--inventory-digest",
-            &digest,
-            "--delete-owned-community",
-            &alone_host,
-        ])
+    let approved = approve_deleting_owned(&cli, &id, &digest, &alone_host)
         .await
         .expect_code(0)
         .json();
@@ -154,24 +137,18 @@ async fn owned_communities_block_until_transferred_or_go_as_a_child_community_de
     );
 
     // Blocked at the gate, before anything is fenced, naming the community.
-    let blocked = cli.run(&["user", "run", &id]).await;
+    let blocked = cli.user_run(&id).await;
     blocked.expect_exit(1);
     let said = format!("{}{}", blocked.stdout, blocked.stderr);
     assert!(said.contains(&owned_host), "{said}");
     assert!(said.contains("transfer ownership"), "{said}");
-    let reason: Option<String> =
-        sqlx::query_scalar("SELECT blocked_reason FROM deletion.requests WHERE id = $1::uuid")
-            .bind(&id)
-            .fetch_one(stack.store.pool())
-            .await
-            .unwrap_or_else(|e| panic!("blocked reason: {e}"));
-    let reason = reason.unwrap_or_default();
+    let reason = testkit::refusal::blocked_reason(&stack, &id).await;
     assert!(reason.contains(&owned_host), "{reason}");
     assert!(
         !reason.contains(&alone_host),
         "the community the user owns alone does not block: {reason}"
     );
-    let again = cli.run(&["user", "run", &id]).await;
+    let again = cli.user_run(&id).await;
     again.expect_exit(1);
     assert!(
         format!("{}{}", again.stdout, again.stderr).contains("blocked"),
@@ -188,18 +165,7 @@ async fn owned_communities_block_until_transferred_or_go_as_a_child_community_de
     // Remedy: transfer ownership, then unblock.
     set_role(&stack, owned, &heir, "owner").await;
     set_role(&stack, owned, &user, "member").await;
-    cli.run(&[
-        "user",
-        "unblock",
-        &id,
-        "--requested-by",
-        "alice",
-        "--reason",
-        "ownership transferred to the heir",
-    ])
-    .await
-    .expect_code(0);
-    cli.run(&["user", "run", &id]).await.expect_exit(0);
+    unblock_and_run_to_end(&cli, &id, "ownership transferred to the heir").await;
 
     assert_eq!(role_of(&stack, owned, &user).await, None);
     assert_eq!(
@@ -207,18 +173,10 @@ async fn owned_communities_block_until_transferred_or_go_as_a_child_community_de
         Some("owner")
     );
     for community in [owned, alone] {
-        let left = stack
-            .store
-            .user_rows_left(community, &user)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        let left = rows_left(&stack, community, &user).await;
         assert!(left.values().all(|n| *n == 0), "{community}: {left:?}");
     }
-    let heir_left = stack
-        .store
-        .user_rows_left(owned, &heir)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let heir_left = rows_left(&stack, owned, &heir).await;
     assert_eq!(heir_left["buzz.events"], 1);
     assert_eq!(heir_left["buzz.memberships"], 1);
 }

@@ -8,11 +8,10 @@
 //! a database of its own (worker and CLI get its URLs); objects and keys stay on the shared stack.
 
 use activities::store::Store;
-use demo::user::UserSeed;
 use testkit::prelude::*;
 use testkit::private_db::PrivateStory;
 
-use super::{fresh_pubkey, seed_footprint, submit_user};
+use super::{fresh_pubkey, member_with_events, seed_footprint, submit_user};
 
 async fn exec(store: &Store, sql: &str) {
     sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
@@ -29,6 +28,19 @@ async fn reactions_of(store: &Store, pubkey: &str) -> i64 {
         .unwrap_or_else(|e| panic!("reactions: {e}"))
 }
 
+/// `user submit --target TARGET` is refused, its message naming every one of `named`.
+async fn submit_refused_naming(cli: &Cli, target: &str, named: &[&str]) {
+    let refused = cli.user_submit_run(target, "alice").await;
+    assert_ne!(refused.code, 0, "{}", refused.stdout);
+    for named in named {
+        assert!(
+            refused.stderr.contains(named),
+            "the refusal must name {named}: {}",
+            refused.stderr
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_table_added_without_a_declaration_blocks_the_inventory_naming_it() {
     let _shared = outage_lock().read().await;
@@ -39,17 +51,7 @@ async fn a_table_added_without_a_declaration_blocks_the_inventory_naming_it() {
     let community = seed(stack, &unique_host("reactions"), small_plan())
         .await
         .community_id;
-    seed_footprint(
-        stack,
-        community,
-        &user,
-        &UserSeed {
-            member: true,
-            events: 2,
-            ..UserSeed::default()
-        },
-    )
-    .await;
+    seed_footprint(stack, community, &user, &member_with_events(2)).await;
 
     // A relay migration adds a tenant table, fenced like every tenant table, but forgets to say
     // where its user data is.
@@ -81,28 +83,16 @@ async fn a_table_added_without_a_declaration_blocks_the_inventory_naming_it() {
     }
 
     let target = format!("user:{user}");
-    let refused = cli
-        .run(&[
-            "user",
-            "submit",
-            "--target",
-            &target,
-            "--requested-by",
-            "alice",
-        ])
-        .await;
-    assert_ne!(refused.code, 0, "{}", refused.stdout);
-    for named in [
-        "buzz.reactions",
-        "buzz.user_data",
-        "ENABLE ALWAYS TRIGGER buzz_user_data",
-    ] {
-        assert!(
-            refused.stderr.contains(named),
-            "the refusal must name {named}: {}",
-            refused.stderr
-        );
-    }
+    submit_refused_naming(
+        cli,
+        &target,
+        &[
+            "buzz.reactions",
+            "buzz.user_data",
+            "ENABLE ALWAYS TRIGGER buzz_user_data",
+        ],
+    )
+    .await;
     assert_eq!(
         reactions_of(&stack.store, &user).await,
         2,
@@ -122,27 +112,15 @@ async fn a_table_added_without_a_declaration_blocks_the_inventory_naming_it() {
         "ALTER TABLE buzz.reactions ENABLE ALWAYS TRIGGER buzz_user_data",
     )
     .await;
-    let refused = cli
-        .run(&[
-            "user",
-            "submit",
-            "--target",
-            &target,
-            "--requested-by",
-            "alice",
-        ])
-        .await;
-    assert_ne!(refused.code, 0, "{}", refused.stdout);
-    for named in [
-        "buzz.reactions: declared user column \"pubkey\" is not guaranteed",
-        "ADD CHECK (\"pubkey\" ~ '^[0-9a-f]{64}$')",
-    ] {
-        assert!(
-            refused.stderr.contains(named),
-            "the refusal must name {named}: {}",
-            refused.stderr
-        );
-    }
+    submit_refused_naming(
+        cli,
+        &target,
+        &[
+            "buzz.reactions: declared user column \"pubkey\" is not guaranteed",
+            "ADD CHECK (\"pubkey\" ~ '^[0-9a-f]{64}$')",
+        ],
+    )
+    .await;
 
     // Guaranteed: an upper-case key can no longer be written, and the next submission
     // inventories and purges the table.
@@ -168,7 +146,7 @@ async fn a_table_added_without_a_declaration_blocks_the_inventory_naming_it() {
     );
     let (id, digest) = (submitted.id, submitted.digest);
     cli.user_approve(&id, "bob", &digest).await.expect_code(0);
-    cli.run(&["user", "run", &id]).await.expect_exit(0);
+    cli.user_run(&id).await.expect_exit(0);
     assert_eq!(reactions_of(&stack.store, &user).await, 0);
     assert_eq!(
         reactions_of(&stack.store, &other).await,

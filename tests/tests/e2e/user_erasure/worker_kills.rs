@@ -17,13 +17,16 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use activities::taxonomy::derived_keys;
-use demo::user::{UserSeed, media_key};
+use demo::user::media_key;
 use sqlx::PgPool;
 use testkit::prelude::*;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::{USER_COLUMNS, fresh_pubkey, seed_footprint, without_user};
+use super::{
+    ThreeCommunities, ThreeCommunityCounts, USER_COLUMNS, fresh_pubkey, seed_three_communities,
+    without_user,
+};
 
 /// The seed used unless `BUZZ_KILL_SEED` gives another (decimal or 0x-hex).
 ///
@@ -388,85 +391,17 @@ async fn a_worker_killed_at_a_random_moment_in_every_stage_deletes_each_row_exac
     // B: member with agents (two with keys, many rows only); `other` has an agent too.
     // C: former member (events and keys left). Every community also holds a small tenant and
     // `other`'s events.
-    let a = seed(&stack, &unique_host("kill-uploads"), small_plan())
-        .await
-        .community_id;
-    let b = seed(&stack, &unique_host("kill-agents"), small_plan())
-        .await
-        .community_id;
-    let c = seed(&stack, &unique_host("kill-former"), small_plan())
-        .await
-        .community_id;
     let own: Vec<Vec<u8>> = (0..3)
         .map(|n| format!("picture {n} only the user uploaded {}", Uuid::new_v4()).into_bytes())
         .collect();
     let shared = format!("a picture both uploaded {}", Uuid::new_v4()).into_bytes();
-    let mut uploads = own.clone();
-    uploads.push(shared.clone());
-    seed_footprint(
-        &stack,
-        a,
-        &user,
-        &UserSeed {
-            member: true,
-            events: 2,
-            allowlisted: true,
-            uploads,
-            keys: 3,
-            ..UserSeed::default()
-        },
-    )
-    .await;
-    seed_footprint(
-        &stack,
-        a,
-        &other,
-        &UserSeed {
-            member: true,
-            events: 2,
-            uploads: vec![shared.clone()],
-            keys: 1,
-            ..UserSeed::default()
-        },
-    )
-    .await;
-    let b_user = seed_footprint(
-        &stack,
-        b,
-        &user,
-        &UserSeed {
-            member: true,
-            events: 2,
-            agents: 2,
-            keys: 2,
-            ..UserSeed::default()
-        },
-    )
-    .await;
-    seed_footprint(
-        &stack,
-        b,
-        &other,
-        &UserSeed {
-            member: true,
-            events: 1,
-            agents: 1,
-            keys: 1,
-            ..UserSeed::default()
-        },
-    )
-    .await;
-    seed_footprint(
-        &stack,
-        c,
-        &user,
-        &UserSeed {
-            events: 2,
-            keys: 2,
-            ..UserSeed::default()
-        },
-    )
-    .await;
+    let counts = ThreeCommunityCounts {
+        a_user_events: 2,
+        user_keys: [3, 2, 2],
+        b_other_keys: 1,
+    };
+    let ThreeCommunities { a, b, c, b_user } =
+        seed_three_communities(&stack, "kill-", (&user, &other), (&own, &shared), &counts).await;
     for community in [a, b, c] {
         let agents = if community == b { EXTRA_AGENTS } else { 0 };
         seed_bulk(&stack, community, &user, USER_EVENTS, agents).await;

@@ -18,16 +18,15 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use serving::{LiveServingWrites, ServingError, ServingWriteLease};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::community::audit::{WORKFLOW_ACTOR, insert_audit, require_named};
-use super::community::fence::FenceState;
-use super::community::leases::{
-    LiveServingWrites, ServingWriteLease, StalledServingWrites, ttl_seconds,
-};
-use super::error::{StoreError, StoreResult};
-use super::{Store, count_u64};
+use crate::store::community::audit::{WORKFLOW_ACTOR, insert_audit};
+use crate::store::community::fence::FenceState;
+use crate::store::community::leases::StalledServingWrites;
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::{Store, count_u64};
 
 /// How long quiescing, fencing or lifting waits for serving transactions holding the user's
 /// fence row before giving up (transiently: SQLSTATE 55P03).
@@ -72,9 +71,10 @@ impl TryFrom<UserFenceRow> for UserFenceStatus {
 }
 
 /// Refuses, before any SQL, a value that is not a user's pubkey: 64 lowercase hex digits, the
-/// one rule of `workflows::user::target::pubkey_problem` (what the CLI and the workflow check).
+/// rule of [`serving::pubkey_problem`] (the relay's; the workflows crate keeps a copy, which
+/// `crate::serving`'s tests hold to the same verdicts).
 pub fn validate_user_pubkey(field: &'static str, pubkey: &str) -> StoreResult<()> {
-    match workflows::user::target::pubkey_problem(pubkey) {
+    match serving::pubkey_problem(pubkey) {
         None => Ok(()),
         Some(problem) => Err(StoreError::InvalidInput {
             field,
@@ -358,12 +358,7 @@ impl Store {
         }
     }
 
-    /// Admits one external serving write made for the user `pubkey` in `community_id`: refused
-    /// with [`StoreError::CommunityQuiescing`] / [`StoreError::CommunityFenced`] by the
-    /// community's fence, [`StoreError::UserQuiescing`] / [`StoreError::UserFenced`] by the
-    /// user's, [`StoreError::NotFound`] for an unknown community. Both fence rows are held
-    /// `FOR SHARE` while the lease is inserted. The lease is also a lease of the community: its
-    /// drain and fence count it.
+    /// [`serving::ServingDb::acquire_user_serving_write_lease`] on this store's pool.
     pub async fn acquire_user_serving_write_lease(
         &self,
         community_id: Uuid,
@@ -371,61 +366,10 @@ impl Store {
         operation: &str,
         owner: &str,
         ttl: Duration,
-    ) -> StoreResult<ServingWriteLease> {
-        validate_user_pubkey("pubkey", pubkey)?;
-        require_named("operation", operation)?;
-        require_named("owner", owner)?;
-        let ttl = ttl_seconds(ttl)?;
-        let (outcome, id, fence_generation, expires_at): (
-            String,
-            Option<Uuid>,
-            Option<i64>,
-            Option<DateTime<Utc>>,
-        ) = sqlx::query_as(
-            "SELECT outcome, lease_id, fence_generation, expires_at \
-             FROM deletion.acquire_user_serving_write_lease($1, $2, $3, $4, $5)",
-        )
-        .bind(community_id)
-        .bind(pubkey)
-        .bind(operation)
-        .bind(owner)
-        .bind(ttl)
-        .fetch_one(&self.pool)
-        .await?;
-        let user = || pubkey.to_owned();
-        let (id, fence_generation, expires_at) =
-            match (outcome.as_str(), id, fence_generation, expires_at) {
-                ("acquired", Some(id), Some(generation), Some(expires_at)) => {
-                    (id, generation, expires_at)
-                }
-                ("quiescing", ..) => return Err(StoreError::CommunityQuiescing { community_id }),
-                ("fenced", ..) => return Err(StoreError::CommunityFenced { community_id }),
-                ("user_quiescing", ..) => return Err(StoreError::UserQuiescing { pubkey: user() }),
-                ("user_fenced", ..) => return Err(StoreError::UserFenced { pubkey: user() }),
-                ("unknown_community", ..) => {
-                    return Err(StoreError::NotFound {
-                        what: "community",
-                        id: community_id.to_string(),
-                    });
-                }
-                (other, ..) => {
-                    return Err(StoreError::Corrupt {
-                        what: "user serving-write lease acquisition",
-                        reason: format!(
-                            "outcome {other:?} for user {pubkey} in community {community_id}"
-                        ),
-                    });
-                }
-            };
-        Ok(ServingWriteLease {
-            id,
-            community_id,
-            operation: operation.to_owned(),
-            owner: owner.to_owned(),
-            fence_generation,
-            expires_at,
-            user_pubkey: Some(pubkey.to_owned()),
-        })
+    ) -> Result<ServingWriteLease, ServingError> {
+        self.serving()
+            .acquire_user_serving_write_lease(community_id, pubkey, operation, owner, ttl)
+            .await
     }
 }
 

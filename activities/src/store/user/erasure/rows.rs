@@ -19,7 +19,7 @@ use crate::store::closed_world::batch::{BatchScope, delete_batch};
 use crate::store::closed_world::{CheckedWorld, Scope};
 use crate::store::error::{CatalogRefusal, StoreError, StoreResult};
 use crate::store::tenant_tree::TenantRelation;
-use crate::store::user_data::declared_tenant_tables;
+use crate::store::user::data::declared_tenant_tables;
 use crate::store::{Store, quote_ident};
 
 /// Which declared tables a row purge covers.

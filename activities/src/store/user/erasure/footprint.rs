@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use crate::store::error::StoreResult;
 use crate::store::tenant_tree::TenantRelation;
-use crate::store::user_data::{DeclaredTenantTable, UserDataDeclaration, declared_tenant_tables};
+use crate::store::user::data::{DeclaredTenantTable, UserDataDeclaration, declared_tenant_tables};
 use crate::store::{Store, count_u64, quote_ident};
 
 /// The table whose rows say who is a member today.

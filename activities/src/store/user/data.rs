@@ -8,16 +8,16 @@
 //! relation, when one is missing or unsound — a tenant table added later without a declaration
 //! cannot be forgotten by a user inventory. A declared column is sound only when the schema
 //! guarantees it holds a pubkey in its one canonical form, 64 lowercase hex characters
-//! ([`super::canonical_pubkey`], migration 0016).
+//! ([`crate::store::canonical_pubkey`], migration 0016).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::Store;
-use super::canonical_pubkey::{ColumnChecks, column_checks, missing_guarantee};
-use super::error::{StoreError, StoreResult};
-use super::tenant_tree::{RelationKind, TenantRelation, TenantTable, tenant_tables};
+use crate::store::Store;
+use crate::store::canonical_pubkey::{ColumnChecks, column_checks, missing_guarantee};
+use crate::store::error::{StoreError, StoreResult};
+use crate::store::tenant_tree::{RelationKind, TenantRelation, TenantTable, tenant_tables};
 
 /// The trigger that declares a relation's user data.
 pub const USER_DATA_TRIGGER: &str = "buzz_user_data";

@@ -13,7 +13,7 @@ pub mod rows;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::error::{StoreError, StoreResult};
+use crate::store::error::{StoreError, StoreResult};
 
 /// One handler attempt of a user deletion: the request, the stage row it runs, and the
 /// execution generation its start was given.
@@ -72,7 +72,7 @@ impl ErasureAttempt {
         .bind(community_id)
         .bind(what.as_str())
         .bind(subject)
-        .bind(super::count_i64("removed", removed)?)
+        .bind(crate::store::count_i64("removed", removed)?)
         .bind(self.generation)
         .execute(conn)
         .await?;
@@ -105,7 +105,7 @@ impl PurgeLogKind {
     }
 }
 
-impl super::Store {
+impl crate::store::Store {
     /// Logs a batch of keys (or object versions) an external call removed, generation-checked:
     /// the call itself cannot be in the transaction, so this records it right after it was
     /// acknowledged, and refuses when a newer attempt took over meanwhile. A batch of zero is
@@ -168,12 +168,12 @@ impl super::Store {
         .await?;
         Ok(rows
             .into_iter()
-            .map(|(c, what, subject, n)| (c, what, subject, super::count_u64(n)))
+            .map(|(c, what, subject, n)| (c, what, subject, crate::store::count_u64(n)))
             .collect())
     }
 }
 
-impl super::Store {
+impl crate::store::Store {
     /// Appends `event` for the attempt's stage row to the request's hash-chained audit trail,
     /// generation-checked, once per stage row: an attempt retried after an earlier one wrote it
     /// (and died before saving its result) does not write it again.
@@ -201,8 +201,14 @@ impl super::Store {
         if let serde_json::Value::Object(fields) = &mut detail {
             fields.insert("stage_id".into(), attempt.stage_id.to_string().into());
         }
-        super::chain::append_chained(&mut tx, attempt.request_id, "workflow", event, &detail)
-            .await?;
+        crate::store::chain::append_chained(
+            &mut tx,
+            attempt.request_id,
+            "workflow",
+            event,
+            &detail,
+        )
+        .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -223,7 +229,7 @@ impl super::Store {
         .await?;
         Ok(rows
             .into_iter()
-            .map(|(what, subject, n)| (what, subject, super::count_u64(n)))
+            .map(|(what, subject, n)| (what, subject, crate::store::count_u64(n)))
             .collect())
     }
 }
