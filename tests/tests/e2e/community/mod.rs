@@ -23,23 +23,11 @@
 //!   after the freeze blocks verification, and unblock deletes it as a late manifest chunk.
 //! - `evidence`: a tampered request row blocks naming the mismatch; abort decided by the marker.
 //! - `refusals`: approval validation, abort, and every refused operator action.
-//! - `production_tls`: a deletion with every service over verified TLS (Temporal mTLS, TLS and
-//!   API key; Postgres verify-full; rediss://; HTTPS S3), secrets from files; each TLS or
-//!   credential mistake stops the worker in one line naming the fix, with no secret shown.
-//! - `outage`: Redis goes down mid-deletion and comes back; the workflow retries and completes.
-//! - `redis_cluster`: the worker on the local Redis Cluster: a community on every primary deleted
-//!   while a primary crashes mid-purge and its replica takes over, a user with keys on every
-//!   primary erased, neighbours byte-identical; a single-node setting on a cluster node refused.
 //! - `serving_load`: the fence holds under live serving traffic, slow writes and dead leases.
-//! - `stack_check`: the foundation round trip on the dev server and the time-skipping server.
-//! - `sweep`: the taxonomy sweep counts and names a stray key; its schedule is created and removed.
 //! - `uploads`: unfinished multipart uploads are inventoried, aborted and verified gone (a
 //!   neighbour's stay); a per-key AccessDenied blocks naming the key until lifted.
-//! - `metrics`: the worker's Prometheus endpoint reports what a deletion removed.
 //! - `malformed_signals`: malformed Web UI signals at every point are refused on record and
 //!   never fail a workflow task (community and user workflows).
-//! - `no_worker`: without a worker every command answers within its bound; held updates apply
-//!   once a worker returns.
 //! - `operator_identity`: signed actions; the two-person rule on key fingerprints; every bad
 //!   signature refused with nothing changed (CLI and Web UI signal); an ssh-agent key signs; the
 //!   stored signatures verify with ssh-keygen, and fail when a byte changes.
@@ -52,20 +40,11 @@ mod crash;
 mod evidence;
 mod happy_path;
 mod late_versions;
-mod lease_reaper;
 mod malformed_signals;
-mod metrics;
-mod no_worker;
 mod operator_identity;
-mod outage;
 mod permissions;
-mod production_tls;
-mod redis_cluster;
 mod refusals;
 mod scope_shrank;
 mod serving_load;
-mod stack_check;
-mod sweep;
 mod unknown_key;
 mod uploads;
-mod worker_lifecycle;

@@ -18,7 +18,7 @@ use testkit::redis_cluster::{
 use testkit::workers::refused_in_one_line;
 use uuid::Uuid;
 
-use crate::user_erasure::{fresh_pubkey, seed_footprint, submit_user, without_user};
+use crate::user::erasure::{fresh_pubkey, seed_footprint, submit_user, without_user};
 
 /// The crash test takes it for writing, the others for reading.
 fn cluster_lock() -> &'static tokio::sync::RwLock<()> {

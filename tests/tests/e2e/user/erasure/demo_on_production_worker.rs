@@ -44,7 +44,7 @@ async fn fence_rows(store: &Store) -> BTreeMap<&'static str, Vec<String>> {
 async fn a_demo_request_on_the_production_worker_changes_nothing() {
     let _shared = outage_lock().read().await;
     // The lease reaper runs once at start-up and then not for an hour: it is the worker's own
-    // housekeeping (tested in community::lease_reaper), not something a demo request may do.
+    // housekeeping (tested in platform::lease_reaper), not something a demo request may do.
     let story = PrivateStory::start("demo_prod", &[("BUZZ_LEASE_REAP_SECS", "3600")]).await;
     let (stack, cli) = (&story.stack, &story.cli);
 
