@@ -59,11 +59,11 @@ fn continued_as(events: &[Value]) -> Option<String> {
 
 /// Runs `temporal ARGS… --output json` against the stack's server and parses stdout.
 async fn temporal_json(args: &[&str]) -> Result<Value> {
-    let exe = activities::stack_env::StackEnv::process()
+    let exe = stack_config::env::StackEnv::process()
         .optional("TEMPORAL_CLI_EXE")
         .unwrap_or_else(|| "temporal".to_owned());
     let address = env("TEMPORAL_ADDRESS")?;
-    let namespace = activities::stack_env::StackEnv::process().temporal_namespace();
+    let namespace = stack_config::env::StackEnv::process().temporal_namespace();
     let output = Command::new(&exe)
         .args(args)
         .args([

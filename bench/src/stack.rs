@@ -3,9 +3,10 @@
 
 use activities::cache::Cache;
 use activities::objects::ObjectStore;
-use activities::stack_env::StackEnv;
+use activities::stack_settings::StackSettings;
 use activities::store::Store;
 use anyhow::{Context, Result, anyhow};
+use stack_config::env::StackEnv;
 
 const HOW_TO_START: &str = "start the local stack with `bash deploy/local/up && source .state/env`";
 

@@ -438,7 +438,7 @@ async fn receipt_is_sound(stores: &Stores, request_id: Uuid) -> Vec<Violation> {
     const RULE: &str = "a finished deletion's receipt states what the database holds";
     let subject = request_id.to_string();
     let mut found = Vec::new();
-    let ring = match activities::stack_env::StackEnv::process()
+    let ring = match stack_config::env::StackEnv::process()
         .optional("BUZZ_RECEIPT_PUBLIC_KEY_FILE")
         .map(|path| certificate::keys::ReceiptPublicKey::read_file(std::path::Path::new(&path)))
     {
@@ -466,7 +466,7 @@ async fn receipt_is_sound(stores: &Stores, request_id: Uuid) -> Vec<Violation> {
         }
         Err(error) => found.push(violation(RULE, &subject, format!("no receipt: {error}"))),
     }
-    let key = activities::stack_env::StackEnv::process()
+    let key = stack_config::env::StackEnv::process()
         .optional("BUZZ_RECEIPT_PUBLIC_KEY_FILE")
         .map(|path| certificate::keys::ReceiptPublicKey::read_file(std::path::Path::new(&path)));
     let ring = match key {

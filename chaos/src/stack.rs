@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use activities::cache::RedisMode;
-use activities::stack_env;
+use activities::stack_settings::StackSettings;
 use anyhow::{Context, Result, anyhow};
+use stack_config::env as stack_env;
 use url::Url;
 
 use crate::schedule::Dependency;

@@ -27,45 +27,8 @@ impl ServingDb {
         owner: &str,
         ttl: Duration,
     ) -> Result<ServingWriteLease, ServingError> {
-        require_named("operation", operation)?;
-        require_named("owner", owner)?;
-        let ttl = ttl_seconds(ttl)?;
-        let (outcome, id, fence_generation, expires_at): AcquireRow = sqlx::query_as(
-            "SELECT outcome, lease_id, fence_generation, expires_at \
-             FROM deletion.acquire_serving_write_lease($1, $2, $3, $4)",
-        )
-        .bind(community_id)
-        .bind(operation)
-        .bind(owner)
-        .bind(ttl)
-        .fetch_one(self.pool())
-        .await?;
-        let (id, fence_generation, expires_at) =
-            match (outcome.as_str(), id, fence_generation, expires_at) {
-                ("acquired", Some(id), Some(generation), Some(expires_at)) => {
-                    (id, generation, expires_at)
-                }
-                ("quiescing", ..) => return Err(ServingError::Quiescing { community_id }),
-                ("fenced", ..) => return Err(ServingError::Fenced { community_id }),
-                ("unknown_community", ..) => {
-                    return Err(ServingError::UnknownCommunity { community_id });
-                }
-                (other, ..) => {
-                    return Err(ServingError::Corrupt {
-                        what: "serving-write lease acquisition",
-                        reason: format!("outcome {other:?} for community {community_id}"),
-                    });
-                }
-            };
-        Ok(ServingWriteLease {
-            id,
-            community_id,
-            operation: operation.to_owned(),
-            owner: owner.to_owned(),
-            fence_generation,
-            expires_at,
-            user_pubkey: None,
-        })
+        self.acquire_lease(community_id, None, operation, owner, ttl)
+            .await
     }
 
     /// Admits one external serving write made for the user `pubkey` in `community_id`: refused
@@ -82,37 +45,73 @@ impl ServingDb {
         owner: &str,
         ttl: Duration,
     ) -> Result<ServingWriteLease, ServingError> {
-        require_pubkey("pubkey", pubkey)?;
+        self.acquire_lease(community_id, Some(pubkey), operation, owner, ttl)
+            .await
+    }
+
+    /// Both acquisitions: a community lease (`user` is `None`, one call of
+    /// `deletion.acquire_serving_write_lease`) or a lease made for the user `user` (one call of
+    /// `deletion.acquire_user_serving_write_lease`), the arguments checked first.
+    pub(crate) async fn acquire_lease(
+        &self,
+        community_id: Uuid,
+        user: Option<&str>,
+        operation: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<ServingWriteLease, ServingError> {
+        if let Some(pubkey) = user {
+            require_pubkey("pubkey", pubkey)?;
+        }
         require_named("operation", operation)?;
         require_named("owner", owner)?;
         let ttl = ttl_seconds(ttl)?;
-        let (outcome, id, fence_generation, expires_at): AcquireRow = sqlx::query_as(
-            "SELECT outcome, lease_id, fence_generation, expires_at \
-             FROM deletion.acquire_user_serving_write_lease($1, $2, $3, $4, $5)",
-        )
-        .bind(community_id)
-        .bind(pubkey)
-        .bind(operation)
-        .bind(owner)
-        .bind(ttl)
-        .fetch_one(self.pool())
-        .await?;
-        let user = || pubkey.to_owned();
+        let query = match user {
+            None => sqlx::query_as::<_, AcquireRow>(
+                "SELECT outcome, lease_id, fence_generation, expires_at \
+                 FROM deletion.acquire_serving_write_lease($1, $2, $3, $4)",
+            )
+            .bind(community_id),
+            Some(pubkey) => sqlx::query_as::<_, AcquireRow>(
+                "SELECT outcome, lease_id, fence_generation, expires_at \
+                 FROM deletion.acquire_user_serving_write_lease($1, $2, $3, $4, $5)",
+            )
+            .bind(community_id)
+            .bind(pubkey),
+        };
+        let (outcome, id, fence_generation, expires_at) = query
+            .bind(operation)
+            .bind(owner)
+            .bind(ttl)
+            .fetch_one(self.pool())
+            .await?;
         let (id, fence_generation, expires_at) =
-            match (outcome.as_str(), id, fence_generation, expires_at) {
-                ("acquired", Some(id), Some(generation), Some(expires_at)) => {
+            match (outcome.as_str(), user, id, fence_generation, expires_at) {
+                ("acquired", _, Some(id), Some(generation), Some(expires_at)) => {
                     (id, generation, expires_at)
                 }
                 ("quiescing", ..) => return Err(ServingError::Quiescing { community_id }),
                 ("fenced", ..) => return Err(ServingError::Fenced { community_id }),
-                ("user_quiescing", ..) => {
-                    return Err(ServingError::UserQuiescing { pubkey: user() });
+                ("user_quiescing", Some(pubkey), ..) => {
+                    return Err(ServingError::UserQuiescing {
+                        pubkey: pubkey.to_owned(),
+                    });
                 }
-                ("user_fenced", ..) => return Err(ServingError::UserFenced { pubkey: user() }),
+                ("user_fenced", Some(pubkey), ..) => {
+                    return Err(ServingError::UserFenced {
+                        pubkey: pubkey.to_owned(),
+                    });
+                }
                 ("unknown_community", ..) => {
                     return Err(ServingError::UnknownCommunity { community_id });
                 }
-                (other, ..) => {
+                (other, None, ..) => {
+                    return Err(ServingError::Corrupt {
+                        what: "serving-write lease acquisition",
+                        reason: format!("outcome {other:?} for community {community_id}"),
+                    });
+                }
+                (other, Some(pubkey), ..) => {
                     return Err(ServingError::Corrupt {
                         what: "user serving-write lease acquisition",
                         reason: format!(
@@ -128,7 +127,7 @@ impl ServingDb {
             owner: owner.to_owned(),
             fence_generation,
             expires_at,
-            user_pubkey: Some(pubkey.to_owned()),
+            user_pubkey: user.map(str::to_owned),
         })
     }
 }

@@ -122,11 +122,40 @@ pub async fn live_serving_writes_in(
     conn: &mut PgConnection,
     community_id: Uuid,
 ) -> Result<LiveServingWrites, sqlx::Error> {
+    live_writes_in(
+        conn,
+        "SELECT live_count, operations FROM deletion.live_serving_writes($1)",
+        community_id,
+    )
+    .await
+}
+
+/// Live serving writes made for the user `pubkey` (in any community), read inside the caller's
+/// transaction through `deletion.live_user_serving_writes`: the definition the user's fence
+/// shares with the serving side.
+pub async fn live_user_serving_writes_in(
+    conn: &mut PgConnection,
+    pubkey: &str,
+) -> Result<LiveServingWrites, sqlx::Error> {
+    live_writes_in(
+        conn,
+        "SELECT live_count, operations FROM deletion.live_user_serving_writes($1)",
+        pubkey,
+    )
+    .await
+}
+
+/// Runs one of the two live-count functions (`sql`, taking the scope's key as `$1`).
+async fn live_writes_in<'k, K>(
+    conn: &mut PgConnection,
+    sql: &'static str,
+    key: K,
+) -> Result<LiveServingWrites, sqlx::Error>
+where
+    K: 'k + sqlx::Encode<'k, sqlx::Postgres> + sqlx::Type<sqlx::Postgres> + Send,
+{
     let (count, operations): (i64, Vec<String>) =
-        sqlx::query_as("SELECT live_count, operations FROM deletion.live_serving_writes($1)")
-            .bind(community_id)
-            .fetch_one(conn)
-            .await?;
+        sqlx::query_as(sql).bind(key).fetch_one(conn).await?;
     Ok(LiveServingWrites {
         count: u64::try_from(count).unwrap_or_default(),
         operations,

@@ -37,12 +37,7 @@ pub async fn acquire_serving_write_with(
     operation: &str,
     config: &ServingLeaseConfig,
 ) -> Result<ServingWriteGuard, ServingError> {
-    let db = db.into();
-    let requested_at = Instant::now();
-    let lease = db
-        .acquire_serving_write_lease(community_id, operation, &config.owner, config.ttl)
-        .await?;
-    Ok(guard_lease(db, lease, requested_at, config))
+    acquire_guarded(db.into(), community_id, None, operation, config).await
 }
 
 /// Admits one external serving write made for the user `pubkey` (a media upload, a per-user
@@ -56,16 +51,20 @@ pub async fn acquire_user_serving_write_with(
     operation: &str,
     config: &ServingLeaseConfig,
 ) -> Result<ServingWriteGuard, ServingError> {
-    let db = db.into();
+    acquire_guarded(db.into(), community_id, Some(pubkey), operation, config).await
+}
+
+/// Acquires a community lease, or one made for `user`, and guards it.
+async fn acquire_guarded(
+    db: ServingDb,
+    community_id: Uuid,
+    user: Option<&str>,
+    operation: &str,
+    config: &ServingLeaseConfig,
+) -> Result<ServingWriteGuard, ServingError> {
     let requested_at = Instant::now();
     let lease = db
-        .acquire_user_serving_write_lease(
-            community_id,
-            pubkey,
-            operation,
-            &config.owner,
-            config.ttl,
-        )
+        .acquire_lease(community_id, user, operation, &config.owner, config.ttl)
         .await?;
     Ok(guard_lease(db, lease, requested_at, config))
 }

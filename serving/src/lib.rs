@@ -47,7 +47,7 @@ mod heartbeat;
 mod lease;
 mod pubkey;
 
-pub use check::live_serving_writes_in;
+pub use check::{live_serving_writes_in, live_user_serving_writes_in};
 pub use config::{MAX_PROTECTED_OPERATION, ServingLeaseConfig, default_owner};
 pub use db::ServingDb;
 pub use error::ServingError;

@@ -3,8 +3,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use activities::stack_env::{self, StackEnv};
-use activities::temporal_access::{TemporalAccess, TemporalConnectError};
+use activities::stack_settings::StackSettings;
+use stack_config::env::{self as stack_env, StackEnv};
+use stack_config::temporal::{TemporalAccess, TemporalConnectError};
 use temporalio_client::Client;
 
 use crate::error::CliError;
@@ -50,7 +51,7 @@ impl TemporalTarget {
 /// Connects a Temporal client, failing within ten seconds with a message naming the address
 /// and, for a refusal, the variable to fix.
 pub async fn temporal(target: &TemporalTarget) -> Result<Client, CliError> {
-    activities::temporal_access::connect(
+    stack_config::temporal::connect(
         &target.address,
         &target.namespace,
         &target.access,
@@ -82,7 +83,7 @@ pub fn task_queue() -> String {
 /// `migrate` and `demo`.
 pub fn database_url() -> Result<String, CliError> {
     StackEnv::process().database_url().map_err(|e| match e {
-        activities::stack_env::StackEnvError::Missing { name } => {
+        stack_config::env::StackEnvError::Missing { name } => {
             CliError::Usage(format!("{name} is not set: {POSTGRES_HINT}"))
         }
         other => CliError::Usage(other.to_string()),
@@ -137,7 +138,7 @@ async fn connect_url(url: &str) -> Result<activities::store::Store, CliError> {
     activities::store::Store::connect(url).await.map_err(|e| {
         let refusal = match &e {
             activities::store::StoreError::Connect { source, .. } => {
-                activities::refusal::postgres_refusal(source, url)
+                stack_config::refusal::postgres_refusal(source, url)
             }
             _ => None,
         };

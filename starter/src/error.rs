@@ -43,10 +43,10 @@ impl CliError {
     }
 }
 
-impl From<activities::stack_env::StackEnvError> for CliError {
+impl From<stack_config::env::StackEnvError> for CliError {
     /// A missing variable of the stack's environment is a usage error (exit 2); the message
     /// names the variable and how to set it.
-    fn from(error: activities::stack_env::StackEnvError) -> Self {
+    fn from(error: stack_config::env::StackEnvError) -> Self {
         CliError::Usage(error.to_string())
     }
 }

@@ -1,10 +1,10 @@
 //! The stack's environment as the tests see it: every variable is read through
-//! `activities::stack_env` (the one reader the worker and the CLI use too), and a missing one
+//! `stack_config::env` (the one reader the worker and the CLI use too), and a missing one
 //! fails the test naming it and how to start the stack. Also where the workspace's binaries are.
 
 use std::path::PathBuf;
 
-use activities::stack_env::StackEnv;
+use stack_config::env::StackEnv;
 
 /// How to get a stack when a variable or a server is missing.
 pub const HOW_TO_START: &str = "start the local stack with `bash deploy/local/up && source .state/env` \

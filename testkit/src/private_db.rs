@@ -2,9 +2,9 @@
 //! that would disturb every other test (a cascading key, a rewritten transparency log): worker
 //! and CLI get its URLs; objects and Redis keys are per community and stay on the shared stack.
 
-use activities::stack_env;
 use activities::store::DEFAULT_MAX_CONNECTIONS;
 use sqlx::Connection;
+use stack_config::env as stack_env;
 use uuid::Uuid;
 
 use crate::env::required;

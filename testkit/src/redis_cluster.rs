@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use activities::cache::{Cache, RedisConfig};
-use activities::stack_env::{REDIS_MODE, REDIS_URL};
+use stack_config::env::{REDIS_MODE, REDIS_URL};
 
 use crate::env::{HOW_TO_START, required};
 

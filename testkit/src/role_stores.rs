@@ -3,8 +3,8 @@
 //! connection limit): on the shared database, whose schema is migrated once per process, or on a
 //! [`PrivateDatabase`].
 
-use activities::stack_env;
 use activities::store::{Store, redact_password};
+use stack_config::env as stack_env;
 
 use crate::env::{HOW_TO_START, required};
 use crate::private_db::PrivateDatabase;

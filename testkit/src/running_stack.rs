@@ -1,12 +1,13 @@
 //! The stack as a binary finds it (bench, chaos): migrated already by `buzz-deletion migrate`,
-//! its variables read through `activities::stack_env`, and every failure an error naming what is
+//! its variables read through `stack_config::env`, and every failure an error naming what is
 //! missing or unreachable, never a panic.
 
 use activities::cache::Cache;
 use activities::objects::ObjectStore;
-use activities::stack_env::StackEnv;
+use activities::stack_settings::StackSettings;
 use activities::store::Store;
 use anyhow::{Context, Result, anyhow};
+use stack_config::env::StackEnv;
 
 use crate::stack::Stack;
 

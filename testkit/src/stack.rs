@@ -6,11 +6,12 @@ use std::sync::OnceLock;
 
 use activities::cache::Cache;
 use activities::objects::ObjectStore;
-use activities::stack_env::{self, StackEnv};
+use activities::stack_settings::StackSettings;
 use activities::store::Store;
 use serving::ServingDb;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
+use stack_config::env::{self as stack_env, StackEnv};
 use tokio::sync::OnceCell;
 
 use crate::env::{HOW_TO_START, required};

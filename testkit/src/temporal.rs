@@ -4,7 +4,7 @@
 
 use std::process::Stdio;
 
-use activities::stack_env;
+use stack_config::env as stack_env;
 use temporalio_client::{Client, ClientOptions, ConnectionOptions};
 use temporalio_common::protos::temporal::api::enums::v1::IndexedValueType;
 use temporalio_common::protos::temporal::api::operatorservice::v1::AddSearchAttributesRequest;

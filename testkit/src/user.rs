@@ -8,11 +8,11 @@
 
 use std::time::Duration;
 
-use activities::stack_env;
 use activities::user::faults::FaultPoints;
 use activities::user::{StageRowView, UserActivities, UserRequestView, UserStore};
 use serde_json::Value;
 use sqlx::postgres::PgPoolOptions;
+use stack_config::env as stack_env;
 use temporalio_client::{
     Client, UntypedSignal, WorkflowDescribeOptions, WorkflowQueryOptions, WorkflowSignalOptions,
     WorkflowTerminateOptions,

@@ -13,8 +13,8 @@
 //! busy worker could hold up to 84 activities waiting for a connection. The worker now sets its
 //! activity slots explicitly ([`DEFAULT_ACTIVITY_SLOTS`]) and derives the pool from them.
 
-use activities::stack_env::StackEnv;
 use activities::store::{DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS, PoolSettings};
+use stack_config::env::StackEnv;
 
 use crate::config::ConfigError;
 

@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use activities::objects::S3Config;
-use activities::stack_env::{StackEnv, StackEnvError};
+use activities::stack_settings::StackSettings;
+use stack_config::env::{StackEnv, StackEnvError};
 
 use crate::deployment::DeploymentConfig;
 
@@ -41,7 +42,7 @@ pub struct TemporalConfig {
     /// Namespace the workflows run in.
     pub namespace: String,
     /// TLS, mutual TLS, API key (`TEMPORAL_TLS*`, `TEMPORAL_API_KEY(_FILE)`).
-    pub access: activities::temporal_access::TemporalAccess,
+    pub access: stack_config::temporal::TemporalAccess,
 }
 
 /// Everything the worker process is configured with.
@@ -250,7 +251,7 @@ mod tests {
         assert!(!config.allow_privileged_db_role);
         assert_eq!(
             config.temporal.access,
-            activities::temporal_access::TemporalAccess::plaintext()
+            stack_config::temporal::TemporalAccess::plaintext()
         );
     }
 

@@ -171,7 +171,7 @@ mod tests {
         assert!(instead("BUZZ_DB_LOCK_TIMEOUT_MS").contains(PG_LOCK_TIMEOUT_ENV));
         assert!(instead("BUZZ_DB_IDLE_TXN_TIMEOUT_MS").contains(PG_IDLE_TXN_TIMEOUT_ENV));
         assert!(instead("BUZZ_DB_STATEMENT_TIMEOUT_MS").contains(PG_STATEMENT_TIMEOUT_ENV));
-        assert!(instead("BUZZ_S3_ADDRESSING_STYLE").contains(activities::stack_env::S3_ADDRESSING));
+        assert!(instead("BUZZ_S3_ADDRESSING_STYLE").contains(stack_config::env::S3_ADDRESSING));
     }
 
     /// The guide's settings map names every variable warned about and its replacement.

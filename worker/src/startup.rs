@@ -10,9 +10,9 @@ use activities::objects::{ObjectStore, ObjectStoreError};
 use activities::stack_check::StackCheckActivities;
 use activities::store::Store;
 use activities::sweep::SweepActivities;
-use activities::temporal_access::TemporalConnectError;
 use activities::user::UserActivities;
 use activities::user::erasure::Eraser;
+use stack_config::temporal::TemporalConnectError;
 use temporalio_client::Client;
 use temporalio_sdk::runtime::worker_tuner::{FixedSizeSlotSupplier, TunerHolder, WorkerTuner};
 use temporalio_sdk::{Runtime, Worker, WorkerOptions};
@@ -23,7 +23,7 @@ use workflows::user::UserDeletion;
 
 use crate::config::{ConfigError, WorkerConfig};
 use crate::deployment::DeploymentConfig;
-use activities::refusal::{Refusal, postgres_refusal, redis_refusal};
+use stack_config::refusal::{Refusal, postgres_refusal, redis_refusal};
 
 const LOCAL_HINT: &str = "run `bash deploy/local/up && source .state/env` for the local stack";
 
@@ -124,7 +124,7 @@ pub struct Dependencies {
 /// Connects to Temporal with a bounded wait, over TLS, mutual TLS or with an API key as
 /// configured.
 pub async fn connect_temporal(config: &WorkerConfig) -> Result<Client, StartupError> {
-    Ok(activities::temporal_access::connect(
+    Ok(stack_config::temporal::connect(
         &config.temporal.address,
         &config.temporal.namespace,
         &config.temporal.access,
@@ -175,7 +175,7 @@ pub async fn connect(config: &WorkerConfig) -> Result<Dependencies, StartupError
             &address,
             Refusal {
                 reason: problem.reason().to_owned(),
-                fix: problem.fix(activities::stack_env::S3_CA_FILE, s3_ca_file),
+                fix: problem.fix(stack_config::env::S3_CA_FILE, s3_ca_file),
             },
         ),
         other => StartupError::Unreachable {
@@ -204,7 +204,14 @@ pub async fn connect(config: &WorkerConfig) -> Result<Dependencies, StartupError
                 fix: mismatch.fix(),
             };
         }
-        match redis_refusal(&e, config.redis.ca_file.as_deref()) {
+        // The client's own error, where the adapter keeps it (its other failures are no refusal).
+        let refusal = match &e {
+            CacheError::Denied { source, .. } | CacheError::Unavailable { source, .. } => {
+                redis_refusal(source, config.redis.ca_file.as_deref())
+            }
+            _ => None,
+        };
+        match refusal {
             Some(refusal) => StartupError::refused("Redis", &address, refusal),
             None => StartupError::Unreachable {
                 service: "Redis",

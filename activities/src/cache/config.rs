@@ -8,7 +8,7 @@ use redis::cluster::{ClusterClient, ClusterClientBuilder};
 
 use super::error::CacheError;
 use super::server_mode::RedisMode;
-use crate::stack_env::{REDIS_CA_FILE, REDIS_MODE, REDIS_URL};
+use stack_config::env::{REDIS_CA_FILE, REDIS_MODE, REDIS_URL};
 
 /// How long connecting to one server may take.
 pub(super) const CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);

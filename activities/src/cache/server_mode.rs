@@ -13,7 +13,7 @@ use redis::Value;
 use redis::aio::ConnectionLike;
 
 use super::error::{CacheError, command_error};
-use crate::stack_env::REDIS_MODE;
+use stack_config::env::REDIS_MODE;
 
 /// How the worker is configured to talk to Redis (`BUZZ_REDIS_MODE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

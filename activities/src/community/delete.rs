@@ -71,12 +71,7 @@ pub async fn delete_chunks(
     }
     let progress = ProgressCell::default();
     heartbeating(ctx, &progress, async {
-        // Re-validate what we are about to act on: the approved inventory's digest and the
-        // destructive manifest's binding (both fail closed if tampered with).
-        acts.store.load_frozen_inventory(input.request_id).await?;
-        acts.store
-            .load_destructive_manifest(input.request_id)
-            .await?;
+        acts.store.revalidate_frozen(input.request_id).await?;
         let marker = Marker::resolve(acts, &token).await?;
         let deleted = delete_everything(acts, ctx, &input, &token, &marker, &progress).await;
         if let Err(error) = deleted {

@@ -3,51 +3,35 @@
 use temporalio_sdk::activities::ActivityContext;
 use workflows::community::{ManifestSummary, RequestRef};
 
-use crate::objects::ObjectVersion;
 use crate::serving::MAX_PROTECTED_OPERATION;
 use crate::store::{ExecToken, MANIFEST_CHUNK_MAX_ENTRIES, Stage, Store};
+use crate::taxonomy::ManifestEntry;
 
 use super::CommunityActivities;
+use super::chunk_writer::{ChunkDestination, ChunkWriter};
 use super::failure::PhaseResult;
 use super::heartbeat::{ProgressCell, heartbeating};
-use super::listing::{VersionSink, scan_tenant_prefixes};
+use super::listing::scan_tenant_prefixes;
 use super::uploads::scan_tenant_uploads;
 
-/// Buffers encoded manifest entries and writes a chunk row per `chunk_entries` (never spanning
-/// prefixes). Holds at most one chunk in memory.
-struct ChunkWriter<'a> {
+/// The frozen manifest's chunk rows, numbered from 0 in listing order.
+struct FrozenChunks<'a> {
     store: &'a Store,
     token: &'a ExecToken,
-    chunk_entries: usize,
     next_chunk_no: u32,
-    buffered: Vec<String>,
 }
 
-impl ChunkWriter<'_> {
-    async fn flush(&mut self, prefix: &str) -> PhaseResult<()> {
-        if self.buffered.is_empty() {
-            return Ok(());
-        }
+impl ChunkDestination for FrozenChunks<'_> {
+    async fn wants(&self, _prefix: &str, _entry: &ManifestEntry) -> PhaseResult<bool> {
+        Ok(true)
+    }
+
+    async fn write(&mut self, prefix: &str, entries: &[String]) -> PhaseResult<()> {
         self.store
-            .append_manifest_chunk(self.token, self.next_chunk_no, prefix, &self.buffered)
+            .append_manifest_chunk(self.token, self.next_chunk_no, prefix, entries)
             .await?;
         self.next_chunk_no += 1;
-        self.buffered.clear();
         Ok(())
-    }
-}
-
-impl VersionSink for ChunkWriter<'_> {
-    async fn accept(&mut self, prefix: &str, version: &ObjectVersion) -> PhaseResult<()> {
-        self.buffered.push(version.manifest_entry().encode());
-        if self.buffered.len() >= self.chunk_entries {
-            self.flush(prefix).await?;
-        }
-        Ok(())
-    }
-
-    async fn prefix_done(&mut self, prefix: &str) -> PhaseResult<()> {
-        self.flush(prefix).await
     }
 }
 
@@ -78,23 +62,23 @@ pub async fn freeze_manifest(
             .require_no_stalled_serving_writes(token.community_id, MAX_PROTECTED_OPERATION)
             .await?;
         acts.store.clear_unbound_manifest_chunks(&token).await?;
-        let mut writer = ChunkWriter {
-            store: &acts.store,
-            token: &token,
-            chunk_entries: acts
-                .settings
+        let mut writer = ChunkWriter::new(
+            FrozenChunks {
+                store: &acts.store,
+                token: &token,
+                next_chunk_no: 0,
+            },
+            acts.settings
                 .manifest_chunk_entries
                 .clamp(1, MANIFEST_CHUNK_MAX_ENTRIES),
-            next_chunk_no: 0,
-            buffered: Vec::new(),
-        };
+        );
         let prefixes =
             scan_tenant_prefixes(&acts.objects, token.community_id, &progress, &mut writer).await?;
         // Uploads are aborted as listed after the irreversible point; this listing only makes an
         // upload of unknown key shape block here, while abort is still possible.
         scan_tenant_uploads(&acts.objects, token.community_id, &progress).await?;
         let summary = ManifestSummary {
-            chunks: u64::from(writer.next_chunk_no),
+            chunks: u64::from(writer.destination.next_chunk_no),
             versions: prefixes.iter().map(|p| p.versions).sum(),
             prefixes,
         };

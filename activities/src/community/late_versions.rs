@@ -14,12 +14,14 @@ use workflows::community::{LateVersionsReport, RequestRef};
 
 use crate::objects::ObjectVersion;
 use crate::store::{ChunkSet, ExecToken, MANIFEST_CHUNK_MAX_ENTRIES, Store};
+use crate::taxonomy::ManifestEntry;
 
 use super::CommunityActivities;
+use super::chunk_writer::{ChunkDestination, ChunkWriter};
 use super::delete::ChunkStream;
 use super::failure::{PhaseError, PhaseResult};
 use super::heartbeat::{PhaseProgress, ProgressCell, heartbeating};
-use super::listing::{VersionSink, scan_tenant_prefixes};
+use super::listing::scan_tenant_prefixes;
 use super::marker::Marker;
 
 /// DeleteObjects calls in flight while deleting late chunks (they are few and small).
@@ -73,17 +75,16 @@ pub async fn delete_late_versions(
         .await?;
     let progress = ProgressCell::default();
     heartbeating(ctx, &progress, async {
-        acts.store.load_frozen_inventory(input.request_id).await?;
-        acts.store
-            .load_destructive_manifest(input.request_id)
-            .await?;
+        acts.store.revalidate_frozen(input.request_id).await?;
         acts.store.verify_fence(&token).await?;
         delete_pending_late_chunks(acts, &token, &progress, ctx.info().attempt).await?;
-        let mut appender = LateChunkWriter {
-            store: &acts.store,
-            token: &token,
-            buffered: Vec::new(),
-        };
+        let mut appender = ChunkWriter::new(
+            LateChunks {
+                store: &acts.store,
+                token: &token,
+            },
+            MANIFEST_CHUNK_MAX_ENTRIES,
+        );
         scan_tenant_prefixes(&acts.objects, token.community_id, &progress, &mut appender).await?;
         delete_pending_late_chunks(acts, &token, &progress, ctx.info().attempt).await?;
         let (late_chunks, stamped, late_versions_deleted) =
@@ -122,46 +123,26 @@ async fn delete_pending_late_chunks(
     stream.run(acts, LATE_DELETE_PARALLELISM, progress).await
 }
 
-/// Appends listed versions that no chunk holds as late chunks (never spanning prefixes).
-struct LateChunkWriter<'a> {
+/// The request's late chunks: every listed version no chunk holds yet.
+struct LateChunks<'a> {
     store: &'a Store,
     token: &'a ExecToken,
-    buffered: Vec<String>,
 }
 
-impl LateChunkWriter<'_> {
-    async fn flush(&mut self, prefix: &str) -> PhaseResult<()> {
-        if self.buffered.is_empty() {
-            return Ok(());
-        }
-        self.store
-            .append_late_chunk(self.token, prefix, &self.buffered)
-            .await?;
-        self.buffered.clear();
-        Ok(())
-    }
-}
-
-impl VersionSink for LateChunkWriter<'_> {
-    async fn accept(&mut self, prefix: &str, version: &ObjectVersion) -> PhaseResult<()> {
-        let entry = version.manifest_entry();
-        if self
+impl ChunkDestination for LateChunks<'_> {
+    async fn wants(&self, prefix: &str, entry: &ManifestEntry) -> PhaseResult<bool> {
+        // A version some chunk holds was deleted already (its chunk is stamped) and is still
+        // listed: the store lags, and verification retries until it does not.
+        Ok(!self
             .store
-            .manifest_lists_version(self.token.request_id, prefix, &entry)
-            .await?
-        {
-            // Deleted already (its chunk is stamped) and still listed: the store lags, and
-            // verification retries until it does not.
-            return Ok(());
-        }
-        self.buffered.push(entry.encode());
-        if self.buffered.len() >= MANIFEST_CHUNK_MAX_ENTRIES {
-            self.flush(prefix).await?;
-        }
-        Ok(())
+            .manifest_lists_version(self.token.request_id, prefix, entry)
+            .await?)
     }
 
-    async fn prefix_done(&mut self, prefix: &str) -> PhaseResult<()> {
-        self.flush(prefix).await
+    async fn write(&mut self, prefix: &str, entries: &[String]) -> PhaseResult<()> {
+        self.store
+            .append_late_chunk(self.token, prefix, entries)
+            .await?;
+        Ok(())
     }
 }

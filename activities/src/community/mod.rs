@@ -19,6 +19,7 @@ mod register;
 mod verify;
 // … and what several phases share: the failure type, heartbeats, the irreversible marker, the
 // per-prefix pacer, version listing and upload scans.
+mod chunk_writer;
 mod failure;
 mod heartbeat;
 mod listing;

@@ -237,7 +237,7 @@ pub enum ObjectStoreError {
         /// The SDK's error chain.
         detail: String,
         /// What TLS said of the server's certificate, when that is why (found by type).
-        certificate: Option<crate::tls_failure::ServerCertificateProblem>,
+        certificate: Option<stack_config::tls::ServerCertificateProblem>,
     },
     /// A truncated version listing did not say where to continue. Transient (server hiccup).
     #[error("truncated version listing of {prefix} has no {missing}")]
@@ -388,8 +388,8 @@ impl ObjectStore {
             other => ObjectStoreError::Unreachable {
                 operation,
                 endpoint: self.endpoint.to_string(),
-                certificate: crate::tls_failure::find_tls_error(&other)
-                    .and_then(crate::tls_failure::server_certificate_problem),
+                certificate: stack_config::tls::find_tls_error(&other)
+                    .and_then(stack_config::tls::server_certificate_problem),
                 detail: DisplayErrorContext(&other).to_string(),
             },
         }

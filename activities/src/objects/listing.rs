@@ -1,6 +1,8 @@
 //! Listing: version listings of a prefix (paged, with both continuation markers required),
 //! plain object listings, and the multipart uploads in progress under a prefix.
 
+use std::future::Future;
+
 use super::ObjectStore;
 use super::addresses::{MultipartUpload, ObjectVersion};
 use super::error::{MissingMarker, ObjectStoreError, S3Operation, required};
@@ -99,15 +101,11 @@ impl ObjectStore {
                 output.next_key_marker(),
                 output.next_version_id_marker(),
             )?;
-            if key_marker.as_deref() == Some(next.0.as_str())
-                && version_id_marker.as_deref() == Some(next.1.as_str())
-            {
-                return Err(ObjectStoreError::ListingStalled {
-                    prefix: prefix.to_owned(),
-                    key_marker: next.0,
-                });
-            }
-            Some(next)
+            Some(require_progress(
+                prefix,
+                (key_marker.as_deref(), version_id_marker.as_deref()),
+                next,
+            )?)
         } else {
             None
         };
@@ -125,18 +123,7 @@ impl ObjectStore {
         &self,
         prefix: &str,
     ) -> Result<Option<ObjectVersion>, ObjectStoreError> {
-        let mut marker = None;
-        loop {
-            let page = self.list_versions_page(prefix, marker, 1).await?;
-            if let Some(first) = page.entries.into_iter().next() {
-                return Ok(Some(first));
-            }
-            // An empty but truncated page is legal S3; only the last page proves emptiness.
-            match page.next {
-                Some(next) => marker = Some(next),
-                None => return Ok(None),
-            }
-        }
+        first_listed(move |marker| self.list_versions_page(prefix, marker, 1)).await
     }
 
     /// One page of current keys across the whole bucket (ListObjectsV2), for the taxonomy sweep.
@@ -178,20 +165,7 @@ impl ObjectStore {
         &self,
         prefix: &str,
     ) -> Result<Vec<ObjectVersion>, ObjectStoreError> {
-        let mut all = Vec::new();
-        let mut marker = None;
-        loop {
-            let page = self
-                .list_versions_page(prefix, marker, SNAPSHOT_PAGE_SIZE)
-                .await?;
-            all.extend(page.entries);
-            match page.next {
-                Some(next) => marker = Some(next),
-                None => break,
-            }
-        }
-        all.sort();
-        Ok(all)
+        all_listed(move |marker| self.list_versions_page(prefix, marker, SNAPSHOT_PAGE_SIZE)).await
     }
 
     /// One page of the multipart uploads in progress under `prefix`, starting after `marker`.
@@ -236,15 +210,11 @@ impl ObjectStore {
                     "NextUploadIdMarker",
                 )?,
             );
-            if key_marker.as_deref() == Some(next.0.as_str())
-                && upload_id_marker.as_deref() == Some(next.1.as_str())
-            {
-                return Err(ObjectStoreError::ListingStalled {
-                    prefix: prefix.to_owned(),
-                    key_marker: next.0,
-                });
-            }
-            Some(next)
+            Some(require_progress(
+                prefix,
+                (key_marker.as_deref(), upload_id_marker.as_deref()),
+                next,
+            )?)
         } else {
             None
         };
@@ -257,20 +227,7 @@ impl ObjectStore {
         &self,
         prefix: &str,
     ) -> Result<Vec<MultipartUpload>, ObjectStoreError> {
-        let mut all = Vec::new();
-        let mut marker = None;
-        loop {
-            let page = self
-                .list_uploads_page(prefix, marker, SNAPSHOT_PAGE_SIZE)
-                .await?;
-            all.extend(page.uploads);
-            match page.next {
-                Some(next) => marker = Some(next),
-                None => break,
-            }
-        }
-        all.sort();
-        Ok(all)
+        all_listed(move |marker| self.list_uploads_page(prefix, marker, SNAPSHOT_PAGE_SIZE)).await
     }
 
     /// The first multipart upload still in progress under `prefix`, or `None` when there is
@@ -279,18 +236,92 @@ impl ObjectStore {
         &self,
         prefix: &str,
     ) -> Result<Option<MultipartUpload>, ObjectStoreError> {
-        let mut marker = None;
-        loop {
-            let page = self.list_uploads_page(prefix, marker, 1).await?;
-            if let Some(first) = page.uploads.into_iter().next() {
-                return Ok(Some(first));
-            }
-            match page.next {
-                Some(next) => marker = Some(next),
-                None => return Ok(None),
-            }
+        first_listed(move |marker| self.list_uploads_page(prefix, marker, 1)).await
+    }
+}
+
+/// A pair of continuation markers: (key marker, version id or upload id marker).
+type Markers = (String, String);
+
+/// A listing page continued by a pair of markers.
+trait MarkedPage {
+    /// What the page lists.
+    type Item;
+    /// The page's items and the markers of the next page (`None` on the last page).
+    fn into_parts(self) -> (Vec<Self::Item>, Option<Markers>);
+}
+
+impl MarkedPage for VersionPage {
+    type Item = ObjectVersion;
+    fn into_parts(self) -> (Vec<ObjectVersion>, Option<Markers>) {
+        (self.entries, self.next)
+    }
+}
+
+impl MarkedPage for UploadPage {
+    type Item = MultipartUpload;
+    fn into_parts(self) -> (Vec<MultipartUpload>, Option<Markers>) {
+        (self.uploads, self.next)
+    }
+}
+
+/// Every item of a listing, page after page from the start, sorted.
+async fn all_listed<P, F, Fut>(mut page: F) -> Result<Vec<P::Item>, ObjectStoreError>
+where
+    P: MarkedPage,
+    P::Item: Ord,
+    F: FnMut(Option<Markers>) -> Fut,
+    Fut: Future<Output = Result<P, ObjectStoreError>>,
+{
+    let mut all = Vec::new();
+    let mut marker = None;
+    loop {
+        let (items, next) = page(marker).await?.into_parts();
+        all.extend(items);
+        match next {
+            Some(next) => marker = Some(next),
+            None => break,
         }
     }
+    all.sort();
+    Ok(all)
+}
+
+/// The first item of a listing, or `None` when the whole listing is empty.
+async fn first_listed<P, F, Fut>(mut page: F) -> Result<Option<P::Item>, ObjectStoreError>
+where
+    P: MarkedPage,
+    F: FnMut(Option<Markers>) -> Fut,
+    Fut: Future<Output = Result<P, ObjectStoreError>>,
+{
+    let mut marker = None;
+    loop {
+        let (items, next) = page(marker).await?.into_parts();
+        if let Some(first) = items.into_iter().next() {
+            return Ok(Some(first));
+        }
+        // An empty but truncated page is legal S3; only the last page proves emptiness.
+        match next {
+            Some(next) => marker = Some(next),
+            None => return Ok(None),
+        }
+    }
+}
+
+/// `next`, unless it repeats the markers this page was asked with: paging would never end, so
+/// that is [`ObjectStoreError::ListingStalled`].
+fn require_progress(
+    prefix: &str,
+    asked: (Option<&str>, Option<&str>),
+    next: Markers,
+) -> Result<Markers, ObjectStoreError> {
+    if asked == (Some(next.0.as_str()), Some(next.1.as_str())) {
+        return Err(ObjectStoreError::ListingStalled {
+            prefix: prefix.to_owned(),
+            key_marker: next.0,
+        });
+    }
+    Ok(next)
 }
 
 /// Both continuation markers of a truncated version listing, or which one is missing.

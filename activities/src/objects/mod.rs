@@ -60,7 +60,7 @@ pub struct S3Config {
     pub bucket: String,
     /// Signing region (`BUZZ_S3_REGION`); `None` takes it from the standard places
     /// (`AWS_REGION`, `AWS_DEFAULT_REGION`, the profile), else
-    /// [`crate::stack_env::DEFAULT_S3_REGION`] (see `region_from_environment`).
+    /// [`stack_config::env::DEFAULT_S3_REGION`] (see `region_from_environment`).
     pub region: Option<String>,
     /// How requests are signed.
     pub credentials: S3Credentials,
@@ -171,11 +171,11 @@ pub(crate) fn region_from_environment(
 }
 
 /// The region requests are signed for: the one found (by [`region_from_environment`] or the
-/// SDK's places), else [`crate::stack_env::DEFAULT_S3_REGION`].
+/// SDK's places), else [`stack_config::env::DEFAULT_S3_REGION`].
 pub(crate) fn signing_region(found: Option<&Region>) -> Region {
     found
         .cloned()
-        .unwrap_or_else(|| Region::new(crate::stack_env::DEFAULT_S3_REGION))
+        .unwrap_or_else(|| Region::new(stack_config::env::DEFAULT_S3_REGION))
 }
 
 impl ObjectStore {

@@ -63,8 +63,8 @@ pub(crate) async fn append_chained(
     .await?)
 }
 
-/// Serialises writers of one request's chain.
-async fn lock_chain(conn: &mut PgConnection, request_id: Uuid) -> sqlx::Result<()> {
+/// Serialises writers of one request's chain (and orders the user fence's changes after it).
+pub(crate) async fn lock_chain(conn: &mut PgConnection, request_id: Uuid) -> sqlx::Result<()> {
     let locked: Option<i32> =
         sqlx::query_scalar("SELECT 1 FROM deletion.requests WHERE id = $1 FOR UPDATE")
             .bind(request_id)

@@ -11,10 +11,11 @@
 //! frozen inventory, approvals, fence, serving-write leases, destructive manifest, row purge,
 //! checkpoints, audit trail), `user/` the user deletion's ([`user::UserStore`]: requests and
 //! stages, the per-user write fence `fence.rs`, the user-data declarations `data.rs`, and the
-//! erasure's Postgres side `erasure/`). Beside them,
-//! shared by both and by the serving path: the tenant catalog (`catalog.rs`, `catalog_rules.rs`,
-//! `tenant_tree.rs`), the communities and their rows (`communities.rs`), errors, migrations, role
-//! checks and taxonomy sweeps. Demo rows are written by the `demo` crate.
+//! erasure's Postgres side `erasure/`). Beside them, shared by both and by the serving path: the
+//! write fence both scopes use (`fences.rs`), the tenant catalog (`catalog.rs`,
+//! `catalog_rules.rs`, `tenant_tree.rs`), the communities and their rows (`communities.rs`),
+//! errors, migrations, role checks and taxonomy sweeps. Demo rows are written by the `demo`
+//! crate.
 
 mod canonical_pubkey;
 mod catalog;
@@ -25,6 +26,7 @@ pub mod closed_world;
 mod communities;
 mod community;
 mod error;
+mod fences;
 pub mod lease_gauges;
 mod migrate;
 mod pool;
@@ -40,10 +42,10 @@ pub use catalog::{COMMUNITIES_TABLE, CatalogInventory, catalog_scan_in};
 pub use communities::normalize_host;
 pub use communities::{Community, TableSnapshot};
 pub use community::audit::AuditEvent;
-pub use community::fence::{FenceState, FenceStatus};
+pub use community::fence::FenceStatus;
 pub use community::inventory::{FROZEN_INVENTORY_VERSION, FrozenInventory};
 pub use community::late::LateChunk;
-pub use community::leases::{AwaitedLease, StalledServingWrites};
+pub use community::leases::AwaitedLease;
 pub use community::manifest::{
     ChunkAck, ChunkProgress, ChunkSet, MANIFEST_CHUNK_MAX_ENTRIES, ManifestChunk,
 };
@@ -56,6 +58,7 @@ pub use error::{
     APPEND_ONLY_SQLSTATE, CascadingReference, FENCED_WRITE_SQLSTATE, StoreError, StoreResult,
     USER_FENCED_WRITE_SQLSTATE, is_append_only_refusal, is_fenced_write, is_user_fenced_write,
 };
+pub use fences::{FenceState, ScopedFenceStatus, StalledServingWrites};
 pub use migrate::{MIGRATIONS_TABLE, MIGRATOR};
 pub use pool::{DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS, DEFAULT_MAX_CONNECTIONS, PoolSettings};
 pub use privilege::{

@@ -12,7 +12,7 @@ use uuid::Uuid;
 const HOW_TO_START: &str = "run `bash deploy/local/up && source .state/env`";
 
 fn redis_url() -> String {
-    activities::stack_env::StackEnv::process()
+    stack_config::env::StackEnv::process()
         .redis_url()
         .unwrap_or_else(|e| panic!("the Redis server cannot be found: {e}"))
 }

@@ -588,7 +588,7 @@ async fn a_single_node_setting_pointed_at_a_cluster_node_is_refused_naming_the_f
         assert!(!message.contains('\n'), "{message}");
     }
     // And the other way round: the cluster setting on the single server.
-    let single = activities::stack_env::StackEnv::process()
+    let single = stack_config::env::StackEnv::process()
         .redis_url()
         .unwrap_or_else(|e| panic!("{e}"));
     let error = Cache::connect_with(&RedisConfig::cluster(&single))

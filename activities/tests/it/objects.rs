@@ -11,6 +11,7 @@ use activities::objects::{
     ObjectStoreError, ObjectVersion, ObjectVersionRef, S3Config, S3Credentials, S3Permission,
     probe_key,
 };
+use activities::stack_settings::StackSettings;
 use activities::taxonomy::{PrefixRoot, VersionKind, is_tenant_owned_key, tenant_prefixes};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
@@ -18,7 +19,7 @@ use uuid::Uuid;
 const HOW_TO_START: &str = "run `bash deploy/local/up && source .state/env`";
 
 fn config() -> S3Config {
-    activities::stack_env::StackEnv::process()
+    stack_config::env::StackEnv::process()
         .s3()
         .unwrap_or_else(|e| panic!("the RGW (S3) server cannot be found: {e}"))
 }

@@ -330,7 +330,7 @@ async fn concurrent_registrations_of_the_same_key_and_name_all_return_the_one_ro
     let public = std::fs::read_to_string(&operator.public_path).expect("public key");
     let name = format!("race-{}", &Uuid::new_v4().simple().to_string()[..12]);
     // One warmed connection per racer, released together, so the registrations overlap.
-    let url = testkit::env::required(activities::stack_env::OWNER_DATABASE_URL);
+    let url = testkit::env::required(stack_config::env::OWNER_DATABASE_URL);
     let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(RACERS));
     let mut racers = Vec::new();
     for _ in 0..RACERS {

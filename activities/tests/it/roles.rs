@@ -540,6 +540,7 @@ async fn the_serving_role_writes_tenant_rows_and_leases_only_through_the_lease_f
         .await
         .expect("the serving role writes tenant rows");
     let lease = serving
+        .serving()
         .acquire_serving_write_lease(
             community.id,
             "s3_put",
@@ -579,6 +580,7 @@ async fn the_serving_role_writes_tenant_rows_and_leases_only_through_the_lease_f
     assert!(released.is_some(), "the release reached the lease row");
     // A lease nobody could ever renew past a day is refused by the function itself.
     let forever = serving
+        .serving()
         .acquire_serving_write_lease(
             community.id,
             "s3_put",

@@ -94,6 +94,7 @@ async fn the_freeze_gate_holds_an_expired_unreleased_lease_until_expiry_plus_the
     let bound = Duration::from_secs(2);
     // A write that finished and released before the fence does not count.
     let finished = store
+        .serving()
         .acquire_serving_write_lease(
             community_id,
             "redis_write",
@@ -110,6 +111,7 @@ async fn the_freeze_gate_holds_an_expired_unreleased_lease_until_expiry_plus_the
     );
     // A serving process admits a write and stalls: no heartbeat, no release.
     let stalled = store
+        .serving()
         .acquire_serving_write_lease(
             community_id,
             "s3_put",

@@ -484,6 +484,7 @@ async fn stale_holder_cannot_release_someone_elses_lease() {
     let store = store().await;
     let community = community(&store).await;
     let lease = store
+        .serving()
         .acquire_serving_write_lease(community.id, "s3_put", "relay-a", LEASE_TTL)
         .await
         .expect("acquire");
@@ -791,6 +792,7 @@ async fn fenced_community_rejects_row_writes_while_others_keep_writing() {
         .await
         .expect("another community still writes");
     let leased = store
+        .serving()
         .acquire_serving_write_lease(fixture.community.id, "redis_write", "relay-a", LEASE_TTL)
         .await;
     assert!(
@@ -804,6 +806,7 @@ async fn quiescing_refuses_new_leases_while_an_admitted_one_can_finish() {
     let store = store().await;
     let fixture = approved(&store, 0).await;
     let admitted = store
+        .serving()
         .acquire_serving_write_lease(fixture.community.id, "s3_put", "relay-a", LEASE_TTL)
         .await
         .expect("admitted before quiescing");
@@ -813,6 +816,7 @@ async fn quiescing_refuses_new_leases_while_an_admitted_one_can_finish() {
         .expect("quiesce");
 
     let refused = store
+        .serving()
         .acquire_serving_write_lease(fixture.community.id, "s3_put", "relay-b", LEASE_TTL)
         .await;
     assert!(
@@ -849,6 +853,7 @@ async fn fence_refuses_while_a_lease_is_live() {
     let store = store().await;
     let fixture = approved(&store, 0).await;
     let lease = store
+        .serving()
         .acquire_serving_write_lease(fixture.community.id, "push", "relay-a", LEASE_TTL)
         .await
         .expect("acquire");
@@ -917,6 +922,7 @@ async fn an_expired_lease_does_not_hold_the_fence() {
     let store = store().await;
     let fixture = approved(&store, 0).await;
     store
+        .serving()
         .acquire_serving_write_lease(
             fixture.community.id,
             "s3_put",
@@ -1131,6 +1137,7 @@ async fn abort_before_the_irreversible_point_lifts_the_fence_and_stales_every_at
         .await
         .expect("served again");
     let lease = store
+        .serving()
         .acquire_serving_write_lease(fixture.community.id, "s3_put", "relay-a", LEASE_TTL)
         .await
         .expect("serving writes admitted again");

@@ -6,9 +6,9 @@ use crate::store_support;
 
 use std::time::{Duration, Instant};
 
-use activities::stack_env;
 use activities::store::{PoolSettings, Store};
 use sqlx::Connection;
+use stack_config::env as stack_env;
 
 async fn show(conn: &mut sqlx::PgConnection, setting: &str) -> String {
     sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SHOW {setting}")))

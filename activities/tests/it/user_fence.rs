@@ -15,6 +15,7 @@ use activities::cache::Cache;
 use activities::failure::{Classified, Severity};
 use activities::objects::{ObjectStore, ObjectVersionRef};
 use activities::serving::{ServingError, ServingLeaseConfig, acquire_user_serving_write_with};
+use activities::stack_settings::StackSettings;
 use activities::store::{FenceState, Store, StoreError, is_fenced_write, is_user_fenced_write};
 use demo::simulator::{
     AdmittedWrite, AuthoredOutcome, AuthoredWrite, RowTable, SimulationPlan,
@@ -149,7 +150,7 @@ async fn the_user_fence_goes_serving_quiescing_fenced_and_back_for_its_request_o
         .expect("quiesce");
     assert_eq!(quiesced.state, FenceState::Quiescing);
     assert_eq!(quiesced.request_id, Some(request));
-    assert_eq!(quiesced.pubkey, pubkey);
+    assert_eq!(quiesced.key, pubkey);
     let again = worker
         .quiesce_user(request, &pubkey)
         .await
@@ -699,6 +700,7 @@ async fn user_leases_are_refused_while_the_user_quiesces_or_is_fenced_and_others
     // Unknown community, malformed user.
     assert!(matches!(
         serving
+            .serving()
             .acquire_user_serving_write_lease(
                 Uuid::new_v4(),
                 &erin,
@@ -711,6 +713,7 @@ async fn user_leases_are_refused_while_the_user_quiesces_or_is_fenced_and_others
     ));
     assert!(matches!(
         serving
+            .serving()
             .acquire_user_serving_write_lease(
                 community,
                 "not-a-key",
@@ -736,6 +739,7 @@ async fn a_user_lease_left_unreleased_at_the_fence_is_refused_and_holds_the_drai
 
     // An admitted write whose relay stalled: its lease expires unreleased.
     let stalled = serving
+        .serving()
         .acquire_user_serving_write_lease(
             community,
             &frank,
@@ -827,7 +831,7 @@ async fn the_community_fence_still_refuses_user_leases_and_counts_them_live() {
 }
 
 async fn object_store() -> ObjectStore {
-    let config = activities::stack_env::StackEnv::process()
+    let config = stack_config::env::StackEnv::process()
         .s3()
         .unwrap_or_else(|e| panic!("the RGW (S3) server cannot be found: {e}"));
     let objects = ObjectStore::connect(&config)
@@ -841,7 +845,7 @@ async fn object_store() -> ObjectStore {
 }
 
 async fn cache() -> Cache {
-    let url = activities::stack_env::StackEnv::process()
+    let url = stack_config::env::StackEnv::process()
         .redis_url()
         .unwrap_or_else(|e| panic!("the Redis server cannot be found: {e}"));
     Cache::connect(&url)

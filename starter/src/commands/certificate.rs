@@ -140,7 +140,7 @@ pub async fn export(args: ExportArgs, kind: &str) -> CliResult {
 /// The public key file to name in the printed verify command: the stack's
 /// (`BUZZ_RECEIPT_PUBLIC_KEY_FILE`) when it is the key that signed, else a placeholder.
 fn public_key_hint(key_id: &str) -> String {
-    let stack_key = activities::stack_env::StackEnv::process().optional(PUBLIC_KEY_FILE_ENV);
+    let stack_key = stack_config::env::StackEnv::process().optional(PUBLIC_KEY_FILE_ENV);
     match stack_key {
         Some(path)
             if ReceiptPublicKey::read_file(Path::new(&path))
@@ -185,7 +185,7 @@ fn audit_key_ring(public_keys: &[PathBuf]) -> Result<KeyRing, CliError> {
     if !public_keys.is_empty() {
         return key_ring(public_keys);
     }
-    match activities::stack_env::StackEnv::process().optional(PUBLIC_KEY_FILE_ENV) {
+    match stack_config::env::StackEnv::process().optional(PUBLIC_KEY_FILE_ENV) {
         Some(path) => key_ring(&[PathBuf::from(path)]),
         None => Err(CliError::Usage(format!(
             "certificate audit verifies every receipt and checkpoint signature: give the receipt \

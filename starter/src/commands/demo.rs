@@ -2,8 +2,9 @@
 
 use activities::cache::{Cache, CacheError};
 use activities::objects::{ObjectStore, S3Config};
-use activities::stack_env::StackEnv;
+use activities::stack_settings::StackSettings;
 use demo::{SeedPlan, seed_community};
+use stack_config::env::StackEnv;
 
 use crate::cli::{DemoCommand, SeedArgs, SeedUserArgs};
 use crate::connect;
@@ -21,7 +22,7 @@ pub async fn run(command: DemoCommand) -> CliResult {
     }
 }
 
-/// S3 settings from the BUZZ_S3_* variables (see [`activities::stack_env`]).
+/// S3 settings from the BUZZ_S3_* variables (see [`stack_config::env`]).
 pub fn s3_config_from_env() -> Result<S3Config, CliError> {
     Ok(StackEnv::process().s3()?)
 }

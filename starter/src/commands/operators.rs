@@ -11,7 +11,7 @@ use crate::render::Table;
 
 /// Runs one `operators` subcommand.
 pub async fn run(command: OperatorsCommand) -> CliResult {
-    let url = activities::stack_env::StackEnv::process()
+    let url = stack_config::env::StackEnv::process()
         .owner_database_url()
         .map_err(|e| {
             CliError::Usage(format!(

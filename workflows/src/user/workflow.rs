@@ -183,10 +183,7 @@ impl UserDeletion {
         _ctx: &WorkflowContextView,
         request: &UserApproveRequest,
     ) -> Result<(), UpdateError> {
-        match self.approval_refusal(request) {
-            Some(refusal) => Err(refusal.into()),
-            None => Ok(()),
-        }
+        unless_refused(self.approval_refusal(request))
     }
 
     /// Persists the approval evidence (bound to the frozen digest) before answering.
@@ -234,10 +231,7 @@ impl UserDeletion {
         _ctx: &WorkflowContextView,
         request: &UserAbortRequest,
     ) -> Result<(), UpdateError> {
-        match self.abort_refusal(request) {
-            Some(refusal) => Err(refusal.into()),
-            None => Ok(()),
-        }
+        unless_refused(self.abort_refusal(request))
     }
 
     /// Aborts the request before its irreversible point: the store refuses once a purge has
@@ -278,10 +272,7 @@ impl UserDeletion {
         _ctx: &WorkflowContextView,
         request: &UserUnblockRequest,
     ) -> Result<(), UpdateError> {
-        match self.unblock_refusal(request) {
-            Some(refusal) => Err(refusal.into()),
-            None => Ok(()),
-        }
+        unless_refused(self.unblock_refusal(request))
     }
 
     /// Unblocks the request once its reason was remedied: the store clears the reason and the
@@ -324,10 +315,7 @@ impl UserDeletion {
         if self.ledger.phase == UserPhase::Registering && self.start != StartMode::Register {
             return Ok(());
         }
-        match self.ledger.run_rejection() {
-            Some(rejection) => Err(rejection.into()),
-            None => Ok(()),
-        }
+        unless_refused(self.ledger.run_rejection())
     }
 
     /// Lets the workflow execute stages with the given options; answers when it pauses again
@@ -976,4 +964,12 @@ fn registration_failed(ctx: &WorkflowContext<UserDeletion>, reason: String) -> A
         .type_name(PERMANENT_FAILURE_TYPE.to_string())
         .non_retryable(true)
         .build()
+}
+
+/// An update validator's verdict: accepted unless there is a `refusal`, which the caller sees.
+fn unless_refused(refusal: Option<impl Into<UpdateError>>) -> Result<(), UpdateError> {
+    match refusal {
+        Some(refusal) => Err(refusal.into()),
+        None => Ok(()),
+    }
 }

@@ -197,6 +197,21 @@ impl<'a> Judge<'a> {
         });
     }
 
+    /// Records `object` as declared when `comment` declares it not tenant data; refuses it with
+    /// `problem` and `remedy` otherwise (a malformed comment is refused for itself as well).
+    fn refuse_unless_not_tenant_data(
+        &mut self,
+        object: String,
+        comment: Option<&str>,
+        problem: String,
+        remedy: String,
+    ) {
+        match self.declaration_of(&object, comment) {
+            Some(Declaration::NotTenantData) => self.declared(object, &Declaration::NotTenantData),
+            _ => self.refuse(object, problem, remedy),
+        }
+    }
+
     /// The declaration in `comment`, refusing `object` when the comment is malformed.
     fn declaration_of(&mut self, object: &str, comment: Option<&str>) -> Option<Declaration> {
         match parse(comment) {
@@ -929,18 +944,14 @@ fn judge_outside_relations(judge: &mut Judge<'_>) {
                     judge.world.unrelated.push(object);
                     continue;
                 }
-                match judge.declaration_of(&object, relation.comment.as_deref()) {
-                    Some(Declaration::NotTenantData) => {
-                        judge.declared(object, &Declaration::NotTenantData)
-                    }
-                    _ => judge.refuse(
-                        object,
-                        "is a foreign table with tenant rows (a community_id column, or options naming a tenant relation): they live outside this database and cannot be purged or proven gone".to_owned(),
-                        format!(
-                            "drop it, or, if it holds no tenant's rows, declare it: COMMENT ON FOREIGN TABLE {name} IS '{PREFIX} not tenant data'"
-                        ),
+                judge.refuse_unless_not_tenant_data(
+                    object,
+                    relation.comment.as_deref(),
+                    "is a foreign table with tenant rows (a community_id column, or options naming a tenant relation): they live outside this database and cannot be purged or proven gone".to_owned(),
+                    format!(
+                        "drop it, or, if it holds no tenant's rows, declare it: COMMENT ON FOREIGN TABLE {name} IS '{PREFIX} not tenant data'"
                     ),
-                }
+                );
             }
             "r" | "p" => {
                 let object = format!("table {name}");
@@ -948,20 +959,16 @@ fn judge_outside_relations(judge: &mut Judge<'_>) {
                     judge.world.unrelated.push(object);
                     continue;
                 }
-                match judge.declaration_of(&object, relation.comment.as_deref()) {
-                    Some(Declaration::NotTenantData) => {
-                        judge.declared(object, &Declaration::NotTenantData)
-                    }
-                    _ => judge.refuse(
-                        object,
-                        format!(
-                            "has a community_id column outside schema {TENANT_SCHEMA}: tenant rows there would be neither inventoried nor purged"
-                        ),
-                        format!(
-                            "move it into schema {TENANT_SCHEMA} (with the write fence and a user-data declaration), drop it, or, if it holds no tenant's rows, declare it: COMMENT ON TABLE {name} IS '{PREFIX} not tenant data'"
-                        ),
+                judge.refuse_unless_not_tenant_data(
+                    object,
+                    relation.comment.as_deref(),
+                    format!(
+                        "has a community_id column outside schema {TENANT_SCHEMA}: tenant rows there would be neither inventoried nor purged"
                     ),
-                }
+                    format!(
+                        "move it into schema {TENANT_SCHEMA} (with the write fence and a user-data declaration), drop it, or, if it holds no tenant's rows, declare it: COMMENT ON TABLE {name} IS '{PREFIX} not tenant data'"
+                    ),
+                );
             }
             "v" => judge.world.unrelated.push(format!("view {name}")),
             _ => judge.world.unrelated.push(format!("sequence {name}")),

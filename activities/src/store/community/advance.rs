@@ -2,7 +2,7 @@
 //! logically verified), the final advance to retention pending (which issues the signed
 //! receipt in the same transaction), and milestones that do not change the stage.
 
-use super::audit::{WORKFLOW_ACTOR, insert_audit, insert_checkpoint, record_advance};
+use super::audit::{WORKFLOW_ACTOR, commit_advance, record_advance, record_milestone};
 use super::stage::Stage;
 use super::token::{ExecToken, lock_for_token};
 use crate::store::Store;
@@ -36,8 +36,8 @@ impl Store {
         }
         let mut tx = self.pool.begin().await?;
         lock_for_token(&mut tx, token, &[from]).await?;
-        record_advance(
-            &mut tx,
+        commit_advance(
+            tx,
             token.request_id,
             to,
             token.exec_generation,
@@ -45,7 +45,6 @@ impl Store {
             &detail,
         )
         .await?;
-        tx.commit().await?;
         Ok(())
     }
 
@@ -99,19 +98,12 @@ impl Store {
         }
         let mut tx = self.pool.begin().await?;
         lock_for_token(&mut tx, token, &[at_stage]).await?;
-        insert_checkpoint(
+        record_milestone(
             &mut tx,
             token.request_id,
             milestone,
             token.exec_generation,
-            &detail,
-        )
-        .await?;
-        insert_audit(
-            &mut tx,
-            Some(token.request_id),
             WORKFLOW_ACTOR,
-            milestone,
             &detail,
         )
         .await?;

@@ -7,7 +7,7 @@ use workflows::community::contracts::{ApprovalRecord, ApproveRequest};
 use workflows::approval::{self, Operator};
 use workflows::operator::{Action, SignedAction};
 
-use super::audit::{record_advance, require_named};
+use super::audit::{commit_advance, require_named};
 use super::signed::{consume_community_signature, signed_target};
 use super::stage::Stage;
 use super::token::lock_request;
@@ -159,8 +159,8 @@ impl Store {
             "operator": consumed.fingerprint,
             "nonce": consumed.nonce,
         });
-        record_advance(
-            &mut tx,
+        commit_advance(
+            tx,
             request_id,
             Stage::Approved,
             row.exec_generation,
@@ -168,7 +168,6 @@ impl Store {
             &detail,
         )
         .await?;
-        tx.commit().await?;
         let mut record = ApprovalRecord::from(stored);
         record.signed = approval.signed.clone();
         Ok(record)

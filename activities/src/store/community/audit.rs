@@ -5,7 +5,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::PgConnection;
+use sqlx::{PgConnection, Postgres, Transaction};
 use uuid::Uuid;
 use workflows::community::contracts::{AbortRequest, EventInput, RequestEvent, UnblockRequest};
 use workflows::operator::Action;
@@ -130,8 +130,56 @@ pub(crate) async fn record_advance(
     detail: &serde_json::Value,
 ) -> StoreResult<()> {
     set_stage(conn, request_id, to.as_str()).await?;
-    insert_checkpoint(conn, request_id, to.as_str(), exec_generation, detail).await?;
-    insert_audit(conn, Some(request_id), actor, to.as_str(), detail).await?;
+    record_milestone(
+        conn,
+        request_id,
+        to.as_str(),
+        exec_generation,
+        actor,
+        detail,
+    )
+    .await
+}
+
+/// [`record_advance`] as the last write of `tx`, then commits it.
+pub(crate) async fn commit_advance(
+    mut tx: Transaction<'_, Postgres>,
+    request_id: Uuid,
+    to: Stage,
+    exec_generation: i64,
+    actor: &str,
+    detail: &serde_json::Value,
+) -> StoreResult<()> {
+    record_advance(&mut tx, request_id, to, exec_generation, actor, detail).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Records the audit event `event` of the request as the last write of `tx`, then commits it.
+pub(crate) async fn commit_audited(
+    mut tx: Transaction<'_, Postgres>,
+    request_id: Uuid,
+    actor: &str,
+    event: &str,
+    detail: &serde_json::Value,
+) -> StoreResult<()> {
+    insert_audit(&mut tx, Some(request_id), actor, event, detail).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Records the checkpoint `milestone` and an audit event of the same name by `actor`, with the
+/// same evidence, inside the caller's transaction.
+pub(crate) async fn record_milestone(
+    conn: &mut PgConnection,
+    request_id: Uuid,
+    milestone: &str,
+    exec_generation: i64,
+    actor: &str,
+    detail: &serde_json::Value,
+) -> StoreResult<()> {
+    insert_checkpoint(conn, request_id, milestone, exec_generation, detail).await?;
+    insert_audit(conn, Some(request_id), actor, milestone, detail).await?;
     Ok(())
 }
 
@@ -182,15 +230,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         let detail = serde_json::json!({ "phase": phase, "reason": reason });
-        insert_audit(
-            &mut tx,
-            Some(request_id),
-            WORKFLOW_ACTOR,
-            "blocked",
-            &detail,
-        )
-        .await?;
-        tx.commit().await?;
+        commit_audited(tx, request_id, WORKFLOW_ACTOR, "blocked", &detail).await?;
         Ok(())
     }
 
@@ -250,15 +290,7 @@ impl Store {
             "operator": consumed.fingerprint,
             "nonce": consumed.nonce,
         });
-        insert_audit(
-            &mut tx,
-            Some(request_id),
-            &consumed.name,
-            "unblocked",
-            &detail,
-        )
-        .await?;
-        tx.commit().await?;
+        commit_audited(tx, request_id, &consumed.name, "unblocked", &detail).await?;
         Ok(())
     }
 

@@ -4,166 +4,39 @@
 //! is never mistaken for a current one. Lock order everywhere: request row, then fence row.
 //! Serving writers hold the fence row `FOR SHARE` (lease acquisition and the row-write trigger),
 //! and `fence` takes it `FOR UPDATE`, so the fence cannot commit past an in-flight admission.
+//! The row mechanism (lock, state change, live-lease refusal) is the one the user fence shares
+//! (`store/fences.rs`); what is the community's own is here: which transitions its request may
+//! make, the request row and stage advances, and the audit events.
 
-use std::fmt;
-
-use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 use sqlx::PgConnection;
 use uuid::Uuid;
 use workflows::community::contracts::AbortRequest;
 
 use super::audit::{WORKFLOW_ACTOR, insert_audit, record_advance, require_named};
 use super::irreversible::abort_blocked_by_pending_call;
-use super::leases::live_serving_writes_in;
 use super::stage::Stage;
 use super::token::{ExecToken, lock_for_token, lock_request};
 use crate::store::Store;
 use crate::store::error::{StoreError, StoreResult};
+use crate::store::fences::{
+    FenceState, ScopedFenceStatus, fence_row, lock_fence_row, require_no_live_serving_writes,
+    set_fence, set_fence_lock_timeout,
+};
 
-/// How long the fence waits for serving transactions holding the fence row before giving up
-/// (transiently: SQLSTATE 55P03) so a stuck writer cannot hang the activity.
-const FENCE_LOCK_TIMEOUT: &str = "SET LOCAL lock_timeout = '5s'";
+/// A community's fence row (keyed by `community_id`).
+pub type FenceStatus = ScopedFenceStatus<Uuid>;
 
-/// Whether a community accepts serving writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FenceState {
-    /// Writes accepted.
-    Serving,
-    /// New serving writes refused; admitted ones may finish.
-    Quiescing,
-    /// Every serving write refused, row writes included (SQLSTATE BZ001).
-    Fenced,
-}
-
-impl FenceState {
-    /// The spelling stored in `deletion.community_fences.state`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FenceState::Serving => "serving",
-            FenceState::Quiescing => "quiescing",
-            FenceState::Fenced => "fenced",
-        }
-    }
-
-    pub(crate) fn parse(value: &str) -> StoreResult<Self> {
-        match value {
-            "serving" => Ok(FenceState::Serving),
-            "quiescing" => Ok(FenceState::Quiescing),
-            "fenced" => Ok(FenceState::Fenced),
-            other => Err(StoreError::Corrupt {
-                what: "fence state",
-                reason: format!("unknown state {other:?}"),
-            }),
-        }
-    }
-}
-
-impl fmt::Display for FenceState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A community's fence row.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct FenceStatus {
-    /// The community.
-    pub community_id: Uuid,
-    /// Its state.
-    pub state: FenceState,
-    /// Bumped on every change.
-    pub generation: i64,
-    /// The request that last changed it.
-    pub request_id: Option<Uuid>,
-    /// When.
-    pub updated_at: DateTime<Utc>,
-}
-
-#[derive(sqlx::FromRow)]
-struct FenceRow {
-    community_id: Uuid,
-    state: String,
-    generation: i64,
-    request_id: Option<Uuid>,
-    updated_at: DateTime<Utc>,
-}
-
-impl TryFrom<FenceRow> for FenceStatus {
-    type Error = StoreError;
-
-    fn try_from(row: FenceRow) -> StoreResult<Self> {
-        Ok(FenceStatus {
-            community_id: row.community_id,
-            state: FenceState::parse(&row.state)?,
-            generation: row.generation,
-            request_id: row.request_id,
-            updated_at: row.updated_at,
-        })
-    }
-}
-
-/// Creates the community's fence row `serving` unless it exists (communities created before the
-/// schema's creation trigger have none).
-pub(crate) async fn ensure_fence_row(
-    conn: &mut PgConnection,
-    community_id: Uuid,
-) -> StoreResult<()> {
-    sqlx::query(
-        "INSERT INTO deletion.community_fences (community_id, state, generation) \
-         VALUES ($1, 'serving', 0) ON CONFLICT (community_id) DO NOTHING",
-    )
-    .bind(community_id)
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
-/// Locks the community's fence row `FOR UPDATE`, creating it `serving` if missing.
-async fn lock_fence_row(conn: &mut PgConnection, community_id: Uuid) -> StoreResult<FenceStatus> {
-    sqlx::query(FENCE_LOCK_TIMEOUT).execute(&mut *conn).await?;
-    ensure_fence_row(conn, community_id).await?;
-    let row = sqlx::query_as::<_, FenceRow>(
-        "SELECT community_id, state, generation, request_id, updated_at \
-         FROM deletion.community_fences WHERE community_id = $1 FOR UPDATE",
-    )
-    .bind(community_id)
-    .fetch_one(conn)
-    .await?;
-    row.try_into()
-}
-
-/// Sets the fence state, bumping the generation; returns the new generation.
-async fn set_fence(
-    conn: &mut PgConnection,
-    community_id: Uuid,
-    state: FenceState,
-    request_id: Uuid,
-) -> StoreResult<i64> {
-    let generation = sqlx::query_scalar(
-        "UPDATE deletion.community_fences SET state = $2, generation = generation + 1, \
-         request_id = $3, updated_at = now() WHERE community_id = $1 RETURNING generation",
-    )
-    .bind(community_id)
-    .bind(state.as_str())
-    .bind(request_id)
-    .fetch_one(conn)
-    .await?;
-    Ok(generation)
+/// Locks the community's fence row `FOR UPDATE` under the fence's lock timeout, creating it
+/// `serving` if missing.
+async fn lock_fence(conn: &mut PgConnection, community_id: Uuid) -> StoreResult<FenceStatus> {
+    set_fence_lock_timeout(conn).await?;
+    lock_fence_row(conn, &community_id).await
 }
 
 impl Store {
     /// The community's fence row, if it has one.
     pub async fn fence_status(&self, community_id: Uuid) -> StoreResult<Option<FenceStatus>> {
-        let row = sqlx::query_as::<_, FenceRow>(
-            "SELECT community_id, state, generation, request_id, updated_at \
-             FROM deletion.community_fences WHERE community_id = $1",
-        )
-        .bind(community_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.map(FenceStatus::try_from).transpose()
+        fence_row(&self.pool, &community_id).await
     }
 
     /// Starts quiescing: new serving-write leases are refused from now on, while leases already
@@ -172,16 +45,17 @@ impl Store {
     pub async fn begin_quiescing(&self, token: &ExecToken) -> StoreResult<i64> {
         let mut tx = self.pool.begin().await?;
         lock_for_token(&mut tx, token, &[Stage::Approved]).await?;
-        let fence = lock_fence_row(&mut tx, token.community_id).await?;
+        let fence = lock_fence(&mut tx, token.community_id).await?;
         let generation = match fence.state {
             FenceState::Serving => {
                 let generation = set_fence(
                     &mut tx,
-                    token.community_id,
+                    &token.community_id,
                     FenceState::Quiescing,
                     token.request_id,
                 )
-                .await?;
+                .await?
+                .generation;
                 let detail = serde_json::json!({ "fence_generation": generation });
                 insert_audit(
                     &mut tx,
@@ -214,7 +88,7 @@ impl Store {
     pub async fn fence(&self, token: &ExecToken) -> StoreResult<i64> {
         let mut tx = self.pool.begin().await?;
         lock_for_token(&mut tx, token, &[Stage::Approved]).await?;
-        let fence = lock_fence_row(&mut tx, token.community_id).await?;
+        let fence = lock_fence(&mut tx, token.community_id).await?;
         if fence.state != FenceState::Quiescing || fence.request_id != Some(token.request_id) {
             return Err(StoreError::FenceConflict {
                 community_id: token.community_id,
@@ -223,21 +97,15 @@ impl Store {
                 reason: "fence requires this request's quiescing first".to_owned(),
             });
         }
-        let live = live_serving_writes_in(&mut tx, token.community_id).await?;
-        if live.count > 0 {
-            return Err(StoreError::ServingWritesLive {
-                community_id: token.community_id,
-                count: live.count,
-                operations: live.operations,
-            });
-        }
+        require_no_live_serving_writes(&mut tx, &token.community_id).await?;
         let generation = set_fence(
             &mut tx,
-            token.community_id,
+            &token.community_id,
             FenceState::Fenced,
             token.request_id,
         )
-        .await?;
+        .await?
+        .generation;
         sqlx::query(
             "UPDATE deletion.requests SET fence_generation = $2, updated_at = now() WHERE id = $1",
         )
@@ -313,14 +181,16 @@ impl Store {
         .fetch_optional(&mut *tx)
         .await?;
         let community_id = held.unwrap_or(community_id);
-        let fence = lock_fence_row(&mut tx, community_id).await?;
+        let fence = lock_fence(&mut tx, community_id).await?;
         if stage == Stage::Aborted {
             return Ok(fence.generation);
         }
         let held_by_this_request =
             fence.state != FenceState::Serving && fence.request_id == Some(request_id);
         let generation = if held_by_this_request {
-            set_fence(&mut tx, community_id, FenceState::Serving, request_id).await?
+            set_fence(&mut tx, &community_id, FenceState::Serving, request_id)
+                .await?
+                .generation
         } else {
             fence.generation
         };

@@ -11,7 +11,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 use workflows::community::contracts::{InventorySummary, PrefixSummary, UploadSummary};
 
-use super::audit::{WORKFLOW_ACTOR, record_advance};
+use super::audit::{WORKFLOW_ACTOR, commit_advance};
 use super::stage::Stage;
 use super::token::{ExecToken, lock_for_token};
 use crate::store::catalog::CatalogInventory;
@@ -253,8 +253,8 @@ impl Store {
             "redis_keys": inventory.redis_keys,
             "uploads": inventory.total_uploads(),
         });
-        record_advance(
-            &mut tx,
+        commit_advance(
+            tx,
             token.request_id,
             Stage::Inventoried,
             token.exec_generation,
@@ -262,7 +262,6 @@ impl Store {
             &detail,
         )
         .await?;
-        tx.commit().await?;
         Ok(digest)
     }
 

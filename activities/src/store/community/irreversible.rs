@@ -13,7 +13,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::audit::{WORKFLOW_ACTOR, insert_audit};
+use super::audit::{WORKFLOW_ACTOR, commit_audited};
 use super::manifest::destructive_manifest_in;
 use super::stage::Stage;
 use super::token::{ExecToken, check_fence_held, lock_for_token};
@@ -81,15 +81,14 @@ impl Store {
             "pending_since": row.irreversible_pending_at,
             "because": why,
         });
-        insert_audit(
-            &mut tx,
-            Some(token.request_id),
+        commit_audited(
+            tx,
+            token.request_id,
             WORKFLOW_ACTOR,
             "irreversible",
             &detail,
         )
         .await?;
-        tx.commit().await?;
         Ok(at)
     }
 
@@ -122,15 +121,14 @@ impl Store {
             "pending_since": since,
             "refusal": refusal,
         });
-        insert_audit(
-            &mut tx,
-            Some(token.request_id),
+        commit_audited(
+            tx,
+            token.request_id,
             WORKFLOW_ACTOR,
             "destructive_calls_refused",
             &detail,
         )
         .await?;
-        tx.commit().await?;
         Ok(true)
     }
 

@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::audit::{WORKFLOW_ACTOR, insert_audit};
+use super::audit::{WORKFLOW_ACTOR, commit_audited};
 use super::manifest::{ChunkSet, check_chunk_entries, chunk_no_i32};
 use super::token::{ExecToken, check_fence_held, lock_for_token};
 use crate::store::error::{StoreError, StoreResult};
@@ -116,15 +116,14 @@ impl Store {
             "entries_omitted": entries.len().saturating_sub(named.len()),
             "exec_generation": token.exec_generation,
         });
-        insert_audit(
-            &mut tx,
-            Some(token.request_id),
+        commit_audited(
+            tx,
+            token.request_id,
             WORKFLOW_ACTOR,
             "late_chunk_appended",
             &detail,
         )
         .await?;
-        tx.commit().await?;
         Ok(LateChunk {
             chunk_no,
             prefix: prefix.to_owned(),

@@ -21,19 +21,23 @@
 //! relay can only acquire, renew, verify, release and reap leases by these rules.
 //!
 //! The relay's side (acquire, renew, verify, release, the live count) is the `serving` crate's
-//! [`serving::ServingDb`]; the `Store` methods of the same names call it on the store's pool.
-//! What stays here is the worker's side: stalled and awaited leases, and reaping.
+//! [`serving::ServingDb`]; acquiring goes through [`Store::serving`] (one signature, the
+//! crate's), and renew, verify, release and the live count are `Store` methods of the same names
+//! calling it on the store's pool.
+//! What stays here is the worker's side of a community's leases: awaited leases and reaping; the
+//! live and stalled counts are the fence mechanism a community shares with a user
+//! (`store/fences.rs`).
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serving::{LiveServingWrites, ServingError, ServingWriteLease};
-use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::store::error::StoreResult;
-use crate::store::{Store, StoreError, count_u64};
+use crate::store::fences::StalledServingWrites;
+use crate::store::{Store, count_u64};
 
 /// A serving-write lease the community's fence or drain is waiting for, as `community status`
 /// names it.
@@ -61,70 +65,7 @@ pub struct AwaitedLease {
     pub until: DateTime<Utc>,
 }
 
-/// Live serving writes of the community, read inside the caller's transaction through
-/// `deletion.live_serving_writes` (migration 0007), the one definition of a live lease that the
-/// worker's fence and the serving side share ([`serving::live_serving_writes_in`]).
-pub(crate) async fn live_serving_writes_in(
-    conn: &mut PgConnection,
-    community_id: Uuid,
-) -> StoreResult<LiveServingWrites> {
-    Ok(serving::live_serving_writes_in(conn, community_id).await?)
-}
-
-/// Leases of a fenced community left unreleased at fence time whose writers may still be running.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StalledServingWrites {
-    /// Leases unreleased at fence time and not yet past `expires_at + bound`.
-    pub count: u64,
-    /// Their operations, deduplicated and sorted.
-    pub operations: Vec<String>,
-    /// When the last of them leaves its bound (database clock); `None` when `count` is 0.
-    pub until: Option<DateTime<Utc>>,
-    /// The database clock when this was read.
-    pub now: DateTime<Utc>,
-}
-
-/// Stalled serving writes of the community, read inside the caller's transaction: leases whose
-/// `released_at` is empty or later than the fence's last change, and whose `expires_at + bound`
-/// is still ahead of `clock_timestamp()`. The fence's `updated_at` is the start of the fencing
-/// transaction, so a lease released while it ran counts as unreleased: the error is on the safe
-/// side.
-pub(crate) async fn stalled_serving_writes_in(
-    conn: &mut PgConnection,
-    community_id: Uuid,
-    bound: Duration,
-) -> StoreResult<StalledServingWrites> {
-    let (count, operations, until, now): (i64, Vec<String>, Option<DateTime<Utc>>, DateTime<Utc>) =
-        sqlx::query_as(
-            "SELECT count(l.id),                     coalesce(array_agg(DISTINCT l.operation ORDER BY l.operation)                              FILTER (WHERE l.id IS NOT NULL), '{}'),                     max(l.expires_at) + make_interval(secs => $2), clock_timestamp()              FROM deletion.community_fences f              LEFT JOIN deletion.serving_write_leases l                ON l.community_id = f.community_id               AND (l.released_at IS NULL OR l.released_at > f.updated_at)               AND l.expires_at + make_interval(secs => $2) > clock_timestamp()              WHERE f.community_id = $1",
-        )
-        .bind(community_id)
-        .bind(bound.as_secs_f64())
-        .fetch_optional(conn)
-        .await?
-        .unwrap_or((0, Vec::new(), None, Utc::now()));
-    Ok(StalledServingWrites {
-        count: count_u64(count),
-        operations,
-        until,
-        now,
-    })
-}
-
 impl Store {
-    /// [`serving::ServingDb::acquire_serving_write_lease`] on this store's pool.
-    pub async fn acquire_serving_write_lease(
-        &self,
-        community_id: Uuid,
-        operation: &str,
-        owner: &str,
-        ttl: Duration,
-    ) -> Result<ServingWriteLease, ServingError> {
-        self.serving()
-            .acquire_serving_write_lease(community_id, operation, owner, ttl)
-            .await
-    }
-
     /// [`serving::ServingDb::renew_serving_write_lease`] on this store's pool.
     pub async fn renew_serving_write_lease(
         &self,
@@ -153,8 +94,7 @@ impl Store {
     /// Unreleased, unexpired leases of the community and their operations.
     /// Callable by the worker and the serving role alike (SECURITY DEFINER function).
     pub async fn live_serving_writes(&self, community_id: Uuid) -> StoreResult<LiveServingWrites> {
-        let mut conn = self.pool.acquire().await?;
-        live_serving_writes_in(&mut conn, community_id).await
+        self.live_serving_writes_of(&community_id).await
     }
 
     /// Stalled serving writes of the community (see [`StalledServingWrites`]): what the drain
@@ -165,8 +105,7 @@ impl Store {
         community_id: Uuid,
         bound: Duration,
     ) -> StoreResult<StalledServingWrites> {
-        let mut conn = self.pool.acquire().await?;
-        stalled_serving_writes_in(&mut conn, community_id, bound).await
+        self.stalled_serving_writes_of(&community_id, bound).await
     }
 
     /// Refuses with [`StoreError::StalledServingWrites`] (transient) while a lease left
@@ -177,15 +116,8 @@ impl Store {
         community_id: Uuid,
         bound: Duration,
     ) -> StoreResult<StalledServingWrites> {
-        let stalled = self.stalled_serving_writes(community_id, bound).await?;
-        match stalled.until {
-            Some(until) if stalled.count > 0 => Err(StoreError::StalledServingWrites {
-                community_id,
-                count: stalled.count,
-                until,
-            }),
-            _ => Ok(stalled),
-        }
+        self.require_no_stalled_serving_writes_of(&community_id, bound)
+            .await
     }
 
     /// The leases the community's fence (before it is fenced: live ones) or drain (once fenced:

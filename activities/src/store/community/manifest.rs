@@ -13,7 +13,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 use workflows::community::contracts::{ManifestSummary, PrefixSummary};
 
-use super::audit::{WORKFLOW_ACTOR, insert_audit, record_advance};
+use super::audit::{WORKFLOW_ACTOR, commit_advance, commit_audited};
 use super::inventory::frozen_inventory_in;
 use super::stage::Stage;
 use super::token::{ExecToken, check_fence_held, check_generation, lock_for_token, read_request};
@@ -359,8 +359,8 @@ impl Store {
             "chunks": summary.chunks,
             "versions": summary.versions,
         });
-        record_advance(
-            &mut tx,
+        commit_advance(
+            tx,
             request_id,
             Stage::Drained,
             token.exec_generation,
@@ -368,8 +368,15 @@ impl Store {
             &detail,
         )
         .await?;
-        tx.commit().await?;
         Ok(digest)
+    }
+
+    /// Re-validates what destructive work acts on: the approved inventory's digest and the bound
+    /// manifest's digest and prefix ownership (each fails closed if tampered with).
+    pub async fn revalidate_frozen(&self, request_id: Uuid) -> StoreResult<()> {
+        self.load_frozen_inventory(request_id).await?;
+        self.load_destructive_manifest(request_id).await?;
+        Ok(())
     }
 
     /// The bound manifest, its digest and prefix ownership re-validated.
@@ -516,15 +523,14 @@ impl Store {
             "exec_generation": token.exec_generation,
             "late": set == ChunkSet::Late,
         });
-        insert_audit(
-            &mut tx,
-            Some(token.request_id),
+        commit_audited(
+            tx,
+            token.request_id,
             WORKFLOW_ACTOR,
             "chunk_stamped",
             &detail,
         )
         .await?;
-        tx.commit().await?;
         Ok(true)
     }
 
@@ -568,8 +574,8 @@ impl Store {
         .await?;
         let progress = chunk_progress_in(&mut tx, token.request_id).await?;
         let detail = serde_json::json!({ "progress": progress, "detail": detail });
-        record_advance(
-            &mut tx,
+        commit_advance(
+            tx,
             token.request_id,
             Stage::BindingsRemoved,
             token.exec_generation,
@@ -577,7 +583,6 @@ impl Store {
             &detail,
         )
         .await?;
-        tx.commit().await?;
         Ok(progress)
     }
 }

@@ -14,7 +14,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 use workflows::community::contracts::{PurgeReport, TableCount};
 
-use super::audit::{WORKFLOW_ACTOR, record_advance};
+use super::audit::{WORKFLOW_ACTOR, commit_advance};
 use super::inventory::frozen_inventory_in;
 use super::stage::Stage;
 use super::token::{ExecToken, check_fence_held, lock_for_token};
@@ -257,8 +257,8 @@ impl Store {
             "tables": report.tables,
             "rows_deleted": report.rows_deleted,
         });
-        record_advance(
-            &mut tx,
+        commit_advance(
+            tx,
             token.request_id,
             Stage::PostgresPurged,
             token.exec_generation,
@@ -266,7 +266,6 @@ impl Store {
             &detail,
         )
         .await?;
-        tx.commit().await?;
         on_progress(COMMUNITIES_TABLE, deleted.rows);
         Ok(report)
     }

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 use workflows::community::contracts::{ApprovalRecord, RegisterInput};
 
-use super::audit::{AuditEvent, insert_audit, insert_checkpoint, require_named};
+use super::audit::{AuditEvent, record_milestone, require_named};
 use super::fence::FenceStatus;
 use super::manifest::ChunkProgress;
 use super::signed::consume_community_signature;
@@ -273,12 +273,12 @@ impl Store {
             "operator": consumed.fingerprint,
             "nonce": consumed.nonce,
         });
-        insert_checkpoint(&mut tx, request.id, Stage::Submitted.as_str(), 0, &detail).await?;
-        insert_audit(
+        record_milestone(
             &mut tx,
-            Some(request.id),
+            request.id,
+            Stage::Submitted.as_str(),
+            0,
             &consumed.name,
-            "submitted",
             &detail,
         )
         .await?;

@@ -6,7 +6,7 @@
 
 use workflows::community::contracts::TableCount;
 
-use super::audit::{WORKFLOW_ACTOR, insert_audit, insert_checkpoint};
+use super::audit::{WORKFLOW_ACTOR, record_milestone};
 use super::inventory::frozen_inventory_in;
 use super::stage::Stage;
 use super::token::{ExecToken, lock_for_token};
@@ -46,19 +46,12 @@ impl Store {
             let detail = serde_json::json!({
                 "relations": counts.iter().map(|c| c.table.as_str()).collect::<Vec<_>>(),
             });
-            insert_checkpoint(
+            record_milestone(
                 &mut tx,
                 token.request_id,
                 SCOPE_VERIFIED,
                 token.exec_generation,
-                &detail,
-            )
-            .await?;
-            insert_audit(
-                &mut tx,
-                Some(token.request_id),
                 WORKFLOW_ACTOR,
-                SCOPE_VERIFIED,
                 &detail,
             )
             .await?;

@@ -11,11 +11,11 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::evidence::{evidence_required, require_bound_evidence, require_token_community};
-use super::fence::FenceState;
 use super::stage::{Stage, stage_list};
 use crate::claim::{RequestKind, claim_request};
 use crate::store::Store;
 use crate::store::error::{StoreError, StoreResult};
+use crate::store::fences::FenceState;
 
 /// Proof that an activity attempt is the latest to have claimed a request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,6 +1,6 @@
 //! Evidence of the multipart uploads a deletion aborted: one audit event per abort.
 
-use super::audit::{WORKFLOW_ACTOR, insert_audit};
+use super::audit::{WORKFLOW_ACTOR, commit_audited};
 use super::stage::Stage;
 use super::token::{ExecToken, check_fence_held, lock_for_token};
 use crate::store::Store;
@@ -42,15 +42,14 @@ impl Store {
             "outcome": record.outcome,
             "exec_generation": token.exec_generation,
         });
-        insert_audit(
-            &mut tx,
-            Some(token.request_id),
+        commit_audited(
+            tx,
+            token.request_id,
             WORKFLOW_ACTOR,
             "upload_aborted",
             &detail,
         )
         .await?;
-        tx.commit().await?;
         Ok(())
     }
 }

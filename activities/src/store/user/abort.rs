@@ -8,7 +8,7 @@ use workflows::operator::Action;
 use workflows::user::{UserAbortInput, UserAbortRecord, real_user_pubkey};
 
 use super::error::UserStoreError;
-use super::{UserStore, UserStoreResult, audit, consume_user_action};
+use super::{UserStore, UserStoreResult, consume_user_action, update_request_audited};
 use crate::store::Store;
 
 impl UserStore {
@@ -44,14 +44,9 @@ impl UserStore {
                 consumer,
             )
             .await?;
-            sqlx::query(
-                "UPDATE deletion.requests SET stage = 'aborted', updated_at = now() WHERE id = $1",
-            )
-            .bind(request_id)
-            .execute(&mut *tx)
-            .await?;
-            audit(
+            update_request_audited(
                 &mut tx,
+                "UPDATE deletion.requests SET stage = 'aborted', updated_at = now() WHERE id = $1",
                 request_id,
                 &consumed.name,
                 "user.aborted",

@@ -12,63 +12,27 @@
 //!
 //! Every change bumps `generation` and appends an audit event (`user.quiesced`, `user.fenced`,
 //! `user.unfenced`) in the same transaction. Lock order: the request's audit chain (its request
-//! row), then the fence row.
+//! row), then the fence row. The row mechanism (lock, state change, live and stalled lease
+//! refusals) is the one the community fence shares (`store/fences.rs`).
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use serde::Serialize;
-use serving::{LiveServingWrites, ServingError, ServingWriteLease};
+use serving::LiveServingWrites;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use crate::store::Store;
+use crate::store::chain::lock_chain;
 use crate::store::community::audit::{WORKFLOW_ACTOR, insert_audit};
-use crate::store::community::fence::FenceState;
-use crate::store::community::leases::StalledServingWrites;
 use crate::store::error::{StoreError, StoreResult};
-use crate::store::{Store, count_u64};
+use crate::store::fences::{
+    FenceState, ScopedFenceStatus, StalledServingWrites, fence_row, lock_fence_row,
+    require_no_live_serving_writes, set_fence, set_fence_lock_timeout,
+};
 
-/// How long quiescing, fencing or lifting waits for serving transactions holding the user's
-/// fence row before giving up (transiently: SQLSTATE 55P03).
-const USER_FENCE_LOCK_TIMEOUT: &str = "SET LOCAL lock_timeout = '5s'";
-
-/// A user's fence row.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct UserFenceStatus {
-    /// The user's 64-hex pubkey.
-    pub pubkey: String,
-    /// Its state.
-    pub state: FenceState,
-    /// Bumped on every change.
-    pub generation: i64,
-    /// The request that last changed it (`None` for a row created by a serving write).
-    pub request_id: Option<Uuid>,
-    /// When it last changed.
-    pub updated_at: DateTime<Utc>,
-}
-
-#[derive(sqlx::FromRow)]
-struct UserFenceRow {
-    pubkey: String,
-    state: String,
-    generation: i64,
-    request_id: Option<Uuid>,
-    updated_at: DateTime<Utc>,
-}
-
-impl TryFrom<UserFenceRow> for UserFenceStatus {
-    type Error = StoreError;
-
-    fn try_from(row: UserFenceRow) -> StoreResult<Self> {
-        Ok(UserFenceStatus {
-            pubkey: row.pubkey,
-            state: FenceState::parse(&row.state)?,
-            generation: row.generation,
-            request_id: row.request_id,
-            updated_at: row.updated_at,
-        })
-    }
-}
+/// A user's fence row (keyed by the user's 64-hex pubkey; `request_id` is `None` for a row
+/// created by a serving write).
+pub type UserFenceStatus = ScopedFenceStatus<String>;
 
 /// Refuses, before any SQL, a value that is not a user's pubkey: 64 lowercase hex digits, the
 /// rule of [`serving::pubkey_problem`] (the relay's; the workflows crate keeps a copy, which
@@ -90,35 +54,9 @@ async fn lock_user_fence(
     request_id: Uuid,
     pubkey: &str,
 ) -> StoreResult<UserFenceStatus> {
-    sqlx::query(USER_FENCE_LOCK_TIMEOUT)
-        .execute(&mut *conn)
-        .await?;
-    let locked: Option<i32> =
-        sqlx::query_scalar("SELECT 1 FROM deletion.requests WHERE id = $1 FOR UPDATE")
-            .bind(request_id)
-            .fetch_optional(&mut *conn)
-            .await?;
-    if locked.is_none() {
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1::text, 15))")
-            .bind(request_id)
-            .execute(&mut *conn)
-            .await?;
-    }
-    sqlx::query(
-        "INSERT INTO deletion.user_fences (pubkey, state, generation) \
-         VALUES ($1, 'serving', 0) ON CONFLICT (pubkey) DO NOTHING",
-    )
-    .bind(pubkey)
-    .execute(&mut *conn)
-    .await?;
-    let row = sqlx::query_as::<_, UserFenceRow>(
-        "SELECT pubkey, state, generation, request_id, updated_at \
-         FROM deletion.user_fences WHERE pubkey = $1 FOR UPDATE",
-    )
-    .bind(pubkey)
-    .fetch_one(conn)
-    .await?;
-    row.try_into()
+    set_fence_lock_timeout(conn).await?;
+    lock_chain(conn, request_id).await?;
+    lock_fence_row(conn, &pubkey.to_owned()).await
 }
 
 /// Sets the user's fence state for `request_id`, bumping the generation, and records `event`
@@ -130,17 +68,7 @@ async fn set_user_fence(
     state: FenceState,
     event: &str,
 ) -> StoreResult<UserFenceStatus> {
-    let row = sqlx::query_as::<_, UserFenceRow>(
-        "UPDATE deletion.user_fences SET state = $2, generation = generation + 1, \
-         request_id = $3, updated_at = now() WHERE pubkey = $1 \
-         RETURNING pubkey, state, generation, request_id, updated_at",
-    )
-    .bind(pubkey)
-    .bind(state.as_str())
-    .bind(request_id)
-    .fetch_one(&mut *conn)
-    .await?;
-    let status = UserFenceStatus::try_from(row)?;
+    let status = set_fence(conn, &pubkey.to_owned(), state, request_id).await?;
     let detail = serde_json::json!({
         "pubkey": pubkey,
         "state": state,
@@ -150,29 +78,12 @@ async fn set_user_fence(
     Ok(status)
 }
 
-/// Live user leases, read inside the caller's transaction through
-/// `deletion.live_user_serving_writes`, the definition the serving side shares.
-async fn live_user_serving_writes_in(
-    conn: &mut PgConnection,
-    pubkey: &str,
-) -> StoreResult<LiveServingWrites> {
-    let (count, operations): (i64, Vec<String>) =
-        sqlx::query_as("SELECT live_count, operations FROM deletion.live_user_serving_writes($1)")
-            .bind(pubkey)
-            .fetch_one(conn)
-            .await?;
-    Ok(LiveServingWrites {
-        count: count_u64(count),
-        operations,
-    })
-}
-
 /// The refusal of a fence held by another request.
 fn held_by_other(status: &UserFenceStatus, request_id: Uuid) -> Option<StoreError> {
     match status.request_id {
         Some(holder) if status.state != FenceState::Serving && holder != request_id => {
             Some(StoreError::UserFenceHeld {
-                pubkey: status.pubkey.clone(),
+                pubkey: status.key.clone(),
                 request_id: holder,
             })
         }
@@ -181,35 +92,43 @@ fn held_by_other(status: &UserFenceStatus, request_id: Uuid) -> Option<StoreErro
 }
 
 impl Store {
-    /// Opens the transaction of a fence change by `request_id`: the pubkey checked, the fence
-    /// row locked (created `serving` if missing), and refused with [`StoreError::UserFenceHeld`]
-    /// while another request holds it.
-    async fn lock_fence_for(
+    /// One fence change by `request_id`: checks the pubkey, locks the request's audit chain and
+    /// the fence row (created `serving` if missing), refuses with [`StoreError::UserFenceHeld`]
+    /// while another request holds it, then asks `wanted` about the fence found: an error
+    /// refuses (nothing committed), `false` keeps it as it is (returned as found), `true` moves
+    /// it to `to` and records `event`. Fencing also refuses while a serving write for the user
+    /// is live.
+    async fn change_user_fence(
         &self,
         request_id: Uuid,
         pubkey: &str,
-    ) -> StoreResult<(sqlx::Transaction<'static, sqlx::Postgres>, UserFenceStatus)> {
+        to: FenceState,
+        event: &str,
+        wanted: impl FnOnce(&UserFenceStatus) -> StoreResult<bool>,
+    ) -> StoreResult<UserFenceStatus> {
         validate_user_pubkey("pubkey", pubkey)?;
         let mut tx = self.pool.begin().await?;
         let fence = lock_user_fence(&mut tx, request_id, pubkey).await?;
-        match held_by_other(&fence, request_id) {
-            Some(refusal) => Err(refusal),
-            None => Ok((tx, fence)),
+        if let Some(refusal) = held_by_other(&fence, request_id) {
+            return Err(refusal);
         }
+        if !wanted(&fence)? {
+            tx.commit().await?;
+            return Ok(fence);
+        }
+        if to == FenceState::Fenced {
+            require_no_live_serving_writes(&mut tx, &fence.key).await?;
+        }
+        let status = set_user_fence(&mut tx, request_id, pubkey, to, event).await?;
+        tx.commit().await?;
+        Ok(status)
     }
 
     /// The user's fence row, if they have one (a user who never wrote since migration 0012 and
     /// was never quiesced has none: they are served).
     pub async fn user_fence_status(&self, pubkey: &str) -> StoreResult<Option<UserFenceStatus>> {
         validate_user_pubkey("pubkey", pubkey)?;
-        let row = sqlx::query_as::<_, UserFenceRow>(
-            "SELECT pubkey, state, generation, request_id, updated_at \
-             FROM deletion.user_fences WHERE pubkey = $1",
-        )
-        .bind(pubkey)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.map(UserFenceStatus::try_from).transpose()
+        fence_row(&self.pool, &pubkey.to_owned()).await
     }
 
     /// Starts quiescing the user for `request_id`: new serving-write leases for them are refused
@@ -221,20 +140,14 @@ impl Store {
         request_id: Uuid,
         pubkey: &str,
     ) -> StoreResult<UserFenceStatus> {
-        let (mut tx, fence) = self.lock_fence_for(request_id, pubkey).await?;
-        if fence.state != FenceState::Serving {
-            return Ok(fence);
-        }
-        let status = set_user_fence(
-            &mut tx,
+        self.change_user_fence(
             request_id,
             pubkey,
             FenceState::Quiescing,
             "user.quiesced",
+            |fence| Ok(fence.state == FenceState::Serving),
         )
-        .await?;
-        tx.commit().await?;
-        Ok(status)
+        .await
     }
 
     /// Fences the user for `request_id` once no serving write for them is live: every row write
@@ -246,35 +159,21 @@ impl Store {
     /// [`StoreError::UserFenceHeld`] while another request holds the fence. Idempotent when this
     /// request already fenced the user.
     pub async fn fence_user(&self, request_id: Uuid, pubkey: &str) -> StoreResult<UserFenceStatus> {
-        let (mut tx, fence) = self.lock_fence_for(request_id, pubkey).await?;
-        match fence.state {
-            FenceState::Fenced => return Ok(fence),
-            FenceState::Serving => {
-                return Err(StoreError::UserNotQuiescing {
-                    pubkey: pubkey.to_owned(),
-                    state: fence.state.to_string(),
-                });
-            }
-            FenceState::Quiescing => {}
-        }
-        let live = live_user_serving_writes_in(&mut tx, pubkey).await?;
-        if live.count > 0 {
-            return Err(StoreError::LiveUserServingWrites {
-                pubkey: pubkey.to_owned(),
-                count: live.count,
-                operations: live.operations,
-            });
-        }
-        let status = set_user_fence(
-            &mut tx,
+        self.change_user_fence(
             request_id,
             pubkey,
             FenceState::Fenced,
             "user.fenced",
+            |fence| match fence.state {
+                FenceState::Fenced => Ok(false),
+                FenceState::Quiescing => Ok(true),
+                FenceState::Serving => Err(StoreError::UserNotQuiescing {
+                    pubkey: pubkey.to_owned(),
+                    state: fence.state.to_string(),
+                }),
+            },
         )
-        .await?;
-        tx.commit().await?;
-        Ok(status)
+        .await
     }
 
     /// Lifts the user's fence back to serving (an abort before the irreversible point): only the
@@ -285,28 +184,20 @@ impl Store {
         request_id: Uuid,
         pubkey: &str,
     ) -> StoreResult<UserFenceStatus> {
-        let (mut tx, fence) = self.lock_fence_for(request_id, pubkey).await?;
-        if fence.state == FenceState::Serving {
-            tx.commit().await?;
-            return Ok(fence);
-        }
-        let status = set_user_fence(
-            &mut tx,
+        self.change_user_fence(
             request_id,
             pubkey,
             FenceState::Serving,
             "user.unfenced",
+            |fence| Ok(fence.state != FenceState::Serving),
         )
-        .await?;
-        tx.commit().await?;
-        Ok(status)
+        .await
     }
 
     /// Unreleased, unexpired leases for the user, in any community, and their operations.
     pub async fn live_user_serving_writes(&self, pubkey: &str) -> StoreResult<LiveServingWrites> {
         validate_user_pubkey("pubkey", pubkey)?;
-        let mut conn = self.pool.acquire().await?;
-        live_user_serving_writes_in(&mut conn, pubkey).await
+        self.live_serving_writes_of(&pubkey.to_owned()).await
     }
 
     /// The drain gate of a user deletion: refuses with [`StoreError::StalledUserServingWrites`]
@@ -320,55 +211,7 @@ impl Store {
         bound: Duration,
     ) -> StoreResult<StalledServingWrites> {
         validate_user_pubkey("pubkey", pubkey)?;
-        let (count, operations, until, now): (
-            i64,
-            Vec<String>,
-            Option<DateTime<Utc>>,
-            DateTime<Utc>,
-        ) = sqlx::query_as(
-            "SELECT count(l.id), \
-                    coalesce(array_agg(DISTINCT l.operation ORDER BY l.operation) \
-                             FILTER (WHERE l.id IS NOT NULL), '{}'), \
-                    max(l.expires_at) + make_interval(secs => $2), clock_timestamp() \
-             FROM deletion.user_fences f \
-             LEFT JOIN deletion.serving_write_leases l \
-               ON l.user_pubkey = f.pubkey \
-              AND (l.released_at IS NULL OR l.released_at > f.updated_at) \
-              AND l.expires_at + make_interval(secs => $2) > clock_timestamp() \
-             WHERE f.pubkey = $1",
-        )
-        .bind(pubkey)
-        .bind(bound.as_secs_f64())
-        .fetch_optional(&self.pool)
-        .await?
-        .unwrap_or((0, Vec::new(), None, Utc::now()));
-        let stalled = StalledServingWrites {
-            count: count_u64(count),
-            operations,
-            until,
-            now,
-        };
-        match stalled.until {
-            Some(until) if stalled.count > 0 => Err(StoreError::StalledUserServingWrites {
-                pubkey: pubkey.to_owned(),
-                count: stalled.count,
-                until,
-            }),
-            _ => Ok(stalled),
-        }
-    }
-
-    /// [`serving::ServingDb::acquire_user_serving_write_lease`] on this store's pool.
-    pub async fn acquire_user_serving_write_lease(
-        &self,
-        community_id: Uuid,
-        pubkey: &str,
-        operation: &str,
-        owner: &str,
-        ttl: Duration,
-    ) -> Result<ServingWriteLease, ServingError> {
-        self.serving()
-            .acquire_user_serving_write_lease(community_id, pubkey, operation, owner, ttl)
+        self.require_no_stalled_serving_writes_of(&pubkey.to_owned(), bound)
             .await
     }
 }

@@ -82,6 +82,23 @@ async fn audit(
     Ok(())
 }
 
+/// Runs `update` (an `UPDATE deletion.requests … WHERE id = $1`) on the request and records the
+/// audit event that explains it, inside the caller's transaction.
+async fn update_request_audited(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    update: &'static str,
+    request_id: Uuid,
+    actor: &str,
+    event: &str,
+    detail: serde_json::Value,
+) -> UserStoreResult<()> {
+    sqlx::query(update)
+        .bind(request_id)
+        .execute(&mut **tx)
+        .await?;
+    audit(tx, request_id, actor, event, detail).await
+}
+
 /// Verifies that `signed` is an operator's statement of exactly `expected` (action, kind,
 /// request, target, digest) and consumes it, once, for `consumer`, inside the caller's
 /// transaction; `label` is the operator name the caller was given, checked against the key's.
@@ -121,4 +138,14 @@ async fn consume_user_action(
 /// RFC 3339 with milliseconds, UTC: the one timestamp format of contracts and CLI output.
 pub fn rfc3339(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// The retry state of a request as stored: its retry count (a negative count reads as 0) and
+/// its next attempt's deadline.
+fn retry_state(retry_count: i32, next_attempt_at: DateTime<Utc>) -> workflows::user::RetryState {
+    workflows::user::RetryState {
+        retry_count: u32::try_from(retry_count).unwrap_or(0),
+        next_attempt_at: rfc3339(next_attempt_at),
+        next_attempt_at_unix_ms: next_attempt_at.timestamp_millis(),
+    }
 }

@@ -12,7 +12,10 @@ use workflows::approval::{Operator, check_digest, check_two_person, same_operato
 use workflows::operator::{Action, Expected, Kind, check_binding};
 
 use super::error::UserStoreError;
-use super::{UserStore, UserStoreResult, audit, consume_statement, consume_user_action, rfc3339};
+use super::{
+    UserStore, UserStoreResult, audit, consume_statement, consume_user_action, rfc3339,
+    update_request_audited,
+};
 use crate::identity::{IdentityError, consume_signature};
 
 /// What an approval is checked against: stage, requester name, frozen digest, target and the
@@ -247,14 +250,9 @@ impl UserStore {
         .bind(&consumed.nonce)
         .fetch_one(&mut *tx)
         .await?;
-        sqlx::query(
-            "UPDATE deletion.requests SET stage = 'approved', updated_at = now() WHERE id = $1",
-        )
-        .bind(request_id)
-        .execute(&mut *tx)
-        .await?;
-        audit(
+        update_request_audited(
             &mut tx,
+            "UPDATE deletion.requests SET stage = 'approved', updated_at = now() WHERE id = $1",
             request_id,
             approver,
             "user.approved",
@@ -350,16 +348,11 @@ impl UserStore {
             consumer,
         )
         .await?;
-        sqlx::query(
+        update_request_audited(
+            &mut tx,
             "UPDATE deletion.requests SET blocked_reason = NULL, blocked_stage = NULL, \
                  blocked_at = NULL, next_attempt_at = NULL, updated_at = now() \
              WHERE id = $1",
-        )
-        .bind(request_id)
-        .execute(&mut *tx)
-        .await?;
-        audit(
-            &mut tx,
             request_id,
             &consumed.name,
             "user.unblocked",

@@ -4,10 +4,10 @@
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use workflows::user::resume::ResumeInput;
-use workflows::user::{ResumedRequest, RetryState, UserApprovalRecord, UserInventory};
+use workflows::user::{ResumedRequest, UserApprovalRecord, UserInventory};
 
 use super::error::UserStoreError;
-use super::{UserStore, UserStoreResult, audit, rfc3339};
+use super::{UserStore, UserStoreResult, audit, retry_state, rfc3339};
 use crate::claim::{RequestKind, claim_request};
 
 /// The request columns a resume reads.
@@ -108,11 +108,7 @@ impl UserStore {
                     child_deletions: Vec::new(),
                 }
             }),
-            retry: next_attempt_at.map(|at| RetryState {
-                retry_count: u32::try_from(retry_count).unwrap_or(0),
-                next_attempt_at: rfc3339(at),
-                next_attempt_at_unix_ms: at.timestamp_millis(),
-            }),
+            retry: next_attempt_at.map(|at| retry_state(retry_count, at)),
             exec_generation,
         })
     }

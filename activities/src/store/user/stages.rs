@@ -14,8 +14,8 @@ use workflows::user::{
 };
 
 use super::error::UserStoreError;
-use super::views::{StageRowView, stage_columns};
-use super::{UserStore, UserStoreResult, audit, rfc3339};
+use super::views::{StageRowView, select_stage_rows, stage_columns};
+use super::{UserStore, UserStoreResult, audit, retry_state, rfc3339};
 use crate::claim::{RequestKind, claim_request};
 use crate::user::faults::FaultPoint;
 
@@ -59,19 +59,15 @@ async fn lock_stage(
     request_id: Uuid,
     stage_id: Uuid,
 ) -> UserStoreResult<StageRowView> {
-    sqlx::query_as::<_, StageRowView>(concat!(
-        "SELECT ",
-        stage_columns!(),
-        " FROM deletion.user_stage_history WHERE id = $1 AND request_id = $2 FOR UPDATE"
-    ))
-    .bind(stage_id)
-    .bind(request_id)
-    .fetch_optional(&mut **tx)
-    .await?
-    .ok_or(UserStoreError::NotCurrent {
-        request_id,
-        stage_id,
-    })
+    sqlx::query_as::<_, StageRowView>(select_stage_rows!("id = $1 AND request_id = $2 FOR UPDATE"))
+        .bind(stage_id)
+        .bind(request_id)
+        .fetch_optional(&mut **tx)
+        .await?
+        .ok_or(UserStoreError::NotCurrent {
+            request_id,
+            stage_id,
+        })
 }
 
 /// Inserts `spec` as the new pending, current row after `previous`.
@@ -98,14 +94,19 @@ async fn insert_stage(
 
 /// The row created after `stage_id`, if any.
 async fn successor_of(tx: &mut Tx<'_>, stage_id: Uuid) -> UserStoreResult<Option<StageRowView>> {
-    Ok(sqlx::query_as::<_, StageRowView>(concat!(
-        "SELECT ",
-        stage_columns!(),
-        " FROM deletion.user_stage_history WHERE previous_stage_id = $1"
-    ))
-    .bind(stage_id)
-    .fetch_optional(&mut **tx)
-    .await?)
+    stage_row_where(tx, select_stage_rows!("previous_stage_id = $1"), stage_id).await
+}
+
+/// The one stage row `sql` (a [`select_stage_rows`] with `$1` bound to `id`) finds, if any.
+async fn stage_row_where(
+    tx: &mut Tx<'_>,
+    sql: &'static str,
+    id: Uuid,
+) -> UserStoreResult<Option<StageRowView>> {
+    Ok(sqlx::query_as::<_, StageRowView>(sql)
+        .bind(id)
+        .fetch_optional(&mut **tx)
+        .await?)
 }
 
 /// Refuses a handler start while the database's clock is before the request's saved retry
@@ -193,14 +194,11 @@ impl UserStore {
         let (request_stage, _) = lock_request(&mut tx, request_id).await?;
         let result = match &input.command {
             TransitionCommand::Initialize { first } => {
-                let existing: Option<StageRowView> = sqlx::query_as::<_, StageRowView>(concat!(
-                    "SELECT ",
-                    stage_columns!(),
-                    " FROM deletion.user_stage_history \
-                      WHERE request_id = $1 AND previous_stage_id IS NULL"
-                ))
-                .bind(request_id)
-                .fetch_optional(&mut *tx)
+                let existing = stage_row_where(
+                    &mut tx,
+                    select_stage_rows!("request_id = $1 AND previous_stage_id IS NULL"),
+                    request_id,
+                )
                 .await?;
                 if let Some(initial) = existing {
                     // A retried Initialize finds the row it created; anything else is not ours.
@@ -445,11 +443,7 @@ impl UserStore {
         )
         .await?;
         tx.commit().await?;
-        Ok(RetryState {
-            retry_count: u32::try_from(retry_count).unwrap_or(0),
-            next_attempt_at: rfc3339(next_attempt_at),
-            next_attempt_at_unix_ms: next_attempt_at.timestamp_millis(),
-        })
+        Ok(retry_state(retry_count, next_attempt_at))
     }
 }
 
@@ -488,11 +482,7 @@ impl UserStore {
         )
         .await?;
         tx.commit().await?;
-        Ok(RetryState {
-            retry_count: u32::try_from(retry_count).unwrap_or(0),
-            next_attempt_at: rfc3339(next_attempt_at),
-            next_attempt_at_unix_ms: next_attempt_at.timestamp_millis(),
-        })
+        Ok(retry_state(retry_count, next_attempt_at))
     }
 }
 
@@ -546,14 +536,12 @@ async fn end_attempt(
 
 /// The request's current row, if any.
 async fn current_row(tx: &mut Tx<'_>, request_id: Uuid) -> UserStoreResult<Option<StageRowView>> {
-    Ok(sqlx::query_as::<_, StageRowView>(concat!(
-        "SELECT ",
-        stage_columns!(),
-        " FROM deletion.user_stage_history WHERE request_id = $1 AND is_current"
-    ))
-    .bind(request_id)
-    .fetch_optional(&mut **tx)
-    .await?)
+    stage_row_where(
+        tx,
+        select_stage_rows!("request_id = $1 AND is_current"),
+        request_id,
+    )
+    .await
 }
 
 /// Moves the request to `stage` after a committed transition: bumps the execution generation

@@ -8,7 +8,7 @@ use workflows::user::policy::MAX_STAGES;
 use workflows::user::{ProgressSnapshot, RetryState, StageRecord, UserApprovalRecord};
 
 use super::error::UserStoreError;
-use super::{UserStore, UserStoreResult, rfc3339};
+use super::{UserStore, UserStoreResult, retry_state, rfc3339};
 
 /// The request row of a user deletion.
 #[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
@@ -48,11 +48,8 @@ pub struct UserRequestView {
 impl UserRequestView {
     /// The saved retry state, while a deadline is set.
     pub fn retry(&self) -> Option<RetryState> {
-        self.next_attempt_at.map(|at| RetryState {
-            retry_count: u32::try_from(self.retry_count).unwrap_or(0),
-            next_attempt_at: rfc3339(at),
-            next_attempt_at_unix_ms: at.timestamp_millis(),
-        })
+        self.next_attempt_at
+            .map(|at| retry_state(self.retry_count, at))
     }
 }
 
@@ -128,6 +125,20 @@ macro_rules! stage_columns {
 }
 pub(super) use stage_columns;
 
+/// `SELECT` of the stage columns from the stage history under `condition` (a string literal
+/// starting after `WHERE`), as one literal.
+macro_rules! select_stage_rows {
+    ($condition:literal) => {
+        concat!(
+            "SELECT ",
+            stage_columns!(),
+            " FROM deletion.user_stage_history WHERE ",
+            $condition
+        )
+    };
+}
+pub(super) use select_stage_rows;
+
 impl UserStore {
     /// The user-deletion request `id`, if it exists.
     pub async fn request_view(&self, id: Uuid) -> UserStoreResult<Option<UserRequestView>> {
@@ -168,11 +179,8 @@ impl UserStore {
     /// most [`MAX_STAGES`] + 1 rows and refuses ([`UserStoreError::TooManyStages`]) when the
     /// history is longer than reconstruction may read.
     pub async fn stage_rows(&self, id: Uuid) -> UserStoreResult<Vec<StageRowView>> {
-        let rows = sqlx::query_as::<_, StageRowView>(concat!(
-            "SELECT ",
-            stage_columns!(),
-            " FROM deletion.user_stage_history WHERE request_id = $1 ORDER BY created_at, id \
-              LIMIT $2"
+        let rows = sqlx::query_as::<_, StageRowView>(select_stage_rows!(
+            "request_id = $1 ORDER BY created_at, id LIMIT $2"
         ))
         .bind(id)
         .bind(MAX_STAGES as i64 + 1)

@@ -96,6 +96,7 @@ async fn a_put_landing_after_its_lease_expired_and_after_the_fence_is_frozen_and
     // heartbeat renews the lease and nothing releases it.
     let lease = stack
         .store
+        .serving()
         .acquire_serving_write_lease(
             community,
             "s3_put",

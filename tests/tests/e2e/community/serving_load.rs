@@ -480,6 +480,7 @@ async fn a_lease_abandoned_by_a_crashed_serving_process_holds_the_fence_only_unt
     // A serving process admitted a write and died: nobody renews or releases this lease.
     let abandoned = stack
         .serving
+        .serving()
         .acquire_serving_write_lease(
             community,
             "s3_put",
@@ -545,7 +546,7 @@ async fn a_serving_process_cut_off_from_its_database_abandons_its_write_before_t
     let (id, digest) = cli.submit(&host, "alice", &[]).await;
 
     // The serving process has its own connection pool: closing it cuts only that process off.
-    let database_url = testkit::env::required(activities::stack_env::SERVING_DATABASE_URL);
+    let database_url = testkit::env::required(stack_config::env::SERVING_DATABASE_URL);
     let serving_store = Store::connect(&database_url)
         .await
         .unwrap_or_else(|e| panic!("PostgreSQL: {e}"));

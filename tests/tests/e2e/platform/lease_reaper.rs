@@ -114,6 +114,7 @@ async fn a_serving_run_with_abandoned_leases_leaves_no_row_past_the_window_and_t
     for _ in 0..3 {
         stack
             .serving
+            .serving()
             .acquire_serving_write_lease(
                 community,
                 "s3_put",
@@ -125,6 +126,7 @@ async fn a_serving_run_with_abandoned_leases_leaves_no_row_past_the_window_and_t
     }
     stack
         .serving
+        .serving()
         .acquire_user_serving_write_lease(
             community,
             &"ef".repeat(32),
@@ -136,6 +138,7 @@ async fn a_serving_run_with_abandoned_leases_leaves_no_row_past_the_window_and_t
         .unwrap_or_else(|e| panic!("{e}"));
     let running = stack
         .serving
+        .serving()
         .acquire_serving_write_lease(community, "push", "relay:9", Duration::from_secs(600))
         .await
         .unwrap_or_else(|e| panic!("{e}"));

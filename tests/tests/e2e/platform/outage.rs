@@ -4,7 +4,7 @@ use testkit::prelude::*;
 
 /// Stops the local Redis (the process `deploy/local/up` started).
 async fn stop_redis() {
-    let url = testkit::env::required(activities::stack_env::REDIS_URL);
+    let url = testkit::env::required(stack_config::env::REDIS_URL);
     let port = url
         .rsplit(':')
         .next()

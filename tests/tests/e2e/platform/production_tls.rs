@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use activities::stack_env;
-use activities::temporal_access::settings::{
+use stack_config::env as stack_env;
+use stack_config::temporal::settings::{
     TEMPORAL_API_KEY, TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH,
     TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_SERVER_NAME,
 };
@@ -19,10 +19,10 @@ use testkit::env::required;
 use testkit::prelude::*;
 use testkit::workers::{worker_command, worker_exit};
 
-/// A CA that signed none of the stack's certificates (a fixture of the temporal_access tests).
+/// A CA that signed none of the stack's certificates (a fixture of stack_config::temporal's tests).
 const FOREIGN_CA: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../activities/src/temporal_access/testdata/ca.pem"
+    "/../stack-config/src/temporal/testdata/ca.pem"
 );
 
 /// A directory of secret files (mode 0600) for one test, removed when dropped.

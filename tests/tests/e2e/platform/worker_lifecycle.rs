@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
-use activities::stack_env;
+use stack_config::env as stack_env;
 use testkit::env::required;
 use testkit::prelude::*;
 use testkit::seed::{ONE_DELETE_AT_A_TIME, paced_plan};

@@ -11,7 +11,7 @@ use crate::community::contracts::{
     Abort, AbortInput, AbortRequest, AcceptAbort, ApprovalInput, ApprovalRecord, ApproveRequest,
     EventInput, RecordApproval, RecordEvent, RequestEvent, UnblockRequest,
 };
-use crate::community::decode::{Undecodable, decode};
+use crate::community::decode::{Message, Undecodable, decode};
 use crate::community::options::Paced;
 use crate::community::phase::Phase;
 use crate::community::rules::{
@@ -23,33 +23,23 @@ impl CommunityDeletion {
     /// The `approve` signal: a valid approval acts as the update; an invalid or malformed one (any
     /// payload is taken and decoded here, see `decode`) is recorded as a rejected attempt.
     pub(super) async fn approve_from_signal(ctx: &WorkflowContext<Self>, input: RawValue) {
-        let request = match decode::<ApproveRequest>(&input) {
-            Ok(request) => request,
-            Err(Undecodable { actor, reason }) => {
-                let event = RequestEvent::ApprovalRejected { actor, reason };
-                return Self::record_event(ctx, event).await;
-            }
+        let rejected = |actor, reason| RequestEvent::ApprovalRejected { actor, reason };
+        let Some(request) = Self::decode_signal::<ApproveRequest>(ctx, &input, rejected).await
+        else {
+            return;
         };
         let actor = request.approved_by.clone();
         // Every refusal is recorded: a rule, or the activity's verdict on the signature.
-        if let Err(refusal) = Self::accept_approval(ctx, request).await {
-            let event = RequestEvent::ApprovalRejected {
-                actor,
-                reason: refusal.to_string(),
-            };
-            Self::record_event(ctx, event).await;
-        }
+        let accepted = Self::accept_approval(ctx, request).await;
+        Self::record_refusal(ctx, accepted, actor, rejected).await;
     }
 
     /// The `abort` signal: as the update; every refusal, a malformed payload included, is
     /// recorded.
     pub(super) async fn abort_from_signal(ctx: &WorkflowContext<Self>, input: RawValue) {
-        let request = match decode::<AbortRequest>(&input) {
-            Ok(request) => request,
-            Err(Undecodable { actor, reason }) => {
-                let event = RequestEvent::AbortRefused { actor, reason };
-                return Self::record_event(ctx, event).await;
-            }
+        let refused = |actor, reason| RequestEvent::AbortRefused { actor, reason };
+        let Some(request) = Self::decode_signal::<AbortRequest>(ctx, &input, refused).await else {
+            return;
         };
         // The outcome is in the audit trail and the status query; a signal has no caller.
         let _outcome = Self::request_abort(ctx, request, true).await;
@@ -58,20 +48,42 @@ impl CommunityDeletion {
     /// The `unblock` signal: as the update; an invalid or malformed one is recorded as
     /// rejected.
     pub(super) async fn unblock_from_signal(ctx: &WorkflowContext<Self>, input: RawValue) {
-        let request = match decode::<UnblockRequest>(&input) {
-            Ok(request) => request,
-            Err(Undecodable { actor, reason }) => {
-                let event = RequestEvent::UnblockRejected { actor, reason };
-                return Self::record_event(ctx, event).await;
-            }
+        let rejected = |actor, reason| RequestEvent::UnblockRejected { actor, reason };
+        let Some(request) = Self::decode_signal::<UnblockRequest>(ctx, &input, rejected).await
+        else {
+            return;
         };
         let actor = request.actor.clone();
-        if let Err(refusal) = Self::release(ctx, request).await {
-            let event = RequestEvent::UnblockRejected {
-                actor,
-                reason: refusal.to_string(),
-            };
-            Self::record_event(ctx, event).await;
+        let released = Self::release(ctx, request).await;
+        Self::record_refusal(ctx, released, actor, rejected).await;
+    }
+
+    /// A signal's payload decoded as `M`; a malformed one is recorded as the event `rejected`
+    /// builds from its actor and the reason, and yields `None`.
+    async fn decode_signal<M: Message>(
+        ctx: &WorkflowContext<Self>,
+        input: &RawValue,
+        rejected: impl FnOnce(String, String) -> RequestEvent,
+    ) -> Option<M> {
+        match decode::<M>(input) {
+            Ok(message) => Some(message),
+            Err(Undecodable { actor, reason }) => {
+                Self::record_event(ctx, rejected(actor, reason)).await;
+                None
+            }
+        }
+    }
+
+    /// Records a signalled message's refusal, if `outcome` is one, as the event `rejected` builds
+    /// from the message's `actor` and the refusal (a signal has no caller to tell).
+    async fn record_refusal<T>(
+        ctx: &WorkflowContext<Self>,
+        outcome: Result<T, MessageError>,
+        actor: String,
+        rejected: impl FnOnce(String, String) -> RequestEvent,
+    ) {
+        if let Err(refusal) = outcome {
+            Self::record_event(ctx, rejected(actor, refusal.to_string())).await;
         }
     }
 
@@ -199,20 +211,14 @@ impl CommunityDeletion {
         ctx.state_mut(|s| s.abort_in_flight = false);
         match recorded {
             Ok(abort) => Ok(abort),
-            Err(failure) => {
-                let reason = failure_reason(&failure);
-                if from_signal {
-                    let event = RequestEvent::AbortRefused {
-                        actor,
-                        reason: format!("abort not recorded, nothing changed: {reason}"),
-                    };
-                    Self::record_event(ctx, event).await;
-                }
-                Err(MessageError::NotRecorded {
-                    what: "abort",
-                    reason,
-                })
-            }
+            Err(failure) => Err(Self::abort_not_taken(
+                ctx,
+                from_signal,
+                actor,
+                "not recorded",
+                failure_reason(&failure),
+            )
+            .await),
         }
     }
 
@@ -253,17 +259,29 @@ impl CommunityDeletion {
         if refused {
             return Err(AbortRefusal::RefusedByDatabase { reason }.into());
         }
+        Err(Self::abort_not_taken(ctx, from_signal, actor, "could not be decided", reason).await)
+    }
+
+    /// The error of an abort that changed nothing (`what_happened`: why, in a few words); a
+    /// signalled abort has no caller to tell, so the refusal goes to the audit trail first.
+    async fn abort_not_taken(
+        ctx: &WorkflowContext<Self>,
+        from_signal: bool,
+        actor: String,
+        what_happened: &str,
+        reason: String,
+    ) -> MessageError {
         if from_signal {
             let event = RequestEvent::AbortRefused {
                 actor,
-                reason: format!("abort could not be decided, nothing changed: {reason}"),
+                reason: format!("abort {what_happened}, nothing changed: {reason}"),
             };
             Self::record_event(ctx, event).await;
         }
-        Err(MessageError::NotRecorded {
+        MessageError::NotRecorded {
             what: "abort",
             reason,
-        })
+        }
     }
 
     /// Records an unblock that passes the rules, then lets the blocked phase run again.

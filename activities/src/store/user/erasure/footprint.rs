@@ -4,7 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use sqlx::PgConnection;
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::query::QueryAs;
+use sqlx::{FromRow, PgConnection, Postgres};
 use uuid::Uuid;
 
 use crate::store::error::StoreResult;
@@ -129,54 +131,41 @@ impl Store {
             per_community.entry(*community).or_default();
         }
         let ids: Vec<Uuid> = per_community.keys().copied().collect();
-        let hosts: BTreeMap<Uuid, String> = sqlx::query_as::<_, (Uuid, String)>(
-            "SELECT id, host FROM buzz.communities WHERE id = ANY($1)",
+        let hosts: BTreeMap<Uuid, String> = by_community(
+            &mut tx,
+            true,
+            sqlx::query_as("SELECT id, host FROM buzz.communities WHERE id = ANY($1)").bind(&ids),
         )
-        .bind(&ids)
-        .fetch_all(&mut *tx)
-        .await?
-        .into_iter()
-        .collect();
+        .await?;
         let has = |name: &str| declared.iter().any(|d| d.declaration.table == name);
-        let roles: BTreeMap<Uuid, String> = if has(MEMBERSHIPS_TABLE) {
-            sqlx::query_as::<_, (Uuid, String)>(
-                "SELECT community_id, role FROM buzz.memberships WHERE pubkey = $1",
-            )
-            .bind(pubkey)
-            .fetch_all(&mut *tx)
-            .await?
-            .into_iter()
-            .collect()
-        } else {
-            BTreeMap::new()
-        };
-        let others: BTreeMap<Uuid, i64> = if has(MEMBERSHIPS_TABLE) {
-            sqlx::query_as::<_, (Uuid, i64)>(
+        let roles: BTreeMap<Uuid, String> = by_community(
+            &mut tx,
+            has(MEMBERSHIPS_TABLE),
+            sqlx::query_as("SELECT community_id, role FROM buzz.memberships WHERE pubkey = $1")
+                .bind(pubkey),
+        )
+        .await?;
+        let others: BTreeMap<Uuid, i64> = by_community(
+            &mut tx,
+            has(MEMBERSHIPS_TABLE),
+            sqlx::query_as(
                 "SELECT community_id, count(*) FROM buzz.memberships \
                  WHERE community_id = ANY($1) AND pubkey <> $2 GROUP BY community_id",
             )
             .bind(&ids)
-            .bind(pubkey)
-            .fetch_all(&mut *tx)
-            .await?
-            .into_iter()
-            .collect()
-        } else {
-            BTreeMap::new()
-        };
-        let media: BTreeMap<Uuid, i64> = if has(MEDIA_UPLOADS_TABLE) {
-            sqlx::query_as::<_, (Uuid, i64)>(
+            .bind(pubkey),
+        )
+        .await?;
+        let media: BTreeMap<Uuid, i64> = by_community(
+            &mut tx,
+            has(MEDIA_UPLOADS_TABLE),
+            sqlx::query_as(
                 "SELECT community_id, count(DISTINCT object_key) FROM buzz.media_uploads \
                  WHERE uploader_pubkey = $1 GROUP BY community_id",
             )
-            .bind(pubkey)
-            .fetch_all(&mut *tx)
-            .await?
-            .into_iter()
-            .collect()
-        } else {
-            BTreeMap::new()
-        };
+            .bind(pubkey),
+        )
+        .await?;
         let mut agents: BTreeMap<Uuid, Vec<Uuid>> = BTreeMap::new();
         if has(workflows::user::footprint::AGENTS_TABLE) {
             let rows: Vec<(Uuid, Uuid)> = sqlx::query_as(
@@ -305,4 +294,21 @@ impl Store {
             })
             .collect())
     }
+}
+
+/// The `(community_id, value)` pairs `query` returns, by community; empty, with `query` never
+/// sent, when the table it reads is not `declared` (an undeclared table is not read).
+async fn by_community<V>(
+    conn: &mut PgConnection,
+    declared: bool,
+    query: QueryAs<'_, Postgres, (Uuid, V), PgArguments>,
+) -> StoreResult<BTreeMap<Uuid, V>>
+where
+    (Uuid, V): for<'r> FromRow<'r, PgRow> + Send + Unpin,
+    V: Send + Unpin,
+{
+    if !declared {
+        return Ok(BTreeMap::new());
+    }
+    Ok(query.fetch_all(conn).await?.into_iter().collect())
 }

@@ -4,9 +4,8 @@
 
 use std::error::Error as StdError;
 
-use crate::cache::CacheError;
-use crate::tls_failure::{find_tls_error, server_certificate_problem};
-use redis::ErrorKind;
+use crate::tls::{find_tls_error, server_certificate_problem};
+use redis::{ErrorKind, RedisError};
 
 /// PostgreSQL's SQLSTATE for a wrong password (`invalid_password`).
 const PG_INVALID_PASSWORD: &str = "28P01";
@@ -59,19 +58,15 @@ pub fn postgres_refusal(error: &sqlx::Error, url: &str) -> Option<Refusal> {
     }
 }
 
-/// Why Redis refused the connection, when it did.
-pub fn redis_refusal(error: &CacheError, ca_file: Option<&str>) -> Option<Refusal> {
-    match error {
-        CacheError::Denied { source, .. } if source.kind() == ErrorKind::AuthenticationFailed => {
-            Some(Refusal {
-                reason: "AUTH failed (wrong user or password)".to_owned(),
-                fix: "check the user and password in REDIS_URL (rediss://user:password@host:port, or in the file REDIS_URL_FILE names)"
-                    .to_owned(),
-            })
-        }
-        CacheError::Unavailable { source, .. } | CacheError::Denied { source, .. } => {
-            tls_refusal(source, crate::stack_env::REDIS_CA_FILE, ca_file)
-        }
-        _ => None,
+/// Why Redis refused the connection, when it did: `error` is the Redis client's own error (what
+/// the cache adapter's `Denied` and `Unavailable` carry; its other failures are no refusal).
+pub fn redis_refusal(error: &RedisError, ca_file: Option<&str>) -> Option<Refusal> {
+    if error.kind() == ErrorKind::AuthenticationFailed {
+        return Some(Refusal {
+            reason: "AUTH failed (wrong user or password)".to_owned(),
+            fix: "check the user and password in REDIS_URL (rediss://user:password@host:port, or in the file REDIS_URL_FILE names)"
+                .to_owned(),
+        });
     }
+    tls_refusal(error, crate::env::REDIS_CA_FILE, ca_file)
 }

@@ -19,7 +19,7 @@ use super::settings::{
     TEMPORAL_API_KEY, TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_SERVER_CA_CERT_PATH,
     TEMPORAL_TLS_SERVER_NAME, TemporalAccess,
 };
-use crate::tls_failure::{ServerCertificateProblem, find_tls_error, server_certificate_problem};
+use crate::tls::{ServerCertificateProblem, find_tls_error, server_certificate_problem};
 
 /// Why no Temporal client could be made.
 #[derive(Debug, thiserror::Error)]

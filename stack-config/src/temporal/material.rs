@@ -183,9 +183,9 @@ mod tests {
     //! Fixtures in `testdata/`: a throwaway CA and one client key, certified three times by
     //! `openssl ca` with fixed dates (valid 2025–2125, expired in 2020, valid only from 2099).
     use super::*;
-    use crate::temporal_access::settings::ClientPairFiles;
+    use crate::temporal::settings::ClientPairFiles;
 
-    const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/temporal_access/testdata");
+    const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/temporal/testdata");
 
     fn path(name: &str) -> String {
         format!("{DIR}/{name}")

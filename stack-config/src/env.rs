@@ -1,21 +1,18 @@
 //! The one reader of the stack's environment: where Postgres, Redis, the S3 bucket and Temporal
 //! are, as `deploy/local/up` writes them to `.state/env` and a deployment exports them.
 //!
-//! It lives in `activities` because every binary and test that reads these variables (worker, CLI,
-//! bench, chaos, the integration and end-to-end tests) already depends on this crate, and because
-//! the typed result it builds, [`S3Config`], is defined here. It is pure: every read goes through
-//! an injected lookup function ([`StackEnv::process`] for the real environment, a map in tests),
-//! so the rules — what is required, what is trimmed, which default applies — are unit-tested
-//! without touching the process environment. Each caller asks only for what it uses; settings
-//! that belong to one binary (the worker's tuning knobs, the CLI's task queue) stay with it.
+//! It is pure: every read goes through an injected lookup function ([`StackEnv::process`] for the
+//! real environment, a map in tests), so the rules — what is required, what is trimmed, which
+//! default applies — are unit-tested without touching the process environment. Each caller asks
+//! only for what it uses; settings that belong to one binary (the worker's tuning knobs, the
+//! CLI's task queue) stay with it, and the settings that build the adapters' own types
+//! (`S3Config`, `RedisConfig`) are read through this reader by `activities::stack_settings`.
 //!
 //! Every required variable may instead be given as a file: `NAME_FILE` names a file whose
 //! content (trimmed) is the value, the convention of container secrets (`POSTGRES_PASSWORD_FILE`)
 //! and of Kubernetes Secrets mounted as volumes. So no secret needs to be in the process
 //! environment. Setting both `NAME` and `NAME_FILE` is refused rather than silently preferring
 //! one; errors name the variable and the file, never a value.
-
-use crate::objects::{S3Addressing, S3Config, S3Credentials};
 
 /// Worker role's Postgres connection string (least privilege).
 pub const DATABASE_URL: &str = "DATABASE_URL";
@@ -49,7 +46,7 @@ pub const TEMPORAL_ADDRESS: &str = "TEMPORAL_ADDRESS";
 /// Temporal namespace (optional, see [`DEFAULT_TEMPORAL_NAMESPACE`]).
 pub const TEMPORAL_NAMESPACE: &str = "TEMPORAL_NAMESPACE";
 /// Task queue the workflows and their activities run on (optional, default
-/// [`workflows::TASK_QUEUE`]): the worker polls it, the CLI starts workflows on it.
+/// `workflows::TASK_QUEUE`): the worker polls it, the CLI starts workflows on it.
 pub const TASK_QUEUE: &str = "BUZZ_TASK_QUEUE";
 
 /// Region used when `BUZZ_S3_REGION` is unset or blank: any non-empty value signs correctly for
@@ -192,9 +189,9 @@ impl<L: Fn(&str) -> Option<String>> StackEnv<L> {
         }
     }
 
-    /// How Temporal is reached: TLS, mutual TLS, API key (see [`crate::temporal_access`]).
-    pub fn temporal_access(&self) -> Result<crate::temporal_access::TemporalAccess, StackEnvError> {
-        crate::temporal_access::settings::read(self)
+    /// How Temporal is reached: TLS, mutual TLS, API key (see [`crate::temporal`]).
+    pub fn temporal_access(&self) -> Result<crate::temporal::TemporalAccess, StackEnvError> {
+        crate::temporal::settings::read(self)
     }
 
     /// `DATABASE_URL`: the worker role's connection string.
@@ -217,28 +214,6 @@ impl<L: Fn(&str) -> Option<String>> StackEnv<L> {
         self.required(REDIS_URL)
     }
 
-    /// `REDIS_URL`, `BUZZ_REDIS_CA_FILE` and `BUZZ_REDIS_MODE` (`single` when unset).
-    pub fn redis(&self) -> Result<crate::cache::RedisConfig, StackEnvError> {
-        Ok(crate::cache::RedisConfig {
-            url: self.redis_url()?,
-            ca_file: self.optional(REDIS_CA_FILE),
-            mode: self.redis_mode()?,
-        })
-    }
-
-    /// `BUZZ_REDIS_MODE`: `single` (the default) or `cluster`.
-    pub fn redis_mode(&self) -> Result<crate::cache::RedisMode, StackEnvError> {
-        match self.optional(REDIS_MODE) {
-            None => Ok(crate::cache::RedisMode::Single),
-            Some(value) => crate::cache::RedisMode::parse(&value).ok_or(StackEnvError::Invalid {
-                name: REDIS_MODE,
-                value,
-                expected: "single (one Redis server, the default) or cluster (a Redis \
-                               Cluster; REDIS_URL then lists seed nodes, comma-separated)",
-            }),
-        }
-    }
-
     /// `TEMPORAL_ADDRESS`, as written (`host:port` or a URL).
     pub fn temporal_address(&self) -> Result<String, StackEnvError> {
         self.required(TEMPORAL_ADDRESS)
@@ -248,52 +223,6 @@ impl<L: Fn(&str) -> Option<String>> StackEnv<L> {
     pub fn temporal_namespace(&self) -> String {
         self.optional(TEMPORAL_NAMESPACE)
             .unwrap_or_else(|| DEFAULT_TEMPORAL_NAMESPACE.to_owned())
-    }
-
-    /// `BUZZ_TASK_QUEUE`, or [`workflows::TASK_QUEUE`].
-    pub fn task_queue(&self) -> String {
-        self.optional(TASK_QUEUE)
-            .unwrap_or_else(|| workflows::TASK_QUEUE.to_owned())
-    }
-
-    /// The bucket settings from the `BUZZ_S3_*` variables. Endpoint and bucket are required.
-    /// The region is `BUZZ_S3_REGION`, else the AWS SDK's standard places, else
-    /// [`DEFAULT_S3_REGION`]. The credentials are the static pair `BUZZ_S3_ACCESS_KEY` and
-    /// `BUZZ_S3_SECRET_KEY` when either is set (then both are required), else the AWS SDK's
-    /// default provider chain. `BUZZ_S3_ADDRESSING` is `path` (default) or `virtual`.
-    pub fn s3(&self) -> Result<S3Config, StackEnvError> {
-        let static_pair = [S3_ACCESS_KEY, S3_SECRET_KEY].iter().any(|name| {
-            self.optional(name).is_some()
-                || self.optional(&format!("{name}{FILE_SUFFIX}")).is_some()
-        });
-        let credentials = if static_pair {
-            S3Credentials::Static {
-                access_key: self.required(S3_ACCESS_KEY)?,
-                secret_key: self.required(S3_SECRET_KEY)?,
-            }
-        } else {
-            S3Credentials::DefaultChain
-        };
-        let addressing = match self.optional(S3_ADDRESSING).as_deref() {
-            None | Some("path") => S3Addressing::Path,
-            Some("virtual") => S3Addressing::VirtualHosted,
-            Some(other) => {
-                return Err(StackEnvError::Invalid {
-                    name: S3_ADDRESSING,
-                    value: other.to_owned(),
-                    expected: "path (endpoint/bucket/key, the default) or virtual \
-                               (bucket.endpoint/key)",
-                });
-            }
-        };
-        Ok(S3Config {
-            endpoint: self.required(S3_ENDPOINT)?,
-            bucket: self.required(S3_BUCKET)?,
-            region: self.optional(S3_REGION),
-            credentials,
-            addressing,
-            ca_file: self.optional(S3_CA_FILE),
-        })
     }
 }
 
@@ -335,7 +264,7 @@ mod tests {
     /// Every required read, by the variable it reads.
     fn read_required(
         env: &StackEnv<impl Fn(&str) -> Option<String>>,
-        name: &str,
+        name: &'static str,
     ) -> Result<String, StackEnvError> {
         match name {
             DATABASE_URL => env.database_url(),
@@ -343,7 +272,7 @@ mod tests {
             SERVING_DATABASE_URL => env.serving_database_url(),
             REDIS_URL => env.redis_url(),
             TEMPORAL_ADDRESS => env.temporal_address(),
-            _ => env.s3().map(|s3| format!("{s3:?}")),
+            _ => env.required(name),
         }
     }
 
@@ -378,20 +307,6 @@ mod tests {
         assert_eq!(env.redis_url().as_deref(), Ok("redis://127.0.0.1:56379"));
         assert_eq!(env.temporal_address().as_deref(), Ok("127.0.0.1:7233"));
         assert_eq!(env.temporal_namespace(), "buzz");
-        assert_eq!(
-            env.s3(),
-            Ok(S3Config {
-                endpoint: "http://127.0.0.1:57480".into(),
-                bucket: "buzz-media".into(),
-                region: Some("eu-west-3".into()),
-                credentials: S3Credentials::Static {
-                    access_key: "access".into(),
-                    secret_key: "secret".into(),
-                },
-                addressing: S3Addressing::Path,
-                ca_file: None,
-            })
-        );
     }
 
     #[test]
@@ -466,7 +381,9 @@ mod tests {
         let mut env = full_env();
         env.remove(S3_SECRET_KEY);
         env.insert("BUZZ_S3_SECRET_KEY_FILE", "/nonexistent/secret".into());
-        let error = reader(&env).s3().expect_err("unreadable");
+        let error = reader(&env)
+            .required(S3_SECRET_KEY)
+            .expect_err("unreadable");
         assert_eq!(error.name(), S3_SECRET_KEY);
         let message = error.to_string();
         assert!(
@@ -475,7 +392,10 @@ mod tests {
         );
         let empty = value_file(" \n");
         env.insert("BUZZ_S3_SECRET_KEY_FILE", empty.display().to_string());
-        let message = reader(&env).s3().expect_err("empty").to_string();
+        let message = reader(&env)
+            .required(S3_SECRET_KEY)
+            .expect_err("empty")
+            .to_string();
         assert!(message.ends_with("the file is empty"), "{message}");
         let _ = std::fs::remove_file(empty);
         let full = full_env();
@@ -489,91 +409,7 @@ mod tests {
         env.insert(S3_BUCKET, "\tbuzz-media ".into());
         let env = reader(&env);
         assert_eq!(env.redis_url().as_deref(), Ok("redis://127.0.0.1:56379"));
-        assert_eq!(env.s3().map(|s3| s3.bucket).as_deref(), Ok("buzz-media"));
-    }
-
-    #[test]
-    fn the_task_queue_defaults_to_the_workflows_queue_when_unset_or_blank() {
-        for queue in [None, Some(""), Some(" \t")] {
-            let mut env = full_env();
-            if let Some(queue) = queue {
-                env.insert(TASK_QUEUE, queue.to_owned());
-            }
-            assert_eq!(
-                reader(&env).task_queue(),
-                workflows::TASK_QUEUE,
-                "{queue:?}"
-            );
-        }
-        let mut env = full_env();
-        env.insert(TASK_QUEUE, " e2e-queue\n".into());
-        assert_eq!(reader(&env).task_queue(), "e2e-queue");
-    }
-
-    #[test]
-    fn an_unset_region_is_left_to_the_aws_standard_places() {
-        for region in [None, Some(""), Some("  ")] {
-            let mut env = full_env();
-            match region {
-                None => env.remove(S3_REGION),
-                Some(blank) => env.insert(S3_REGION, blank.to_owned()),
-            };
-            let s3 = reader(&env).s3().expect("the region is optional");
-            assert_eq!(s3.region, None, "{region:?}");
-        }
-    }
-
-    #[test]
-    fn without_the_static_pair_the_aws_default_chain_signs() {
-        let mut env = full_env();
-        env.remove(S3_ACCESS_KEY);
-        env.remove(S3_SECRET_KEY);
-        let s3 = reader(&env).s3().expect("the static pair is optional");
-        assert_eq!(s3.credentials, S3Credentials::DefaultChain);
-        // Half a pair is a mistake, not a request for the chain.
-        let mut env = full_env();
-        env.remove(S3_SECRET_KEY);
-        let error = reader(&env).s3().expect_err("half a pair");
-        assert_eq!(error.name(), S3_SECRET_KEY);
-        // The secret is never printed, even in a Debug of the configuration.
-        let debug = format!("{:?}", reader(&full_env()).s3());
-        assert!(!debug.contains("\"secret\""), "{debug}");
-    }
-
-    #[test]
-    fn addressing_is_path_unless_virtual_and_anything_else_is_refused() {
-        let mut env = full_env();
-        assert_eq!(
-            reader(&env).s3().map(|s3| s3.addressing),
-            Ok(S3Addressing::Path)
-        );
-        env.insert(S3_ADDRESSING, "virtual".into());
-        assert_eq!(
-            reader(&env).s3().map(|s3| s3.addressing),
-            Ok(S3Addressing::VirtualHosted)
-        );
-        env.insert(S3_ADDRESSING, "dns".into());
-        let error = reader(&env).s3().expect_err("unknown style");
-        assert_eq!(error.name(), S3_ADDRESSING);
-        assert!(error.to_string().contains("path"), "{error}");
-    }
-
-    #[test]
-    fn the_redis_mode_is_single_unless_cluster_and_anything_else_is_refused() {
-        let mut env = full_env();
-        assert_eq!(
-            reader(&env).redis().map(|r| r.mode),
-            Ok(crate::cache::RedisMode::Single)
-        );
-        env.insert(REDIS_MODE, " cluster ".into());
-        env.insert(REDIS_URL, "redis://a:1,redis://b:2".into());
-        let redis = reader(&env).redis().expect("cluster mode");
-        assert_eq!(redis.mode, crate::cache::RedisMode::Cluster);
-        assert_eq!(redis.urls(), ["redis://a:1", "redis://b:2"]);
-        env.insert(REDIS_MODE, "sentinel".into());
-        let error = reader(&env).redis().expect_err("unknown mode");
-        assert_eq!(error.name(), REDIS_MODE);
-        assert!(error.to_string().contains("single") && error.to_string().contains("cluster"));
+        assert_eq!(env.required(S3_BUCKET).as_deref(), Ok("buzz-media"));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! API key may be `TEMPORAL_API_KEY` or, to keep it out of the process environment,
 //! `TEMPORAL_API_KEY_FILE`. Pure: files are only named here, read by [`super::material`].
 
-use crate::stack_env::{StackEnv, StackEnvError};
+use crate::env::{StackEnv, StackEnvError};
 
 /// `true` turns TLS on with the system roots; `false` refuses every other TLS setting.
 pub const TEMPORAL_TLS: &str = "TEMPORAL_TLS";
