@@ -505,7 +505,7 @@ DRIVER_VARIABLES = {"PGSSLMODE", "PGSSLROOTCERT"}
 def variables_read_by_the_binaries() -> set[str]:
     """Every quoted UPPER_CASE name in the Rust sources of the crates the image ships."""
     names: set[str] = set()
-    for crate in ("activities", "worker", "starter"):
+    for crate in ("activities", "stack-config", "serving", "worker", "starter"):
         for source in (REPO / crate / "src").rglob("*.rs"):
             names.update(re.findall(r'"([A-Z][A-Z0-9_]{2,})"', source.read_text()))
     return names
