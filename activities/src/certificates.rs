@@ -13,8 +13,7 @@ use crate::store::Store;
 pub use crate::store::certificates::{CertificateAudit, ReceiptKey};
 use crate::store::certificates::{CertificateStoreError, ReceiptArchive};
 
-/// Names the file holding the worker's Ed25519 receipt signing key (PKCS#8 PEM).
-pub const SIGNING_KEY_FILE_ENV: &str = "BUZZ_RECEIPT_SIGNING_KEY_FILE";
+pub use crate::store::certificates::SIGNING_KEY_FILE_ENV;
 
 /// Names the object-lock bucket signed receipts are copied to (unset: no archive).
 pub const ARCHIVE_BUCKET_ENV: &str = "BUZZ_RECEIPT_ARCHIVE_BUCKET";

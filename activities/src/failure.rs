@@ -7,47 +7,10 @@ use temporalio_common::error::ApplicationFailure;
 use temporalio_sdk::activities::ActivityError;
 use workflows::contract::PERMANENT_FAILURE_TYPE;
 
+pub use store::failure::{Classified, Report, Severity};
+
 /// The Temporal failure type of a transient failure (retried with backoff).
 pub const TRANSIENT_FAILURE_TYPE: &str = "BuzzTransientFailure";
-
-/// How the orchestrator must treat a failed side effect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum Severity {
-    /// Retrying cannot help (a safety check failed, input is invalid, permission is missing):
-    /// the deletion blocks until an operator remediates and unblocks it.
-    Permanent,
-    /// A dependency hiccup or a condition that resolves by itself (a lease still draining):
-    /// Temporal retries the activity with backoff.
-    Transient,
-}
-
-/// How an error is reported to Temporal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Report {
-    /// By its severity: permanent errors fail non-retryably as [`PERMANENT_FAILURE_TYPE`],
-    /// transient ones retryably as [`TRANSIENT_FAILURE_TYPE`].
-    BySeverity,
-    /// The activity was cancelled.
-    Cancelled,
-    /// With a failure type of its own that a workflow tells apart (see `workflows::contract`).
-    Typed {
-        /// The failure type.
-        type_name: &'static str,
-        /// Whether Temporal must not retry it.
-        non_retryable: bool,
-    },
-}
-
-/// Implemented by every library error so the activity layer can map it to a retry decision.
-pub trait Classified {
-    /// The retry decision for this error.
-    fn severity(&self) -> Severity;
-
-    /// How the error is reported to Temporal; by its severity unless it needs a type of its own.
-    fn report(&self) -> Report {
-        Report::BySeverity
-    }
-}
 
 /// The one mapping from a classified error to the error an activity returns.
 pub fn activity_error<E: Classified + Display>(error: E) -> ActivityError {

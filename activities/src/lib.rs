@@ -5,7 +5,6 @@
 
 pub mod cache;
 pub mod certificates;
-mod claim;
 pub mod community;
 pub mod failure;
 pub mod identity;
@@ -14,7 +13,9 @@ pub mod objects;
 pub mod serving;
 pub mod stack_check;
 pub mod stack_settings;
-pub mod store;
+/// The PostgreSQL exclusion proof, from the `store` crate.
+pub use ::store;
 pub mod sweep;
-pub mod taxonomy;
+/// The key taxonomy, from the `store` crate (every stamped manifest entry is checked against it).
+pub use ::store::taxonomy;
 pub mod user;

@@ -1,7 +1,8 @@
 //! The serving-write lease library, which lives in the `serving` crate so a relay can link it
 //! without the rest of this one (see `docs/serving-integration.md`). Re-exported here so the
-//! worker, the CLI, the demo and the tests keep one path to it; what this crate adds is the
-//! retry decision of its error ([`Classified`]) and a serving handle on any [`Store`]'s pool.
+//! worker, the CLI, the demo and the tests keep one path to it; the store crate adds the
+//! retry decision of its error (`Classified`) and a serving handle on any `Store`'s pool
+//! (`Store::serving`).
 
 pub use serving::{
     LiveServingWrites, MAX_PROTECTED_OPERATION, ServingDb, ServingError, ServingLeaseConfig,
@@ -9,45 +10,10 @@ pub use serving::{
     acquire_user_serving_write_with, default_owner,
 };
 
-use crate::failure::{Classified, Severity};
-use crate::store::{Store, sqlx_error_severity};
-
-/// Refusals, lost leases, bad input and unexpected answers are permanent; a database error is
-/// transient or permanent by its SQLSTATE or driver error kind, as the store's are.
-impl Classified for ServingError {
-    fn severity(&self) -> Severity {
-        match self {
-            ServingError::Database(error) => sqlx_error_severity(error),
-            ServingError::Quiescing { .. }
-            | ServingError::Fenced { .. }
-            | ServingError::UserQuiescing { .. }
-            | ServingError::UserFenced { .. }
-            | ServingError::UnknownCommunity { .. }
-            | ServingError::LeaseLost { .. }
-            | ServingError::OperationTooLong { .. }
-            | ServingError::InvalidInput { .. }
-            | ServingError::Corrupt { .. } => Severity::Permanent,
-        }
-    }
-}
-
-/// The serving calls on a store's pool, as whatever role the store is connected as.
-impl From<&Store> for ServingDb {
-    fn from(store: &Store) -> Self {
-        store.serving()
-    }
-}
-
-impl Store {
-    /// A serving handle on this store's pool (shared, not a new connection).
-    pub fn serving(&self) -> ServingDb {
-        ServingDb::new(self.pool().clone())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::failure::{Classified, Severity};
     use proptest::prelude::*;
     use uuid::Uuid;
 

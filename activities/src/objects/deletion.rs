@@ -8,7 +8,7 @@ use aws_sdk_s3::types::{Delete, ObjectIdentifier};
 use serde::{Deserialize, Serialize};
 
 use super::ObjectStore;
-use super::addresses::{MultipartUpload, ObjectVersionRef};
+use crate::store::object_addresses::{MultipartUpload, ObjectVersionRef};
 use super::error::{ObjectStoreError, S3Operation, invalid_request};
 
 /// The most versions one DeleteObjects call accepts (an S3 protocol limit).

@@ -4,7 +4,7 @@
 use std::future::Future;
 
 use super::ObjectStore;
-use super::addresses::{MultipartUpload, ObjectVersion};
+use crate::store::object_addresses::{MultipartUpload, ObjectVersion};
 use super::error::{MissingMarker, ObjectStoreError, S3Operation, required};
 use crate::taxonomy::VersionKind;
 

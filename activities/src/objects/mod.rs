@@ -13,7 +13,7 @@
 //! path, demo, stack check, tests) and `error.rs` (the typed failures and their mapping from the
 //! SDK).
 
-mod addresses;
+
 mod archive;
 mod deletion;
 mod error;
@@ -35,7 +35,7 @@ use aws_sdk_s3::config::{
 use aws_sdk_s3::types::BucketVersioningStatus;
 use aws_smithy_http_client::tls::{Provider, TlsContext, TrustStore, rustls_provider::CryptoMode};
 
-pub use addresses::{MultipartUpload, ObjectVersion, ObjectVersionRef};
+pub use crate::store::object_addresses::{MultipartUpload, ObjectVersion, ObjectVersionRef};
 pub use archive::ArchivedCopy;
 pub use deletion::{
     AbortOutcome, BulkDeleteOutcome, DeleteFailure, DeleteFailureKind, MAX_VERSIONS_PER_DELETE,

@@ -28,7 +28,7 @@
 use std::fmt;
 
 use super::ObjectStore;
-use super::addresses::{MultipartUpload, ObjectVersionRef};
+use crate::store::object_addresses::{MultipartUpload, ObjectVersionRef};
 use super::deletion::{AbortOutcome, BulkDeleteOutcome, DeleteFailureKind};
 use super::error::ObjectStoreError;
 

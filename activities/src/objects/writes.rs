@@ -7,7 +7,7 @@ use aws_sdk_s3::primitives::ByteStream;
 use serde::{Deserialize, Serialize};
 
 use super::ObjectStore;
-use super::addresses::MultipartUpload;
+use crate::store::object_addresses::MultipartUpload;
 use super::error::{ObjectStoreError, S3Operation, is_no_such_upload, required};
 
 /// One uploaded part of a multipart upload, as ListParts reports it.

@@ -2,7 +2,7 @@
 //! user-deletion store or to a dummy handler.
 
 pub mod erasure;
-pub mod faults;
+pub use crate::store::user::faults;
 pub mod handlers;
 
 /// The user-deletion store, at its old path: it lives beside the community store in

@@ -109,7 +109,7 @@ pub enum ErasureError {
     #[error(
         "{found} Redis key(s) under the user's prefix match no declared per-user key shape: \
          {named:?}; nothing of them was deleted. Delete them if they are stray, or declare the \
-         shape in activities/src/taxonomy/user_keys.rs (docs/data-model.md, \"Per-user Redis \
+         shape in store/src/taxonomy/user_keys.rs (docs/data-model.md, \"Per-user Redis \
          keys\"), then `buzz-deletion user unblock REQUEST_ID --reason …` and run again"
     )]
     UndeclaredUserKeys {

@@ -50,7 +50,7 @@ pub enum InventoryRefusal {
     #[error(
         "{found} Redis key(s) under user {pubkey}'s prefix match no declared per-user key shape \
          ({declared}): {named:?}. Delete them if they are stray, or, if the platform writes that \
-         shape, declare it in activities/src/taxonomy/user_keys.rs (docs/data-model.md, \
+         shape, declare it in store/src/taxonomy/user_keys.rs (docs/data-model.md, \
          \"Per-user Redis keys\"); then submit again"
     )]
     UndeclaredUserKeys {

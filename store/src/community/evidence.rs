@@ -1,0 +1,108 @@
+//! The evidence binding: what is destroyed must be exactly what was approved.
+//!
+//! From approval on, every claim and every generation-checked write re-reads, under the request
+//! row lock, the frozen inventory (its digest re-validated), the approval row and the request row,
+//! and refuses with [`StoreError::EvidenceMismatch`] unless the inventory's community and host
+//! are the request row's and the approval names the request's inventory digest. A row edited
+//! after approval (another community's id, another host, another digest) therefore blocks the
+//! next destructive step instead of redirecting it.
+
+use sqlx::PgConnection;
+
+use super::inventory::frozen_inventory_in;
+use super::stage::Stage;
+use super::token::{ExecToken, LockedRequest};
+use crate::error::{StoreError, StoreResult};
+
+/// Whether a request at `stage` must carry bound evidence: from approval until it ends.
+pub(crate) fn evidence_required(stage: Stage) -> bool {
+    stage >= Stage::Approved && !stage.is_terminal()
+}
+
+/// Refuses unless the frozen inventory, the approval and the request row agree (see the module
+/// documentation). `row` must have been read in the caller's transaction, normally `FOR UPDATE`.
+pub(crate) async fn require_bound_evidence(
+    conn: &mut PgConnection,
+    row: &LockedRequest,
+) -> StoreResult<()> {
+    let community_id = row.community()?;
+    let inventory = frozen_inventory_in(conn, row.id).await?;
+    let approved_digest: Option<String> =
+        sqlx::query_scalar("SELECT inventory_digest FROM deletion.approvals WHERE request_id = $1")
+            .bind(row.id)
+            .fetch_optional(&mut *conn)
+            .await?;
+
+    let mut differences = Vec::new();
+    if inventory.community_id != community_id {
+        differences.push(format!(
+            "the frozen inventory is of community {} but the request row names community {}",
+            inventory.community_id, community_id
+        ));
+    }
+    if row.host.as_deref() != Some(inventory.host.as_str()) {
+        differences.push(format!(
+            "the frozen inventory is of host {:?} but the request row names host {:?}",
+            inventory.host,
+            row.host.as_deref().unwrap_or_default()
+        ));
+    }
+    match (approved_digest.as_deref(), row.inventory_digest.as_deref()) {
+        (None, _) => differences.push("the request has no approval row".to_owned()),
+        (Some(approved), None) => differences.push(format!(
+            "the approval is of digest {approved} but the request row has no inventory digest"
+        )),
+        (Some(approved), Some(request_digest)) if approved != request_digest => {
+            differences.push(format!(
+                "the approval is of digest {approved} but the request row's inventory digest \
+                 is {request_digest}"
+            ))
+        }
+        (Some(_), Some(_)) => {}
+    }
+    // The third side of the binding, inventory ↔ request digest, is `frozen_inventory_in`'s own
+    // check: it refuses a document that does not hash to the request's digest.
+    if differences.is_empty() {
+        Ok(())
+    } else {
+        Err(StoreError::EvidenceMismatch {
+            request_id: row.id,
+            differences,
+        })
+    }
+}
+
+/// Refuses a token whose community is not (any more) the request row's: the attempt would act
+/// on a community the row no longer names.
+pub(crate) fn require_token_community(row: &LockedRequest, token: &ExecToken) -> StoreResult<()> {
+    if row.community_id == Some(token.community_id) {
+        Ok(())
+    } else {
+        Err(StoreError::EvidenceMismatch {
+            request_id: row.id,
+            differences: vec![format!(
+                "this attempt claimed the request for community {} but the request row now \
+                 names {}",
+                token.community_id,
+                row.community_id
+                    .map_or_else(|| "no community".to_owned(), |id| id.to_string())
+            )],
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evidence_is_required_from_approval_until_the_request_ends() {
+        assert!(!evidence_required(Stage::Submitted));
+        assert!(!evidence_required(Stage::Inventoried));
+        assert!(evidence_required(Stage::Approved));
+        assert!(evidence_required(Stage::Drained));
+        assert!(evidence_required(Stage::LogicallyVerified));
+        assert!(!evidence_required(Stage::RetentionPending));
+        assert!(!evidence_required(Stage::Aborted));
+    }
+}

@@ -1,0 +1,648 @@
+//! The destructive manifest: the post-drain version listing, streamed into chunk rows of at most
+//! 10,000 entries (never spanning prefixes) and bound to per-prefix digests atomically with
+//! `fenced → drained`; then deleted chunk by chunk, each chunk stamped once every version in it
+//! was acknowledged.
+//!
+//! Binding re-reads every chunk, one at a time, and recomputes each prefix's count and
+//! order-independent digest: what is bound is exactly what was stored. Every entry is checked at
+//! append time to be a key of the community's own exact writer shape under the chunk's prefix.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use sqlx::PgConnection;
+use uuid::Uuid;
+use workflows::community::contracts::{ManifestSummary, PrefixSummary};
+
+use super::audit::{WORKFLOW_ACTOR, commit_advance, commit_audited};
+use super::inventory::frozen_inventory_in;
+use super::stage::Stage;
+use super::token::{ExecToken, check_fence_held, check_generation, lock_for_token, read_request};
+use crate::error::{StoreError, StoreResult};
+use crate::{Store, count_i64, count_u64, put_canonical_field};
+use crate::taxonomy::{KeyStreamDigest, ManifestEntry, is_tenant_owned_key, tenant_prefixes};
+
+/// Most entries one chunk holds (ten `DeleteObjects` calls of 1,000).
+pub const MANIFEST_CHUNK_MAX_ENTRIES: usize = 10_000;
+
+/// Domain separator of the destructive-manifest digest.
+const DIGEST_DOMAIN: &str = "buzz-deletion/destructive-manifest";
+
+/// One unstamped chunk of the destructive manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestChunk {
+    /// Position in the manifest (0-based, contiguous).
+    pub chunk_no: u32,
+    /// The tenant prefix all its entries are under.
+    pub prefix: String,
+    /// Encoded manifest entries (`ManifestEntry::encode`).
+    pub entries: Vec<String>,
+}
+
+/// Which chunks of a request: the frozen manifest (bound with `fenced → drained`, deleted in
+/// `drained`), or the late chunks appended after verification found versions that appeared
+/// under a tenant prefix after the freeze (deleted in `cache_purged`, see `store::late`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ChunkSet {
+    /// The bound destructive manifest.
+    Frozen,
+    /// Chunks appended after the freeze, on an operator's unblock.
+    Late,
+}
+
+impl ChunkSet {
+    /// The stages in which chunks of this set are read and stamped.
+    pub fn stages(self) -> &'static [Stage] {
+        match self {
+            ChunkSet::Frozen => &[Stage::Drained],
+            ChunkSet::Late => &[Stage::CachePurged, Stage::LogicallyVerified],
+        }
+    }
+}
+
+/// What the object store acknowledged for one chunk's delete calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkAck {
+    /// Versions reported deleted.
+    pub deleted: u64,
+    /// Versions already absent (a replayed chunk).
+    pub already_missing: u64,
+}
+
+/// Progress over the destructive manifest.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkProgress {
+    /// Chunks in the manifest.
+    pub chunks_total: u64,
+    /// Chunks stamped.
+    pub chunks_stamped: u64,
+    /// Versions in the manifest.
+    pub versions_total: u64,
+    /// Versions in stamped chunks.
+    pub versions_stamped: u64,
+}
+
+/// sha256 over a canonical encoding of the manifest summary (prefixes sorted).
+fn manifest_digest(summary: &ManifestSummary) -> String {
+    let mut out = Vec::new();
+    put_canonical_field(&mut out, DIGEST_DOMAIN);
+    put_canonical_field(&mut out, &summary.chunks.to_string());
+    put_canonical_field(&mut out, &summary.versions.to_string());
+    let mut prefixes: Vec<&PrefixSummary> = summary.prefixes.iter().collect();
+    prefixes.sort_by(|a, b| a.prefix.cmp(&b.prefix));
+    put_canonical_field(&mut out, &prefixes.len().to_string());
+    for prefix in prefixes {
+        put_canonical_field(&mut out, &prefix.prefix);
+        put_canonical_field(&mut out, &prefix.versions.to_string());
+        put_canonical_field(&mut out, &prefix.bytes.to_string());
+        put_canonical_field(&mut out, &prefix.keys_digest);
+    }
+    hex::encode(Sha256::digest(out))
+}
+
+/// Refuses a summary whose prefixes are not exactly the community's three tenant prefixes.
+fn require_tenant_prefixes(
+    request_id: Uuid,
+    community_id: Uuid,
+    summary: &ManifestSummary,
+) -> StoreResult<()> {
+    let mut expected: Vec<String> = tenant_prefixes(community_id).to_vec();
+    expected.sort();
+    let mut actual: Vec<String> = summary.prefixes.iter().map(|p| p.prefix.clone()).collect();
+    actual.sort();
+    if actual == expected {
+        Ok(())
+    } else {
+        Err(StoreError::ManifestMismatch {
+            request_id,
+            reason: format!(
+                "prefixes {actual:?} are not the community's tenant prefixes {expected:?}"
+            ),
+        })
+    }
+}
+
+pub(crate) fn chunk_no_i32(chunk_no: u32) -> StoreResult<i32> {
+    i32::try_from(chunk_no).map_err(|_| StoreError::InvalidInput {
+        field: "chunk_no",
+        reason: format!("{chunk_no} is out of range"),
+    })
+}
+
+/// Refuses a chunk unless it has 1..=10,000 entries, `prefix` is one of the community's tenant
+/// prefixes, and every entry decodes to a key of the community's exact writer shape under it.
+pub(crate) fn check_chunk_entries(
+    token: &ExecToken,
+    label: &str,
+    prefix: &str,
+    entries: &[String],
+) -> StoreResult<()> {
+    let mismatch = |reason: String| StoreError::ManifestMismatch {
+        request_id: token.request_id,
+        reason,
+    };
+    if entries.is_empty() || entries.len() > MANIFEST_CHUNK_MAX_ENTRIES {
+        return Err(mismatch(format!(
+            "{label} has {} entries (1..={MANIFEST_CHUNK_MAX_ENTRIES} allowed)",
+            entries.len()
+        )));
+    }
+    if !tenant_prefixes(token.community_id)
+        .iter()
+        .any(|p| p == prefix)
+    {
+        return Err(mismatch(format!(
+            "{prefix:?} is not one of the community's tenant prefixes"
+        )));
+    }
+    for encoded in entries {
+        let entry = ManifestEntry::decode(encoded)
+            .map_err(|error| mismatch(format!("{label}: {error}")))?;
+        if !entry.key.starts_with(prefix) || !is_tenant_owned_key(token.community_id, &entry.key) {
+            return Err(mismatch(format!(
+                "{label}: key {:?} is not the community's under {prefix}",
+                entry.key
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Reads the bound manifest, re-validating its digest and prefix ownership.
+pub(crate) async fn destructive_manifest_in(
+    conn: &mut PgConnection,
+    request_id: Uuid,
+) -> StoreResult<ManifestSummary> {
+    let row = read_request(conn, request_id).await?;
+    let community_id = row.community()?;
+    let stored: (Option<sqlx::types::Json<serde_json::Value>>, Option<String>) = sqlx::query_as(
+        "SELECT destructive_manifest, destructive_manifest_digest FROM deletion.requests \
+         WHERE id = $1",
+    )
+    .bind(request_id)
+    .fetch_one(&mut *conn)
+    .await?;
+    let (Some(document), Some(stored_digest)) = stored else {
+        return Err(StoreError::NotFound {
+            what: "destructive manifest of request",
+            id: request_id.to_string(),
+        });
+    };
+    let summary: ManifestSummary =
+        serde_json::from_value(document.0).map_err(|error| StoreError::Corrupt {
+            what: "destructive manifest",
+            reason: error.to_string(),
+        })?;
+    let actual = manifest_digest(&summary);
+    if actual != stored_digest {
+        return Err(StoreError::DigestMismatch {
+            request_id,
+            what: "destructive manifest",
+            expected: stored_digest,
+            actual,
+        });
+    }
+    require_tenant_prefixes(request_id, community_id, &summary)?;
+    Ok(summary)
+}
+
+impl Store {
+    /// Deletes chunks left by an interrupted freeze (never bound, so never acted on). Stage must
+    /// be `fenced`; returns how many were removed.
+    pub async fn clear_unbound_manifest_chunks(&self, token: &ExecToken) -> StoreResult<u64> {
+        let mut tx = self.pool.begin().await?;
+        lock_for_token(&mut tx, token, &[Stage::Fenced]).await?;
+        let deleted = sqlx::query("DELETE FROM deletion.manifest_chunks WHERE request_id = $1")
+            .bind(token.request_id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(deleted)
+    }
+
+    /// Stores one chunk (1..=10,000 encoded entries under one tenant prefix). Every entry must
+    /// decode and be a key of the community's exact writer shape under `prefix`
+    /// ([`StoreError::ManifestMismatch`] otherwise). Stage must be `fenced` and the fence held.
+    /// Re-appending the same chunk number (a replayed freeze) replaces it.
+    pub async fn append_manifest_chunk(
+        &self,
+        token: &ExecToken,
+        chunk_no: u32,
+        prefix: &str,
+        entries: &[String],
+    ) -> StoreResult<()> {
+        check_chunk_entries(token, &format!("chunk {chunk_no}"), prefix, entries)?;
+        let entry_count = i32::try_from(entries.len()).unwrap_or(i32::MAX);
+        let mut tx = self.pool.begin().await?;
+        let row = lock_for_token(&mut tx, token, &[Stage::Fenced]).await?;
+        check_fence_held(&mut tx, &row).await?;
+        sqlx::query(
+            "INSERT INTO deletion.manifest_chunks \
+             (request_id, chunk_no, prefix, entries, entry_count, exec_generation) \
+             VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (request_id, chunk_no) DO UPDATE SET prefix = EXCLUDED.prefix, \
+               entries = EXCLUDED.entries, entry_count = EXCLUDED.entry_count, \
+               exec_generation = EXCLUDED.exec_generation",
+        )
+        .bind(token.request_id)
+        .bind(chunk_no_i32(chunk_no)?)
+        .bind(prefix)
+        .bind(sqlx::types::Json(entries))
+        .bind(entry_count)
+        .bind(token.exec_generation)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Binds the manifest to the request and advances `fenced → drained` atomically, after
+    /// checking the frozen inventory still validates, the fence is held, the prefixes are the
+    /// community's, chunk numbers are contiguous from 0, and each prefix's count and digest
+    /// recomputed from the stored chunks equal the summary's. Memory: one chunk at a time.
+    pub async fn bind_destructive_manifest(
+        &self,
+        token: &ExecToken,
+        summary: &ManifestSummary,
+    ) -> StoreResult<String> {
+        let request_id = token.request_id;
+        let mismatch = |reason: String| StoreError::ManifestMismatch { request_id, reason };
+        require_tenant_prefixes(request_id, token.community_id, summary)?;
+        let mut tx = self.pool.begin().await?;
+        let row = lock_for_token(&mut tx, token, &[Stage::Fenced]).await?;
+        check_fence_held(&mut tx, &row).await?;
+        frozen_inventory_in(&mut tx, request_id).await?;
+
+        let chunk_numbers: Vec<i32> = sqlx::query_scalar(
+            "SELECT chunk_no FROM deletion.manifest_chunks WHERE request_id = $1 ORDER BY chunk_no",
+        )
+        .bind(request_id)
+        .fetch_all(&mut *tx)
+        .await?;
+        if chunk_numbers.len() as u64 != summary.chunks {
+            return Err(mismatch(format!(
+                "{} chunks stored, summary says {}",
+                chunk_numbers.len(),
+                summary.chunks
+            )));
+        }
+        if let Some((position, chunk_no)) =
+            chunk_numbers
+                .iter()
+                .enumerate()
+                .find(|(position, chunk_no)| {
+                    i64::try_from(*position).ok() != Some(i64::from(**chunk_no))
+                })
+        {
+            return Err(mismatch(format!(
+                "chunk {chunk_no} found at position {position}: gap"
+            )));
+        }
+        let mut digests: Vec<(String, KeyStreamDigest)> = summary
+            .prefixes
+            .iter()
+            .map(|p| (p.prefix.clone(), KeyStreamDigest::new()))
+            .collect();
+        for chunk_no in &chunk_numbers {
+            let (prefix, entries): (String, sqlx::types::Json<Vec<String>>) = sqlx::query_as(
+                "SELECT prefix, entries FROM deletion.manifest_chunks \
+                 WHERE request_id = $1 AND chunk_no = $2",
+            )
+            .bind(request_id)
+            .bind(chunk_no)
+            .fetch_one(&mut *tx)
+            .await?;
+            let Some((_, digest)) = digests.iter_mut().find(|(p, _)| *p == prefix) else {
+                return Err(mismatch(format!(
+                    "chunk {chunk_no} is under foreign prefix {prefix}"
+                )));
+            };
+            for encoded in entries.0.iter() {
+                digest.fold_encoded(encoded);
+            }
+        }
+        let mut versions = 0u64;
+        for ((prefix, digest), expected) in digests.into_iter().zip(&summary.prefixes) {
+            let (keys_digest, count) = digest.finish();
+            if count != expected.versions || keys_digest != expected.keys_digest {
+                return Err(mismatch(format!(
+                    "prefix {prefix}: stored chunks hold {count} versions with digest {keys_digest}, \
+                     summary says {} with {}",
+                    expected.versions, expected.keys_digest
+                )));
+            }
+            versions += count;
+        }
+        if versions != summary.versions {
+            return Err(mismatch(format!(
+                "prefixes hold {versions} versions, summary says {}",
+                summary.versions
+            )));
+        }
+
+        let digest = manifest_digest(summary);
+        let document = serde_json::to_value(summary).map_err(|error| StoreError::Corrupt {
+            what: "destructive manifest",
+            reason: error.to_string(),
+        })?;
+        sqlx::query(
+            "UPDATE deletion.requests SET destructive_manifest = $2, \
+             destructive_manifest_digest = $3, updated_at = now() WHERE id = $1",
+        )
+        .bind(request_id)
+        .bind(sqlx::types::Json(&document))
+        .bind(&digest)
+        .execute(&mut *tx)
+        .await?;
+        let detail = serde_json::json!({
+            "manifest_digest": digest,
+            "chunks": summary.chunks,
+            "versions": summary.versions,
+        });
+        commit_advance(
+            tx,
+            request_id,
+            Stage::Drained,
+            token.exec_generation,
+            WORKFLOW_ACTOR,
+            &detail,
+        )
+        .await?;
+        Ok(digest)
+    }
+
+    /// Re-validates what destructive work acts on: the approved inventory's digest and the bound
+    /// manifest's digest and prefix ownership (each fails closed if tampered with).
+    pub async fn revalidate_frozen(&self, request_id: Uuid) -> StoreResult<()> {
+        self.load_frozen_inventory(request_id).await?;
+        self.load_destructive_manifest(request_id).await?;
+        Ok(())
+    }
+
+    /// The bound manifest, its digest and prefix ownership re-validated.
+    pub async fn load_destructive_manifest(
+        &self,
+        request_id: Uuid,
+    ) -> StoreResult<ManifestSummary> {
+        let mut conn = self.pool.acquire().await?;
+        destructive_manifest_in(&mut conn, request_id).await
+    }
+
+    /// Up to `limit` unstamped chunks, lowest number first. Generation-checked (read only).
+    pub async fn pending_chunks(
+        &self,
+        token: &ExecToken,
+        limit: u32,
+    ) -> StoreResult<Vec<ManifestChunk>> {
+        self.pending_chunks_after(token, None, limit).await
+    }
+
+    /// Up to `limit` unstamped chunks numbered above `after` (from the first when `None`),
+    /// lowest number first, so a caller streaming the manifest reads each chunk once while
+    /// earlier ones are still being deleted. Generation-checked (read only).
+    pub async fn pending_chunks_after(
+        &self,
+        token: &ExecToken,
+        after: Option<u32>,
+        limit: u32,
+    ) -> StoreResult<Vec<ManifestChunk>> {
+        self.pending_chunks_of(token, ChunkSet::Frozen, after, limit)
+            .await
+    }
+
+    /// As [`Store::pending_chunks_after`], over the frozen or the late chunks (each set only at
+    /// the stages it is deleted in).
+    pub async fn pending_chunks_of(
+        &self,
+        token: &ExecToken,
+        set: ChunkSet,
+        after: Option<u32>,
+        limit: u32,
+    ) -> StoreResult<Vec<ManifestChunk>> {
+        let mut conn = self.pool.acquire().await?;
+        let row = read_request(&mut conn, token.request_id).await?;
+        check_generation(&row, token)?;
+        row.require_stage(set.stages())?;
+        let rows: Vec<(i32, String, sqlx::types::Json<Vec<String>>)> = sqlx::query_as(
+            "SELECT chunk_no, prefix, entries FROM deletion.manifest_chunks \
+             WHERE request_id = $1 AND deleted_at IS NULL AND chunk_no > $3 \
+               AND (late_at IS NOT NULL) = $4 \
+             ORDER BY chunk_no LIMIT $2",
+        )
+        .bind(token.request_id)
+        .bind(i64::from(limit.max(1)))
+        .bind(after.map_or(-1, i64::from))
+        .bind(set == ChunkSet::Late)
+        .fetch_all(&mut *conn)
+        .await?;
+        rows.into_iter()
+            .map(|(chunk_no, prefix, entries)| {
+                Ok(ManifestChunk {
+                    chunk_no: stored_chunk_no(chunk_no)?,
+                    prefix,
+                    entries: entries.0,
+                })
+            })
+            .collect()
+    }
+
+    /// Stamps the chunk as deleted: every version acknowledged (`deleted + already_missing` must
+    /// equal its entry count). Generation- and fence-checked; requires the irreversible point
+    /// recorded. Returns `false`, counting nothing, if the chunk was already stamped: no chunk is
+    /// stamped twice.
+    pub async fn stamp_chunk(
+        &self,
+        token: &ExecToken,
+        chunk_no: u32,
+        ack: ChunkAck,
+    ) -> StoreResult<bool> {
+        self.stamp_chunk_of(token, ChunkSet::Frozen, chunk_no, ack)
+            .await
+    }
+
+    /// As [`Store::stamp_chunk`], for a chunk of `set` (refused for a chunk of the other set).
+    pub async fn stamp_chunk_of(
+        &self,
+        token: &ExecToken,
+        set: ChunkSet,
+        chunk_no: u32,
+        ack: ChunkAck,
+    ) -> StoreResult<bool> {
+        let mut tx = self.pool.begin().await?;
+        let row = lock_for_token(&mut tx, token, set.stages()).await?;
+        check_fence_held(&mut tx, &row).await?;
+        if row.irreversible_at.is_none() {
+            return Err(StoreError::IrreversibleNotMarked {
+                request_id: token.request_id,
+            });
+        }
+        let chunk: Option<(i32, bool, String)> = sqlx::query_as(
+            "SELECT entry_count, deleted_at IS NOT NULL, prefix FROM deletion.manifest_chunks \
+             WHERE request_id = $1 AND chunk_no = $2 AND (late_at IS NOT NULL) = $3 FOR UPDATE",
+        )
+        .bind(token.request_id)
+        .bind(chunk_no_i32(chunk_no)?)
+        .bind(set == ChunkSet::Late)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some((entry_count, stamped, prefix)) = chunk else {
+            return Err(StoreError::NotFound {
+                what: "manifest chunk",
+                id: format!("{}#{chunk_no}", token.request_id),
+            });
+        };
+        if stamped {
+            return Ok(false);
+        }
+        let entries = count_u64(i64::from(entry_count));
+        let acknowledged = ack.deleted.saturating_add(ack.already_missing);
+        if acknowledged != entries {
+            return Err(StoreError::ChunkIncomplete {
+                request_id: token.request_id,
+                chunk_no,
+                entries,
+                acknowledged,
+            });
+        }
+        sqlx::query(
+            "UPDATE deletion.manifest_chunks SET deleted_at = now(), deleted_versions = $3, \
+             stamp_generation = $4 WHERE request_id = $1 AND chunk_no = $2",
+        )
+        .bind(token.request_id)
+        .bind(chunk_no_i32(chunk_no)?)
+        .bind(count_i64("deleted_versions", acknowledged)?)
+        .bind(token.exec_generation)
+        .execute(&mut *tx)
+        .await?;
+        let detail = serde_json::json!({
+            "chunk_no": chunk_no,
+            "prefix": prefix,
+            "versions": entries,
+            "deleted": ack.deleted,
+            "already_missing": ack.already_missing,
+            "exec_generation": token.exec_generation,
+            "late": set == ChunkSet::Late,
+        });
+        commit_audited(
+            tx,
+            token.request_id,
+            WORKFLOW_ACTOR,
+            "chunk_stamped",
+            &detail,
+        )
+        .await?;
+        Ok(true)
+    }
+
+    /// Chunks and versions in the manifest, and how many are stamped.
+    pub async fn chunk_progress(&self, request_id: Uuid) -> StoreResult<ChunkProgress> {
+        let mut conn = self.pool.acquire().await?;
+        chunk_progress_in(&mut conn, request_id).await
+    }
+
+    /// Advances `drained → bindings_removed` once every chunk is stamped
+    /// ([`StoreError::ChunksPending`] otherwise), with a checkpoint of the counts. An empty
+    /// manifest records the irreversible point here.
+    pub async fn mark_bindings_removed(
+        &self,
+        token: &ExecToken,
+        detail: serde_json::Value,
+    ) -> StoreResult<ChunkProgress> {
+        let mut tx = self.pool.begin().await?;
+        let row = lock_for_token(&mut tx, token, &[Stage::Drained]).await?;
+        check_fence_held(&mut tx, &row).await?;
+        destructive_manifest_in(&mut tx, token.request_id).await?;
+        let pending: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM deletion.manifest_chunks \
+             WHERE request_id = $1 AND deleted_at IS NULL",
+        )
+        .bind(token.request_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        if pending > 0 {
+            return Err(StoreError::ChunksPending {
+                request_id: token.request_id,
+                pending: count_u64(pending),
+            });
+        }
+        sqlx::query(
+            "UPDATE deletion.requests SET irreversible_at = coalesce(irreversible_at, now()), \
+             irreversible_pending_at = NULL WHERE id = $1",
+        )
+        .bind(token.request_id)
+        .execute(&mut *tx)
+        .await?;
+        let progress = chunk_progress_in(&mut tx, token.request_id).await?;
+        let detail = serde_json::json!({ "progress": progress, "detail": detail });
+        commit_advance(
+            tx,
+            token.request_id,
+            Stage::BindingsRemoved,
+            token.exec_generation,
+            WORKFLOW_ACTOR,
+            &detail,
+        )
+        .await?;
+        Ok(progress)
+    }
+}
+
+/// Chunk progress, read on the caller's connection.
+async fn chunk_progress_in(
+    conn: &mut PgConnection,
+    request_id: Uuid,
+) -> StoreResult<ChunkProgress> {
+    let (chunks_total, chunks_stamped, versions_total, versions_stamped): (i64, i64, i64, i64) =
+        sqlx::query_as(
+            "SELECT count(*), count(deleted_at), coalesce(sum(entry_count), 0)::bigint, \
+                    coalesce(sum(entry_count) FILTER (WHERE deleted_at IS NOT NULL), 0)::bigint \
+             FROM deletion.manifest_chunks WHERE request_id = $1",
+        )
+        .bind(request_id)
+        .fetch_one(conn)
+        .await?;
+    Ok(ChunkProgress {
+        chunks_total: count_u64(chunks_total),
+        chunks_stamped: count_u64(chunks_stamped),
+        versions_total: count_u64(versions_total),
+        versions_stamped: count_u64(versions_stamped),
+    })
+}
+
+/// A stored chunk number as the `u32` chunks are numbered with. Chunks are written from `u32`
+/// numbers, so a negative one is a damaged row: refused (permanently) rather than read as chunk 0,
+/// which would stamp or delete another chunk's versions.
+fn stored_chunk_no(chunk_no: i32) -> StoreResult<u32> {
+    u32::try_from(chunk_no).map_err(|_| StoreError::Corrupt {
+        what: "manifest chunk",
+        reason: format!("chunk number {chunk_no} is not a valid chunk number"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chunk_number_outside_u32_is_a_corrupt_row_not_chunk_zero() {
+        assert_eq!(stored_chunk_no(0).ok(), Some(0));
+        assert_eq!(stored_chunk_no(i32::MAX).ok(), Some(2_147_483_647));
+        for bad in [-1, i32::MIN] {
+            let refused = stored_chunk_no(bad).unwrap_err();
+            assert!(
+                matches!(
+                    refused,
+                    StoreError::Corrupt {
+                        what: "manifest chunk",
+                        ..
+                    }
+                ),
+                "{refused:?}"
+            );
+            assert_eq!(
+                crate::failure::Classified::severity(&refused),
+                crate::failure::Severity::Permanent
+            );
+        }
+    }
+}
