@@ -8,8 +8,8 @@ use aws_sdk_s3::types::{Delete, ObjectIdentifier};
 use serde::{Deserialize, Serialize};
 
 use super::ObjectStore;
-use crate::store::object_addresses::{MultipartUpload, ObjectVersionRef};
 use super::error::{ObjectStoreError, S3Operation, invalid_request};
+use crate::store::object_addresses::{MultipartUpload, ObjectVersionRef};
 
 /// The most versions one DeleteObjects call accepts (an S3 protocol limit).
 pub const MAX_VERSIONS_PER_DELETE: usize = 1000;

@@ -4,8 +4,8 @@
 use std::future::Future;
 
 use super::ObjectStore;
-use crate::store::object_addresses::{MultipartUpload, ObjectVersion};
 use super::error::{MissingMarker, ObjectStoreError, S3Operation, required};
+use crate::store::object_addresses::{MultipartUpload, ObjectVersion};
 use crate::taxonomy::VersionKind;
 
 /// Page size used by the whole-prefix helpers ([`ObjectStore::snapshot_prefix`]).

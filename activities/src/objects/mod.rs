@@ -13,7 +13,6 @@
 //! path, demo, stack check, tests) and `error.rs` (the typed failures and their mapping from the
 //! SDK).
 
-
 mod archive;
 mod deletion;
 mod error;

@@ -28,9 +28,9 @@
 use std::fmt;
 
 use super::ObjectStore;
-use crate::store::object_addresses::{MultipartUpload, ObjectVersionRef};
 use super::deletion::{AbortOutcome, BulkDeleteOutcome, DeleteFailureKind};
 use super::error::ObjectStoreError;
+use crate::store::object_addresses::{MultipartUpload, ObjectVersionRef};
 
 /// The reserved name, under a tenant prefix, the destructive probes address.
 pub const PROBE_KEY_NAME: &str = ".buzz-deletion-permission-probe";

@@ -7,8 +7,8 @@ use aws_sdk_s3::primitives::ByteStream;
 use serde::{Deserialize, Serialize};
 
 use super::ObjectStore;
-use crate::store::object_addresses::MultipartUpload;
 use super::error::{ObjectStoreError, S3Operation, is_no_such_upload, required};
+use crate::store::object_addresses::MultipartUpload;
 
 /// One uploaded part of a multipart upload, as ListParts reports it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

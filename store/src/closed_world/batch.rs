@@ -19,11 +19,11 @@ use uuid::Uuid;
 
 use super::scope::{Scope, ScopePlan, columns_of};
 use super::{bind_scope, require_no_cross_references};
-use crate::failure::Severity;
 use crate::count_u64;
 use crate::error::{
     CrossReferenceCount, StoreError, StoreResult, sqlstate, sqlx_severity, violated_constraint,
 };
+use crate::failure::Severity;
 
 /// Where a batch runs and whose rows it deletes.
 #[derive(Debug, Clone, Copy)]

@@ -11,9 +11,9 @@ use super::audit::{commit_advance, require_named};
 use super::signed::{consume_community_signature, signed_target};
 use super::stage::Stage;
 use super::token::lock_request;
-use crate::identity::IdentityError;
 use crate::Store;
 use crate::error::{StoreError, StoreResult};
+use crate::identity::IdentityError;
 
 /// An approval row as stored.
 #[derive(Debug, sqlx::FromRow)]

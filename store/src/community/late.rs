@@ -16,8 +16,8 @@ use super::audit::{WORKFLOW_ACTOR, commit_audited};
 use super::manifest::{ChunkSet, check_chunk_entries, chunk_no_i32};
 use super::token::{ExecToken, check_fence_held, lock_for_token};
 use crate::error::{StoreError, StoreResult};
-use crate::{Store, count_u64};
 use crate::taxonomy::{KeyStreamDigest, ManifestEntry};
+use crate::{Store, count_u64};
 
 /// Entries named in a `late_chunk_appended` audit event (the digest covers all of them).
 const AUDITED_ENTRIES: usize = 100;

@@ -18,8 +18,8 @@ use super::inventory::frozen_inventory_in;
 use super::stage::Stage;
 use super::token::{ExecToken, check_fence_held, check_generation, lock_for_token, read_request};
 use crate::error::{StoreError, StoreResult};
-use crate::{Store, count_i64, count_u64, put_canonical_field};
 use crate::taxonomy::{KeyStreamDigest, ManifestEntry, is_tenant_owned_key, tenant_prefixes};
+use crate::{Store, count_i64, count_u64, put_canonical_field};
 
 /// Most entries one chunk holds (ten `DeleteObjects` calls of 1,000).
 pub const MANIFEST_CHUNK_MAX_ENTRIES: usize = 10_000;

@@ -12,13 +12,13 @@ use super::fence::FenceStatus;
 use super::manifest::ChunkProgress;
 use super::signed::consume_community_signature;
 use super::stage::Stage;
-use crate::failure::{Classified, Severity};
-use crate::identity::{StoredSignature, signatures_of_request};
 use crate::Store;
 use crate::certificates::AuditChainCheck;
 use crate::closed_world::summary::ClosedWorldSummary;
 use crate::communities::{Community, normalize_host};
 use crate::error::{StoreError, StoreResult, violated_constraint};
+use crate::failure::{Classified, Severity};
+use crate::identity::{StoredSignature, signatures_of_request};
 use workflows::community::contracts::TableCount;
 use workflows::operator::Action;
 

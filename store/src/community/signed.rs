@@ -5,8 +5,8 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 use workflows::operator::{Action, Expected, Kind, SignedAction, check_binding};
 
-use crate::identity::{ConsumedSignature, IdentityError, consume_signature};
 use crate::error::StoreResult;
+use crate::identity::{ConsumedSignature, IdentityError, consume_signature};
 
 /// Checks that `signed` is this community request's `action` (with `digest` for approvals),
 /// then verifies and consumes it for `consumer`. `label` is the operator name the message gave.

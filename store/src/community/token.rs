@@ -12,8 +12,8 @@ use uuid::Uuid;
 
 use super::evidence::{evidence_required, require_bound_evidence, require_token_community};
 use super::stage::{Stage, stage_list};
-use crate::claim::{RequestKind, claim_request};
 use crate::Store;
+use crate::claim::{RequestKind, claim_request};
 use crate::error::{StoreError, StoreResult};
 use crate::fences::FenceState;
 

@@ -290,9 +290,10 @@ impl UserStore {
                             json!({"last_stage_id": from.id}),
                         )
                         .await?;
-                        let key = self.receipt_key.as_ref().ok_or(
-                            crate::certificates::CertificateStoreError::NoSigningKey,
-                        )?;
+                        let key = self
+                            .receipt_key
+                            .as_ref()
+                            .ok_or(crate::certificates::CertificateStoreError::NoSigningKey)?;
                         crate::certificates::issue_receipt(
                             &mut tx,
                             key.signing_key(),

@@ -12,10 +12,10 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::{ErasureAttempt, PurgeLogKind};
-use crate::object_addresses::ObjectVersionRef;
 use crate::error::{StoreError, StoreResult};
-use crate::{Store, count_u64};
+use crate::object_addresses::ObjectVersionRef;
 use crate::taxonomy::derived_keys;
+use crate::{Store, count_u64};
 
 /// What is done with one object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -201,14 +201,8 @@ impl crate::Store {
         if let serde_json::Value::Object(fields) = &mut detail {
             fields.insert("stage_id".into(), attempt.stage_id.to_string().into());
         }
-        crate::chain::append_chained(
-            &mut tx,
-            attempt.request_id,
-            "workflow",
-            event,
-            &detail,
-        )
-        .await?;
+        crate::chain::append_chained(&mut tx, attempt.request_id, "workflow", event, &detail)
+            .await?;
         tx.commit().await?;
         Ok(())
     }
