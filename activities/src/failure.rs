@@ -9,6 +9,17 @@ use workflows::contract::PERMANENT_FAILURE_TYPE;
 
 pub use store::failure::{Classified, Report, Severity};
 
+/// A pattern matching any of the listed variants of an error enum, whatever their fields:
+/// `variants!(CacheError: Denied, Rejected)` is `CacheError::Denied { .. } | CacheError::Rejected
+/// { .. }`. A classification lists every variant once under its verdict, so a new variant must be
+/// placed before the crate compiles.
+macro_rules! variants {
+    ($ty:ident: $($variant:ident),+ $(,)?) => {
+        $($ty::$variant { .. })|+
+    };
+}
+pub(crate) use variants;
+
 /// The Temporal failure type of a transient failure (retried with backoff).
 pub const TRANSIENT_FAILURE_TYPE: &str = "BuzzTransientFailure";
 

@@ -3,6 +3,7 @@
 //! them to the contracts declared in the `workflows` crate.
 #![deny(unsafe_code)]
 
+mod activity_impl;
 pub mod cache;
 pub mod certificates;
 pub mod community;

@@ -393,17 +393,21 @@ impl Report {
                     Err(e) => failed_row(out, s.size, &name, e),
                 }
             }
-            if s.floor.len() > 1
-                && let Some(wall) = s.floor_wall()
-            {
-                let (wall, obj, rows) = rate(wall);
-                let _ = writeln!(
-                    out,
-                    "| {} | (a) mean of {} | {wall} | {obj} | {rows} | | | | | | |",
-                    s.size,
-                    s.floor.len()
-                );
-            }
+            // The mean row of a variant run more than once; `ratio` is its ratio cell, with its
+            // leading space.
+            let mean_row = |out: &mut String, variant: &str, runs: usize, wall, ratio: &str| {
+                if runs > 1
+                    && let Some(wall) = wall
+                {
+                    let (wall, obj, rows) = rate(wall);
+                    let _ = writeln!(
+                        out,
+                        "| {} | {variant} mean of {runs} | {wall} | {obj} | {rows} |{ratio} | | | | | |",
+                        s.size,
+                    );
+                }
+            };
+            mean_row(out, "(a)", s.floor.len(), s.floor_wall(), "");
             let c_over_a = s
                 .workflow_over_floor()
                 .map_or_else(|| "—".to_owned(), |r| format!("(c)/(a) = {r:.2}"));
@@ -417,17 +421,8 @@ impl Report {
                 };
                 workflow_row(out, s.size, &name, outcome, ratio_text, &rate);
             }
-            if s.parallel.len() > 1
-                && let Some(wall) = s.parallel_wall()
-            {
-                let (wall, obj, rows) = rate(wall);
-                let _ = writeln!(
-                    out,
-                    "| {} | (c) mean of {} | {wall} | {obj} | {rows} | {c_over_a} | | | | | |",
-                    s.size,
-                    s.parallel.len()
-                );
-            }
+            let ratio = format!(" {c_over_a}");
+            mean_row(out, "(c)", s.parallel.len(), s.parallel_wall(), &ratio);
             let b_over_c = s
                 .sequential_over_parallel()
                 .map_or_else(|| "—".to_owned(), |r| format!("(b)/(c) = {r:.2}"));
@@ -441,31 +436,31 @@ impl Report {
             );
         }
         let _ = writeln!(out);
-        let _ = writeln!(
+        block(
             out,
-            "Each target held: {}. objects/s and rows/s divide the target's versions (delete \
+            format_args!(
+                "Each target held: {}. objects/s and rows/s divide the target's versions (delete \
              markers included) and rows (community row included) by the variant's whole wall \
              time. The neighbour held {} versions and was compared after every variant.",
-            self.sizes
-                .iter()
-                .map(|s| format!(
-                    "{} versions + markers, {} rows, {} Redis keys at size {}",
-                    s.versions, s.rows, s.keys, s.size
-                ))
-                .collect::<Vec<_>>()
-                .join("; "),
-            self.neighbour_versions
+                self.sizes
+                    .iter()
+                    .map(|s| format!(
+                        "{} versions + markers, {} rows, {} Redis keys at size {}",
+                        s.versions, s.rows, s.keys, s.size
+                    ))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                self.neighbour_versions
+            ),
         );
-        let _ = writeln!(out);
     }
 
     fn render_breakdowns(&self, out: &mut String) {
         if !self.probe.is_empty() {
-            let _ = writeln!(
+            block(
                 out,
-                "### What the S3 server allows (raw DeleteObjects probe)"
+                format_args!("### What the S3 server allows (raw DeleteObjects probe)"),
             );
-            let _ = writeln!(out);
             let _ = writeln!(
                 out,
                 "| parallelism | versions | calls | seconds | versions/s | × parallelism 1 |"
@@ -492,16 +487,16 @@ impl Report {
             let _ = writeln!(out);
         }
 
-        let _ = writeln!(out, "### Where the time goes (seconds)");
-        let _ = writeln!(out);
-        let _ = writeln!(
+        block(out, format_args!("### Where the time goes (seconds)"));
+        block(
             out,
-            "Floor: list · DeleteObjects · row deletes · SCAN+UNLINK. Workflow: time from the \
+            format_args!(
+                "Floor: list · DeleteObjects · row deletes · SCAN+UNLINK. Workflow: time from the \
              previous checkpoint in Postgres to each stage checkpoint, from the approval on \
              (`preflight` and `serving_writes_drained` are milestones; `drained` includes \
              freezing the manifest, i.e. the listing; `bindings_removed` is the object deletion)."
+            ),
         );
-        let _ = writeln!(out);
         for s in &self.sizes {
             for c in s.floor.iter().flatten() {
                 let t = &c.timings;
@@ -556,8 +551,7 @@ impl Report {
     }
 
     fn render_verdicts(&self, out: &mut String) {
-        let _ = writeln!(out, "### Targets");
-        let _ = writeln!(out);
+        block(out, format_args!("### Targets"));
         let _ = writeln!(out, "| target | measured | verdict |");
         let _ = writeln!(out, "|---|---|---|");
         for v in self.verdicts() {
@@ -574,6 +568,12 @@ impl Report {
 }
 
 /// `name`, numbered when the variant ran more than once.
+/// Writes `text` as one block of the markdown: its lines, then a blank line.
+pub(crate) fn block(out: &mut String, text: std::fmt::Arguments<'_>) {
+    let _ = writeln!(out, "{text}");
+    let _ = writeln!(out);
+}
+
 fn repetition(name: &str, index: usize, count: usize) -> String {
     if count > 1 {
         format!("{name} #{}", index + 1)
@@ -781,27 +781,20 @@ mod tests {
 
     #[test]
     fn verdicts_judge_the_largest_size_every_run_and_the_rss_spread() {
-        let r = report(
-            vec![
-                size(5_000, 1_000, 3_000, 1_500, &[80], 50_000),
-                size(50_000, 10_000, 36_000, 13_000, &[120, 2_001], 65_000),
-            ],
-            vec![level(1, 16_000, 50), level(8, 16_000, 10)],
-        );
-        let met: Vec<Judgement> = r.verdicts().iter().map(|v| v.met).collect();
+        // What each verdict says of a 5,000 run and of this largest run, where the server allows
+        // five-fold.
+        let met = |largest: SizeResult| -> Vec<Judgement> {
+            let small = size(5_000, 1_000, 3_000, 1_500, &[80], 50_000);
+            let probe = vec![level(1, 16_000, 50), level(8, 16_000, 10)];
+            let r = report(vec![small, largest], probe);
+            r.verdicts().iter().map(|v| v.met).collect()
+        };
         // (c)/(a) = 1.3 > 1.25; (b)/(c) 2.77 < 3 while the server allows 5×; a run of 2,001
         // events; RSS +30%.
-        assert_eq!(met, vec![Judgement::NotMet; 4]);
-
-        let r = report(
-            vec![
-                size(5_000, 1_000, 3_000, 1_500, &[80], 50_000),
-                size(50_000, 10_000, 36_000, 12_000, &[120, 2_000], 55_000),
-            ],
-            vec![level(1, 16_000, 50), level(8, 16_000, 10)],
-        );
-        let met: Vec<Judgement> = r.verdicts().iter().map(|v| v.met).collect();
-        assert_eq!(met, vec![Judgement::Met; 4]);
+        let largest = size(50_000, 10_000, 36_000, 13_000, &[120, 2_001], 65_000);
+        assert_eq!(met(largest), vec![Judgement::NotMet; 4]);
+        let largest = size(50_000, 10_000, 36_000, 12_000, &[120, 2_000], 55_000);
+        assert_eq!(met(largest), vec![Judgement::Met; 4]);
     }
 
     #[test]

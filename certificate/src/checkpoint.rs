@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::canonical::{canonical_json, parse_timestamp, timestamp};
 use crate::certificate::CertificateError;
 use crate::keys::{KeyRing, ReceiptSigningKey};
-use crate::verify::CertificateProblem;
+use crate::verify::{CertificateProblem, is_hash_hex};
 
 /// The origin line of our transparency log (distinguishes it from every other log).
 pub const LOG_ORIGIN: &str = "buzz-deletion/transparency-log/v1";
@@ -87,12 +87,7 @@ impl Checkpoint {
                 ),
             ));
         }
-        let is_hash = self.root_hash.len() == 64
-            && self
-                .root_hash
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-        if !is_hash {
+        if !is_hash_hex(&self.root_hash) {
             return Err(CertificateProblem::new(
                 "/root_hash",
                 "is not a hash (64 lowercase hex characters)",
@@ -155,24 +150,26 @@ mod tests {
         assert_eq!(checkpoint.key_id, key.key_id());
         checkpoint.verify(&ring).unwrap();
 
-        let mut changed = checkpoint.clone();
-        changed.tree_size = 8;
-        assert_eq!(changed.verify(&ring).unwrap_err().field, "/signature");
-        let mut changed = checkpoint.clone();
-        changed.root_hash = "cd".repeat(32);
-        assert_eq!(changed.verify(&ring).unwrap_err().field, "/signature");
-        let mut changed = checkpoint.clone();
-        changed.signed_at = "2026-11-30T22:00:01.000000Z".to_owned();
-        assert_eq!(changed.verify(&ring).unwrap_err().field, "/signature");
-        let mut changed = checkpoint.clone();
-        changed.signed_at = "2026-11-30T22:00:00Z".to_owned();
-        assert_eq!(changed.verify(&ring).unwrap_err().field, "/signed_at");
-        let mut changed = checkpoint.clone();
-        changed.root_hash = "AB".repeat(32);
-        assert_eq!(changed.verify(&ring).unwrap_err().field, "/root_hash");
-        let mut changed = checkpoint.clone();
-        changed.origin = "another/log".to_owned();
-        assert_eq!(changed.verify(&ring).unwrap_err().field, "/origin");
+        type Change = fn(&mut Checkpoint);
+        let changes: [(Change, &str); 6] = [
+            (|c| c.tree_size = 8, "/signature"),
+            (|c| c.root_hash = "cd".repeat(32), "/signature"),
+            (
+                |c| c.signed_at = "2026-11-30T22:00:01.000000Z".to_owned(),
+                "/signature",
+            ),
+            (
+                |c| c.signed_at = "2026-11-30T22:00:00Z".to_owned(),
+                "/signed_at",
+            ),
+            (|c| c.root_hash = "AB".repeat(32), "/root_hash"),
+            (|c| c.origin = "another/log".to_owned(), "/origin"),
+        ];
+        for (change, field) in changes {
+            let mut changed = checkpoint.clone();
+            change(&mut changed);
+            assert_eq!(changed.verify(&ring).unwrap_err().field, field);
+        }
 
         let other = ReceiptSigningKey::generate().unwrap();
         let problem = checkpoint

@@ -144,26 +144,6 @@ impl ReceiptSigningKey {
         Ok(Self(SigningKey::from_bytes(&secret)))
     }
 
-    /// Parses a PKCS#8 PEM private key.
-    pub fn from_pkcs8_pem(pem: &str) -> Result<Self, KeyError> {
-        Self::parse(pem, "the given PEM text")
-    }
-
-    fn parse(pem: &str, origin: &str) -> Result<Self, KeyError> {
-        SigningKey::from_pkcs8_pem(pem)
-            .map(Self)
-            .map_err(|error| KeyError::InvalidPrivateKey {
-                origin: origin.to_owned(),
-                reason: error.to_string(),
-            })
-    }
-
-    /// Reads a PKCS#8 PEM private key file.
-    pub fn read_file(path: &Path) -> Result<Self, KeyError> {
-        let pem = read_pem(path, "cannot read the private key file")?;
-        Self::parse(&pem, &path.display().to_string())
-    }
-
     /// The key as PKCS#8 v1 PEM, byte-compatible with what `openssl genpkey` writes.
     pub fn to_pkcs8_pem(&self) -> Result<String, KeyError> {
         let pem = KeypairBytes {
@@ -193,6 +173,40 @@ impl ReceiptSigningKey {
     }
 }
 
+/// Gives a key wrapper its PEM parsing and file reading: `$from_pem` parses PEM text with
+/// `$decode` (a refusal is `KeyError::$invalid`, naming where the text came from, never the key)
+/// and `read_file` reads a PEM file (an I/O failure says `$read`).
+macro_rules! pem_key {
+    ($key:ident: $doc:literal $from_pem:ident = $decode:path, $invalid:ident, $read:literal) => {
+        impl $key {
+            #[doc = $doc]
+            pub fn $from_pem(pem: &str) -> Result<Self, KeyError> {
+                Self::parse(pem, "the given PEM text")
+            }
+
+            fn parse(pem: &str, origin: &str) -> Result<Self, KeyError> {
+                $decode(pem).map(Self).map_err(|error| KeyError::$invalid {
+                    origin: origin.to_owned(),
+                    reason: error.to_string(),
+                })
+            }
+
+            /// Reads the key's PEM file.
+            pub fn read_file(path: &Path) -> Result<Self, KeyError> {
+                let pem = read_pem(path, $read)?;
+                Self::parse(&pem, &path.display().to_string())
+            }
+        }
+    };
+}
+
+pem_key!(ReceiptSigningKey: "Parses a PKCS#8 PEM private key."
+    from_pkcs8_pem = SigningKey::from_pkcs8_pem, InvalidPrivateKey,
+    "cannot read the private key file");
+pem_key!(ReceiptPublicKey: "Parses an SPKI PEM public key."
+    from_spki_pem = VerifyingKey::from_public_key_pem, InvalidPublicKey,
+    "cannot read the public key file");
+
 /// The text of the PEM file at `path`; a failure names the file and `action`.
 fn read_pem(path: &Path, action: &'static str) -> Result<String, KeyError> {
     std::fs::read_to_string(path).map_err(|source| KeyError::Io {
@@ -207,26 +221,6 @@ fn read_pem(path: &Path, action: &'static str) -> Result<String, KeyError> {
 pub struct ReceiptPublicKey(VerifyingKey);
 
 impl ReceiptPublicKey {
-    /// Parses an SPKI PEM public key.
-    pub fn from_spki_pem(pem: &str) -> Result<Self, KeyError> {
-        Self::parse(pem, "the given PEM text")
-    }
-
-    fn parse(pem: &str, origin: &str) -> Result<Self, KeyError> {
-        VerifyingKey::from_public_key_pem(pem)
-            .map(Self)
-            .map_err(|error| KeyError::InvalidPublicKey {
-                origin: origin.to_owned(),
-                reason: error.to_string(),
-            })
-    }
-
-    /// Reads an SPKI PEM public key file.
-    pub fn read_file(path: &Path) -> Result<Self, KeyError> {
-        let pem = read_pem(path, "cannot read the public key file")?;
-        Self::parse(&pem, &path.display().to_string())
-    }
-
     /// The key as SPKI PEM.
     pub fn to_spki_pem(&self) -> Result<String, KeyError> {
         self.0

@@ -142,7 +142,13 @@ fn root_of<L: AsRef<[u8]> + Clone>(leaves: &[L]) -> String {
     hex::encode(tree(leaves).root().as_bytes())
 }
 
-fn inclusion_of<L: AsRef<[u8]> + Clone>(
+/// The root hash (hex) of the log of these leaves; SHA-256("") for an empty log.
+pub fn root(leaves: &[[u8; 32]]) -> String {
+    root_of(leaves)
+}
+
+/// The inclusion proof of leaf `index` in the tree of the first `tree_size` leaves.
+pub fn inclusion_proof<L: AsRef<[u8]> + Clone>(
     leaves: &[L],
     index: u64,
     tree_size: u64,
@@ -155,7 +161,10 @@ fn inclusion_of<L: AsRef<[u8]> + Clone>(
     Ok(to_hex(tree(leaves).prove_inclusion(position).as_bytes()))
 }
 
-fn consistency_of<L: AsRef<[u8]> + Clone>(
+/// The consistency proof from the tree of the first `old_size` leaves to the tree of the first
+/// `new_size`. Empty when the sizes are equal or `old_size` is 0 (every log extends the empty
+/// log).
+pub fn consistency_proof<L: AsRef<[u8]> + Clone>(
     leaves: &[L],
     old_size: u64,
     new_size: u64,
@@ -172,43 +181,8 @@ fn consistency_of<L: AsRef<[u8]> + Clone>(
     Ok(to_hex(tree(leaves).prove_consistency(additions).as_bytes()))
 }
 
-/// The root hash (hex) of the log of these leaves; SHA-256("") for an empty log.
-pub fn root(leaves: &[[u8; 32]]) -> String {
-    root_of(leaves)
-}
-
-/// The inclusion proof of leaf `index` in the tree of the first `tree_size` leaves.
-pub fn inclusion_proof(
-    leaves: &[[u8; 32]],
-    index: u64,
-    tree_size: u64,
-) -> Result<Vec<String>, MerkleError> {
-    inclusion_of(leaves, index, tree_size)
-}
-
-/// The consistency proof from the tree of the first `old_size` leaves to the tree of the first
-/// `new_size`. Empty when the sizes are equal or `old_size` is 0 (every log extends the empty
-/// log).
-pub fn consistency_proof(
-    leaves: &[[u8; 32]],
-    old_size: u64,
-    new_size: u64,
-) -> Result<Vec<String>, MerkleError> {
-    consistency_of(leaves, old_size, new_size)
-}
-
 /// Checks that `leaf` is at `index` in the tree of `tree_size` leaves with root `root_hex`.
-pub fn verify_inclusion(
-    leaf: &[u8; 32],
-    index: u64,
-    tree_size: u64,
-    proof: &[String],
-    root_hex: &str,
-) -> Result<(), MerkleError> {
-    verify_inclusion_of(leaf, index, tree_size, proof, root_hex)
-}
-
-fn verify_inclusion_of<L: AsRef<[u8]>>(
+pub fn verify_inclusion<L: AsRef<[u8]>>(
     leaf: &L,
     index: u64,
     tree_size: u64,
@@ -223,19 +197,15 @@ fn verify_inclusion_of<L: AsRef<[u8]>>(
         parse_node(root_hex, || "the root hash".to_owned())?,
         tree_size,
     );
-    let proof = InclusionProof::<Sha256>::try_from_bytes(parse_proof(proof)?).map_err(|error| {
-        MerkleError::InclusionFails {
-            index,
-            tree_size,
-            reason: error.to_string(),
-        }
-    })?;
+    let fails = |reason: String| MerkleError::InclusionFails {
+        index,
+        tree_size,
+        reason,
+    };
+    let proof = InclusionProof::<Sha256>::try_from_bytes(parse_proof(proof)?)
+        .map_err(|error| fails(error.to_string()))?;
     root.verify_inclusion(leaf, index, &proof)
-        .map_err(|error| MerkleError::InclusionFails {
-            index,
-            tree_size,
-            reason: error.to_string(),
-        })
+        .map_err(|error| fails(error.to_string()))
 }
 
 /// Checks that the tree of `new_size` leaves with root `new_root_hex` extends the tree of

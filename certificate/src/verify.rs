@@ -246,8 +246,8 @@ fn get_hashes(
     valid.then_some(hashes)
 }
 
-/// 64 lowercase hex characters.
-fn is_hash_hex(text: &str) -> bool {
+/// 64 lowercase hex characters: how every hash of a certificate and a checkpoint is written.
+pub(crate) fn is_hash_hex(text: &str) -> bool {
     text.len() == 64
         && text
             .bytes()

@@ -95,30 +95,18 @@ pub fn whole(
         .iter()
         .map(|r| (r.table, r.key.clone()))
         .collect();
-    let unsure_rows: HashSet<(RowTable, String)> = writes
-        .unconfirmed
-        .iter()
-        .filter_map(|w| match w {
-            UnconfirmedWrite::Row(r) => Some((r.table, r.key.clone())),
-            _ => None,
-        })
-        .collect();
-    let unsure_objects: HashSet<&str> = writes
-        .unconfirmed
-        .iter()
-        .filter_map(|w| match w {
-            UnconfirmedWrite::ObjectKey(k) => Some(k.as_str()),
-            _ => None,
-        })
-        .collect();
-    let unsure_keys: HashSet<&str> = writes
-        .unconfirmed
-        .iter()
-        .filter_map(|w| match w {
-            UnconfirmedWrite::Key(k) => Some(k.as_str()),
-            _ => None,
-        })
-        .collect();
+    let unsure_rows = unconfirmed(writes, |w| match w {
+        UnconfirmedWrite::Row(r) => Some((r.table, r.key.clone())),
+        _ => None,
+    });
+    let unsure_objects = unconfirmed(writes, |w| match w {
+        UnconfirmedWrite::ObjectKey(k) => Some(k.as_str()),
+        _ => None,
+    });
+    let unsure_keys = unconfirmed(writes, |w| match w {
+        UnconfirmedWrite::Key(k) => Some(k.as_str()),
+        _ => None,
+    });
 
     // Rows.
     let before_rows: BTreeMap<&str, BTreeSet<&str>> = before
@@ -263,6 +251,14 @@ pub fn whole(
         say(format!("{missing_keys} admitted Redis key(s) are gone"));
     }
     found
+}
+
+/// The unconfirmed writes `pick` keeps, as it names them.
+fn unconfirmed<'a, T: Eq + std::hash::Hash>(
+    writes: &'a AdmittedWrites,
+    pick: impl Fn(&'a UnconfirmedWrite) -> Option<T>,
+) -> HashSet<T> {
+    writes.unconfirmed.iter().filter_map(pick).collect()
 }
 
 /// An aborted target is served again: a row and a Redis key written now are both admitted.

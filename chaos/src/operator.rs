@@ -223,33 +223,37 @@ impl Operators {
         }
     }
 
-    async fn approved(&self, request_id: Uuid) -> bool {
-        sqlx::query_scalar::<_, i64>(
-            "SELECT count(*) FROM deletion.approvals WHERE request_id = $1",
-        )
-        .bind(request_id)
-        .fetch_one(self.store.pool())
-        .await
-        .is_ok_and(|n| n > 0)
-    }
-
-    async fn aborted(&self, request_id: Uuid) -> bool {
-        sqlx::query_scalar::<_, String>("SELECT stage FROM deletion.requests WHERE id = $1")
+    /// The one value `sql` selects for the request (`$1`); `None` when the query fails.
+    async fn fact<T>(&self, sql: &'static str, request_id: Uuid) -> Option<T>
+    where
+        T: Send + Unpin,
+        (T,): for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
+    {
+        sqlx::query_scalar::<_, T>(sql)
             .bind(request_id)
             .fetch_one(self.store.pool())
             .await
-            .is_ok_and(|stage| stage == "aborted")
+            .ok()
+    }
+
+    async fn approved(&self, request_id: Uuid) -> bool {
+        let sql = "SELECT count(*) FROM deletion.approvals WHERE request_id = $1";
+        self.fact::<i64>(sql, request_id)
+            .await
+            .is_some_and(|n| n > 0)
+    }
+
+    async fn aborted(&self, request_id: Uuid) -> bool {
+        let sql = "SELECT stage FROM deletion.requests WHERE id = $1";
+        self.fact::<String>(sql, request_id)
+            .await
+            .is_some_and(|stage| stage == "aborted")
     }
 
     /// Whether the request passed its irreversible point (an abort is then refused).
     async fn irreversible(&self, request_id: Uuid) -> bool {
-        sqlx::query_scalar::<_, bool>(
-            "SELECT irreversible_at IS NOT NULL FROM deletion.requests WHERE id = $1",
-        )
-        .bind(request_id)
-        .fetch_one(self.store.pool())
-        .await
-        .unwrap_or(false)
+        let sql = "SELECT irreversible_at IS NOT NULL FROM deletion.requests WHERE id = $1";
+        self.fact::<bool>(sql, request_id).await.unwrap_or(false)
     }
 
     /// Whether the record shows `goal` reached.

@@ -154,21 +154,27 @@ impl NetProxy {
             .map_err(|e| anyhow!("the {} proxy refused a toxic: {e}", self.dependency.name()))
     }
 
-    /// Adds the latency toxic to both directions.
-    pub async fn add_latency(&mut self) -> Result<()> {
+    /// Adds a toxic of `kind` to both directions, each named `{name}_{direction}`.
+    async fn add_both_ways(&mut self, name: &str, kind: ToxicKind) -> Result<()> {
         for direction in [StreamDirection::Upstream, StreamDirection::Downstream] {
             let toxic = Toxic {
-                kind: ToxicKind::Latency {
-                    latency: LATENCY_MS,
-                    jitter: JITTER_MS,
-                },
-                name: format!("latency_{direction}"),
+                kind,
+                name: format!("{name}_{direction}"),
                 toxicity: 1.0,
                 direction,
             };
             self.send(ToxicEventKind::AddToxic(toxic)).await?;
         }
         Ok(())
+    }
+
+    /// Adds the latency toxic to both directions.
+    pub async fn add_latency(&mut self) -> Result<()> {
+        let latency = ToxicKind::Latency {
+            latency: LATENCY_MS,
+            jitter: JITTER_MS,
+        };
+        self.add_both_ways("latency", latency).await
     }
 
     /// Removes the latency toxic from the live connections. Each direction is removed by name:
@@ -185,16 +191,8 @@ impl NetProxy {
 
     /// Makes every connection half-open: bytes are swallowed in both directions.
     pub async fn black_hole(&mut self) -> Result<()> {
-        for direction in [StreamDirection::Upstream, StreamDirection::Downstream] {
-            let toxic = Toxic {
-                kind: ToxicKind::Timeout { timeout: 0 },
-                name: format!("half_open_{direction}"),
-                toxicity: 1.0,
-                direction,
-            };
-            self.send(ToxicEventKind::AddToxic(toxic)).await?;
-        }
-        Ok(())
+        self.add_both_ways("half_open", ToxicKind::Timeout { timeout: 0 })
+            .await
     }
 
     /// Drops every connection and accepts new ones again, with no toxic.
@@ -250,15 +248,28 @@ mod tests {
         }
     }
 
+    /// A new connection through the proxy.
+    async fn connect(proxy: &NetProxy) -> TcpStream {
+        TcpStream::connect(proxy.listen())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Whether a new connection through the proxy answers a round trip within 2 s.
+    async fn fresh_connection_answers(proxy: &NetProxy) -> bool {
+        let mut fresh = connect(proxy).await;
+        round_trip(&mut fresh, Duration::from_secs(2))
+            .await
+            .is_some()
+    }
+
     #[tokio::test]
     async fn each_network_fault_does_what_it_says_and_heals() {
         let upstream = echo_server().await;
         let mut proxy = NetProxy::start(Dependency::Redis, upstream)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        let mut client = TcpStream::connect(proxy.listen())
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        let mut client = connect(&proxy).await;
         let quick = round_trip(&mut client, Duration::from_secs(2)).await;
         assert!(
             quick.is_some_and(|d| d < Duration::from_millis(100)),
@@ -293,25 +304,11 @@ mod tests {
         let mut buffer = [0u8; 8];
         let read = tokio::time::timeout(Duration::from_secs(2), client.read(&mut buffer)).await;
         assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "{read:?}");
-        let mut fresh = TcpStream::connect(proxy.listen())
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(
-            round_trip(&mut fresh, Duration::from_secs(2))
-                .await
-                .is_some()
-        );
+        assert!(fresh_connection_answers(&proxy).await);
 
         proxy.close().await;
         assert!(TcpStream::connect(proxy.listen()).await.is_err());
         proxy.reopen().await.unwrap_or_else(|e| panic!("{e}"));
-        let mut again = TcpStream::connect(proxy.listen())
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(
-            round_trip(&mut again, Duration::from_secs(2))
-                .await
-                .is_some()
-        );
+        assert!(fresh_connection_answers(&proxy).await);
     }
 }

@@ -479,11 +479,13 @@ async fn check(
     let mut found = Vec::new();
     let bound_ms = u64::try_from(end_bound.as_millis()).unwrap_or(u64::MAX);
     let empty = demo::simulator::AdmittedWrites::default();
-    let writes_of = |host: &str| {
-        traffic
+    // A community must be its snapshot plus the serving writes admitted for it.
+    let whole = |invariant, host: &str, before: &Snapshot, after: &Snapshot| {
+        let writes = traffic
             .community(host)
             .and_then(|c| c.admitted.as_ref())
-            .unwrap_or(&empty)
+            .unwrap_or(&empty);
+        invariants::whole(invariant, host, before, after, writes)
     };
     for deletion in deletions {
         let subject = deletion
@@ -505,12 +507,11 @@ async fn check(
         let neighbour_before = before
             .get(&deletion.neighbour_id)
             .ok_or_else(|| anyhow!("no snapshot of {}", deletion.neighbour_host))?;
-        found.extend(invariants::whole(
+        found.extend(whole(
             "every neighbour is its snapshot plus its admitted writes",
             &deletion.neighbour_host,
             neighbour_before,
             &neighbour_after,
-            writes_of(&deletion.neighbour_host),
         ));
         match deletion.end.as_ref().map(|e| &e.state) {
             Some(EndState::Completed) => {
@@ -527,12 +528,11 @@ async fn check(
                 }
             }
             Some(EndState::Aborted) => {
-                found.extend(invariants::whole(
+                found.extend(whole(
                     "every aborted target is whole and served again",
                     &deletion.target_host,
                     target_before,
                     &target_after,
-                    writes_of(&deletion.target_host),
                 ));
                 found.extend(
                     invariants::served_again(stores, &deletion.target_host, deletion.target_id)

@@ -2,6 +2,7 @@
 //! the way the relay writes them, so the write-fence trigger guards them exactly as it guards the
 //! relay's own writes.
 
+use activities::store::RequestError;
 use uuid::Uuid;
 use workflows::community::contracts::TableCount;
 
@@ -23,7 +24,7 @@ pub async fn create_community(store: &Store, host: &str) -> StoreResult<Communit
     store
         .community_by_host(&host)
         .await?
-        .ok_or(StoreError::UnknownHost { host })
+        .ok_or(StoreError::Request(RequestError::UnknownHost { host }))
 }
 
 /// Writes `rows_per_table` realistic rows into each of the six tenant tables of the model

@@ -6,7 +6,8 @@ use std::time::Duration;
 use activities::stack_settings::StackSettings;
 use stack_config::env::{self as stack_env, StackEnv};
 use stack_config::temporal::{TemporalAccess, TemporalConnectError};
-use temporalio_client::Client;
+use temporalio_client::{Client, WorkflowGetResultOptions, WorkflowStartOptions};
+use temporalio_common::HasWorkflowDefinition;
 
 use crate::error::CliError;
 
@@ -77,6 +78,30 @@ pub async fn temporal(target: &TemporalTarget) -> Result<Client, CliError> {
 /// [`StackEnv::task_queue`].
 pub fn task_queue() -> String {
     StackEnv::process().task_queue()
+}
+
+/// Starts `workflow` with `input` as `workflow_id` on the [`task_queue`] and waits for its
+/// result (a worker must be running); the errors name it `what` and, once started, its id.
+pub async fn run_workflow<W>(
+    workflow: W,
+    input: W::Input,
+    workflow_id: &str,
+    what: &str,
+) -> Result<W::Output, CliError>
+where
+    W: HasWorkflowDefinition,
+    W::Input: Send,
+{
+    let client = temporal(&TemporalTarget::from_env()?).await?;
+    let options = WorkflowStartOptions::new(task_queue(), workflow_id).build();
+    let handle = client
+        .start_workflow(workflow, input, options)
+        .await
+        .map_err(|e| CliError::Other(anyhow::anyhow!("could not start {what}: {e}")))?;
+    handle
+        .get_result(WorkflowGetResultOptions::default())
+        .await
+        .map_err(|e| CliError::Other(anyhow::anyhow!("{what} {workflow_id} failed: {e}")))
 }
 
 /// Reads DATABASE_URL (or DATABASE_URL_FILE): the worker role, for every command but

@@ -5,12 +5,14 @@
 //! operator to send from the Web UI, so there is no signal helper.
 
 use temporalio_client::errors::WorkflowUpdateError;
-use temporalio_client::{Client, RpcOptions, WorkflowHandle, WorkflowUpdateHandle};
+use temporalio_client::{Client, RpcOptions, WorkflowHandle, WorkflowUpdateHandle, tonic};
 use temporalio_common::data_converters::TemporalDeserializable;
 use temporalio_common::{HasWorkflowDefinition, UpdateDefinition};
 
+use uuid::Uuid;
+
 use crate::error::CliError;
-use crate::worker_wait::{SendError, WorkerWait};
+use crate::worker_wait::WorkerWait;
 
 /// Why an update got no result.
 #[derive(Debug)]
@@ -41,17 +43,10 @@ impl UpdateFailure {
     }
 }
 
-impl From<SendError> for UpdateFailure {
-    fn from(error: SendError) -> Self {
-        match error {
-            SendError::Update(e) => UpdateFailure::Rejected(e),
-            SendError::NoWorker(e) => UpdateFailure::NoWorker(e),
-        }
-    }
-}
-
 /// Sends `update` (named `what` in messages) and returns once a worker accepted it; the caller
-/// waits for the result (with a timeout, or interruptible).
+/// waits for the result (with a timeout, or interruptible). A worker must accept (or reject) it
+/// within the bound; without an answer in time the error says whether Temporal holds it (see
+/// [`WorkerWait::unanswered_update`]).
 pub async fn send<W, U>(
     waits: &WorkerWait,
     handle: &WorkflowHandle<Client, W>,
@@ -64,9 +59,19 @@ where
     U: UpdateDefinition<Workflow = W::Run>,
     U::Input: Send,
 {
-    Ok(waits
-        .send_update(handle.client(), handle, what, update, input)
-        .await?)
+    let update_id = Uuid::new_v4().to_string();
+    let options = waits.update_options(&update_id);
+    let started = tokio::time::timeout(waits.wait, handle.start_update(update, input, options));
+    match started.await {
+        Ok(Ok(sent)) => return Ok(sent),
+        Ok(Err(WorkflowUpdateError::Rpc(status)))
+            if status.code() == tonic::Code::DeadlineExceeded => {}
+        Ok(Err(error)) => return Err(UpdateFailure::Rejected(error)),
+        Err(_elapsed) => {}
+    }
+    let workflow_id = &handle.info().workflow_id;
+    let unanswered = waits.unanswered_update(handle.client(), workflow_id, &update_id, what);
+    Err(UpdateFailure::NoWorker(unanswered.await))
 }
 
 /// Sends `update` and waits for the workflow's answer.

@@ -10,12 +10,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use temporalio_client::errors::WorkflowUpdateError;
 use temporalio_client::tonic;
-use temporalio_client::{
-    Client, NamespacedClient, RpcOptions, WorkflowHandle, WorkflowStartUpdateOptions,
-    WorkflowUpdateHandle,
-};
+use temporalio_client::{Client, NamespacedClient, RpcOptions, WorkflowStartUpdateOptions};
 use temporalio_common::protos::temporal::api::common::v1::WorkflowExecution;
 use temporalio_common::protos::temporal::api::enums::v1::{
     TaskQueueKind, TaskQueueType, UpdateWorkflowExecutionLifecycleStage,
@@ -25,8 +21,6 @@ use temporalio_common::protos::temporal::api::update::v1::{UpdateRef, WaitPolicy
 use temporalio_common::protos::temporal::api::workflowservice::v1::{
     DescribeTaskQueueRequest, PollWorkflowExecutionUpdateRequest,
 };
-use temporalio_common::{HasWorkflowDefinition, UpdateDefinition};
-use uuid::Uuid;
 
 use crate::error::CliError;
 
@@ -150,41 +144,26 @@ impl WorkerWait {
         }
     }
 
-    /// Sends an update and waits up to the bound for a worker to accept (or reject) it. Commands
-    /// call it through [`crate::update`], the one way they send an update.
-    ///
-    /// Without an answer in time, Temporal is asked whether it holds the update: then it was
+    /// The options of an update sent under `update_id`, bounded by the wait.
+    pub(crate) fn update_options(&self, update_id: &str) -> WorkflowStartUpdateOptions {
+        WorkflowStartUpdateOptions::builder()
+            .update_id(update_id.to_owned())
+            .rpc_options(self.rpc_options())
+            .build()
+    }
+
+    /// The error of update `update_id` (named `what`) of workflow `workflow_id` that no worker
+    /// answered within the bound. Temporal is asked whether it holds the update: then it was
     /// sent and is applied exactly once when a worker polls again (its update id makes any
     /// re-send a no-op), and the command reports it as not yet processed.
-    pub(crate) async fn send_update<W, U>(
+    pub(crate) async fn unanswered_update(
         &self,
         client: &Client,
-        handle: &WorkflowHandle<Client, W>,
+        workflow_id: &str,
+        update_id: &str,
         what: &str,
-        update: U,
-        input: U::Input,
-    ) -> Result<WorkflowUpdateHandle<Client, U::Output>, SendError>
-    where
-        W: HasWorkflowDefinition,
-        U: UpdateDefinition<Workflow = W::Run>,
-        U::Input: Send,
-    {
-        let update_id = Uuid::new_v4().to_string();
-        let options = WorkflowStartUpdateOptions::builder()
-            .update_id(update_id.clone())
-            .rpc_options(self.rpc_options())
-            .build();
-        let started = tokio::time::timeout(self.wait, handle.start_update(update, input, options));
-        match started.await {
-            Ok(Ok(sent)) => return Ok(sent),
-            Ok(Err(WorkflowUpdateError::Rpc(status)))
-                if status.code() == tonic::Code::DeadlineExceeded => {}
-            Ok(Err(error)) => return Err(SendError::Update(error)),
-            Err(_elapsed) => {}
-        }
-        let held = self
-            .update_held(client, &handle.info().workflow_id, &update_id)
-            .await;
+    ) -> CliError {
+        let held = self.update_held(client, workflow_id, update_id).await;
         let pollers = self.pollers(client).await;
         let explanation = self.explain(&pollers);
         let message = if held {
@@ -196,7 +175,7 @@ impl WorkerWait {
         } else {
             format!("{what} not sent: {explanation}")
         };
-        Err(SendError::NoWorker(CliError::NoWorker(message)))
+        CliError::NoWorker(message)
     }
 
     /// RPC options for a call bounded by the wait: the transport deadline lies beyond the wait,
@@ -267,15 +246,6 @@ impl WorkerWait {
             ),
         }
     }
-}
-
-/// Why an update was not answered.
-#[derive(Debug)]
-pub enum SendError {
-    /// The workflow (or Temporal) answered with a refusal or failure.
-    Update(WorkflowUpdateError),
-    /// No worker answered within the bound ([`CliError::NoWorker`]).
-    NoWorker(CliError),
 }
 
 #[cfg(test)]

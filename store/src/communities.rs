@@ -4,12 +4,13 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use sqlx::Postgres;
 use uuid::Uuid;
 use workflows::community::contracts::TableCount;
 
 use super::catalog::COMMUNITIES_TABLE;
+use super::catalog::tenant_tree::{count_table_rows, tenant_tables};
 use super::error::{StoreError, StoreResult};
-use super::tenant_tree::{count_table_rows, tenant_tables};
 use super::{Store, count_u64};
 
 /// A tenant of the relay platform.
@@ -48,23 +49,30 @@ impl Store {
     /// The community served under `host` (matched after normalising), if any.
     pub async fn community_by_host(&self, host: &str) -> StoreResult<Option<Community>> {
         let host = normalize_host(host)?;
-        let community = sqlx::query_as::<_, Community>(
-            "SELECT id, host, display_name, created_at FROM buzz.communities WHERE host = $1",
-        )
-        .bind(host)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(community)
+        self.community_where("host = $1", host).await
     }
 
     /// The community with this id, if it still exists.
     pub async fn community_by_id(&self, community_id: Uuid) -> StoreResult<Option<Community>> {
-        let community = sqlx::query_as::<_, Community>(
-            "SELECT id, host, display_name, created_at FROM buzz.communities WHERE id = $1",
-        )
-        .bind(community_id)
-        .fetch_optional(&self.pool)
-        .await?;
+        self.community_where("id = $1", community_id).await
+    }
+
+    /// The community `condition` (on `buzz.communities`, with `value` as `$1`) selects, if any.
+    async fn community_where<V>(
+        &self,
+        condition: &'static str,
+        value: V,
+    ) -> StoreResult<Option<Community>>
+    where
+        V: for<'q> sqlx::Encode<'q, Postgres> + sqlx::Type<Postgres> + Send,
+    {
+        let sql = format!(
+            "SELECT id, host, display_name, created_at FROM buzz.communities WHERE {condition}"
+        );
+        let community = sqlx::query_as::<_, Community>(sqlx::AssertSqlSafe(sql))
+            .bind(value)
+            .fetch_optional(&self.pool)
+            .await?;
         Ok(community)
     }
 

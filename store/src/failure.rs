@@ -40,3 +40,33 @@ pub trait Classified {
         Report::BySeverity
     }
 }
+
+/// Implements [`Classified`] for an error every variant of which is permanent: retrying cannot
+/// change the answer.
+macro_rules! permanent_failure {
+    ($error:ty) => {
+        impl $crate::failure::Classified for $error {
+            fn severity(&self) -> $crate::failure::Severity {
+                $crate::failure::Severity::Permanent
+            }
+        }
+    };
+}
+pub(crate) use permanent_failure;
+
+/// Implements [`Classified`] for an error whose `Database` variant is transient or permanent by
+/// its SQLSTATE or driver error kind, as the store's own database errors are, and every other
+/// variant permanent.
+macro_rules! database_else_permanent {
+    ($error:ident) => {
+        impl $crate::failure::Classified for $error {
+            fn severity(&self) -> $crate::failure::Severity {
+                match self {
+                    $error::Database(error) => $crate::sqlx_error_severity(error),
+                    _ => $crate::failure::Severity::Permanent,
+                }
+            }
+        }
+    };
+}
+pub(crate) use database_else_permanent;

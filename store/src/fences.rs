@@ -49,16 +49,23 @@ impl FenceState {
         }
     }
 
+    /// Every state.
+    const ALL: [FenceState; 3] = [
+        FenceState::Serving,
+        FenceState::Quiescing,
+        FenceState::Fenced,
+    ];
+
+    /// The state stored as `value` (its [`FenceState::as_str`] spelling); any other value is a
+    /// corrupt row.
     pub(crate) fn parse(value: &str) -> StoreResult<Self> {
-        match value {
-            "serving" => Ok(FenceState::Serving),
-            "quiescing" => Ok(FenceState::Quiescing),
-            "fenced" => Ok(FenceState::Fenced),
-            other => Err(StoreError::Corrupt {
+        FenceState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == value)
+            .ok_or_else(|| StoreError::Corrupt {
                 what: "fence state",
-                reason: format!("unknown state {other:?}"),
-            }),
-        }
+                reason: format!("unknown state {value:?}"),
+            })
     }
 }
 
@@ -283,8 +290,8 @@ pub(crate) async fn live_serving_writes_in<K: FenceKey>(
     })
 }
 
-/// Refuses with [`StoreError::ServingWritesLive`] (a community) or
-/// [`StoreError::LiveUserServingWrites`] (a user), both transient, while a serving write of the
+/// Refuses with [`FenceError::ServingWritesLive`] (a community) or
+/// [`FenceError::LiveUserServingWrites`] (a user), both transient, while a serving write of the
 /// scope is live; read inside the caller's (fencing) transaction.
 pub(crate) async fn require_no_live_serving_writes<K: FenceKey>(
     conn: &mut PgConnection,
@@ -296,16 +303,16 @@ pub(crate) async fn require_no_live_serving_writes<K: FenceKey>(
     }
     let (count, operations) = (live.count, live.operations);
     Err(match key.scope() {
-        FenceScope::Community(community_id) => StoreError::ServingWritesLive {
+        FenceScope::Community(community_id) => StoreError::Fence(FenceError::ServingWritesLive {
             community_id,
             count,
             operations,
-        },
-        FenceScope::User(pubkey) => StoreError::LiveUserServingWrites {
+        }),
+        FenceScope::User(pubkey) => StoreError::Fence(FenceError::LiveUserServingWrites {
             pubkey: pubkey.to_owned(),
             count,
             operations,
-        },
+        }),
     })
 }
 
@@ -367,8 +374,8 @@ impl Store {
         stalled_serving_writes_in(&mut conn, key, bound).await
     }
 
-    /// The drain gate of either scope: refuses with [`StoreError::StalledServingWrites`] (a
-    /// community) or [`StoreError::StalledUserServingWrites`] (a user), both transient, while a
+    /// The drain gate of either scope: refuses with [`FenceError::StalledServingWrites`] (a
+    /// community) or [`FenceError::StalledUserServingWrites`] (a user), both transient, while a
     /// lease left unreleased at fence time is inside `expires_at + bound`.
     pub(crate) async fn require_no_stalled_serving_writes_of<K: FenceKey>(
         &self,
@@ -381,17 +388,135 @@ impl Store {
             _ => return Ok(stalled),
         };
         Err(match key.scope() {
-            FenceScope::Community(community_id) => StoreError::StalledServingWrites {
-                community_id,
-                count,
-                until,
-            },
-            FenceScope::User(pubkey) => StoreError::StalledUserServingWrites {
+            FenceScope::Community(community_id) => {
+                StoreError::Fence(FenceError::StalledServingWrites {
+                    community_id,
+                    count,
+                    until,
+                })
+            }
+            FenceScope::User(pubkey) => StoreError::Fence(FenceError::StalledUserServingWrites {
                 pubkey: pubkey.to_owned(),
                 count,
                 until,
-            },
+            }),
         })
+    }
+}
+
+/// Why a store call failed because a community or user write fence, or the serving-write leases it waits for, refuses the step: one part of [`crate::StoreError`].
+#[derive(Debug, thiserror::Error)]
+pub enum FenceError {
+    /// Serving writes admitted before quiescing are still running; the fence waits for them.
+    #[error("community {community_id} still has {count} live serving write(s): {operations:?}")]
+    ServingWritesLive {
+        /// The community.
+        community_id: uuid::Uuid,
+        /// Live, unexpired, unreleased leases.
+        count: u64,
+        /// Their operations, deduplicated.
+        operations: Vec<String>,
+    },
+    /// Leases left unreleased when the community was fenced may still cover a writer that is
+    /// running (a paused process, a slow PutObject): the manifest is not frozen before every one
+    /// of them is past its expiry plus the protected-operation bound.
+    #[error(
+        "community {community_id}: waiting on {count} stalled serving-write lease(s) until {until} \
+         (expiry plus the protected-operation bound)"
+    )]
+    StalledServingWrites {
+        /// The community.
+        community_id: uuid::Uuid,
+        /// Leases unreleased at fence time and still inside their bound.
+        count: u64,
+        /// When the last of them leaves its bound (database clock).
+        until: chrono::DateTime<chrono::Utc>,
+    },
+    /// The user's fence is held by another deletion request.
+    #[error(
+        "user {pubkey} is already quiesced or fenced by deletion request {request_id}; finish or \
+         abort that request first"
+    )]
+    UserFenceHeld {
+        /// The user's pubkey.
+        pubkey: String,
+        /// The request holding the fence.
+        request_id: uuid::Uuid,
+    },
+    /// The user cannot be fenced: this request has not quiesced them first.
+    #[error("user {pubkey} is {state}, not quiescing for this request: quiesce before fencing")]
+    UserNotQuiescing {
+        /// The user's pubkey.
+        pubkey: String,
+        /// The fence state found.
+        state: String,
+    },
+    /// Serving writes for the user admitted before quiescing are still running; the user fence
+    /// waits for them.
+    #[error("user {pubkey} still has {count} live serving write(s): {operations:?}")]
+    LiveUserServingWrites {
+        /// The user's pubkey.
+        pubkey: String,
+        /// Live, unexpired, unreleased user leases.
+        count: u64,
+        /// Their operations, deduplicated.
+        operations: Vec<String>,
+    },
+    /// Leases for the user left unreleased when the user was fenced may still cover a running
+    /// writer: the user's data is not purged before each is past its expiry plus the
+    /// protected-operation bound.
+    #[error(
+        "user {pubkey}: waiting on {count} stalled serving-write lease(s) until {until} (expiry \
+         plus the protected-operation bound)"
+    )]
+    StalledUserServingWrites {
+        /// The user's pubkey.
+        pubkey: String,
+        /// Leases unreleased at fence time and still inside their bound.
+        count: u64,
+        /// When the last of them leaves its bound (database clock).
+        until: chrono::DateTime<chrono::Utc>,
+    },
+    /// The community's fence is held in a way this request cannot use.
+    #[error("community {community_id} fence is {state} for request {holder:?}: {reason}")]
+    Conflict {
+        /// The community.
+        community_id: uuid::Uuid,
+        /// The fence state found.
+        state: String,
+        /// The request holding it, if any.
+        holder: Option<uuid::Uuid>,
+        /// Why the call cannot proceed.
+        reason: String,
+    },
+    /// The fence this request recorded is no longer in force (lifted or superseded).
+    #[error(
+        "request {request_id}: community {community_id} is not fenced at generation \
+         {expected_generation:?} (found {state} at generation {generation})"
+    )]
+    NotHeld {
+        /// The request.
+        request_id: uuid::Uuid,
+        /// The community.
+        community_id: uuid::Uuid,
+        /// The generation recorded on the request when it fenced.
+        expected_generation: Option<i64>,
+        /// The fence state found.
+        state: String,
+        /// The generation found.
+        generation: i64,
+    },
+}
+
+impl crate::failure::Classified for FenceError {
+    fn severity(&self) -> crate::failure::Severity {
+        match self {
+            FenceError::ServingWritesLive { .. }
+            | FenceError::StalledServingWrites { .. }
+            | FenceError::LiveUserServingWrites { .. }
+            | FenceError::StalledUserServingWrites { .. } => crate::failure::Severity::Transient,
+            _ => crate::failure::Severity::Permanent,
+        }
     }
 }
 

@@ -17,12 +17,16 @@
 use sqlx::FromRow;
 
 use super::{Store, StoreError, StoreResult, count_u64};
+use crate::gauge_series::{Series, count_of, fill, unknown_series, whole_seconds, zero_grid};
 
 /// The `kind` label values: a lease made for a user (`user_pubkey` set) or a community-only one.
 pub const LEASE_KINDS: [&str; 2] = ["community", "user"];
 
 /// The `state` label values (see the module documentation).
 pub const LEASE_STATES: [&str; 3] = ["live", "stalled", "ended"];
+
+/// What a refused sample row is reported as.
+const SAMPLE: &str = "serving-write lease sample";
 
 /// Largest batch one reaping call accepts (migration 0019 refuses more).
 pub const MAX_REAP_BATCH: u32 = 100_000;
@@ -48,13 +52,32 @@ pub struct LeaseGauges {
     pub oldest_stalled_secs: [u64; 2],
 }
 
+impl Series for LeaseCount {
+    fn zero(kind: &'static str, state: &'static str) -> Self {
+        LeaseCount {
+            kind,
+            state,
+            leases: 0,
+        }
+    }
+
+    fn labels(&self) -> (&str, &str) {
+        (self.kind, self.state)
+    }
+
+    fn count(&self) -> u64 {
+        self.leases
+    }
+
+    fn set_count(&mut self, count: u64) {
+        self.leases = count;
+    }
+}
+
 impl LeaseGauges {
     /// The count of the `(kind, state)` series, `None` for a pair outside the label sets.
     pub fn count(&self, kind: &str, state: &str) -> Option<u64> {
-        self.counts
-            .iter()
-            .find(|c| c.kind == kind && c.state == state)
-            .map(|c| c.leases)
+        count_of(&self.counts, kind, state)
     }
 
     /// Seconds since the oldest stalled lease of `kind` expired, `None` for an unknown kind.
@@ -68,31 +91,15 @@ impl LeaseGauges {
     /// Folds the query's rows into a full sample; an unknown kind or state is refused as
     /// corrupt rather than silently dropped.
     pub fn from_rows(rows: &[LeaseRow]) -> StoreResult<LeaseGauges> {
-        let mut counts: Vec<LeaseCount> = LEASE_KINDS
-            .iter()
-            .flat_map(|kind| {
-                LEASE_STATES.iter().map(move |state| LeaseCount {
-                    kind,
-                    state,
-                    leases: 0,
-                })
-            })
-            .collect();
+        let mut counts: Vec<LeaseCount> = zero_grid(&LEASE_KINDS, &LEASE_STATES);
         let mut oldest_stalled = [0_u64; 2];
         for row in rows {
-            let unknown = || StoreError::Corrupt {
-                what: "serving-write lease sample",
-                reason: format!("unknown kind {:?} or state {:?}", row.kind, row.state),
-            };
-            let slot = counts
-                .iter_mut()
-                .find(|c| c.kind == row.kind && c.state == row.state)
-                .ok_or_else(unknown)?;
-            slot.leases = count_u64(row.leases);
+            let labels = (row.kind.as_str(), row.state.as_str());
+            fill(&mut counts, labels, row.leases, SAMPLE)?;
             let kind = LEASE_KINDS
                 .iter()
                 .position(|k| *k == row.kind)
-                .ok_or_else(unknown)?;
+                .ok_or_else(|| unknown_series(SAMPLE, &row.kind, &row.state))?;
             let age = whole_seconds(row.oldest_expired_secs.unwrap_or(0.0));
             oldest_stalled[kind] = oldest_stalled[kind].max(age);
         }
@@ -144,15 +151,6 @@ SELECT CASE WHEN l.user_pubkey IS NULL THEN 'community' ELSE 'user' END AS kind,
 FROM deletion.serving_write_leases l
 GROUP BY 1, 2
 "#;
-
-/// Seconds truncated to a whole number; negative or not-a-number ages read 0.
-fn whole_seconds(secs: f64) -> u64 {
-    if secs.is_finite() && secs > 0.0 {
-        secs.floor() as u64
-    } else {
-        0
-    }
-}
 
 impl Store {
     /// Samples the lease table (one read-only query).

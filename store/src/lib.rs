@@ -7,7 +7,7 @@
 //! Every progress write is generation-checked: an activity attempt first [`Store::claim`]s the
 //! request (bumping its execution generation under the request row lock) and passes the returned
 //! [`ExecToken`] to every later write, which re-locks the row and refuses with
-//! [`StoreError::StaleGeneration`] once a newer attempt claimed it, or [`StoreError::WrongStage`]
+//! [`RequestError::StaleGeneration`] once a newer attempt claimed it, or [`RequestError::WrongStage`]
 //! when the stage is not the one the write advances from. A timed-out (zombie) attempt can
 //! therefore never stamp progress after its successor began.
 //!
@@ -18,7 +18,8 @@
 //! erasure's Postgres side `erasure/`, and the crash points of its tests `faults.rs`). Beside
 //! them, shared by both and by the serving path: the write fence both scopes use (`fences.rs`),
 //! the request claim (`claim.rs`), operator identity (`identity/`), the tenant catalog
-//! (`catalog.rs`, `catalog_rules.rs`, `tenant_tree.rs`, `closed_world/`), the communities and
+//! (`catalog/`: the scan, its rules `rules.rs`, the relation tree `tenant_tree.rs` and the
+//! closed-world check `closed_world/`), the communities and
 //! their rows (`communities.rs`), deletion certificates (`certificates/`), the key taxonomy
 //! (`taxonomy/`) and the addresses of object versions (`object_addresses.rs`), the failure
 //! classification every error implements (`failure.rs`), errors, migrations, role checks and
@@ -27,16 +28,15 @@
 
 mod canonical_pubkey;
 mod catalog;
-mod catalog_rules;
 pub mod certificates;
 mod chain;
 mod claim;
-pub mod closed_world;
 mod communities;
 mod community;
 mod error;
 pub mod failure;
 mod fences;
+mod gauge_series;
 pub mod identity;
 pub mod lease_gauges;
 mod migrate;
@@ -47,23 +47,27 @@ pub mod request_gauges;
 mod serving_db;
 mod sweeps;
 pub mod taxonomy;
-mod tenant_tree;
 pub mod user;
 
 use sqlx::PgPool;
 
+pub use catalog::CatalogError;
+pub use catalog::closed_world;
 pub use catalog::{COMMUNITIES_TABLE, CatalogInventory, catalog_scan_in};
 pub use communities::normalize_host;
 pub use communities::{Community, TableSnapshot};
+pub use community::approvals::ApprovalError;
 pub use community::audit::AuditEvent;
 pub use community::fence::FenceStatus;
 pub use community::inventory::{FROZEN_INVENTORY_VERSION, FrozenInventory};
 pub use community::late::LateChunk;
 pub use community::leases::AwaitedLease;
 pub use community::manifest::{
-    ChunkAck, ChunkProgress, ChunkSet, MANIFEST_CHUNK_MAX_ENTRIES, ManifestChunk,
+    ChunkAck, ChunkProgress, ChunkSet, MANIFEST_CHUNK_MAX_ENTRIES, ManifestChunk, ManifestError,
 };
-pub use community::requests::{Checkpoint, Request, RequestFilter, RequestInspection};
+pub use community::requests::{
+    Checkpoint, Request, RequestError, RequestFilter, RequestInspection,
+};
 pub use community::stage::{Stage, UnknownStage};
 pub use community::token::ExecToken;
 pub use community::uploads::UploadAbortRecord;
@@ -72,8 +76,8 @@ pub use error::{
     APPEND_ONLY_SQLSTATE, CascadingReference, FENCED_WRITE_SQLSTATE, StoreError, StoreResult,
     USER_FENCED_WRITE_SQLSTATE, is_append_only_refusal, is_fenced_write, is_user_fenced_write,
 };
-pub use fences::{FenceState, ScopedFenceStatus, StalledServingWrites};
-pub use migrate::{MIGRATIONS_TABLE, MIGRATOR};
+pub use fences::{FenceError, FenceState, ScopedFenceStatus, StalledServingWrites};
+pub use migrate::{MIGRATIONS_TABLE, MIGRATOR, SchemaError};
 pub use pool::{DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS, DEFAULT_MAX_CONNECTIONS, PoolSettings};
 pub use privilege::{
     ALLOW_PRIVILEGED_ROLE_ENV, ALLOW_PRIVILEGED_ROLE_VALUE, PrivilegedRole, SERVING_GROUP,
@@ -186,6 +190,22 @@ pub(crate) fn put_canonical_field(out: &mut Vec<u8>, field: &str) {
     out.push(b':');
     out.extend_from_slice(field.as_bytes());
     out.push(b',');
+}
+
+/// Encodes a list of a canonical (digest) encoding: its length, then every item (`put_item`) in
+/// the order of `key`, whatever their order in memory.
+pub(crate) fn put_canonical_list<T>(
+    out: &mut Vec<u8>,
+    items: &[T],
+    key: impl Fn(&T) -> &str,
+    mut put_item: impl FnMut(&mut Vec<u8>, &T),
+) {
+    let mut sorted: Vec<&T> = items.iter().collect();
+    sorted.sort_by(|a, b| key(a).cmp(key(b)));
+    put_canonical_field(out, &sorted.len().to_string());
+    for item in sorted {
+        put_item(out, item);
+    }
 }
 
 #[cfg(test)]

@@ -31,8 +31,8 @@ impl Store {
         Ok(())
     }
 
-    /// Refuses ([`StoreError::SchemaOutdated`]) a database whose applied migrations stop before
-    /// the newest embedded one, and ([`StoreError::SchemaMismatch`]) one whose applied migration
+    /// Refuses ([`SchemaError::Outdated`]) a database whose applied migrations stop before
+    /// the newest embedded one, and ([`SchemaError::Mismatch`]) one whose applied migration
     /// differs from the embedded text. Workers call this at startup.
     pub async fn check_schema_current(&self) -> StoreResult<()> {
         let expected = MIGRATOR.iter().map(|m| m.version).max().unwrap_or_default();
@@ -51,16 +51,49 @@ impl Store {
         for (version, checksum) in &applied {
             let embedded = MIGRATOR.iter().find(|m| m.version == *version);
             if embedded.is_some_and(|m| m.checksum.as_ref() != checksum.as_slice()) {
-                return Err(StoreError::SchemaMismatch { version: *version });
+                return Err(StoreError::Schema(SchemaError::Mismatch {
+                    version: *version,
+                }));
             }
         }
         let newest_applied = applied.iter().map(|(version, _)| *version).max();
         if newest_applied.is_none_or(|version| version < expected) {
-            return Err(StoreError::SchemaOutdated {
+            return Err(StoreError::Schema(SchemaError::Outdated {
                 applied: newest_applied,
                 expected,
-            });
+            }));
         }
         Ok(())
     }
 }
+
+/// Why a store call failed because the schema is not the one this binary embeds, or migrating it failed: one part of [`crate::StoreError`].
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaError {
+    /// The database schema is older than the migrations this binary embeds.
+    #[error(
+        "database schema is at migration {applied:?} but this binary needs {expected}: run \
+         `buzz-deletion migrate`"
+    )]
+    Outdated {
+        /// Highest migration applied successfully (`None`: never migrated).
+        applied: Option<i64>,
+        /// Highest migration embedded in this binary.
+        expected: i64,
+    },
+    /// An applied migration differs from the one embedded in this binary.
+    #[error(
+        "migration {version} applied to the database differs from the one embedded in this binary; \
+         the schema was changed outside `buzz-deletion migrate`"
+    )]
+    Mismatch {
+        /// The migration whose checksum differs.
+        version: i64,
+    },
+    /// Running the migrations failed.
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+// Every one is permanent: retrying cannot change the answer.
+crate::failure::permanent_failure!(SchemaError);

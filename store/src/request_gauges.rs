@@ -18,7 +18,8 @@
 
 use sqlx::FromRow;
 
-use super::{Store, StoreError, StoreResult};
+use super::{Store, StoreResult};
+use crate::gauge_series::{Series, count_of, fill, whole_seconds, zero_grid};
 
 /// The `kind` label values, as `deletion.requests.kind` spells them.
 pub const KINDS: [&str; 2] = ["community", "user"];
@@ -111,39 +112,43 @@ FROM aged
 GROUP BY kind, state
 "#;
 
+impl Series for StateCount {
+    fn zero(kind: &'static str, state: &'static str) -> Self {
+        StateCount {
+            kind,
+            state,
+            requests: 0,
+        }
+    }
+
+    fn labels(&self) -> (&str, &str) {
+        (self.kind, self.state)
+    }
+
+    fn count(&self) -> u64 {
+        self.requests
+    }
+
+    fn set_count(&mut self, count: u64) {
+        self.requests = count;
+    }
+}
+
 impl RequestGauges {
     /// The count of the `(kind, state)` series, `None` for a pair outside [`KINDS`] × [`STATES`].
     pub fn count(&self, kind: &str, state: &str) -> Option<u64> {
-        self.counts
-            .iter()
-            .find(|c| c.kind == kind && c.state == state)
-            .map(|c| c.requests)
+        count_of(&self.counts, kind, state)
     }
 
     /// Folds the query's rows into a full sample. A kind or state this binary does not know is
     /// refused as corrupt rather than silently dropped.
     pub fn from_rows(rows: &[StateRow]) -> StoreResult<RequestGauges> {
-        let mut counts: Vec<StateCount> = KINDS
-            .iter()
-            .flat_map(|kind| {
-                STATES.iter().map(move |state| StateCount {
-                    kind,
-                    state,
-                    requests: 0,
-                })
-            })
-            .collect();
+        let mut counts: Vec<StateCount> = zero_grid(&KINDS, &STATES);
         let mut oldest_blocked: f64 = 0.0;
         let mut oldest_stalled: f64 = 0.0;
         for row in rows {
-            let slot = counts
-                .iter_mut()
-                .find(|c| c.kind == row.kind && c.state == row.state)
-                .ok_or_else(|| StoreError::Corrupt {
-                    what: "request state sample",
-                    reason: format!("unknown kind {:?} or state {:?}", row.kind, row.state),
-                })?;
-            slot.requests = u64::try_from(row.requests).unwrap_or(0);
+            let labels = (row.kind.as_str(), row.state.as_str());
+            fill(&mut counts, labels, row.requests, "request state sample")?;
             oldest_blocked = oldest_blocked.max(row.oldest_blocked.unwrap_or(0.0));
             oldest_stalled = oldest_stalled.max(row.oldest_stalled.unwrap_or(0.0));
         }
@@ -152,15 +157,6 @@ impl RequestGauges {
             oldest_blocked_secs: whole_seconds(oldest_blocked),
             oldest_stalled_secs: whole_seconds(oldest_stalled),
         })
-    }
-}
-
-/// Seconds truncated to a whole number; negative or not-a-number ages (clock skew) read 0.
-fn whole_seconds(secs: f64) -> u64 {
-    if secs.is_finite() && secs > 0.0 {
-        secs.floor() as u64
-    } else {
-        0
     }
 }
 
@@ -229,12 +225,5 @@ mod tests {
             .err()
             .unwrap_or_else(|| panic!("an unknown state must be refused"));
         assert!(error.to_string().contains("paused"), "{error}");
-    }
-
-    #[test]
-    fn negative_and_nan_ages_read_zero() {
-        assert_eq!(whole_seconds(-3.0), 0);
-        assert_eq!(whole_seconds(f64::NAN), 0);
-        assert_eq!(whole_seconds(59.99), 59);
     }
 }

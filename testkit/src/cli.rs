@@ -11,6 +11,7 @@ use tokio::process::Command;
 use uuid::Uuid;
 
 use crate::env::bin;
+use crate::poll;
 
 /// What one process run printed.
 #[derive(Debug)]
@@ -52,8 +53,31 @@ impl CliRun {
     /// Panics unless the exit code is `code` and stderr says `text`: a refusal that names
     /// its reason. Hands the run on.
     pub fn expect_refusal_naming(self, code: i32, text: &str) -> Self {
+        self.expect_refusal_naming_all(code, &[text])
+    }
+
+    /// Panics unless the exit code is `code` and stderr says every one of `texts`: a refusal
+    /// that names all it must. Hands the run on.
+    pub fn expect_refusal_naming_all(self, code: i32, texts: &[&str]) -> Self {
         self.expect_exit(code);
-        assert!(self.stderr.contains(text), "{}", self.stderr);
+        for text in texts {
+            assert!(
+                self.stderr.contains(text),
+                "{text:?} missing: {}",
+                self.stderr
+            );
+        }
+        self
+    }
+
+    /// Panics unless the exit code is `code` and stdout says `text`. Hands the run on.
+    pub fn expect_printing(self, code: i32, text: &str) -> Self {
+        self.expect_exit(code);
+        assert!(
+            self.stdout.contains(text),
+            "{text:?} missing: {}",
+            self.stdout
+        );
         self
     }
 
@@ -163,18 +187,8 @@ impl Cli {
 
     /// Submits a deletion with fast test tuning; returns (request id, digest).
     pub async fn submit(&self, host: &str, requested_by: &str, extra: &[&str]) -> (String, String) {
-        let mut args = vec![
-            "community",
-            "submit",
-            "--host",
-            host,
-            "--requested-by",
-            requested_by,
-            "--retry-initial-secs",
-            "1",
-            "--heartbeat-timeout-secs",
-            "5",
-        ];
+        let mut args = submit_args(host, requested_by);
+        args.extend_from_slice(&["--heartbeat-timeout-secs", "5"]);
         args.extend_from_slice(extra);
         id_and_digest(&self.run(&args).await.expect_code(0).json())
     }
@@ -182,16 +196,7 @@ impl Cli {
     /// Submits as `alice` (fast retries, plus `extra`) a deletion whose inventory blocks: the
     /// CLI exits 1 with the blocked request. Returns its id and the printed document.
     pub async fn submit_blocked(&self, host: &str, extra: &[&str]) -> (Uuid, Value) {
-        let mut args = vec![
-            "community",
-            "submit",
-            "--host",
-            host,
-            "--requested-by",
-            "alice",
-            "--retry-initial-secs",
-            "1",
-        ];
+        let mut args = submit_args(host, "alice");
         args.extend_from_slice(extra);
         let json = self.run(&args).await.expect_code(1).json();
         let id = json["request_id"]
@@ -279,6 +284,12 @@ impl Cli {
         self.watch_to_end(id).await;
     }
 
+    /// What `community status ID` prints, which must exit `code` (1: the request is blocked).
+    pub async fn status(&self, id: &str, code: i32) -> Value {
+        let status = self.run(&["community", "status", id]).await;
+        status.expect_code(code).json()
+    }
+
     /// The audit trail `community inspect ID` prints (must exit 0).
     pub async fn inspected_audit(&self, id: &str) -> Vec<Value> {
         audit_of(&self.inspect(id).await)
@@ -287,17 +298,16 @@ impl Cli {
     /// `community watch ID --interval-ms 300 --timeout-secs 240` until the deletion completes
     /// (must exit 0); what it printed.
     pub async fn watch_to_end_printing(&self, id: &str) -> CliRun {
-        self.run(&[
-            "community",
-            "watch",
-            id,
-            "--interval-ms",
-            "300",
-            "--timeout-secs",
-            "240",
-        ])
-        .await
-        .expect_code(0)
+        self.watch_within(id, 300, 240).await
+    }
+
+    /// `community watch ID --interval-ms INTERVAL --timeout-secs SECS` until the deletion
+    /// completes (must exit 0); what it printed.
+    pub async fn watch_within(&self, id: &str, interval_ms: u64, secs: u64) -> CliRun {
+        let (interval, secs) = (interval_ms.to_string(), secs.to_string());
+        let mut watch = vec!["community", "watch", id];
+        watch.extend(["--interval-ms", &interval, "--timeout-secs", &secs]);
+        self.run(&watch).await.expect_code(0)
     }
 
     /// `community watch ID` until the deletion ends (up to 240 s), which must be a completion.
@@ -401,45 +411,36 @@ impl Cli {
 
     /// Polls `community status` until `done` says so (or panics after `secs`).
     pub async fn wait_status(&self, id: &str, secs: u64, done: impl Fn(&Value) -> bool) -> Value {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-        loop {
+        let every = Duration::from_millis(500);
+        poll::until(Duration::from_secs(secs), every, async || {
             let run = self.run(&["community", "status", id]).await;
-            if let Ok(status) = serde_json::from_str::<Value>(&run.stdout)
-                && done(&status)
-            {
-                return status;
+            match serde_json::from_str::<Value>(&run.stdout) {
+                Ok(status) if done(&status) => Ok(status),
+                _ => Err(format!(
+                    "status of {id} never matched; last: {}\n{}",
+                    run.stdout, run.stderr
+                )),
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "status of {id} never matched within {secs} s; last: {}\n{}",
-                run.stdout,
-                run.stderr
-            );
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+        })
+        .await
     }
 
     /// Waits (up to 60 s) until the request's audit trail holds `count` events named `event`.
     pub async fn wait_audit(&self, id: &str, event: &str, count: usize) {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        loop {
+        let every = Duration::from_millis(300);
+        poll::until(Duration::from_secs(60), every, async || {
             let inspection = self.run(&["community", "inspect", id]).await;
             let seen = serde_json::from_str::<Value>(&inspection.stdout)
-                .ok()
-                .and_then(|v| v["audit"].as_array().cloned())
+                .map(|v| audit_of(&v))
                 .unwrap_or_default()
                 .iter()
                 .filter(|e| e["event"] == event)
                 .count();
-            if seen >= count {
-                return;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{id}: {count} {event} events never recorded (saw {seen})"
-            );
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
+            (seen >= count)
+                .then_some(())
+                .ok_or_else(|| format!("{id}: {count} {event} events never recorded (saw {seen})"))
+        })
+        .await
     }
 }
 
@@ -454,6 +455,20 @@ pub fn inventory_digest(status: &Value) -> String {
 /// The audit trail of a `community inspect` document.
 pub fn audit_of(inspection: &Value) -> Vec<Value> {
     inspection["audit"].as_array().cloned().unwrap_or_default()
+}
+
+/// `community submit --host HOST --requested-by WHO` with fast retries.
+fn submit_args<'a>(host: &'a str, requested_by: &'a str) -> Vec<&'a str> {
+    vec![
+        "community",
+        "submit",
+        "--host",
+        host,
+        "--requested-by",
+        requested_by,
+        "--retry-initial-secs",
+        "1",
+    ]
 }
 
 /// The request id and the frozen inventory's digest a `submit` printed (both must be there).

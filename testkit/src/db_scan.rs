@@ -26,14 +26,19 @@ pub async fn every_row(store: &Store) -> DatabaseRows {
     .unwrap_or_else(|e| panic!("list relations: {e}"));
     let mut rows = DatabaseRows::new();
     for relation in relations {
-        let sql = format!("SELECT to_jsonb(t)::text FROM ONLY {relation} t ORDER BY 1");
-        let found: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-            .fetch_all(store.pool())
-            .await
-            .unwrap_or_else(|e| panic!("read {relation}: {e}"));
+        let found = relation_rows(store, &relation).await;
         rows.insert(relation, found);
     }
     rows
+}
+
+/// Every row of `relation` (its own heap `ONLY`: no child's), as `to_jsonb` text, sorted.
+pub async fn relation_rows(store: &Store, relation: &str) -> Vec<String> {
+    let sql = format!("SELECT to_jsonb(t)::text FROM ONLY {relation} t ORDER BY 1");
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .fetch_all(store.pool())
+        .await
+        .unwrap_or_else(|e| panic!("read {relation}: {e}"))
 }
 
 /// Who a row belongs to, told from its text: the target's when it names the target community,

@@ -48,6 +48,21 @@ pub fn bin(name: &str) -> PathBuf {
     path
 }
 
+/// Writes `bytes` to `path`, a file that must not exist yet, readable by its owner alone (mode
+/// 0600: what ssh-keygen wants of a key and a secret's file should be).
+pub fn write_private_file(path: &std::path::Path, bytes: &[u8]) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    file.write_all(bytes)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+}
+
 /// The worker's receipt signing key, from the file `BUZZ_RECEIPT_SIGNING_KEY_FILE` names (the
 /// local stack generates one); panics naming the variable when it is missing or unreadable.
 pub fn receipt_key() -> activities::certificates::ReceiptKey {

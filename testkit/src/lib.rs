@@ -12,7 +12,9 @@ pub mod cli;
 pub mod db_scan;
 pub mod env;
 pub mod operators;
+pub mod poll;
 pub mod private_db;
+pub mod records;
 pub mod redis_cluster;
 pub mod refusal;
 pub mod role_stores;
@@ -28,15 +30,15 @@ pub mod workers;
 
 /// What a community test uses: `use testkit::prelude::*;`.
 pub mod prelude {
-    pub use crate::cli::{Cli, CliRun, inventory_digest};
+    pub use crate::cli::{Cli, CliRun, audit_of, inventory_digest};
     pub use crate::env::{bin, repo_root};
     pub use crate::seed::{
-        plant_stray_key, remove_stray_key, seed, small_community, small_plan, unique_host,
+        Tenant, plant_stray_key, remove_stray_key, seed, small_community, small_plan, unique_host,
     };
     pub use crate::snapshot::{
-        Snapshot, assert_identical, assert_unchanged, object_versions, snapshot,
+        Kept, Snapshot, assert_identical, assert_unchanged, object_versions, snapshot,
     };
-    pub use crate::stack::{Stack, outage_lock, stack};
-    pub use crate::story::{QueueWorker, with_worker};
+    pub use crate::stack::{Stack, outage_lock, shared_stack, stack};
+    pub use crate::story::{QueueWorker, with_policy_worker, with_target, with_worker};
     pub use crate::workers::{WorkerProcess, unique_queue};
 }

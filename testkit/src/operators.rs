@@ -8,8 +8,6 @@
 //! files live under `target/e2e-operators/` (mode 0600, as ssh-keygen requires).
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 use activities::identity::{IdentityError, add_operator};
@@ -18,9 +16,10 @@ use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 use ssh_key::private::{Ed25519Keypair, PrivateKey};
 use ssh_key::{HashAlg, LineEnding};
+use starter::signing::{KeyArgs, SigningKey};
 use tokio::sync::Mutex;
 use uuid::Uuid;
-use workflows::operator::{Action, Kind, SIGNATURE_NAMESPACE, SignedAction, statement_text};
+use workflows::operator::{Action, Kind, SignedAction};
 
 /// Flags that name the operator acting.
 const NAME_FLAGS: [&str; 4] = [
@@ -41,11 +40,10 @@ pub struct TestOperator {
     pub public_path: PathBuf,
     /// `SHA256:…`.
     pub fingerprint: String,
-    key: PrivateKey,
 }
 
 impl TestOperator {
-    /// Signs a statement in process (for store-level tests), as `ssh-keygen -Y sign` would.
+    /// Signs a statement dated now (for store-level tests), as the CLI signs it.
     pub fn sign(
         &self,
         action: Action,
@@ -58,7 +56,8 @@ impl TestOperator {
         self.sign_at(action, kind, request_id, target, digest, &signed_at)
     }
 
-    /// As [`Self::sign`], with an explicit `signed_at`.
+    /// As [`Self::sign`], with an explicit `signed_at`: the CLI's own signing
+    /// (`starter::signing`, `ssh-keygen -Y sign`) with this operator's key file.
     pub fn sign_at(
         &self,
         action: Action,
@@ -68,33 +67,13 @@ impl TestOperator {
         digest: Option<&str>,
         signed_at: &str,
     ) -> SignedAction {
-        let nonce = format!("{:032x}", Uuid::new_v4().as_u128());
-        let text = statement_text(
-            action,
-            kind,
-            request_id,
-            target,
-            digest,
-            &self.fingerprint,
-            signed_at,
-            &nonce,
-        );
-        let signature = self
-            .key
-            .sign(SIGNATURE_NAMESPACE, HashAlg::Sha512, text.as_bytes())
-            .and_then(|s| s.to_pem(LineEnding::LF))
-            .unwrap_or_else(|e| panic!("signing as {}: {e}", self.name));
-        SignedAction {
-            action,
-            kind,
-            request_id,
-            target: target.to_owned(),
-            digest: digest.map(str::to_owned),
-            operator: self.fingerprint.clone(),
-            signed_at: signed_at.to_owned(),
-            nonce,
-            signature,
-        }
+        let key = KeyArgs {
+            key: Some(self.key_path.clone()),
+            signed_at: None,
+        };
+        SigningKey::from_args(&key)
+            .and_then(|key| key.sign(action, kind, request_id, target, digest, Some(signed_at)))
+            .unwrap_or_else(|e| panic!("signing as {}: {e}", self.name))
     }
 }
 
@@ -134,21 +113,13 @@ fn key_of_generation(name: &str, generation: u32) -> TestOperator {
         fingerprint: key.public_key().fingerprint(HashAlg::Sha256).to_string(),
         key_path,
         public_path,
-        key,
     }
 }
 
 /// Writes `bytes` to `path` through a private temporary file and a rename.
 fn write_atomically(path: &std::path::Path, bytes: &[u8]) {
     let tmp = path.with_extension(format!("tmp-{}", Uuid::new_v4().simple()));
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .unwrap_or_else(|e| panic!("{}: {e}", tmp.display()));
-    file.write_all(bytes)
-        .unwrap_or_else(|e| panic!("{}: {e}", tmp.display()));
+    crate::env::write_private_file(&tmp, bytes);
     std::fs::rename(&tmp, path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
 }
 

@@ -2,7 +2,7 @@
 //! that would disturb every other test (a cascading key, a rewritten transparency log): worker
 //! and CLI get its URLs; objects and Redis keys are per community and stay on the shared stack.
 
-use activities::store::DEFAULT_MAX_CONNECTIONS;
+use activities::store::{DEFAULT_MAX_CONNECTIONS, Store};
 use sqlx::Connection;
 use stack_config::env as stack_env;
 use uuid::Uuid;
@@ -150,5 +150,34 @@ impl PrivateStory {
     pub async fn end(self) {
         self.worker.crash().await;
         drop_private_stack(&self.db.name, self.stack).await;
+    }
+}
+
+/// Runs `sql` on `store` (the owner's, of a private database), panicking with the statement: a
+/// shape, a remedy or a trigger a story commits.
+pub async fn exec(store: &Store, sql: &str) {
+    sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+        .execute(store.pool())
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// [`exec`] of each of `statements`, in order.
+pub async fn exec_all(store: &Store, statements: &[&str]) {
+    for sql in statements {
+        exec(store, sql).await;
+    }
+}
+
+/// `sql` with every `{target}` and `{neighbour}` replaced by the communities' ids.
+pub fn for_communities(sql: &str, target: Uuid, neighbour: Uuid) -> String {
+    sql.replace("{target}", &target.to_string())
+        .replace("{neighbour}", &neighbour.to_string())
+}
+
+/// [`exec`] of each of `statements` [`for_communities`] `target` and `neighbour`, in order.
+pub async fn exec_for(store: &Store, statements: &[&str], target: Uuid, neighbour: Uuid) {
+    for sql in statements {
+        exec(store, &for_communities(sql, target, neighbour)).await;
     }
 }

@@ -1,13 +1,17 @@
 //! The local Redis Cluster (`deploy/local/up`: three primaries with one replica each on
 //! loopback): a cluster-mode [`Cache`], the environment that points a worker or the CLI at it,
-//! where each key lives, and the topology changes the tests make happen (a failover promoting a
-//! replica, a slot migration). Nothing here skips: a cluster that does not answer fails the test
-//! naming how to start it.
+//! where each key lives, keys seeded so that every primary holds some (a target and a neighbour
+//! with keys in every slot range), and the topology changes the tests make happen (a failover
+//! promoting a replica, a slot migration). Nothing here skips: a cluster that does not answer
+//! fails the test naming how to start it.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use activities::cache::{Cache, RedisConfig};
+use activities::cache::{Cache, RedisConfig, namespace_pattern};
+use futures::{StreamExt, TryStreamExt, stream};
 use stack_config::env::{REDIS_MODE, REDIS_URL};
+use uuid::Uuid;
 
 use crate::env::{HOW_TO_START, required};
 
@@ -282,17 +286,22 @@ pub fn wait_until_whole() {
 /// replica: a clean failover, nothing killed) and waits until every node sees the replica as the
 /// primary. Returns the new primary's port. Blocking: callable from a synchronous callback.
 pub fn fail_over(primary_port: u16) -> u16 {
+    let replica = replica_of(primary_port);
+    promote(replica.port, "FAILOVER", &[]);
+    replica.port
+}
+
+/// The replica of the primary on `primary_port`; panics unless that node is a primary with one.
+fn replica_of(primary_port: u16) -> Node {
     let all = nodes();
     let primary = all
         .iter()
         .find(|n| n.port == primary_port && n.primary)
         .unwrap_or_else(|| panic!("127.0.0.1:{primary_port} is not a primary: {all:?}"));
-    let replica = all
-        .iter()
+    all.iter()
         .find(|n| n.primary_id.as_deref() == Some(primary.id.as_str()))
-        .unwrap_or_else(|| panic!("127.0.0.1:{primary_port} has no replica: {all:?}"));
-    promote(replica.port, "FAILOVER", &[]);
-    replica.port
+        .unwrap_or_else(|| panic!("127.0.0.1:{primary_port} has no replica: {all:?}"))
+        .clone()
 }
 
 /// Stops the primary on `primary_port` as a crash would (`SHUTDOWN NOSAVE`: its keys die with
@@ -300,16 +309,7 @@ pub fn fail_over(primary_port: u16) -> u16 {
 /// by itself after `cluster-node-timeout`), and waits until the nodes left agree. Returns the
 /// new primary's port; [`restart_stopped_nodes`] brings the stopped one back (as a replica).
 pub fn crash_and_fail_over(primary_port: u16) -> u16 {
-    let all = nodes();
-    let primary = all
-        .iter()
-        .find(|n| n.port == primary_port && n.primary)
-        .unwrap_or_else(|| panic!("127.0.0.1:{primary_port} is not a primary: {all:?}"));
-    let replica = all
-        .iter()
-        .find(|n| n.primary_id.as_deref() == Some(primary.id.as_str()))
-        .unwrap_or_else(|| panic!("127.0.0.1:{primary_port} has no replica: {all:?}"))
-        .clone();
+    let replica = replica_of(primary_port);
     // The server closes the connection as it exits: the reply is an error by design.
     let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN")
         .arg("NOSAVE")
@@ -485,4 +485,153 @@ fn migrate(source: &mut redis::Connection, to_port: u16, keys: &[String]) {
         .arg(keys)
         .query(source)
         .unwrap_or_else(|e| panic!("MIGRATE to {to_port}: {e}"));
+}
+
+/// Keys matching `pattern` on the node on `port` (SCAN of that node alone, replicas too).
+pub fn keys_on_node(port: u16, pattern: &str) -> Vec<String> {
+    let mut connection = node_connection(port);
+    let mut cursor = 0u64;
+    let mut found = Vec::new();
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query(&mut connection)
+            .unwrap_or_else(|e| panic!("SCAN on {port}: {e}"));
+        found.extend(keys);
+        if next == 0 {
+            return found;
+        }
+        cursor = next;
+    }
+}
+
+/// Keys matching `pattern` on every node that answers, replicas included, with their node's port.
+pub fn keys_on_any_node(pattern: &str) -> Vec<(u16, String)> {
+    live_ports()
+        .into_iter()
+        .flat_map(|port| {
+            keys_on_node(port, pattern)
+                .into_iter()
+                .map(move |k| (port, k))
+        })
+        .collect()
+}
+
+/// The ports of the primaries serving `keys`' slots.
+pub fn primaries_holding(keys: &[String]) -> BTreeSet<u16> {
+    let primaries = primaries();
+    keys.iter()
+        .filter_map(|key| {
+            let slot = key_slot(key);
+            primaries.iter().find(|p| p.serves(slot)).map(|p| p.port)
+        })
+        .collect()
+}
+
+/// The ports of every primary serving slots.
+pub fn primary_ports() -> BTreeSet<u16> {
+    primaries().iter().map(|p| p.port).collect()
+}
+
+/// Slot ranges [`keys_in_every_slot_range`] reaches: 64 ranges of 256 slots.
+pub const RANGES: u16 = 64;
+
+/// Key `buzz:{community}:{suffix}` of the community's namespace.
+pub fn namespace_key(community: Uuid, suffix: &str) -> String {
+    namespace_pattern(community).replacen('*', suffix, 1)
+}
+
+/// The community's keys `event:0` to `event:{count - 1}`.
+pub fn event_keys(community: Uuid, count: usize) -> Vec<String> {
+    (0..count)
+        .map(|i| namespace_key(community, &format!("event:{i}")))
+        .collect()
+}
+
+/// The community's keys `event:{i}`, from 0, until every one of the [`RANGES`] slot ranges holds
+/// at least `per_range` of them: keys on every primary, whatever the slots' owners.
+pub fn keys_in_every_slot_range(community: Uuid, per_range: usize) -> Vec<String> {
+    let mut per = BTreeMap::<u16, usize>::new();
+    let mut keys = Vec::new();
+    let mut i = 0u64;
+    while per.len() < usize::from(RANGES) || per.values().any(|n| *n < per_range) {
+        let key = namespace_key(community, &format!("event:{i}"));
+        *per.entry(key_slot(&key) / (SLOTS / RANGES)).or_default() += 1;
+        keys.push(key);
+        i += 1;
+    }
+    keys
+}
+
+/// Writes every one of `keys` (its value `value of KEY`), 64 at a time.
+pub async fn seed_keys(cache: &Cache, keys: &[String]) {
+    stream::iter(keys)
+        .map(|key| async move { cache.set(key, format!("value of {key}").as_bytes()).await })
+        .buffer_unordered(64)
+        .try_collect::<Vec<()>>()
+        .await
+        .unwrap_or_else(|e| panic!("seeding the cluster: {e}"));
+}
+
+/// A target and a neighbour community with keys seeded on the cluster, and the neighbour's keys
+/// and values as they were before the test touched anything.
+pub struct SeededPair {
+    /// The community to purge.
+    pub target: Uuid,
+    /// The community to leave alone.
+    pub neighbour: Uuid,
+    /// The target's keys.
+    pub target_keys: Vec<String>,
+    /// The neighbour's keys and their DUMP serialization, as seeded.
+    pub neighbour_before: Vec<(String, Vec<u8>)>,
+}
+
+impl SeededPair {
+    /// Seeds `target_keys` of `target` and `neighbour_keys` of `neighbour`; snapshots the
+    /// neighbour.
+    pub async fn seed(
+        cache: &Cache,
+        (target, target_keys): (Uuid, Vec<String>),
+        (neighbour, neighbour_keys): (Uuid, Vec<String>),
+    ) -> SeededPair {
+        seed_keys(cache, &target_keys).await;
+        seed_keys(cache, &neighbour_keys).await;
+        let neighbour_before = cache
+            .snapshot_namespace(neighbour)
+            .await
+            .unwrap_or_else(|e| panic!("snapshot of {neighbour}: {e}"));
+        SeededPair {
+            target,
+            neighbour,
+            target_keys,
+            neighbour_before,
+        }
+    }
+
+    /// Two fresh communities, the target with at least `target_per_range` keys in every slot
+    /// range and the neighbour with `neighbour_per_range`, seeded.
+    pub async fn in_every_slot_range(
+        cache: &Cache,
+        target_per_range: usize,
+        neighbour_per_range: usize,
+    ) -> SeededPair {
+        let (target, neighbour) = (Uuid::new_v4(), Uuid::new_v4());
+        let target_keys = keys_in_every_slot_range(target, target_per_range);
+        let neighbour_keys = keys_in_every_slot_range(neighbour, neighbour_per_range);
+        SeededPair::seed(cache, (target, target_keys), (neighbour, neighbour_keys)).await
+    }
+
+    /// Panics unless the neighbour's keys and values are byte-identical to what they were when
+    /// seeded.
+    pub async fn assert_neighbour_byte_identical(&self, cache: &Cache) {
+        let now = cache
+            .snapshot_namespace(self.neighbour)
+            .await
+            .unwrap_or_else(|e| panic!("snapshot of {}: {e}", self.neighbour));
+        assert_eq!(now, self.neighbour_before, "the neighbour's keys changed");
+    }
 }

@@ -5,34 +5,45 @@
 use activities::store::{AuditEvent, Request};
 use uuid::Uuid;
 
+use crate::records::read;
 use crate::stack::Stack;
 
 /// The deletion request's row as Postgres holds it.
 pub async fn request_row(stack: &Stack, id: Uuid) -> Request {
-    stack
-        .store
-        .get_request(id)
-        .await
-        .unwrap_or_else(|e| panic!("request {id}: {e}"))
+    let request = stack.store.get_request(id);
+    read(format_args!("request {id}"), request).await
 }
 
 /// Who approved the request, as its approval row says (`None`: not approved).
 pub async fn approved_by(stack: &Stack, id: Uuid) -> Option<String> {
-    stack
-        .store
-        .approval_of(id)
-        .await
-        .unwrap_or_else(|e| panic!("approval of {id}: {e}"))
-        .map(|a| a.approved_by)
+    let approval = stack.store.approval_of(id);
+    let approval = read(format_args!("approval of {id}"), approval).await;
+    approval.map(|a| a.approved_by)
 }
 
 /// The request's audit trail, oldest first.
 pub async fn audit_trail(stack: &Stack, id: Uuid) -> Vec<AuditEvent> {
-    stack
-        .store
-        .audit_events(id)
-        .await
-        .unwrap_or_else(|e| panic!("audit trail of {id}: {e}"))
+    let trail = stack.store.audit_events(id);
+    read(format_args!("audit trail of {id}"), trail).await
+}
+
+/// The request's one audit event named `event`: panics unless there is exactly one, recorded
+/// for `actor`, whose detail gives `value` as its `field`.
+pub async fn assert_one_event(
+    stack: &Stack,
+    id: Uuid,
+    event: &str,
+    actor: &str,
+    (field, value): (&str, &str),
+) -> AuditEvent {
+    let trail = audit_trail(stack, id).await;
+    let named: Vec<&AuditEvent> = trail.iter().filter(|e| e.event == event).collect();
+    let [one] = named.as_slice() else {
+        panic!("one {event} event expected: {trail:?}");
+    };
+    assert_eq!(one.actor, actor, "{event}: {one:?}");
+    assert_eq!(one.detail[field], value, "{event}: {one:?}");
+    (*one).clone()
 }
 
 /// The `reason`s of the request's audit events named `event`, oldest first.

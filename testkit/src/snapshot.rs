@@ -251,6 +251,30 @@ pub async fn assert_unchanged(stack: &Stack, community: Uuid, before: &Snapshot,
     assert_identical(before, &snapshot(stack, community).await, what);
 }
 
+/// A community's contents at one moment, and the proof that nothing of them changed since.
+pub struct Kept {
+    /// The community.
+    pub community: Uuid,
+    /// What it held when taken.
+    pub before: Snapshot,
+}
+
+impl Kept {
+    /// Takes what `community` holds now.
+    pub async fn now(stack: &Stack, community: Uuid) -> Kept {
+        Kept {
+            community,
+            before: snapshot(stack, community).await,
+        }
+    }
+
+    /// Panics with a diff unless the community, snapshotted now, is byte-identical to what it
+    /// held when taken.
+    pub async fn assert_unchanged(&self, stack: &Stack, what: &str) {
+        assert_unchanged(stack, self.community, &self.before, what).await;
+    }
+}
+
 /// Snapshots a community in all three stores (rows as the schema owner).
 pub async fn snapshot(stack: &Stack, community: Uuid) -> Snapshot {
     Snapshot::capture(&stack.store, &stack.objects, &stack.cache, community)

@@ -47,6 +47,13 @@ pub struct Stack {
     pub cache: Cache,
 }
 
+/// The shared side of the outage lock, and the stack: what a test of the shared stack that
+/// starts no worker of its own holds for its whole run.
+pub async fn shared_stack() -> (tokio::sync::RwLockReadGuard<'static, ()>, Stack) {
+    let shared = outage_lock().read().await;
+    (shared, stack().await)
+}
+
 /// Connects to the local stack, migrating the database; panics naming the unreachable server.
 pub async fn stack() -> Stack {
     let _ = rustls::crypto::ring::default_provider().install_default();

@@ -79,6 +79,21 @@ pub async fn worker_exit(overrides: &[(&str, &str)], remove: &[&str]) -> (i32, S
 }
 
 /// Runs a worker that must refuse to start, with `set` added to and `remove` taken out of its
+/// environment: it exits 1 and its stderr holds every `expected` fragment. Returns the whole
+/// stderr.
+pub async fn refused_naming(set: &[(&str, &str)], remove: &[&str], expected: &[&str]) -> String {
+    let (code, stderr) = worker_exit(set, remove).await;
+    assert_eq!(code, 1, "{stderr}");
+    for fragment in expected {
+        assert!(
+            stderr.contains(fragment),
+            "{fragment:?} missing from:\n{stderr}"
+        );
+    }
+    stderr
+}
+
+/// Runs a worker that must refuse to start, with `set` added to and `remove` taken out of its
 /// environment: it exits 1 and its stderr ends with one `error:` line holding every `expected`
 /// fragment. Returns the whole stderr.
 pub async fn refused_in_one_line(
@@ -86,8 +101,7 @@ pub async fn refused_in_one_line(
     remove: &[&str],
     expected: &[&str],
 ) -> String {
-    let (code, stderr) = worker_exit(set, remove).await;
-    assert_eq!(code, 1, "{stderr}");
+    let stderr = refused_naming(set, remove, &[]).await;
     let error = stderr
         .rfind("error: ")
         .map(|at| stderr[at..].trim_end())

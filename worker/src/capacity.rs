@@ -175,16 +175,11 @@ fn session_timeout(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
     use super::*;
+    use crate::config::lookup_in;
 
     fn capacity(env: &[(&str, &str)]) -> Result<Capacity, ConfigError> {
-        let env: HashMap<String, String> = env
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        Capacity::from_lookup(|name| env.get(name).cloned())
+        Capacity::from_lookup(lookup_in(env))
     }
 
     fn refusal(env: &[(&str, &str)]) -> String {

@@ -194,6 +194,21 @@ impl WorkerConfig {
     }
 }
 
+/// A lookup over these name/value pairs (the last one of a name wins), as the tests feed a
+/// `from_lookup`.
+#[cfg(test)]
+pub(crate) fn lookup_in<'a>(
+    pairs: &'a [(&'a str, &'a str)],
+) -> impl Fn(&str) -> Option<String> + 'a {
+    move |name| {
+        pairs
+            .iter()
+            .rev()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| (*value).to_owned())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -111,14 +111,10 @@ impl DeploymentConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
+    use crate::config::lookup_in;
 
     fn read(pairs: &[(&str, &str)]) -> Result<DeploymentConfig, ConfigError> {
-        let env: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        DeploymentConfig::from_lookup(|k| env.get(k).cloned())
+        DeploymentConfig::from_lookup(lookup_in(pairs))
     }
 
     #[test]

@@ -1,25 +1,42 @@
 //! Declares an activity contract: a unit marker type bound to a name, an input and an output.
 
-/// Declares a marker type implementing [`temporalio_common::ActivityDefinition`].
+/// Declares marker types implementing [`temporalio_common::ActivityDefinition`], one per
+/// `Marker = "name": Input => Output` entry (entries separated by `;`).
 ///
 /// The workflow calls `ctx.execute_activity(Marker, input, options)`; the activities crate
 /// implements it with `#[activity(definition = workflows::…::Marker)]`, which makes the compiler
 /// check that name, input and output agree.
 #[macro_export]
 macro_rules! activity_contract {
-    ($(#[$meta:meta])* $marker:ident = $name:literal : $input:ty => $output:ty) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, Default)]
-        pub struct $marker;
+    ($($(#[$meta:meta])* $marker:ident = $name:literal : $input:ty => $output:ty);+ $(;)?) => {
+        $(
+            $(#[$meta])*
+            #[derive(Debug, Clone, Copy, Default)]
+            pub struct $marker;
 
-        impl ::temporalio_common::ActivityDefinition for $marker {
-            type Input = $input;
-            type Output = $output;
+            impl ::temporalio_common::ActivityDefinition for $marker {
+                type Input = $input;
+                type Output = $output;
 
-            fn name(&self) -> &str {
-                $name
+                fn name(&self) -> &str {
+                    $name
+                }
             }
-        }
+        )+
+    };
+}
+
+/// Declares every activity contract of a workflow (as [`activity_contract!`]) and
+/// `ACTIVITY_NAMES`: their names in declaration order, for the test that checks the worker
+/// registers them all.
+#[macro_export]
+macro_rules! activity_contracts {
+    ($($(#[$meta:meta])* $marker:ident = $name:literal : $input:ty => $output:ty;)+) => {
+        $crate::activity_contract!($($(#[$meta])* $marker = $name: $input => $output);+);
+
+        /// Every activity name of this workflow, in declaration order (the order the worker
+        /// registers them in).
+        pub const ACTIVITY_NAMES: [&str; [$($name),+].len()] = [$($name),+];
     };
 }
 

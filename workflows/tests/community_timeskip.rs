@@ -8,12 +8,14 @@
 
 mod support;
 
-use support::fakes::{FROZEN_DIGEST, FakeStores, Misbehaviour, community_of};
-use support::{HOST, REQUESTER, json_payload, payload, run_deletion};
+use std::future::Future;
+use std::sync::MutexGuard;
+
+use support::fakes::{FROZEN_DIGEST, FakeStores, Ledger, Misbehaviour, community_of};
+use support::{Deletion, HOST, REQUESTER, json_payload, payload, run, run_deletion};
 use temporalio_client::WorkflowHistory;
 use temporalio_client::errors::WorkflowGetResultError;
-use temporalio_sdk::workflow_replayer::{WorkflowReplayer, WorkflowReplayerOptions};
-use workflows::community::{CANCEL_ACTOR, CommunityDeletion, Phase, RequestEvent, Tuning};
+use workflows::community::{CANCEL_ACTOR, Phase, RequestEvent, Tuning};
 
 const APPROVER: &str = "bob";
 
@@ -21,11 +23,82 @@ fn small_manifest() -> FakeStores {
     FakeStores::with_chunks(3)
 }
 
+/// A small manifest whose `activity` fails permanently once with `message`.
+fn failing_once(activity: &'static str, message: &str) -> FakeStores {
+    small_manifest().failing(activity, Misbehaviour::permanent(message))
+}
+
+/// Runs `body` once the deletion, approved, is blocked in object deletion before the
+/// irreversible marker (its first claim was refused).
+async fn run_blocked_before_the_marker<F, Fut>(body: F)
+where
+    F: FnOnce(Deletion) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let fakes = small_manifest().failing_before_the_marker();
+    run(fakes, |deletion| async move {
+        deletion.approve_frozen(APPROVER).await;
+        let blocked = deletion.wait_blocked().await;
+        assert_eq!(blocked.phase, Phase::DeletingObjects);
+        assert!(!deletion.fakes.ledger().irreversible);
+        body(deletion).await;
+    })
+    .await;
+}
+
+/// Runs `body` once the deletion, approved, has started `activity`, which is held until released.
+async fn run_approved_until_held<F, Fut>(activity: &'static str, body: F)
+where
+    F: FnOnce(Deletion) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    run(small_manifest().holding(activity), |deletion| async move {
+        deletion.approve_frozen(APPROVER).await;
+        deletion.wait_for_activity(activity).await;
+        body(deletion).await;
+    })
+    .await;
+}
+
+/// Whether the audit trail holds a `Blocked` event.
+fn ever_blocked(deletion: &Deletion) -> bool {
+    deletion
+        .fakes
+        .events()
+        .iter()
+        .any(|e| matches!(e, RequestEvent::Blocked { .. }))
+}
+
+/// Waits for the recorded refusal of `actor`'s abort.
+async fn wait_for_abort_refused(deletion: &Deletion, what: &str, actor: &str) {
+    deletion
+        .wait_for_event(
+            what,
+            |e| matches!(e, RequestEvent::AbortRefused { actor: by, .. } if by == actor),
+        )
+        .await;
+}
+
+/// Cancels the workflow, which must end cancelled after one abort by [`CANCEL_ACTOR`] that
+/// lifted the fence; returns the ledger for further checks.
+async fn cancelled_into_an_abort(deletion: &Deletion) -> MutexGuard<'_, Ledger> {
+    deletion.cancel().await;
+    let ended = deletion.result().await;
+    assert!(
+        matches!(ended, Err(WorkflowGetResultError::Cancelled { .. })),
+        "{ended:?}"
+    );
+    let ledger = deletion.fakes.ledger();
+    assert_eq!(ledger.aborts.len(), 1);
+    assert_eq!(ledger.aborts[0].abort.actor, CANCEL_ACTOR);
+    assert!(!ledger.fenced && !ledger.quiescing);
+    ledger
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approval_update_rejects_wrong_digest_self_approval_and_wrong_phase_without_state_change() {
-    let fakes = small_manifest();
-    fakes.hold("community.inventory");
-    run_deletion(fakes, Tuning::default(), |deletion| async move {
+    let fakes = small_manifest().holding("community.inventory");
+    run(fakes, |deletion| async move {
         deletion.wait_for_activity("community.inventory").await;
         let early = deletion.approve(APPROVER, FROZEN_DIGEST).await.unwrap_err();
         assert!(
@@ -77,9 +150,7 @@ async fn approval_update_rejects_wrong_digest_self_approval_and_wrong_phase_with
         let second = deletion.approve("carol", FROZEN_DIGEST).await.unwrap_err();
         assert!(second.contains("already approved by bob"), "{second}");
 
-        deletion.unlock_time_skipping().await;
-        let done = deletion.result().await.unwrap();
-        assert_eq!(done.phase, Phase::RetentionPending);
+        let done = deletion.runs_to_retention().await;
         assert_eq!(
             done.approval.map(|a| a.approved_by),
             Some(APPROVER.to_string())
@@ -91,7 +162,7 @@ async fn approval_update_rejects_wrong_digest_self_approval_and_wrong_phase_with
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_approval_signal_is_recorded_and_changes_nothing() {
-    run_deletion(small_manifest(), Tuning::default(), |deletion| async move {
+    run(small_manifest(), |deletion| async move {
         deletion.await_approval().await;
 
         deletion.signal_approve(APPROVER, "sha256:stale").await;
@@ -117,9 +188,7 @@ async fn invalid_approval_signal_is_recorded_and_changes_nothing() {
 
         deletion.signal_approve(APPROVER, FROZEN_DIGEST).await;
         deletion.wait_for("approval recorded", |s| s.approval.is_some()).await;
-        deletion.unlock_time_skipping().await;
-        let done = deletion.result().await.unwrap();
-        assert_eq!(done.phase, Phase::RetentionPending);
+        let done = deletion.runs_to_retention().await;
         assert_eq!(done.approval.map(|a| a.approved_by), Some(APPROVER.to_string()));
         assert_eq!(deletion.fakes.ledger().approvals.len(), 1);
     })
@@ -146,22 +215,14 @@ fn malformed_inputs() -> Vec<Vec<temporalio_common::protos::temporal::api::commo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_signals_are_recorded_refusals_and_never_wedge_the_workflow() {
-    let fakes = small_manifest();
-    fakes.misbehave(
-        "community.preflight",
-        Misbehaviour {
-            permanent: 1,
-            message: "version-list permission missing".into(),
-            ..Misbehaviour::default()
-        },
-    );
-    run_deletion(fakes, Tuning::default(), |deletion| async move {
+    let fakes = failing_once("community.preflight", "version-list permission missing");
+    run(fakes, |deletion| async move {
         let is_refusal = |e: &RequestEvent| {
             matches!(e, RequestEvent::ApprovalRejected { reason, .. }
                 | RequestEvent::AbortRefused { reason, .. }
                 | RequestEvent::UnblockRejected { reason, .. } if reason.starts_with("malformed "))
         };
-        let refusals = |deletion: &support::Deletion| {
+        let refusals = |deletion: &Deletion| {
             deletion.fakes.events().iter().filter(|e| is_refusal(e)).count()
         };
         let per_point = 3 * malformed_inputs().len();
@@ -182,7 +243,7 @@ async fn malformed_signals_are_recorded_refusals_and_never_wedge_the_workflow() 
         assert_eq!(deletion.fakes.attempts("community.record_approval"), 0);
 
         deletion.signal_approve(APPROVER, FROZEN_DIGEST).await;
-        let blocked = deletion.wait_for("blocked", |s| s.blocked.is_some()).await;
+        let blocked = deletion.wait_blocked().await;
         for name in ["approve", "abort", "unblock"] {
             for input in malformed_inputs() {
                 deletion.signal_raw(name, input).await;
@@ -216,9 +277,7 @@ async fn malformed_signals_are_recorded_refusals_and_never_wedge_the_workflow() 
             )
             .await;
         deletion.wait_for("unblocked", |s| s.blocked.is_none()).await;
-        deletion.unlock_time_skipping().await;
-        let done = deletion.result().await.unwrap();
-        assert_eq!(done.phase, Phase::RetentionPending);
+        deletion.runs_to_retention().await;
         assert_eq!(deletion.fakes.ledger().approvals.len(), 1);
         deletion.replay_every_run().await;
     })
@@ -227,12 +286,7 @@ async fn malformed_signals_are_recorded_refusals_and_never_wedge_the_workflow() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abort_before_irreversible_point_ends_aborted_and_lifts_fence() {
-    let fakes = small_manifest();
-    fakes.hold("community.drain");
-    run_deletion(fakes, Tuning::default(), |deletion| async move {
-        deletion.await_approval().await;
-        deletion.approve(APPROVER, FROZEN_DIGEST).await.unwrap();
-        deletion.wait_for_activity("community.drain").await;
+    run_approved_until_held("community.drain", |deletion| async move {
         let draining = deletion.status().await;
         assert_eq!(draining.phase, Phase::Draining);
         assert_eq!(draining.fence_generation, Some(1));
@@ -272,12 +326,7 @@ async fn abort_before_irreversible_point_ends_aborted_and_lifts_fence() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abort_after_irreversible_point_is_refused_recorded_and_deletion_completes() {
-    let fakes = small_manifest();
-    fakes.hold("community.delete_chunks");
-    run_deletion(fakes, Tuning::default(), |deletion| async move {
-        deletion.await_approval().await;
-        deletion.approve(APPROVER, FROZEN_DIGEST).await.unwrap();
-        deletion.wait_for_activity("community.delete_chunks").await;
+    run_approved_until_held("community.delete_chunks", |deletion| async move {
         assert_eq!(deletion.status().await.phase, Phase::DeletingObjects);
 
         let refused = deletion
@@ -289,25 +338,18 @@ async fn abort_after_irreversible_point_is_refused_recorded_and_deletion_complet
                 && refused.contains("abort refused"),
             "{refused}"
         );
-        deletion
-            .wait_for_event(
-                "AbortRefused (update)",
-                |e| matches!(e, RequestEvent::AbortRefused { actor, .. } if actor == "carol"),
-            )
-            .await;
+        wait_for_abort_refused(&deletion, "AbortRefused (update)", "carol").await;
         deletion.signal_abort("dave", "from the web ui").await;
         deletion
             .wait_for_event("AbortRefused (signal)", |e| {
                 matches!(e, RequestEvent::AbortRefused { actor, reason }
-                    if actor == "dave" && reason.contains("irreversible point"))
+                if actor == "dave" && reason.contains("irreversible point"))
             })
             .await;
         assert_eq!(deletion.status().await.abort, None);
 
         deletion.fakes.release("community.delete_chunks");
-        deletion.unlock_time_skipping().await;
-        let done = deletion.result().await.unwrap();
-        assert_eq!(done.phase, Phase::RetentionPending);
+        let done = deletion.runs_to_retention().await;
         assert!(done.verification.is_some());
         let ledger = deletion.fakes.ledger();
         assert!(ledger.aborts.is_empty(), "no abort ran");
@@ -319,23 +361,15 @@ async fn abort_after_irreversible_point_is_refused_recorded_and_deletion_complet
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn permanent_failure_blocks_until_unblock_then_retries_the_phase() {
-    let fakes = small_manifest();
     let stray = "unknown key shape under tenant prefix: media/x/not-a-hash";
-    fakes.misbehave(
-        "community.freeze_manifest",
-        Misbehaviour {
-            permanent: 1,
-            message: stray.into(),
-            ..Misbehaviour::default()
-        },
-    );
-    run_deletion(fakes, Tuning::default(), |deletion| async move {
+    let fakes = failing_once("community.freeze_manifest", stray);
+    run(fakes, |deletion| async move {
         deletion.await_approval().await;
         let not_blocked = deletion.unblock("bob", "nothing to fix").await.unwrap_err();
         assert!(not_blocked.contains("request is not blocked (phase awaiting_approval)"), "{not_blocked}");
 
         deletion.approve(APPROVER, FROZEN_DIGEST).await.unwrap();
-        let blocked = deletion.wait_for("blocked", |s| s.blocked.is_some()).await;
+        let blocked = deletion.wait_blocked().await;
         let info = blocked.blocked.clone().unwrap();
         assert_eq!(info.phase, Phase::Draining);
         assert!(info.reason.contains(stray), "{}", info.reason);
@@ -357,9 +391,7 @@ async fn permanent_failure_blocks_until_unblock_then_retries_the_phase() {
             .wait_for_event("Unblocked", |e| matches!(e, RequestEvent::Unblocked { actor, .. } if actor == "bob"))
             .await;
 
-        deletion.unlock_time_skipping().await;
-        let done = deletion.result().await.unwrap();
-        assert_eq!(done.phase, Phase::RetentionPending);
+        let done = deletion.runs_to_retention().await;
         assert_eq!(done.blocked, None);
         assert_eq!(deletion.fakes.attempts("community.freeze_manifest"), 2, "the same phase ran again");
         let (_, _, _, flag) = deletion.search_attributes().await;
@@ -374,10 +406,9 @@ async fn late_object_version_blocks_verification_and_its_unblock_deletes_it_befo
     let fakes = small_manifest();
     let late = "media/x/late@v-late (object)";
     fakes.ledger().late_versions = vec![late.to_string()];
-    run_deletion(fakes, Tuning::default(), |deletion| async move {
-        deletion.await_approval().await;
-        deletion.approve(APPROVER, FROZEN_DIGEST).await.unwrap();
-        let blocked = deletion.wait_for("blocked", |s| s.blocked.is_some()).await;
+    run(fakes, |deletion| async move {
+        deletion.approve_frozen(APPROVER).await;
+        let blocked = deletion.wait_blocked().await;
         let info = blocked.blocked.clone().unwrap();
         assert_eq!(info.phase, Phase::Verifying);
         assert!(info.reason.contains(late), "{}", info.reason);
@@ -398,9 +429,7 @@ async fn late_object_version_blocks_verification_and_its_unblock_deletes_it_befo
             .await
             .unwrap();
         assert_eq!(retried, Phase::Verifying);
-        deletion.unlock_time_skipping().await;
-        let done = deletion.result().await.unwrap();
-        assert_eq!(done.phase, Phase::RetentionPending);
+        let done = deletion.runs_to_retention().await;
         assert_eq!(done.blocked, None);
         assert_eq!(done.progress.late_versions_deleted, 1);
         assert_eq!(deletion.fakes.attempts("community.delete_late_versions"), 1);
@@ -426,23 +455,13 @@ async fn transient_failures_retry_with_backoff_and_complete() {
             ..Misbehaviour::default()
         },
     );
-    run_deletion(fakes, Tuning::default(), |deletion| async move {
-        deletion.await_approval().await;
-        deletion.approve(APPROVER, FROZEN_DIGEST).await.unwrap();
+    run(fakes, |deletion| async move {
+        deletion.approve_frozen(APPROVER).await;
         // Backoff of 30 s, 60 s and 120 s: only time skipping lets this finish.
-        deletion.unlock_time_skipping().await;
-        let done = deletion.result().await.unwrap();
-        assert_eq!(done.phase, Phase::RetentionPending);
+        let done = deletion.runs_to_retention().await;
         assert_eq!(deletion.fakes.attempts("community.fence"), 4);
         assert_eq!(done.blocked, None);
-        assert!(
-            !deletion
-                .fakes
-                .events()
-                .iter()
-                .any(|e| matches!(e, RequestEvent::Blocked { .. })),
-            "a transient failure never blocks"
-        );
+        assert!(!ever_blocked(&deletion), "a transient failure never blocks");
     })
     .await;
 }
@@ -459,12 +478,8 @@ async fn delete_loop_continues_as_new_and_history_stays_bounded() {
         FakeStores::with_chunks(chunks),
         tuning,
         |deletion| async move {
-            deletion.await_approval().await;
-            deletion.approve(APPROVER, FROZEN_DIGEST).await.unwrap();
-            deletion.unlock_time_skipping().await;
-            let done = deletion.result().await.unwrap();
-
-            assert_eq!(done.phase, Phase::RetentionPending);
+            deletion.approve_frozen(APPROVER).await;
+            let done = deletion.runs_to_retention().await;
             assert_eq!(done.progress.chunks_done, chunks);
             assert_eq!(done.progress.versions_deleted, done.progress.versions_total);
             let expected_runs = chunks.div_ceil(rounds_per_run);
@@ -512,9 +527,7 @@ async fn status_query_reports_phase_progress_and_blocked_reason() {
         "community.delete_chunks",
         Misbehaviour {
             succeed_first: 2,
-            permanent: 1,
-            message: refusal.into(),
-            ..Misbehaviour::default()
+            ..Misbehaviour::permanent(refusal)
         },
     );
     let tuning = Tuning {
@@ -576,9 +589,7 @@ async fn status_query_reports_phase_progress_and_blocked_reason() {
             .unblock("bob", "reclaimed the request")
             .await
             .unwrap();
-        deletion.unlock_time_skipping().await;
-        let done = deletion.result().await.unwrap();
-        assert_eq!(done.phase, Phase::RetentionPending);
+        let done = deletion.runs_to_retention().await;
         assert_eq!(done.blocked, None);
         assert_eq!(done.progress.chunks_done, 5);
         assert_eq!(done.progress.rows_purged, 42);
@@ -590,18 +601,9 @@ async fn status_query_reports_phase_progress_and_blocked_reason() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workflow_cancellation_before_irreversible_point_aborts_as_temporal_cancel() {
-    run_deletion(small_manifest(), Tuning::default(), |deletion| async move {
+    run(small_manifest(), |deletion| async move {
         deletion.await_approval().await;
-        deletion.cancel().await;
-        let ended = deletion.result().await;
-        assert!(
-            matches!(ended, Err(WorkflowGetResultError::Cancelled { .. })),
-            "{ended:?}"
-        );
-        let ledger = deletion.fakes.ledger();
-        assert_eq!(ledger.aborts.len(), 1);
-        assert_eq!(ledger.aborts[0].abort.actor, CANCEL_ACTOR);
-        assert!(!ledger.fenced && !ledger.quiescing);
+        let ledger = cancelled_into_an_abort(&deletion).await;
         assert_eq!(ledger.approvals.len(), 0);
     })
     .await;
@@ -610,23 +612,16 @@ async fn workflow_cancellation_before_irreversible_point_aborts_as_temporal_canc
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workflow_cancellation_after_irreversible_point_is_refused_recorded_and_deletion_completes()
 {
-    let fakes = small_manifest();
-    fakes.hold("community.delete_chunks");
-    run_deletion(fakes, Tuning::default(), |deletion| async move {
-        deletion.await_approval().await;
-        deletion.approve(APPROVER, FROZEN_DIGEST).await.unwrap();
-        deletion.wait_for_activity("community.delete_chunks").await;
+    run_approved_until_held("community.delete_chunks", |deletion| async move {
         deletion.cancel().await;
         deletion
             .wait_for_event("AbortRefused (cancellation)", |e| {
                 matches!(e, RequestEvent::AbortRefused { actor, reason }
-                    if actor == CANCEL_ACTOR && reason.contains("irreversible point"))
+                if actor == CANCEL_ACTOR && reason.contains("irreversible point"))
             })
             .await;
         deletion.fakes.release("community.delete_chunks");
-        deletion.unlock_time_skipping().await;
-        let done = deletion.result().await.unwrap();
-        assert_eq!(done.phase, Phase::RetentionPending);
+        deletion.runs_to_retention().await;
         assert!(deletion.fakes.ledger().aborts.is_empty());
         assert!(deletion.fakes.ledger().completed);
     })
@@ -635,16 +630,8 @@ async fn workflow_cancellation_after_irreversible_point_is_refused_recorded_and_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn register_refusal_ends_the_workflow_failed_with_its_message() {
-    let fakes = small_manifest();
-    fakes.misbehave(
-        "community.register",
-        Misbehaviour {
-            permanent: 1,
-            message: "unknown host target.example".into(),
-            ..Misbehaviour::default()
-        },
-    );
-    run_deletion(fakes, Tuning::default(), |deletion| async move {
+    let fakes = failing_once("community.register", "unknown host target.example");
+    run(fakes, |deletion| async move {
         let ended = deletion.result().await;
         match ended {
             Err(WorkflowGetResultError::Failed(failure)) => {
@@ -672,9 +659,7 @@ async fn histories_with_refusals_blocks_cancellation_and_continue_as_new_replay_
         "community.delete_chunks",
         Misbehaviour {
             succeed_first: 1,
-            permanent: 1,
-            message: "partial DeleteObjects acknowledgement left unrepaired".into(),
-            ..Misbehaviour::default()
+            ..Misbehaviour::permanent("partial DeleteObjects acknowledgement left unrepaired")
         },
     );
     fakes.hold_after("community.delete_chunks", 4);
@@ -696,7 +681,7 @@ async fn histories_with_refusals_blocks_cancellation_and_continue_as_new_replay_
             })
             .await;
         deletion.approve(APPROVER, FROZEN_DIGEST).await.unwrap();
-        deletion.wait_for("blocked", |s| s.blocked.is_some()).await;
+        deletion.wait_blocked().await;
         deletion.abort("carol", "too late").await.unwrap_err();
         deletion.unblock("bob", "repaired the chunk").await.unwrap();
 
@@ -704,16 +689,9 @@ async fn histories_with_refusals_blocks_cancellation_and_continue_as_new_replay_
             .wait_for("the third run", |s| s.run_number == 2)
             .await;
         deletion.cancel().await;
-        deletion
-            .wait_for_event(
-                "AbortRefused (cancellation)",
-                |e| matches!(e, RequestEvent::AbortRefused { actor, .. } if actor == CANCEL_ACTOR),
-            )
-            .await;
+        wait_for_abort_refused(&deletion, "AbortRefused (cancellation)", CANCEL_ACTOR).await;
         deletion.fakes.release("community.delete_chunks");
-        deletion.unlock_time_skipping().await;
-        let done = deletion.result().await.unwrap();
-        assert_eq!(done.phase, Phase::RetentionPending);
+        let done = deletion.runs_to_retention().await;
         assert_eq!(
             done.run_number, 2,
             "six chunks at two calls per run take three runs"
@@ -729,15 +707,7 @@ async fn histories_with_refusals_blocks_cancellation_and_continue_as_new_replay_
 /// aborted; nothing was deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abort_of_a_block_in_object_deletion_before_the_marker_ends_aborted_and_lifts_the_fence() {
-    let fakes = small_manifest();
-    fakes.ledger().failures_before_marker = 1;
-    run_deletion(fakes, Tuning::default(), |deletion| async move {
-        deletion.await_approval().await;
-        deletion.approve(APPROVER, FROZEN_DIGEST).await.unwrap();
-        let blocked = deletion.wait_for("blocked", |s| s.blocked.is_some()).await;
-        assert_eq!(blocked.phase, Phase::DeletingObjects);
-        assert!(!deletion.fakes.ledger().irreversible);
-
+    run_blocked_before_the_marker(|deletion| async move {
         let outcome = deletion
             .abort("carol", "wrong tenant after all")
             .await
@@ -763,19 +733,13 @@ async fn abort_of_a_block_in_object_deletion_before_the_marker_ends_aborted_and_
 /// deletion completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abort_of_a_block_after_the_marker_is_refused_by_the_database_and_the_block_stays() {
-    let fakes = small_manifest();
-    fakes.misbehave(
+    let fakes = failing_once(
         "community.delete_chunks",
-        Misbehaviour {
-            permanent: 1,
-            message: "partial acknowledgement left unrepaired".into(),
-            ..Misbehaviour::default()
-        },
+        "partial acknowledgement left unrepaired",
     );
-    run_deletion(fakes, Tuning::default(), |deletion| async move {
-        deletion.await_approval().await;
-        deletion.approve(APPROVER, FROZEN_DIGEST).await.unwrap();
-        deletion.wait_for("blocked", |s| s.blocked.is_some()).await;
+    run(fakes, |deletion| async move {
+        deletion.approve_frozen(APPROVER).await;
+        deletion.wait_blocked().await;
         assert!(deletion.fakes.ledger().irreversible);
 
         let refused = deletion.abort("carol", "too late").await.unwrap_err();
@@ -784,12 +748,7 @@ async fn abort_of_a_block_after_the_marker_is_refused_by_the_database_and_the_bl
                 && refused.contains("abort refused"),
             "{refused}"
         );
-        deletion
-            .wait_for_event(
-                "AbortRefused (by the database)",
-                |e| matches!(e, RequestEvent::AbortRefused { actor, .. } if actor == "carol"),
-            )
-            .await;
+        wait_for_abort_refused(&deletion, "AbortRefused (by the database)", "carol").await;
         let still = deletion.status().await;
         assert!(still.blocked.is_some(), "blocked stays blocked");
         assert_eq!(still.abort, None);
@@ -800,9 +759,7 @@ async fn abort_of_a_block_after_the_marker_is_refused_by_the_database_and_the_bl
         assert_eq!(deletion.fakes.attempts("community.abort"), 1);
 
         deletion.unblock("bob", "repaired").await.unwrap();
-        deletion.unlock_time_skipping().await;
-        let done = deletion.result().await.unwrap();
-        assert_eq!(done.phase, Phase::RetentionPending);
+        deletion.runs_to_retention().await;
         let ledger = deletion.fakes.ledger();
         assert!(ledger.aborts.is_empty());
         assert!(ledger.completed);
@@ -834,21 +791,14 @@ async fn a_stale_generation_failure_never_blocks_the_request() {
             ..Misbehaviour::default()
         },
     );
-    run_deletion(fakes, Tuning::default(), |deletion| async move {
-        deletion.await_approval().await;
-        deletion.approve(APPROVER, FROZEN_DIGEST).await.unwrap();
-        deletion.unlock_time_skipping().await;
-        let done = deletion.result().await.unwrap();
-        assert_eq!(done.phase, Phase::RetentionPending);
+    run(fakes, |deletion| async move {
+        deletion.approve_frozen(APPROVER).await;
+        let done = deletion.runs_to_retention().await;
         assert_eq!(done.blocked, None);
         assert_eq!(deletion.fakes.attempts("community.fence"), 3);
         assert_eq!(deletion.fakes.attempts("community.delete_chunks"), 2);
         assert!(
-            !deletion
-                .fakes
-                .events()
-                .iter()
-                .any(|e| matches!(e, RequestEvent::Blocked { .. })),
+            !ever_blocked(&deletion),
             "a stale generation never blocks: {:?}",
             deletion.fakes.events()
         );
@@ -860,23 +810,8 @@ async fn a_stale_generation_failure_never_blocks_the_request() {
 /// decides it is still an abort, the fence is lifted, and the run ends Canceled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workflow_cancellation_of_a_block_before_the_marker_aborts_and_ends_canceled() {
-    let fakes = small_manifest();
-    fakes.ledger().failures_before_marker = 1;
-    run_deletion(fakes, Tuning::default(), |deletion| async move {
-        deletion.await_approval().await;
-        deletion.approve(APPROVER, FROZEN_DIGEST).await.unwrap();
-        let blocked = deletion.wait_for("blocked", |s| s.blocked.is_some()).await;
-        assert_eq!(blocked.phase, Phase::DeletingObjects);
-        deletion.cancel().await;
-        let ended = deletion.result().await;
-        assert!(
-            matches!(ended, Err(WorkflowGetResultError::Cancelled { .. })),
-            "{ended:?}"
-        );
-        let ledger = deletion.fakes.ledger();
-        assert_eq!(ledger.aborts.len(), 1);
-        assert_eq!(ledger.aborts[0].abort.actor, CANCEL_ACTOR);
-        assert!(!ledger.fenced && !ledger.quiescing);
+    run_blocked_before_the_marker(|deletion| async move {
+        let ledger = cancelled_into_an_abort(&deletion).await;
         assert!(ledger.chunk_stamps.is_empty());
     })
     .await;
@@ -890,21 +825,14 @@ async fn workflow_cancellation_of_a_block_before_the_marker_aborts_and_ends_canc
 async fn a_history_recorded_before_signals_took_raw_payloads_still_replays() {
     let recorded = include_bytes!("histories/signals_before_raw_decoding.json");
     let history = WorkflowHistory::from_json(recorded).expect("the recorded history parses");
-    let replayer = WorkflowReplayer::new(
-        WorkflowReplayerOptions::new()
-            .register_workflow::<CommunityDeletion>()
-            .expect("register CommunityDeletion for replay")
-            .build(),
-    )
-    .expect("replayer");
-    replayer
+    support::replayer()
         .replay_workflow(history)
         .await
         .expect("the recorded history replays deterministically");
 }
 
 /// The JSON of an unblock signed (as the fakes accept it) by `actor`'s key.
-fn signed_unblock(deletion: &support::Deletion, actor: &str, reason: &str) -> String {
+fn signed_unblock(deletion: &Deletion, actor: &str, reason: &str) -> String {
     let unblock = workflows::community::UnblockRequest {
         actor: actor.into(),
         reason: reason.into(),

@@ -3,7 +3,7 @@
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 
 use super::server_mode::Mismatch;
-use crate::failure::{Classified, Severity};
+use crate::failure::{Classified, Severity, variants};
 
 /// Everything that can go wrong talking to Redis, one variant per retry decision.
 #[derive(Debug, thiserror::Error)]
@@ -95,16 +95,13 @@ pub enum CacheError {
 impl Classified for CacheError {
     fn severity(&self) -> Severity {
         match self {
-            CacheError::InvalidUrl { .. }
-            | CacheError::Config { .. }
-            | CacheError::ModeMismatch { .. }
-            | CacheError::Denied { .. }
-            | CacheError::Rejected { .. }
-            | CacheError::TopologyUnreadable { .. }
-            | CacheError::UndeclaredKey { .. } => Severity::Permanent,
-            CacheError::Unavailable { .. }
-            | CacheError::TopologyUnsettled { .. }
-            | CacheError::KeyStillPresent { .. } => Severity::Transient,
+            variants!(
+                CacheError: InvalidUrl, Config, ModeMismatch, Denied, Rejected, TopologyUnreadable,
+                UndeclaredKey
+            ) => Severity::Permanent,
+            variants!(
+                CacheError: Unavailable, TopologyUnsettled, KeyStillPresent
+            ) => Severity::Transient,
         }
     }
 }

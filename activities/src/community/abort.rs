@@ -1,19 +1,17 @@
 //! Abort: an operator's signed abort accepted, then the fence lifted and the request ended
 //! aborted — refused once the irreversible point was marked.
 
-use temporalio_sdk::activities::ActivityContext;
 use workflows::community::{AbortInput, AbortOutcome, AbortRequest};
 
 use crate::identity::consumer_of;
 
-use super::CommunityActivities;
+use super::Attempt;
 use super::failure::PhaseResult;
 use super::fence::reported_fence_generation;
 
 /// Verifies and records an abort's signature; returns the abort under the registered name.
 pub async fn accept_abort(
-    acts: &CommunityActivities,
-    ctx: &ActivityContext,
+    (acts, ctx): Attempt<'_>,
     input: AbortInput,
 ) -> PhaseResult<AbortRequest> {
     Ok(acts
@@ -24,7 +22,7 @@ pub async fn accept_abort(
 
 /// Lifts quiescing/fence (bumping the generation) and ends the request aborted; refused once the
 /// irreversible point was marked.
-pub async fn abort(acts: &CommunityActivities, input: AbortInput) -> PhaseResult<AbortOutcome> {
+pub async fn abort((acts, _): Attempt<'_>, input: AbortInput) -> PhaseResult<AbortOutcome> {
     let generation = acts
         .store
         .unfence_for_abort(input.request_id, &input.abort)

@@ -1,18 +1,16 @@
 //! Approval and the operator's audit trail: approval evidence bound to the frozen digest, and
 //! operator events (a block recorded or cleared).
 
-use temporalio_sdk::activities::ActivityContext;
 use workflows::community::{ApprovalInput, ApprovalRecord, EventInput, RequestEvent};
 
 use crate::identity::consumer_of;
 
-use super::CommunityActivities;
+use super::Attempt;
 use super::failure::PhaseResult;
 
 /// Persists approval evidence (the store re-checks digest, two-person rule and stage).
 pub async fn record_approval(
-    acts: &CommunityActivities,
-    ctx: &ActivityContext,
+    (acts, ctx): Attempt<'_>,
     input: ApprovalInput,
 ) -> PhaseResult<ApprovalRecord> {
     Ok(acts
@@ -22,11 +20,7 @@ pub async fn record_approval(
 }
 
 /// Appends an operator event to the audit trail (recording or clearing a block).
-pub async fn record_event(
-    acts: &CommunityActivities,
-    ctx: &ActivityContext,
-    input: EventInput,
-) -> PhaseResult<()> {
+pub async fn record_event((acts, ctx): Attempt<'_>, input: EventInput) -> PhaseResult<()> {
     acts.store.record_event(&input, &consumer_of(ctx)).await?;
     if let RequestEvent::Blocked { phase, .. } = &input.event {
         acts.settings.metrics.blocked(phase);

@@ -6,12 +6,12 @@ use workflows::community::RequestRef;
 use crate::certificates::{ArchiveError, archive_receipt};
 use crate::store::Stage;
 
-use super::CommunityActivities;
+use super::Attempt;
 use super::failure::{PhaseError, PhaseResult};
 use super::verify::verify_inventoried_relations;
 
 /// Re-validates the frozen inventory and marks the request retention-pending (terminal).
-pub async fn complete(acts: &CommunityActivities, input: RequestRef) -> PhaseResult<()> {
+pub async fn complete((acts, _): Attempt<'_>, input: RequestRef) -> PhaseResult<()> {
     let token = acts
         .store
         .claim(

@@ -4,7 +4,6 @@ use std::collections::{HashMap, VecDeque};
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use temporalio_sdk::activities::ActivityContext;
 use uuid::Uuid;
 use workflows::community::{DeleteChunksInput, DeleteProgress};
 
@@ -14,11 +13,12 @@ use crate::objects::{
 use crate::store::{ChunkAck, ChunkProgress, ChunkSet, ExecToken, ManifestChunk, Stage};
 use crate::taxonomy::{ManifestEntry, is_tenant_owned_key};
 
-use super::CommunityActivities;
+use super::claim::{Claim, resumable};
 use super::failure::{PhaseError, PhaseResult};
-use super::heartbeat::{PhaseProgress, ProgressCell, heartbeating};
+use super::heartbeat::{PhaseProgress, ProgressCell};
 use super::marker::{CallEffect, Marker};
 use super::uploads::abort_tenant_uploads;
+use super::{Attempt, CommunityActivities};
 
 /// The activity attempt from which a per-key `AccessDenied` in a DeleteObjects answer blocks the
 /// request instead of being retried. Earlier attempts treat it like any partial acknowledgement
@@ -56,30 +56,25 @@ struct ChunkTally {
 /// attempt fails and S3 refused every call it made whole (a worker without the permission), the
 /// marker stays unset and the request can still be aborted.
 pub async fn delete_chunks(
-    acts: &CommunityActivities,
-    ctx: &ActivityContext,
+    (acts, ctx): Attempt<'_>,
     input: DeleteChunksInput,
 ) -> PhaseResult<DeleteProgress> {
-    let token = acts
-        .store
-        .claim(input.request_id, &[Stage::Drained, Stage::BindingsRemoved])
-        .await?;
-    if token.stage == Stage::BindingsRemoved {
-        return Ok(as_delete_progress(
+    let finished = async |_| {
+        Ok(as_delete_progress(
             acts.store.chunk_progress(input.request_id).await?,
-        ));
-    }
-    let progress = ProgressCell::default();
-    heartbeating(ctx, &progress, async {
+        ))
+    };
+    let claim = Claim::at(input.request_id, &[Stage::Drained, Stage::BindingsRemoved]);
+    resumable((acts, ctx), claim, finished, async |token, progress| {
         acts.store.revalidate_frozen(input.request_id).await?;
         let marker = Marker::resolve(acts, &token).await?;
-        let deleted = delete_everything(acts, ctx, &input, &token, &marker, &progress).await;
+        let deleted = delete_everything((acts, ctx), &input, &token, &marker, progress).await;
         if let Err(error) = deleted {
             marker.settle_failure(&error.to_string()).await;
             return Err(error);
         }
         let mut current = acts.store.chunk_progress(input.request_id).await?;
-        report(&progress, &current);
+        report(progress, &current);
         if current.chunks_stamped >= current.chunks_total {
             current = acts
                 .store
@@ -101,8 +96,7 @@ pub async fn delete_chunks(
 /// writer can complete an upload into a new object version once the versions below are gone),
 /// then up to `max_chunks` pending chunks.
 async fn delete_everything(
-    acts: &CommunityActivities,
-    ctx: &ActivityContext,
+    (acts, ctx): Attempt<'_>,
     input: &DeleteChunksInput,
     token: &ExecToken,
     marker: &Marker<'_>,

@@ -1,31 +1,27 @@
 //! Drain: relays told to drop the community, and every admitted serving write drained (no live
 //! lease; every stalled one past its expiry plus the protected-operation bound).
 
+use crate::store::FenceError;
 use std::time::Duration;
 
-use temporalio_sdk::activities::ActivityContext;
 use workflows::community::{DrainOutcome, RequestRef};
 
 use crate::serving::MAX_PROTECTED_OPERATION;
 use crate::store::{Stage, StoreError};
 
-use super::CommunityActivities;
+use super::claim::{Claim, claimed};
 use super::failure::{PhaseError, PhaseResult};
 use super::fence::LEASE_POLL;
-use super::heartbeat::{PhaseProgress, ProgressCell, heartbeating};
+use super::heartbeat::{PhaseProgress, ProgressCell};
+use super::{Attempt, CommunityActivities};
 
 /// Tells relays to drop the community's connections and requires every admitted serving write
 /// to have drained, so the listing frozen next is the community's final storage state: no live
 /// lease, and every lease left unreleased at fence time past its expiry plus the
 /// protected-operation bound (see [`wait_for_stalled_leases`]).
-pub async fn drain(
-    acts: &CommunityActivities,
-    ctx: &ActivityContext,
-    input: RequestRef,
-) -> PhaseResult<DrainOutcome> {
-    let token = acts.store.claim(input.request_id, &[Stage::Fenced]).await?;
-    let progress = ProgressCell::default();
-    heartbeating(ctx, &progress, async {
+pub async fn drain((acts, ctx): Attempt<'_>, input: RequestRef) -> PhaseResult<DrainOutcome> {
+    let claim = Claim::at(input.request_id, &[Stage::Fenced]);
+    claimed((acts, ctx), claim, async |token, progress| {
         acts.store.verify_fence(&token).await?;
         progress.update(|p| p.step = "publishing DisconnectCommunity".to_owned());
         let receivers = acts.cache.publish_disconnect(token.community_id).await?;
@@ -37,7 +33,7 @@ pub async fn drain(
                 operations: live.operations,
             });
         }
-        let stalled = wait_for_stalled_leases(acts, token.community_id, &progress).await?;
+        let stalled = wait_for_stalled_leases(acts, token.community_id, progress).await?;
         acts.store.verify_fence(&token).await?;
         acts.store
             .record_milestone(
@@ -95,11 +91,11 @@ async fn wait_for_stalled_leases(
         });
         let now = tokio::time::Instant::now();
         if now >= deadline {
-            return Err(StoreError::StalledServingWrites {
+            return Err(StoreError::Fence(FenceError::StalledServingWrites {
                 community_id,
                 count,
                 until,
-            }
+            })
             .into());
         }
         // Sleep until the database says the last one leaves its bound, but never past this

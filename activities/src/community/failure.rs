@@ -1,12 +1,13 @@
 //! The failures a community activity can end with, and how each becomes a Temporal failure.
 
+use crate::store::RequestError;
 use temporalio_sdk::activities::ActivityError;
 use workflows::contract::{
     ABORT_REFUSED_FAILURE_TYPE, LATE_OBJECT_VERSION_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE,
 };
 
 use crate::cache::CacheError;
-use crate::failure::{Classified, Report, Severity, activity_error};
+use crate::failure::{Classified, Report, Severity, activity_error, variants};
 use crate::objects::{MissingPermission, ObjectStoreError};
 use crate::store::StoreError;
 use crate::taxonomy::TaxonomyError;
@@ -145,16 +146,13 @@ impl Classified for PhaseError {
             PhaseError::Store(e) => e.severity(),
             PhaseError::Objects(e) => e.severity(),
             PhaseError::Cache(e) => e.severity(),
-            PhaseError::Taxonomy(_)
-            | PhaseError::UnknownKeyShape { .. }
-            | PhaseError::ForeignManifestKey { .. }
-            | PhaseError::VersionDeleteDenied { .. }
-            | PhaseError::PermissionsMissing { .. }
-            | PhaseError::LateObjectVersion { .. } => Severity::Permanent,
-            PhaseError::PartialAcknowledgement { .. }
-            | PhaseError::ServingWritesLive { .. }
-            | PhaseError::StillPresent { .. }
-            | PhaseError::Cancelled => Severity::Transient,
+            variants!(
+                PhaseError: Taxonomy, UnknownKeyShape, ForeignManifestKey, VersionDeleteDenied,
+                PermissionsMissing, LateObjectVersion
+            ) => Severity::Permanent,
+            variants!(
+                PhaseError: PartialAcknowledgement, ServingWritesLive, StillPresent, Cancelled
+            ) => Severity::Transient,
         }
     }
 
@@ -189,14 +187,19 @@ impl Classified for PhaseError {
 impl PhaseError {
     /// Whether this is the store refusing a write from a superseded attempt.
     fn is_stale_generation(&self) -> bool {
-        matches!(self, PhaseError::Store(StoreError::StaleGeneration { .. }))
+        matches!(
+            self,
+            PhaseError::Store(StoreError::Request(RequestError::StaleGeneration { .. }))
+        )
     }
 
     /// Whether this is an abort refused because the irreversible point was recorded first.
     fn is_abort_refusal(&self) -> bool {
         matches!(
             self,
-            PhaseError::Store(StoreError::IrreversibleStarted { .. })
+            PhaseError::Store(StoreError::Request(
+                RequestError::IrreversibleStarted { .. }
+            ))
         )
     }
 }
@@ -213,6 +216,7 @@ pub type PhaseResult<T> = Result<T, PhaseError>;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::ApprovalError;
 
     #[test]
     fn unknown_key_shape_is_permanent_and_partial_ack_is_transient() {
@@ -244,11 +248,11 @@ mod tests {
 
     #[test]
     fn a_stale_generation_is_sent_retryable_so_a_late_zombie_cannot_block_the_live_attempt() {
-        let stale = PhaseError::Store(StoreError::StaleGeneration {
+        let stale = PhaseError::Store(StoreError::Request(RequestError::StaleGeneration {
             request_id: uuid::Uuid::nil(),
             expected: 4,
             actual: 5,
-        });
+        }));
         assert_eq!(
             as_sent(stale),
             Some((STALE_GENERATION_FAILURE_TYPE.to_owned(), false))
@@ -257,18 +261,18 @@ mod tests {
 
     #[test]
     fn evidence_mismatch_is_permanent_and_an_abort_refusal_has_its_own_type() {
-        let tampered = PhaseError::Store(StoreError::EvidenceMismatch {
+        let tampered = PhaseError::Store(StoreError::Approval(ApprovalError::EvidenceMismatch {
             request_id: uuid::Uuid::nil(),
             differences: vec!["x".into()],
-        });
+        }));
         assert_eq!(
             as_sent(tampered),
             Some((workflows::contract::PERMANENT_FAILURE_TYPE.to_owned(), true))
         );
-        let refused = PhaseError::Store(StoreError::IrreversibleStarted {
+        let refused = PhaseError::Store(StoreError::Request(RequestError::IrreversibleStarted {
             request_id: uuid::Uuid::nil(),
             stage: "drained".into(),
-        });
+        }));
         assert_eq!(
             as_sent(refused),
             Some((ABORT_REFUSED_FAILURE_TYPE.to_owned(), true))

@@ -1,15 +1,16 @@
 //! Fence: serving writes quiesced, then the community fenced once no serving-write lease is live.
 
+use crate::store::FenceError;
 use std::time::Duration;
 
-use temporalio_sdk::activities::ActivityContext;
 use workflows::community::{FenceOutcome, RequestRef};
 
-use crate::store::{Stage, StoreError};
+use crate::store::{ExecToken, Stage, StoreError};
 
-use super::CommunityActivities;
+use super::Attempt;
+use super::claim::{Claim, resumable};
 use super::failure::{PhaseError, PhaseResult};
-use super::heartbeat::{PhaseProgress, ProgressCell, heartbeating};
+use super::heartbeat::PhaseProgress;
 
 /// How often the fence re-checks live serving-write leases within one attempt.
 pub(super) const LEASE_POLL: Duration = Duration::from_millis(500);
@@ -17,22 +18,14 @@ pub(super) const LEASE_POLL: Duration = Duration::from_millis(500);
 /// Quiesces serving writes, then fences once no live serving-write lease remains. While leases
 /// drain it waits (heartbeating "waiting on N leases") up to `fence_wait`, then fails
 /// transiently so Temporal retries with backoff; the pending activity shows the wait in the UI.
-pub async fn fence(
-    acts: &CommunityActivities,
-    ctx: &ActivityContext,
-    input: RequestRef,
-) -> PhaseResult<FenceOutcome> {
-    let token = acts
-        .store
-        .claim(input.request_id, &[Stage::Approved, Stage::Fenced])
-        .await?;
-    if token.stage == Stage::Fenced {
-        return Ok(FenceOutcome {
+pub async fn fence((acts, ctx): Attempt<'_>, input: RequestRef) -> PhaseResult<FenceOutcome> {
+    let finished = async |token: ExecToken| {
+        Ok(FenceOutcome {
             fence_generation: reported_fence_generation(token.fence_generation)?,
-        });
-    }
-    let progress = ProgressCell::default();
-    heartbeating(ctx, &progress, async {
+        })
+    };
+    let claim = Claim::at(input.request_id, &[Stage::Approved, Stage::Fenced]);
+    resumable((acts, ctx), claim, finished, async |token, progress| {
         acts.store.load_frozen_inventory(input.request_id).await?;
         progress.update(|p| p.step = "quiescing serving writes".to_owned());
         acts.store.begin_quiescing(&token).await?;
@@ -44,9 +37,9 @@ pub async fn fence(
                         fence_generation: reported_fence_generation(Some(generation))?,
                     });
                 }
-                Err(StoreError::ServingWritesLive {
+                Err(StoreError::Fence(FenceError::ServingWritesLive {
                     count, operations, ..
-                }) => {
+                })) => {
                     progress.set(PhaseProgress {
                         step: format!(
                             "waiting on {count} live serving-write lease(s): {operations:?}"

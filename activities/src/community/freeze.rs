@@ -1,16 +1,15 @@
 //! Freezing the destructive manifest: the post-drain listing, streamed into chunk rows.
 
-use temporalio_sdk::activities::ActivityContext;
 use workflows::community::{ManifestSummary, RequestRef};
 
 use crate::serving::MAX_PROTECTED_OPERATION;
 use crate::store::{ExecToken, MANIFEST_CHUNK_MAX_ENTRIES, Stage, Store};
 use crate::taxonomy::ManifestEntry;
 
-use super::CommunityActivities;
+use super::Attempt;
 use super::chunk_writer::{ChunkDestination, ChunkWriter};
+use super::claim::{Claim, resumable};
 use super::failure::PhaseResult;
-use super::heartbeat::{ProgressCell, heartbeating};
 use super::listing::scan_tenant_prefixes;
 use super::uploads::scan_tenant_uploads;
 
@@ -39,24 +38,18 @@ impl ChunkDestination for FrozenChunks<'_> {
 /// digests to the request atomically with the `fenced → drained` advance. A retry after the bind
 /// returns the bound manifest; a retry before it rewrites the unbound chunks from scratch.
 pub async fn freeze_manifest(
-    acts: &CommunityActivities,
-    ctx: &ActivityContext,
+    (acts, ctx): Attempt<'_>,
     input: RequestRef,
 ) -> PhaseResult<ManifestSummary> {
-    let token = acts
-        .store
-        .claim(input.request_id, &[Stage::Fenced, Stage::Drained])
-        .await?;
-    if token.stage == Stage::Drained {
-        return Ok(acts
+    let finished = async |token: ExecToken| {
+        Ok(acts
             .store
-            .load_destructive_manifest(input.request_id)
-            .await?);
-    }
-    let progress = ProgressCell::default();
-    heartbeating(ctx, &progress, async {
-        acts.store.load_frozen_inventory(input.request_id).await?;
-        acts.store.verify_fence(&token).await?;
+            .load_destructive_manifest(token.request_id)
+            .await?)
+    };
+    let claim = Claim::at(input.request_id, &[Stage::Fenced, Stage::Drained]);
+    resumable((acts, ctx), claim, finished, async |token, progress| {
+        acts.frozen_and_fenced(&token).await?;
         // The drain waited for stalled leases; refuse (transiently) to list before it did.
         acts.store
             .require_no_stalled_serving_writes(token.community_id, MAX_PROTECTED_OPERATION)
@@ -73,10 +66,10 @@ pub async fn freeze_manifest(
                 .clamp(1, MANIFEST_CHUNK_MAX_ENTRIES),
         );
         let prefixes =
-            scan_tenant_prefixes(&acts.objects, token.community_id, &progress, &mut writer).await?;
+            scan_tenant_prefixes(&acts.objects, token.community_id, progress, &mut writer).await?;
         // Uploads are aborted as listed after the irreversible point; this listing only makes an
         // upload of unknown key shape block here, while abort is still possible.
-        scan_tenant_uploads(&acts.objects, token.community_id, &progress).await?;
+        scan_tenant_uploads(&acts.objects, token.community_id, progress).await?;
         let summary = ManifestSummary {
             chunks: u64::from(writer.destination.next_chunk_no),
             versions: prefixes.iter().map(|p| p.versions).sum(),

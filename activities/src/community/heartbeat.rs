@@ -27,6 +27,18 @@ pub struct PhaseProgress {
     pub unit: String,
 }
 
+impl PhaseProgress {
+    /// `step`, counting `done` units of `unit` towards a total not known in advance.
+    pub fn counting(step: impl Into<String>, done: u64, unit: &str) -> Self {
+        Self {
+            step: step.into(),
+            done,
+            total: None,
+            unit: unit.to_owned(),
+        }
+    }
+}
+
 /// Shared, cheaply updated progress of one activity attempt.
 #[derive(Debug, Clone, Default)]
 pub struct ProgressCell(Arc<Mutex<PhaseProgress>>);

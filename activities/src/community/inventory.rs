@@ -1,14 +1,13 @@
 //! Inventory: the catalog, the three prefixes' versions and uploads, the Redis namespace size,
 //! frozen with their digest before anyone approves.
 
-use temporalio_sdk::activities::ActivityContext;
 use workflows::community::{InventorySummary, RequestRef};
 
 use crate::store::{FrozenInventory, Stage};
 
-use super::CommunityActivities;
+use super::Attempt;
+use super::claim::{Claim, resumable};
 use super::failure::PhaseResult;
-use super::heartbeat::{ProgressCell, heartbeating};
 use super::listing::{DiscardVersions, scan_tenant_prefixes};
 use super::uploads::scan_tenant_uploads;
 
@@ -16,23 +15,18 @@ use super::uploads::scan_tenant_uploads;
 /// namespace size) and freezes it with its
 /// digest. A retry after the freeze returns the frozen inventory unchanged.
 pub async fn inventory(
-    acts: &CommunityActivities,
-    ctx: &ActivityContext,
+    (acts, ctx): Attempt<'_>,
     input: RequestRef,
 ) -> PhaseResult<InventorySummary> {
-    let token = acts
-        .store
-        .claim(input.request_id, &[Stage::Submitted, Stage::Inventoried])
-        .await?;
-    if token.stage == Stage::Inventoried {
-        return Ok(acts
+    let finished = async |_| {
+        Ok(acts
             .store
             .load_frozen_inventory(input.request_id)
             .await?
-            .summary());
-    }
-    let progress = ProgressCell::default();
-    heartbeating(ctx, &progress, async {
+            .summary())
+    };
+    let claim = Claim::at(input.request_id, &[Stage::Submitted, Stage::Inventoried]);
+    resumable((acts, ctx), claim, finished, async |token, progress| {
         let request = acts.store.get_request(input.request_id).await?;
         let host = request.host.clone().unwrap_or_default();
         progress.update(|p| p.step = "scanning the catalog".to_owned());
@@ -40,11 +34,11 @@ pub async fn inventory(
         let prefixes = scan_tenant_prefixes(
             &acts.objects,
             token.community_id,
-            &progress,
+            progress,
             &mut DiscardVersions,
         )
         .await?;
-        let uploads = scan_tenant_uploads(&acts.objects, token.community_id, &progress).await?;
+        let uploads = scan_tenant_uploads(&acts.objects, token.community_id, progress).await?;
         progress.update(|p| p.step = "counting Redis keys".to_owned());
         let redis_keys = acts.cache.count_namespace(token.community_id).await?;
         let frozen = FrozenInventory::new(token.community_id, host, catalog, prefixes, redis_keys)

@@ -9,20 +9,20 @@
 //! version id through the same call pool, pacing, fence/generation checks before and after each
 //! DeleteObjects, and stamping as the frozen manifest, and only then lets verification run again.
 
-use temporalio_sdk::activities::ActivityContext;
 use workflows::community::{LateVersionsReport, RequestRef};
 
 use crate::objects::ObjectVersion;
 use crate::store::{ChunkSet, ExecToken, MANIFEST_CHUNK_MAX_ENTRIES, Store};
 use crate::taxonomy::ManifestEntry;
 
-use super::CommunityActivities;
 use super::chunk_writer::{ChunkDestination, ChunkWriter};
+use super::claim::{Claim, claimed};
 use super::delete::ChunkStream;
 use super::failure::{PhaseError, PhaseResult};
-use super::heartbeat::{PhaseProgress, ProgressCell, heartbeating};
+use super::heartbeat::{PhaseProgress, ProgressCell};
 use super::listing::scan_tenant_prefixes;
 use super::marker::Marker;
+use super::{Attempt, CommunityActivities};
 
 /// DeleteObjects calls in flight while deleting late chunks (they are few and small).
 const LATE_DELETE_PARALLELISM: usize = 4;
@@ -65,19 +65,14 @@ pub async fn surviving_version(
 /// Idempotent: late chunks a previous attempt appended are deleted and stamped first, and a
 /// version some chunk already holds is never appended again.
 pub async fn delete_late_versions(
-    acts: &CommunityActivities,
-    ctx: &ActivityContext,
+    (acts, ctx): Attempt<'_>,
     input: RequestRef,
 ) -> PhaseResult<LateVersionsReport> {
-    let token = acts
-        .store
-        .claim(input.request_id, ChunkSet::Late.stages())
-        .await?;
-    let progress = ProgressCell::default();
-    heartbeating(ctx, &progress, async {
+    let claim = Claim::at(input.request_id, ChunkSet::Late.stages());
+    claimed((acts, ctx), claim, async |token, progress| {
         acts.store.revalidate_frozen(input.request_id).await?;
         acts.store.verify_fence(&token).await?;
-        delete_pending_late_chunks(acts, &token, &progress, ctx.info().attempt).await?;
+        delete_pending_late_chunks(acts, &token, progress, ctx.info().attempt).await?;
         let mut appender = ChunkWriter::new(
             LateChunks {
                 store: &acts.store,
@@ -85,15 +80,17 @@ pub async fn delete_late_versions(
             },
             MANIFEST_CHUNK_MAX_ENTRIES,
         );
-        scan_tenant_prefixes(&acts.objects, token.community_id, &progress, &mut appender).await?;
-        delete_pending_late_chunks(acts, &token, &progress, ctx.info().attempt).await?;
+        scan_tenant_prefixes(&acts.objects, token.community_id, progress, &mut appender).await?;
+        delete_pending_late_chunks(acts, &token, progress, ctx.info().attempt).await?;
         let (late_chunks, stamped, late_versions_deleted) =
             acts.store.late_chunk_progress(input.request_id).await?;
         if stamped < late_chunks {
-            return Err(PhaseError::Store(crate::store::StoreError::ChunksPending {
-                request_id: input.request_id,
-                pending: late_chunks - stamped,
-            }));
+            return Err(PhaseError::Store(crate::store::StoreError::Manifest(
+                crate::store::ManifestError::ChunksPending {
+                    request_id: input.request_id,
+                    pending: late_chunks - stamped,
+                },
+            )));
         }
         Ok(LateVersionsReport {
             late_chunks,
@@ -111,12 +108,8 @@ async fn delete_pending_late_chunks(
     attempt: u32,
 ) -> PhaseResult<()> {
     let current = acts.store.chunk_progress(token.request_id).await?;
-    progress.set(PhaseProgress {
-        step: "deleting late object versions".to_owned(),
-        done: 0,
-        total: None,
-        unit: "versions deleted".to_owned(),
-    });
+    let step = "deleting late object versions";
+    progress.set(PhaseProgress::counting(step, 0, "versions deleted"));
     // Late chunks are deleted only past the irreversible point (the store refuses them before).
     let marker = Marker::already_set(acts, token);
     let mut stream = ChunkStream::new(token, &marker, ChunkSet::Late, u64::MAX, &current, attempt);

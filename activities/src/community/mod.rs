@@ -20,6 +20,7 @@ mod verify;
 // … and what several phases share: the failure type, heartbeats, the irreversible marker, the
 // per-prefix pacer, version listing and upload scans.
 mod chunk_writer;
+mod claim;
 mod failure;
 mod heartbeat;
 mod listing;
@@ -31,19 +32,19 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use workflows::community::{
-    AbortInput, AbortOutcome, AbortRequest, ApprovalInput, ApprovalRecord, CacheReport,
-    DeleteChunksInput, DeleteProgress, DrainOutcome, EventInput, FenceOutcome, InventorySummary,
-    LateVersionsReport, ManifestSummary, PurgeInput, PurgeReport, RegisterInput, RegisteredRequest,
-    RequestRef, VerificationReport,
+    self as contract, AbortInput, AbortOutcome, AbortRequest, ApprovalInput, ApprovalRecord,
+    CacheReport, DeleteChunksInput, DeleteProgress, DrainOutcome, EventInput, FenceOutcome,
+    InventorySummary, LateVersionsReport, ManifestSummary, PurgeInput, PurgeReport, RegisterInput,
+    RegisteredRequest, RequestRef, VerificationReport,
 };
 
+use crate::activity_impl::activities_impl;
 use crate::cache::Cache;
 use crate::metrics::DeletionMetrics;
 use crate::objects::ObjectStore;
-use crate::store::Store;
+use crate::store::{ExecToken, Store};
 
 pub use failure::{PhaseError, PhaseResult, into_activity_error};
 pub use heartbeat::PhaseProgress;
@@ -112,238 +113,77 @@ impl CommunityActivities {
         self
     }
 
-    /// Runs one activity body, records its duration and outcome, and maps its failure.
+    /// Re-reads the request's frozen inventory (refusing a damaged one) and checks that this
+    /// attempt's claim still holds the fence.
+    async fn frozen_and_fenced(&self, token: &ExecToken) -> PhaseResult<()> {
+        self.store.load_frozen_inventory(token.request_id).await?;
+        Ok(self.store.verify_fence(token).await?)
+    }
+
+    /// Runs one phase of an activity attempt, records its duration and outcome, and maps its
+    /// failure.
     async fn timed<T>(
         &self,
         ctx: &ActivityContext,
-        work: impl Future<Output = PhaseResult<T>>,
+        phase: impl Future<Output = PhaseResult<T>>,
     ) -> Result<T, ActivityError> {
         self.settings
             .metrics
-            .timed(&ctx.info().activity_type, work)
+            .timed(&ctx.info().activity_type, phase)
             .await
             .map_err(into_activity_error)
     }
 }
 
-#[activities]
-impl CommunityActivities {
+/// One attempt of a phase: the activities and the attempt's context, which every phase function
+/// takes first.
+type Attempt<'a> = (&'a CommunityActivities, &'a ActivityContext);
+
+activities_impl! {
+    impl CommunityActivities, each run by timed with |acts, ctx, input|;
     /// Records the request row (at most one open per community; unknown host refused).
-    #[activity(definition = workflows::community::Register)]
-    pub async fn register(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        input: RegisterInput,
-    ) -> Result<RegisteredRequest, ActivityError> {
-        self.timed(&ctx, register::register(&self, &ctx, input))
-            .await
-    }
-
+    register(RegisterInput) -> RegisteredRequest = contract::Register => register::register((acts, &ctx), input);
     /// Takes and freezes the inventory with its digest.
-    #[activity(definition = workflows::community::Inventory)]
-    pub async fn inventory(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        input: RequestRef,
-    ) -> Result<InventorySummary, ActivityError> {
-        self.timed(&ctx, inventory::inventory(&self, &ctx, input))
-            .await
-    }
-
+    inventory(RequestRef) -> InventorySummary = contract::Inventory => inventory::inventory((acts, &ctx), input);
     /// Persists approval evidence bound to the frozen digest.
-    #[activity(definition = workflows::community::RecordApproval)]
-    pub async fn record_approval(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        input: ApprovalInput,
-    ) -> Result<ApprovalRecord, ActivityError> {
-        self.timed(&ctx, approval::record_approval(&self, &ctx, input))
-            .await
-    }
-
+    record_approval(ApprovalInput) -> ApprovalRecord = contract::RecordApproval => approval::record_approval((acts, &ctx), input);
     /// Appends an operator event to the audit trail.
-    #[activity(definition = workflows::community::RecordEvent)]
-    pub async fn record_event(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        input: EventInput,
-    ) -> Result<(), ActivityError> {
-        self.timed(&ctx, approval::record_event(&self, &ctx, input))
-            .await
-    }
-
+    record_event(EventInput) -> () = contract::RecordEvent => approval::record_event((acts, &ctx), input);
     /// Checks list permission and catalog drift.
-    #[activity(definition = workflows::community::Preflight)]
-    pub async fn preflight(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        input: RequestRef,
-    ) -> Result<(), ActivityError> {
-        self.timed(&ctx, preflight::preflight(&self, &ctx, input))
-            .await
-    }
-
+    preflight(RequestRef) -> () = contract::Preflight => preflight::preflight((acts, &ctx), input);
     /// Quiesces, then fences once no serving-write lease is live.
-    #[activity(definition = workflows::community::Fence)]
-    pub async fn fence(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        input: RequestRef,
-    ) -> Result<FenceOutcome, ActivityError> {
-        self.timed(&ctx, fence::fence(&self, &ctx, input)).await
-    }
-
+    fence(RequestRef) -> FenceOutcome = contract::Fence => fence::fence((acts, &ctx), input);
     /// Disconnects relays and requires serving writes drained.
-    #[activity(definition = workflows::community::Drain)]
-    pub async fn drain(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        input: RequestRef,
-    ) -> Result<DrainOutcome, ActivityError> {
-        self.timed(&ctx, drain::drain(&self, &ctx, input)).await
-    }
-
+    drain(RequestRef) -> DrainOutcome = contract::Drain => drain::drain((acts, &ctx), input);
     /// Streams the post-drain listing into manifest chunks and binds it.
-    #[activity(definition = workflows::community::FreezeManifest)]
-    pub async fn freeze_manifest(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        input: RequestRef,
-    ) -> Result<ManifestSummary, ActivityError> {
-        self.timed(&ctx, freeze::freeze_manifest(&self, &ctx, input))
-            .await
-    }
-
+    freeze_manifest(RequestRef) -> ManifestSummary = contract::FreezeManifest => freeze::freeze_manifest((acts, &ctx), input);
     /// Deletes pending chunks by explicit version id and stamps them.
-    #[activity(definition = workflows::community::DeleteChunks)]
-    pub async fn delete_chunks(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        input: DeleteChunksInput,
-    ) -> Result<DeleteProgress, ActivityError> {
-        self.timed(&ctx, delete::delete_chunks(&self, &ctx, input))
-            .await
-    }
-
+    delete_chunks(DeleteChunksInput) -> DeleteProgress = contract::DeleteChunks => delete::delete_chunks((acts, &ctx), input);
     /// Batched row purge, then the community row.
-    #[activity(definition = workflows::community::PurgePostgres)]
-    pub async fn purge_postgres(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        input: PurgeInput,
-    ) -> Result<PurgeReport, ActivityError> {
-        self.timed(&ctx, purge_rows::purge_postgres(&self, &ctx, input))
-            .await
-    }
-
+    purge_postgres(PurgeInput) -> PurgeReport = contract::PurgePostgres => purge_rows::purge_postgres((acts, &ctx), input);
     /// SCAN + UNLINK of the community namespace.
-    #[activity(definition = workflows::community::PurgeCache)]
-    pub async fn purge_cache(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        input: RequestRef,
-    ) -> Result<CacheReport, ActivityError> {
-        self.timed(&ctx, purge_cache::purge_cache(&self, &ctx, input))
-            .await
-    }
-
+    purge_cache(RequestRef) -> CacheReport = contract::PurgeCache => purge_cache::purge_cache((acts, &ctx), input);
     /// The absence proof.
-    #[activity(definition = workflows::community::Verify)]
-    pub async fn verify(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        input: RequestRef,
-    ) -> Result<VerificationReport, ActivityError> {
-        self.timed(&ctx, verify::verify(&self, &ctx, input)).await
-    }
-
+    verify(RequestRef) -> VerificationReport = contract::Verify => verify::verify((acts, &ctx), input);
     /// Deletes object versions that appeared after the freeze, as late manifest chunks.
-    #[activity(definition = workflows::community::DeleteLateVersions)]
-    pub async fn delete_late_versions(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        input: RequestRef,
-    ) -> Result<LateVersionsReport, ActivityError> {
-        self.timed(
-            &ctx,
-            late_versions::delete_late_versions(&self, &ctx, input),
-        )
-        .await
-    }
-
+    delete_late_versions(RequestRef) -> LateVersionsReport = contract::DeleteLateVersions => late_versions::delete_late_versions((acts, &ctx), input);
     /// Marks the request retention-pending.
-    #[activity(definition = workflows::community::Complete)]
-    pub async fn complete(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        input: RequestRef,
-    ) -> Result<(), ActivityError> {
-        self.timed(&ctx, complete::complete(&self, input)).await
-    }
-
+    complete(RequestRef) -> () = contract::Complete => complete::complete((acts, &ctx), input);
     /// Lifts the fence and ends the request aborted.
-    #[activity(definition = workflows::community::Abort)]
-    pub async fn abort(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        input: AbortInput,
-    ) -> Result<AbortOutcome, ActivityError> {
-        self.timed(&ctx, abort::abort(&self, input)).await
-    }
-
+    abort(AbortInput) -> AbortOutcome = contract::Abort => abort::abort((acts, &ctx), input);
     /// Verifies and records an abort's signature before the abort counts.
-    #[activity(definition = workflows::community::AcceptAbort)]
-    pub async fn accept_abort(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        input: AbortInput,
-    ) -> Result<AbortRequest, ActivityError> {
-        self.timed(&ctx, abort::accept_abort(&self, &ctx, input))
-            .await
-    }
+    accept_abort(AbortInput) -> AbortRequest = contract::AcceptAbort => abort::accept_abort((acts, &ctx), input);
 }
 
 #[cfg(test)]
 mod tests {
-    use temporalio_common::ActivityDefinition;
-    use workflows::community as contract;
+    use workflows::community::ACTIVITY_NAMES;
 
-    use super::CommunityActivities as Impl;
+    use super::CommunityActivities;
 
     /// The worker registers every activity under the name the workflow schedules it by.
     #[test]
     fn every_contract_is_implemented_under_its_own_name() {
-        let implemented = [
-            (Impl::register.name(), contract::Register.name()),
-            (Impl::inventory.name(), contract::Inventory.name()),
-            (
-                Impl::record_approval.name(),
-                contract::RecordApproval.name(),
-            ),
-            (Impl::record_event.name(), contract::RecordEvent.name()),
-            (Impl::preflight.name(), contract::Preflight.name()),
-            (Impl::fence.name(), contract::Fence.name()),
-            (Impl::drain.name(), contract::Drain.name()),
-            (
-                Impl::freeze_manifest.name(),
-                contract::FreezeManifest.name(),
-            ),
-            (Impl::delete_chunks.name(), contract::DeleteChunks.name()),
-            (Impl::purge_postgres.name(), contract::PurgePostgres.name()),
-            (Impl::purge_cache.name(), contract::PurgeCache.name()),
-            (Impl::verify.name(), contract::Verify.name()),
-            (
-                Impl::delete_late_versions.name(),
-                contract::DeleteLateVersions.name(),
-            ),
-            (Impl::complete.name(), contract::Complete.name()),
-            (Impl::abort.name(), contract::Abort.name()),
-            (Impl::accept_abort.name(), contract::AcceptAbort.name()),
-        ];
-        let names: Vec<&str> = implemented.iter().map(|(i, _)| *i).collect();
-        for (implementation, declared) in implemented {
-            assert_eq!(implementation, declared);
-        }
-        assert_eq!(names, contract::ACTIVITY_NAMES.to_vec());
+        CommunityActivities::assert_registered_as(&ACTIVITY_NAMES);
     }
 }

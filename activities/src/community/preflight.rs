@@ -1,16 +1,16 @@
 //! Preflight: every S3 permission the destructive phase needs proven on every prefix, and the
 //! catalog unchanged since the inventory, before the fence.
 
-use temporalio_sdk::activities::ActivityContext;
 use workflows::community::RequestRef;
 
 use crate::objects::{ObjectStoreError, S3Permission};
 use crate::store::Stage;
 use crate::taxonomy::tenant_prefixes;
 
-use super::CommunityActivities;
+use super::claim::{Claim, claimed};
 use super::failure::{PhaseError, PhaseResult};
-use super::heartbeat::{ProgressCell, heartbeating};
+use super::heartbeat::ProgressCell;
+use super::{Attempt, CommunityActivities};
 
 /// Proves, on every tenant prefix and without deleting anything, each S3 permission the
 /// destructive phase needs ([`S3Permission::ALL`]: list versions, list uploads, delete versions,
@@ -18,20 +18,12 @@ use super::heartbeat::{ProgressCell, heartbeating};
 /// inventory (a drift is permanent: the approval no longer describes what would be deleted).
 /// Every missing permission is collected and the request blocks naming them all
 /// ([`PhaseError::PermissionsMissing`]), before the fence and the irreversible marker.
-pub async fn preflight(
-    acts: &CommunityActivities,
-    ctx: &ActivityContext,
-    input: RequestRef,
-) -> PhaseResult<()> {
-    let token = acts
-        .store
-        .claim(input.request_id, &[Stage::Approved])
-        .await?;
-    let progress = ProgressCell::default();
-    heartbeating(ctx, &progress, async {
+pub async fn preflight((acts, ctx): Attempt<'_>, input: RequestRef) -> PhaseResult<()> {
+    let claim = Claim::at(input.request_id, &[Stage::Approved]);
+    claimed((acts, ctx), claim, async |token, progress| {
         acts.store.load_frozen_inventory(input.request_id).await?;
         let prefixes = tenant_prefixes(token.community_id);
-        prove_s3_permissions(acts, &prefixes, &progress).await?;
+        prove_s3_permissions(acts, &prefixes, progress).await?;
         acts.store.check_catalog_unchanged(&token).await?;
         let proven: Vec<&str> = S3Permission::ALL.iter().map(|p| p.action()).collect();
         acts.store

@@ -1,51 +1,45 @@
 //! Purge rows: the community's rows deleted from every tenant table in short batches, then the
 //! community row, once every object version is gone.
 
-use temporalio_sdk::activities::ActivityContext;
 use workflows::community::{PurgeInput, PurgeReport};
 
 use crate::store::Stage;
 
-use super::CommunityActivities;
+use super::Attempt;
+use super::claim::{Claim, resumable};
 use super::failure::PhaseResult;
-use super::heartbeat::{PhaseProgress, ProgressCell, heartbeating};
+use super::heartbeat::PhaseProgress;
 
 /// Deletes the community's rows in every tenant table in short batches, then the community row.
 /// A retry resumes where the rows stop (deleting nothing twice); after the advance it returns
 /// the recorded counts.
 pub async fn purge_postgres(
-    acts: &CommunityActivities,
-    ctx: &ActivityContext,
+    (acts, ctx): Attempt<'_>,
     input: PurgeInput,
 ) -> PhaseResult<PurgeReport> {
-    let token = acts
-        .store
-        .claim(
-            input.request_id,
-            &[Stage::BindingsRemoved, Stage::PostgresPurged],
-        )
-        .await?;
-    if token.stage == Stage::PostgresPurged {
+    let finished = async |_| {
         let tables = acts.store.purge_progress(input.request_id).await?;
         let rows_deleted = tables.iter().map(|t| t.rows).sum();
-        return Ok(PurgeReport {
+        Ok(PurgeReport {
             tables,
             rows_deleted,
-        });
-    }
-    let progress = ProgressCell::default();
-    heartbeating(ctx, &progress, async {
-        acts.store.load_frozen_inventory(input.request_id).await?;
-        acts.store.verify_fence(&token).await?;
+        })
+    };
+    let claim = Claim::at(
+        input.request_id,
+        &[Stage::BindingsRemoved, Stage::PostgresPurged],
+    );
+    resumable((acts, ctx), claim, finished, async |token, progress| {
+        acts.frozen_and_fenced(&token).await?;
         let report = acts
             .store
             .purge_postgres(&token, input.batch_rows, |table, rows| {
-                progress.set(PhaseProgress {
-                    step: format!("purging {table}"),
-                    done: rows,
-                    total: None,
-                    unit: "rows deleted in this table".to_owned(),
-                });
+                let unit = "rows deleted in this table";
+                progress.set(PhaseProgress::counting(
+                    format!("purging {table}"),
+                    rows,
+                    unit,
+                ));
             })
             .await?;
         // Counted once: only the attempt that advanced the request gets here.

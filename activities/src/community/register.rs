@@ -1,17 +1,15 @@
 //! Register: records the deletion request row (at most one open per community).
 
-use temporalio_sdk::activities::ActivityContext;
 use workflows::community::{RegisterInput, RegisteredRequest};
 
 use crate::identity::consumer_of;
 
-use super::CommunityActivities;
+use super::Attempt;
 use super::failure::PhaseResult;
 
 /// Records the request row; idempotent for the same request id.
 pub async fn register(
-    acts: &CommunityActivities,
-    ctx: &ActivityContext,
+    (acts, ctx): Attempt<'_>,
     input: RegisterInput,
 ) -> PhaseResult<RegisteredRequest> {
     let request = acts

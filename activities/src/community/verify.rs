@@ -1,17 +1,16 @@
 //! Verify: the absence proof in every store (rows, every inventoried relation, the community row,
 //! object versions and uploads, two empty Redis passes).
 
-use temporalio_sdk::activities::ActivityContext;
 use workflows::community::{RequestRef, VerificationReport};
 
 use crate::store::{ExecToken, Stage};
 use crate::taxonomy::tenant_prefixes;
 
-use super::CommunityActivities;
+use super::claim::{Claim, claimed};
 use super::failure::{PhaseError, PhaseResult};
-use super::heartbeat::{ProgressCell, heartbeating};
 use super::late_versions;
 use super::uploads::verify_no_uploads;
+use super::{Attempt, CommunityActivities};
 
 /// Redis passes that must each complete empty (SCAN is weakly consistent: one sparse pass could
 /// look empty while a key survives a cursor rollover).
@@ -22,19 +21,14 @@ const REDIS_EMPTY_PASSES: u32 = 2;
 /// two complete SCAN passes of the namespace find nothing. Anything found is a transient failure naming it (retried, visible
 /// in the UI) — never a silent pass.
 pub async fn verify(
-    acts: &CommunityActivities,
-    ctx: &ActivityContext,
+    (acts, ctx): Attempt<'_>,
     input: RequestRef,
 ) -> PhaseResult<VerificationReport> {
-    let token = acts
-        .store
-        .claim(
-            input.request_id,
-            &[Stage::CachePurged, Stage::LogicallyVerified],
-        )
-        .await?;
-    let progress = ProgressCell::default();
-    heartbeating(ctx, &progress, async {
+    let claim = Claim::at(
+        input.request_id,
+        &[Stage::CachePurged, Stage::LogicallyVerified],
+    );
+    claimed((acts, ctx), claim, async |token, progress| {
         acts.store.load_frozen_inventory(input.request_id).await?;
         progress.update(|p| p.step = "counting remaining rows".to_owned());
         let rows = acts.store.count_community_rows(token.community_id).await?;
@@ -64,7 +58,7 @@ pub async fn verify(
                 return Err(late_versions::surviving_version(acts, &token, prefix, &version).await);
             }
         }
-        verify_no_uploads(&acts.objects, &prefixes, &progress).await?;
+        verify_no_uploads(&acts.objects, &prefixes, progress).await?;
         progress.update(|p| p.step = "two empty Redis SCAN passes".to_owned());
         acts.cache.verify_absent(token.community_id).await?;
         let report = VerificationReport {
@@ -89,7 +83,7 @@ pub async fn verify(
 
 /// Every relation of the frozen inventory is still in scope and holds no row of the community
 /// (recorded as the `scope_verified` milestone the receipt states); a relation that left is
-/// [`crate::store::StoreError::ScopeShrank`], a row left is a transient failure naming it.
+/// [`crate::store::CatalogError::ScopeShrank`], a row left is a transient failure naming it.
 pub(super) async fn verify_inventoried_relations(
     acts: &CommunityActivities,
     token: &ExecToken,

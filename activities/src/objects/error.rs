@@ -7,7 +7,7 @@ use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 
 use super::ObjectStore;
 use super::probe::MissingPermission;
-use crate::failure::{Classified, Severity};
+use crate::failure::{Classified, Severity, variants};
 
 /// The S3 call an error came from, for messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -286,26 +286,16 @@ impl ObjectStoreError {
     /// nothing: the server may have acted before it failed. Decided by variant, never by text.
     pub fn changed_nothing(&self) -> bool {
         match self {
-            ObjectStoreError::InvalidConfig { .. }
-            | ObjectStoreError::InvalidRequest { .. }
-            | ObjectStoreError::MissingVersionId { .. }
-            | ObjectStoreError::TooManyVersions { .. }
-            | ObjectStoreError::AccessDenied { .. }
-            | ObjectStoreError::NoSuchBucket { .. }
-            | ObjectStoreError::Rejected { .. } => true,
-            ObjectStoreError::ArchiveNotLocked { .. }
-            | ObjectStoreError::NoSuchVersion { .. }
-            | ObjectStoreError::NoSuchUpload { .. }
-            | ObjectStoreError::VersioningNotEnabled { .. }
-            | ObjectStoreError::NoVersionIdReturned { .. }
-            | ObjectStoreError::Busy { .. }
-            | ObjectStoreError::ServerError { .. }
-            | ObjectStoreError::Unreachable { .. }
-            | ObjectStoreError::MissingListingMarker { .. }
-            | ObjectStoreError::ListingStalled { .. }
-            | ObjectStoreError::IncompleteResponse { .. }
-            | ObjectStoreError::PermissionMissing(_)
-            | ObjectStoreError::ProbeInconclusive { .. } => false,
+            variants!(
+                ObjectStoreError: InvalidConfig, InvalidRequest, MissingVersionId, TooManyVersions,
+                AccessDenied, NoSuchBucket, Rejected
+            ) => true,
+            variants!(
+                ObjectStoreError: ArchiveNotLocked, NoSuchVersion, NoSuchUpload,
+                VersioningNotEnabled, NoVersionIdReturned, Busy, ServerError, Unreachable,
+                MissingListingMarker, ListingStalled, IncompleteResponse, PermissionMissing,
+                ProbeInconclusive
+            ) => false,
         }
     }
 }
@@ -313,26 +303,15 @@ impl ObjectStoreError {
 impl Classified for ObjectStoreError {
     fn severity(&self) -> Severity {
         match self {
-            ObjectStoreError::InvalidConfig { .. }
-            | ObjectStoreError::ArchiveNotLocked { .. }
-            | ObjectStoreError::InvalidRequest { .. }
-            | ObjectStoreError::MissingVersionId { .. }
-            | ObjectStoreError::AccessDenied { .. }
-            | ObjectStoreError::NoSuchBucket { .. }
-            | ObjectStoreError::NoSuchVersion { .. }
-            | ObjectStoreError::NoSuchUpload { .. }
-            | ObjectStoreError::VersioningNotEnabled { .. }
-            | ObjectStoreError::NoVersionIdReturned { .. }
-            | ObjectStoreError::TooManyVersions { .. }
-            | ObjectStoreError::Rejected { .. }
-            | ObjectStoreError::PermissionMissing(_) => Severity::Permanent,
-            ObjectStoreError::ProbeInconclusive { .. }
-            | ObjectStoreError::Busy { .. }
-            | ObjectStoreError::ServerError { .. }
-            | ObjectStoreError::Unreachable { .. }
-            | ObjectStoreError::MissingListingMarker { .. }
-            | ObjectStoreError::ListingStalled { .. }
-            | ObjectStoreError::IncompleteResponse { .. } => Severity::Transient,
+            variants!(
+                ObjectStoreError: InvalidConfig, ArchiveNotLocked, InvalidRequest, MissingVersionId,
+                AccessDenied, NoSuchBucket, NoSuchVersion, NoSuchUpload, VersioningNotEnabled,
+                NoVersionIdReturned, TooManyVersions, Rejected, PermissionMissing
+            ) => Severity::Permanent,
+            variants!(
+                ObjectStoreError: ProbeInconclusive, Busy, ServerError, Unreachable,
+                MissingListingMarker, ListingStalled, IncompleteResponse
+            ) => Severity::Transient,
         }
     }
 }

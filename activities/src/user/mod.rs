@@ -11,12 +11,13 @@ pub use crate::store::user as store;
 /// The user-deletion store's errors, at their old path.
 pub use crate::store::user::error;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::PgPool;
-use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
+use workflows::user as contract;
 use workflows::user::resume::ResumeInput;
 use workflows::user::stop::{InterruptStageInput, InterruptedStage};
 use workflows::user::{
@@ -29,6 +30,8 @@ use workflows::user::{
 pub use error::UserStoreError;
 pub use store::{StageRowView, StageStart, UserRequestSummary, UserRequestView, UserStore};
 
+use crate::activity_impl::activities_impl;
+use crate::identity::consumer_of;
 use crate::store::user::erasure::ErasureAttempt;
 use faults::{FaultPoint, FaultPoints};
 use handlers::{HandlerError, run_dummy_handler};
@@ -84,52 +87,51 @@ impl UserActivities {
     }
 }
 
-#[activities]
-impl UserActivities {
+activities_impl! {
+    impl UserActivities, each run by finish with |acts, ctx, input|;
     /// Records the request row with its frozen inventory.
-    #[activity(definition = workflows::user::RegisterUser)]
-    pub async fn register(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        input: RegisterUserInput,
-    ) -> Result<RegisteredUserRequest, ActivityError> {
-        self.store
-            .register(&input, &crate::identity::consumer_of(&ctx))
-            .await
-            .map_err(activity_error)
-    }
-
+    register(RegisterUserInput) -> RegisteredUserRequest = contract::RegisterUser => acts.store.register(&input, &consumer_of(&ctx));
     /// Persists approval evidence and marks the request approved.
-    #[activity(definition = workflows::user::RecordUserApproval)]
-    pub async fn record_approval(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        input: UserApprovalInput,
-    ) -> Result<UserApprovalRecord, ActivityError> {
-        self.store
-            .record_approval(&input, &crate::identity::consumer_of(&ctx))
-            .await
-            .map_err(activity_error)
-    }
-
+    record_approval(UserApprovalInput) -> UserApprovalRecord = contract::RecordUserApproval => acts.store.record_approval(&input, &consumer_of(&ctx));
     /// Reads lifecycle, retry state and stage history.
-    #[activity(definition = workflows::user::LoadProgress)]
-    pub async fn load_progress(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
-        input: UserRequestRef,
-    ) -> Result<ProgressSnapshot, ActivityError> {
-        self.store
-            .load_progress(input.request_id)
-            .await
-            .map_err(activity_error)
+    load_progress(UserRequestRef) -> ProgressSnapshot = contract::LoadProgress => acts.store.load_progress(input.request_id);
+    /// Saves a transition decision and its successor (or completion).
+    commit_transition(CommitTransitionInput) -> CommittedTransition = contract::CommitTransition => acts.commit_and_archive(input);
+    /// Starts the current row's handler under a new generation, runs the dummy handler with
+    /// heartbeats, and saves its result or failure under that generation. A row whose result an
+    /// earlier attempt saved is answered from the store without running the handler again; it
+    /// counts as run by this workflow run when the row carries this run's token.
+    execute_stage(ExecuteStageInput) -> StageOutcome = contract::ExecuteStage => acts.run_stage(&ctx, input);
+    /// Saves why a run was blocked.
+    record_blocked(BlockedInput) -> () = contract::RecordBlocked => acts.store.record_blocked(input.request_id, &input.reason);
+    /// Reads the stored inventory back and verifies it against the approval.
+    load_approved_inventory(UserRequestRef) -> ApprovedInventory = contract::LoadApprovedInventory => acts.store.load_approved_inventory(input.request_id);
+    /// Takes up a request for a resuming execution, fencing out older executions.
+    resume(ResumeInput) -> ResumedRequest = contract::ResumeRequest => acts.store.resume(&input);
+    /// Fences out the handler attempt a stop cancelled and reports whether it saved its result.
+    interrupt_stage(InterruptStageInput) -> InterruptedStage = contract::stop::InterruptStage => acts.store.interrupt_stage(input.request_id, input.stage_id, input.requested_by.as_deref());
+    /// Takes a real user's inventory (read-only): declarations first (failing closed, naming any
+    /// undeclared tenant table), then every community holding data of the user.
+    take_inventory(TakeUserInventoryInput) -> UserInventory = contract::TakeUserInventory => acts.take_real_inventory(input);
+    /// Aborts the request before its irreversible point and lifts the user's write fence.
+    abort(UserAbortInput) -> UserAbortRecord = contract::AbortUser => acts.store.abort(&input, &consumer_of(&ctx));
+    /// Unblocks a blocked request after its reason was remedied.
+    unblock(UserUnblockInput) -> UserUnblockRecord = contract::UnblockUser => acts.store.unblock(&input, &consumer_of(&ctx));
+}
+
+impl UserActivities {
+    /// Awaits an activity's body and maps its failure through the one mapping.
+    async fn finish<T, E: IntoActivityError>(
+        &self,
+        _ctx: &ActivityContext,
+        body: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, ActivityError> {
+        body.await.map_err(IntoActivityError::into_activity_error)
     }
 
-    /// Saves a transition decision and its successor (or completion).
-    #[activity(definition = workflows::user::CommitTransition)]
-    pub async fn commit_transition(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
+    /// Commits a transition; a completed request's signed receipt is then copied to the archive.
+    async fn commit_and_archive(
+        &self,
         input: CommitTransitionInput,
     ) -> Result<CommittedTransition, ActivityError> {
         let committed = self
@@ -151,14 +153,10 @@ impl UserActivities {
         Ok(committed)
     }
 
-    /// Starts the current row's handler under a new generation, runs the dummy handler with
-    /// heartbeats, and saves its result or failure under that generation. A row whose result an
-    /// earlier attempt saved is answered from the store without running the handler again; it
-    /// counts as run by this workflow run when the row carries this run's token.
-    #[activity(definition = workflows::user::ExecuteStage)]
-    pub async fn execute_stage(
-        self: Arc<Self>,
-        ctx: ActivityContext,
+    /// Runs the current stage row's handler under a new generation and saves its outcome.
+    async fn run_stage(
+        &self,
+        ctx: &ActivityContext,
         input: ExecuteStageInput,
     ) -> Result<StageOutcome, ActivityError> {
         let start = self
@@ -191,12 +189,12 @@ impl UserActivities {
             )))
         })?;
         let handled = match self.real_target(input.request_id).await? {
-            None => run_dummy_handler(&ctx, row.id, stage, row.community_id, &input.directives)
+            None => run_dummy_handler(ctx, row.id, stage, row.community_id, &input.directives)
                 .await
                 .map_err(StageFailure::Dummy),
             Some(inventory) => {
                 let run = erasure::HandlerRun {
-                    ctx: &ctx,
+                    ctx,
                     attempt: ErasureAttempt {
                         request_id: input.request_id,
                         stage_id: row.id,
@@ -257,12 +255,9 @@ impl UserActivities {
         }
     }
 
-    /// Takes a real user's inventory (read-only): declarations first (failing closed, naming any
-    /// undeclared tenant table), then every community holding data of the user.
-    #[activity(definition = workflows::user::TakeUserInventory)]
-    pub async fn take_inventory(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
+    /// Takes a real user's inventory (the `take_inventory` activity).
+    async fn take_real_inventory(
+        &self,
         input: TakeUserInventoryInput,
     ) -> Result<UserInventory, ActivityError> {
         let Some(pubkey) = workflows::user::real_user_pubkey(&input.target) else {
@@ -281,84 +276,23 @@ impl UserActivities {
             Err(error) => Err(crate::failure::activity_error(error)),
         }
     }
+}
 
-    /// Aborts the request before its irreversible point and lifts the user's write fence.
-    #[activity(definition = workflows::user::AbortUser)]
-    pub async fn abort(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        input: UserAbortInput,
-    ) -> Result<UserAbortRecord, ActivityError> {
-        self.store
-            .abort(&input, &crate::identity::consumer_of(&ctx))
-            .await
-            .map_err(activity_error)
+/// A failure an activity body ends with, as the activity returns it.
+trait IntoActivityError {
+    /// The failure Temporal sees.
+    fn into_activity_error(self) -> ActivityError;
+}
+
+impl IntoActivityError for UserStoreError {
+    fn into_activity_error(self) -> ActivityError {
+        activity_error(self)
     }
+}
 
-    /// Unblocks a blocked request after its reason was remedied.
-    #[activity(definition = workflows::user::UnblockUser)]
-    pub async fn unblock(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        input: UserUnblockInput,
-    ) -> Result<UserUnblockRecord, ActivityError> {
-        self.store
-            .unblock(&input, &crate::identity::consumer_of(&ctx))
-            .await
-            .map_err(activity_error)
-    }
-
-    /// Reads the stored inventory back and verifies it against the approval.
-    #[activity(definition = workflows::user::LoadApprovedInventory)]
-    pub async fn load_approved_inventory(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
-        input: UserRequestRef,
-    ) -> Result<ApprovedInventory, ActivityError> {
-        self.store
-            .load_approved_inventory(input.request_id)
-            .await
-            .map_err(activity_error)
-    }
-
-    /// Takes up a request for a resuming execution, fencing out older executions.
-    #[activity(definition = workflows::user::ResumeRequest)]
-    pub async fn resume(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
-        input: ResumeInput,
-    ) -> Result<ResumedRequest, ActivityError> {
-        self.store.resume(&input).await.map_err(activity_error)
-    }
-
-    /// Fences out the handler attempt a stop cancelled and reports whether it saved its result.
-    #[activity(definition = workflows::user::stop::InterruptStage)]
-    pub async fn interrupt_stage(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
-        input: InterruptStageInput,
-    ) -> Result<InterruptedStage, ActivityError> {
-        self.store
-            .interrupt_stage(
-                input.request_id,
-                input.stage_id,
-                input.requested_by.as_deref(),
-            )
-            .await
-            .map_err(activity_error)
-    }
-
-    /// Saves why a run was blocked.
-    #[activity(definition = workflows::user::RecordBlocked)]
-    pub async fn record_blocked(
-        self: Arc<Self>,
-        _ctx: ActivityContext,
-        input: BlockedInput,
-    ) -> Result<(), ActivityError> {
-        self.store
-            .record_blocked(input.request_id, &input.reason)
-            .await
-            .map_err(activity_error)
+impl IntoActivityError for ActivityError {
+    fn into_activity_error(self) -> ActivityError {
+        self
     }
 }
 
@@ -446,23 +380,6 @@ mod tests {
 
     #[test]
     fn registered_activity_names_match_the_contracts() {
-        let implemented = [
-            user_activities::Register.name().to_string(),
-            user_activities::RecordApproval.name().to_string(),
-            user_activities::LoadProgress.name().to_string(),
-            user_activities::CommitTransition.name().to_string(),
-            user_activities::ExecuteStage.name().to_string(),
-            user_activities::RecordBlocked.name().to_string(),
-            user_activities::LoadApprovedInventory.name().to_string(),
-            user_activities::Resume.name().to_string(),
-            user_activities::InterruptStage.name().to_string(),
-            user_activities::TakeInventory.name().to_string(),
-            user_activities::Abort.name().to_string(),
-            user_activities::Unblock.name().to_string(),
-        ];
-        assert_eq!(
-            implemented,
-            workflows::user::ACTIVITY_NAMES.map(String::from)
-        );
+        UserActivities::assert_registered_as(&workflows::user::ACTIVITY_NAMES);
     }
 }

@@ -84,13 +84,7 @@ async fn the_database_refuses_an_event_that_does_not_extend_its_request_chain() 
             .to_owned(),
     ];
     for sql in &refused {
-        let error = sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
-            .execute(worker.pool())
-            .await
-            .expect_err("the chain trigger must refuse it");
-        let code = error
-            .as_database_error()
-            .and_then(|db| db.code().map(|c| c.into_owned()));
+        let (code, error) = refused_sqlstate(&worker, sql).await;
         assert_eq!(code.as_deref(), Some(NOT_CHAINED), "{sql}: {error}");
     }
     // A fleet-wide event is not chained and is accepted.

@@ -7,14 +7,12 @@ use std::time::Duration;
 use activities::cache::{Cache, CacheError, control_channel, namespace_pattern};
 use activities::failure::{Classified, Severity};
 use futures::StreamExt;
+use testkit::env::{HOW_TO_START, required};
 use uuid::Uuid;
 
-const HOW_TO_START: &str = "run `bash deploy/local/up && source .state/env`";
-
+/// The local Redis's URL, as the stack's environment names it.
 fn redis_url() -> String {
-    stack_config::env::StackEnv::process()
-        .redis_url()
-        .unwrap_or_else(|e| panic!("the Redis server cannot be found: {e}"))
+    required(stack_config::env::REDIS_URL)
 }
 
 /// A connected cache, or a panic saying how to start the server.
@@ -95,11 +93,7 @@ async fn purge_namespace_removes_every_target_key_and_no_neighbour_key() {
     let lookalikes_before = dump_keys(&lookalikes).await;
     assert_eq!(cache.count_namespace(target).await.unwrap(), target_keys);
 
-    let mut progress = Vec::new();
-    let unlinked = cache
-        .purge_namespace(target, |so_far| progress.push(so_far))
-        .await
-        .unwrap();
+    let (unlinked, progress) = purge_reporting(&cache, target).await;
 
     assert_eq!(unlinked, target_keys);
     assert!(
@@ -144,21 +138,36 @@ async fn verify_absent_fails_naming_a_remaining_key_and_passes_after_purge() {
     let cache = cache().await;
     let target = Uuid::new_v4();
     let straggler = namespace_key(target, "session:late-writer");
-    cache
-        .set(&straggler, b"written after the fence")
+    assert_verification_finds(&cache, target, &straggler).await;
+}
+
+/// Purges `community`'s namespace: the keys unlinked, and every progress report on the way.
+pub(crate) async fn purge_reporting(cache: &Cache, community: Uuid) -> (u64, Vec<u64>) {
+    let mut progress = Vec::new();
+    let unlinked = cache
+        .purge_namespace(community, |so_far| progress.push(so_far))
         .await
         .unwrap();
+    (unlinked, progress)
+}
 
-    let error = cache.verify_absent(target).await.unwrap_err();
+/// Writes `straggler` into `community`'s namespace: verification fails (transiently) naming it,
+/// and passes once the namespace is purged.
+pub(crate) async fn assert_verification_finds(cache: &Cache, community: Uuid, straggler: &str) {
+    cache
+        .set(straggler, b"written after the fence")
+        .await
+        .unwrap();
+    let error = cache.verify_absent(community).await.unwrap_err();
     assert!(
-        matches!(&error, CacheError::KeyStillPresent { key } if *key == straggler),
+        matches!(&error, CacheError::KeyStillPresent { key } if key == straggler),
         "{error:?}"
     );
     assert_eq!(error.severity(), Severity::Transient);
-    assert!(error.to_string().contains(&straggler));
+    assert!(error.to_string().contains(straggler));
 
-    cache.purge_namespace(target, |_| {}).await.unwrap();
-    cache.verify_absent(target).await.unwrap();
+    cache.purge_namespace(community, |_| {}).await.unwrap();
+    cache.verify_absent(community).await.unwrap();
 }
 
 #[tokio::test]

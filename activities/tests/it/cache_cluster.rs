@@ -32,6 +32,14 @@ fn topology_lock() -> &'static tokio::sync::RwLock<()> {
     LOCK.get_or_init(|| tokio::sync::RwLock::new(()))
 }
 
+/// For a test that changes the topology: the lock held for writing, and a cache on the cluster
+/// once it is ready again.
+async fn topology_changing() -> (tokio::sync::RwLockWriteGuard<'static, ()>, Cache) {
+    let exclusive = topology_lock().write().await;
+    redis_cluster::wait_until_ready();
+    (exclusive, cluster_cache().await)
+}
+
 fn namespace_key(community: Uuid, suffix: &str) -> String {
     namespace_pattern(community).replacen('*', suffix, 1)
 }
@@ -227,11 +235,7 @@ async fn a_community_with_keys_in_every_slot_range_is_purged_and_verified_and_a_
     }
     assert_eq!(lookalikes_before.len(), lookalikes.len());
 
-    let mut progress = Vec::new();
-    let unlinked = cache
-        .purge_namespace(target, |so_far| progress.push(so_far))
-        .await
-        .unwrap();
+    let (unlinked, progress) = crate::cache::purge_reporting(&cache, target).await;
 
     assert_eq!(unlinked, total);
     assert!(
@@ -269,19 +273,7 @@ async fn verification_finds_a_key_left_on_any_primary() {
             .map(|i| namespace_key(community, &format!("late:{i}")))
             .find(|key| primary.serves(key_slot(key)))
             .unwrap();
-        cache
-            .set(&straggler, b"written after the fence")
-            .await
-            .unwrap();
-
-        let error = cache.verify_absent(community).await.unwrap_err();
-        assert!(
-            matches!(&error, CacheError::KeyStillPresent { key } if *key == straggler),
-            "{error:?}"
-        );
-        assert_eq!(error.severity(), Severity::Transient);
-        cache.purge_namespace(community, |_| {}).await.unwrap();
-        cache.verify_absent(community).await.unwrap();
+        crate::cache::assert_verification_finds(&cache, community, &straggler).await;
     }
 }
 
@@ -319,15 +311,7 @@ async fn a_user_with_keys_on_every_primary_is_found_purged_by_declared_shape_and
     seed(&cache, &theirs).await;
     let all_primaries: BTreeSet<u16> = primaries().iter().map(|p| p.port).collect();
     assert_eq!(ports_holding(&mine), all_primaries);
-    let mut others_before = Vec::new();
-    for community in communities {
-        others_before.extend(
-            cache
-                .snapshot_matching(&user_key_scan_pattern(community, &other))
-                .await
-                .unwrap(),
-        );
-    }
+    let others_before = user_keys_of(&cache, &communities, &other).await;
     assert_eq!(others_before.len(), theirs.len());
 
     // The inventory: every community holding one of the user's keys, found on whichever primary.
@@ -373,14 +357,8 @@ async fn a_user_with_keys_on_every_primary_is_found_purged_by_declared_shape_and
     }
     assert!(unlinked <= mine.len() as u64);
     assert_no_node_holds(&user_keys_everywhere_pattern(&user)).await;
-    let mut others_after = Vec::new();
+    let others_after = user_keys_of(&cache, &communities, &other).await;
     for community in communities {
-        others_after.extend(
-            cache
-                .snapshot_matching(&user_key_scan_pattern(community, &other))
-                .await
-                .unwrap(),
-        );
         cache
             .purge_matching(&user_key_scan_pattern(community, &other), |_| {})
             .await
@@ -389,11 +367,19 @@ async fn a_user_with_keys_on_every_primary_is_found_purged_by_declared_shape_and
     assert_eq!(others_after, others_before);
 }
 
+/// Every key of `user` in `communities`, with its value, community by community.
+async fn user_keys_of(cache: &Cache, communities: &[Uuid], user: &str) -> Vec<(String, Vec<u8>)> {
+    let mut keys = Vec::new();
+    for &community in communities {
+        let pattern = user_key_scan_pattern(community, user);
+        keys.extend(cache.snapshot_matching(&pattern).await.unwrap());
+    }
+    keys
+}
+
 #[tokio::test]
 async fn a_primary_failed_over_between_purge_pages_leaves_no_key_and_the_purge_completes() {
-    let _exclusive = topology_lock().write().await;
-    redis_cluster::wait_until_ready();
-    let cache = cluster_cache().await;
+    let (_exclusive, cache) = topology_changing().await;
     let pair = seeded_pair(&cache, 40, 4).await;
     let target = pair.target;
     let before = primaries();
@@ -435,9 +421,7 @@ impl Drop for RestartStoppedNodes {
 
 #[tokio::test]
 async fn a_primary_that_crashes_mid_purge_and_is_replaced_by_its_replica_leaves_no_key() {
-    let _exclusive = topology_lock().write().await;
-    redis_cluster::wait_until_ready();
-    let cache = cluster_cache().await;
+    let (_exclusive, cache) = topology_changing().await;
     let pair = seeded_pair(&cache, 40, 4).await;
     let target = pair.target;
     // The primary SCANned last crashes after the first page; its replica must hold what it
@@ -497,9 +481,7 @@ fn tag_served_by(port: u16) -> (String, u16) {
 
 #[tokio::test]
 async fn a_slot_migrating_mid_purge_is_survived_and_its_keys_are_purged_where_they_land() {
-    let _exclusive = topology_lock().write().await;
-    redis_cluster::wait_until_ready();
-    let cache = cluster_cache().await;
+    let (_exclusive, cache) = topology_changing().await;
     let target = Uuid::new_v4();
     let neighbour = Uuid::new_v4();
     let before = primaries();
@@ -573,10 +555,7 @@ async fn a_single_node_setting_pointed_at_a_cluster_node_is_refused_naming_the_f
     for port in node_ports() {
         let url = format!("redis://127.0.0.1:{port}");
         let error = Cache::connect(&url).await.unwrap_err();
-        assert!(
-            matches!(error, CacheError::ModeMismatch { .. }),
-            "{error:?}"
-        );
+        assert_matches!(error, CacheError::ModeMismatch { .. });
         assert_eq!(error.severity(), Severity::Permanent);
         let message = error.to_string();
         assert!(
@@ -594,10 +573,7 @@ async fn a_single_node_setting_pointed_at_a_cluster_node_is_refused_naming_the_f
     let error = Cache::connect_with(&RedisConfig::cluster(&single))
         .await
         .unwrap_err();
-    assert!(
-        matches!(error, CacheError::ModeMismatch { .. }),
-        "{error:?}"
-    );
+    assert_matches!(error, CacheError::ModeMismatch { .. });
     assert!(
         error.to_string().contains("unset BUZZ_REDIS_MODE"),
         "{error}"

@@ -42,6 +42,7 @@
 //! are seen by every catalog scan); every case drops what it made, before and after.
 
 use crate::store_support;
+use activities::store::CatalogError;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -413,12 +414,12 @@ type Wanted = Vec<BTreeSet<String>>;
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 struct Expected {
     /// Keys from a table that is not tenant data into a tenant relation with a changing action
-    /// ([`StoreError::CatalogCascadingReference`], checked first).
+    /// ([`CatalogError::CascadingReferences`], checked first).
     cascading: Wanted,
-    /// Objects the closed-world check must refuse ([`StoreError::CatalogRefused`]).
+    /// Objects the closed-world check must refuse ([`CatalogError::Refused`]).
     refused: Wanted,
     /// Keys through which a row of another community references a target row
-    /// ([`StoreError::CrossTenantReferences`], counted once the catalogue passed).
+    /// ([`CatalogError::CrossTenantReferences`], counted once the catalogue passed).
     cross: Wanted,
 }
 
@@ -1294,11 +1295,11 @@ async fn request_flow(
 /// The block is the typed refusal the plan calls for, naming objects of this case only.
 fn check_block(step: &str, error: &StoreError, plan: &Plan) -> Result<(), TestCaseError> {
     let (kind, named): (&str, BTreeSet<String>) = match error {
-        StoreError::CatalogCascadingReference { references } => (
+        StoreError::Catalog(CatalogError::CascadingReferences { references }) => (
             "cascading reference",
             references.iter().map(|r| r.constraint.clone()).collect(),
         ),
-        StoreError::CatalogRefused { refusals } => {
+        StoreError::Catalog(CatalogError::Refused { refusals }) => {
             for refusal in refusals {
                 prop_assert!(
                     !refusal.problem.is_empty() && !refusal.remedy.is_empty(),
@@ -1311,7 +1312,7 @@ fn check_block(step: &str, error: &StoreError, plan: &Plan) -> Result<(), TestCa
                 refusals.iter().map(|r| r.object.clone()).collect(),
             )
         }
-        StoreError::CrossTenantReferences { references } => {
+        StoreError::Catalog(CatalogError::CrossTenantReferences { references }) => {
             for reference in references {
                 prop_assert!(reference.rows > 0, "{:?}", reference);
             }

@@ -10,23 +10,17 @@
 //! run inside transactions that are rolled back.
 
 use crate::store_support;
+use crate::store_support::{exec, exec_in};
+use activities::store::CatalogError;
 
 use activities::failure::{Classified, Severity};
 use activities::store::{
     CatalogInventory, Community, Store, StoreError, StoreResult, catalog_scan_in,
 };
-use store_support::community;
 use store_support::private_db::{PrivateDb, private_db};
 use store_support::request_flow::submit;
+use store_support::{assert_no_rows_left, community};
 use uuid::Uuid;
-
-/// Runs one statement, panicking with it on failure.
-async fn exec(store: &Store, sql: &str) {
-    sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
-        .execute(store.pool())
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
 
 /// The sound fence on `table`: the trigger, enabled ALWAYS.
 fn fence(table: &str) -> [String; 2] {
@@ -179,11 +173,7 @@ impl ShapeRun<'_> {
         let report = request.purge(2).await.expect("purge");
 
         assert_eq!(rows_of(store, self.root, self.target.id).await, 0);
-        let left = store
-            .count_community_rows(self.target.id)
-            .await
-            .expect("count");
-        assert!(left.iter().all(|count| count.rows == 0), "{left:?}");
+        assert_no_rows_left(store, self.target.id).await;
         assert!(
             report
                 .tables
@@ -561,10 +551,10 @@ async fn scan_rolled_back(store: &Store, ddl: &[String]) -> StoreResult<CatalogI
 async fn assert_unfenced(store: &Store, ddl: &[String], table: &str, what: &str) {
     let scan = scan_rolled_back(store, ddl).await;
     match scan {
-        Err(error @ StoreError::CatalogUnfenced { .. }) => {
+        Err(error @ StoreError::Catalog(CatalogError::Unfenced { .. })) => {
             assert_eq!(error.severity(), Severity::Permanent);
             let message = error.to_string();
-            if let StoreError::CatalogUnfenced { tables, problems } = error {
+            if let StoreError::Catalog(CatalogError::Unfenced { tables, problems }) = error {
                 assert_eq!(tables, vec![table.to_owned()], "{message}");
                 assert_eq!(problems.len(), 1, "{message}");
                 assert!(problems[0].starts_with(table), "{message}");
@@ -805,13 +795,13 @@ async fn assert_cascade_refused(
 ) {
     let scan = scan_rolled_back(store, ddl).await;
     match scan {
-        Err(error @ StoreError::CatalogCascadingReference { .. }) => {
+        Err(error @ StoreError::Catalog(CatalogError::CascadingReferences { .. })) => {
             assert_eq!(error.severity(), Severity::Permanent);
             let message = error.to_string();
             for name in [constraint, referencing, referenced, action] {
                 assert!(message.contains(name), "expected {name:?}: {message}");
             }
-            if let StoreError::CatalogCascadingReference { references } = error {
+            if let StoreError::Catalog(CatalogError::CascadingReferences { references }) = error {
                 assert_eq!(references.len(), 1, "{message}");
                 assert_eq!(references[0].constraint, constraint);
                 assert_eq!(references[0].referencing, referencing);
@@ -821,14 +811,6 @@ async fn assert_cascade_refused(
         }
         other => panic!("{constraint}: expected CatalogCascadingReference, got {other:?}"),
     }
-}
-
-/// Runs one statement inside `tx`, panicking with it on failure.
-async fn exec_in(tx: &mut sqlx::PgConnection, sql: &str) {
-    sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
-        .execute(&mut *tx)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
 }
 
 /// Runs `ddl` in a transaction; the scan must pass.
@@ -939,7 +921,7 @@ async fn cascading_foreign_keys_from_non_tenant_tables_are_refused_naming_the_co
         )]);
         let scan = scan_rolled_back(store, &ddl).await;
         match scan {
-            Err(StoreError::CatalogRefused { refusals }) => {
+            Err(StoreError::Catalog(CatalogError::Refused { refusals })) => {
                 assert_eq!(refusals.len(), 1, "{refusals:?}");
                 assert_eq!(
                     refusals[0].object,
@@ -1006,7 +988,7 @@ async fn a_cascading_key_added_after_approval_stops_preflight_and_purge_before_a
     .await;
     let refused = request.preflight().await;
     assert!(
-        matches!(&refused, Err(StoreError::CatalogCascadingReference { references })
+        matches!(&refused, Err(StoreError::Catalog(CatalogError::CascadingReferences { references }))
             if references[0].constraint == "notes_doc_fk"),
         "{refused:?}"
     );
@@ -1014,7 +996,12 @@ async fn a_cascading_key_added_after_approval_stops_preflight_and_purge_before_a
     request.fence_and_drain().await;
     let refused = request.purge(10).await;
     assert!(
-        matches!(&refused, Err(StoreError::CatalogCascadingReference { .. })),
+        matches!(
+            &refused,
+            Err(StoreError::Catalog(
+                CatalogError::CascadingReferences { .. }
+            ))
+        ),
         "{refused:?}"
     );
     assert_eq!(rows_of(store, "buzz.docs", target.id).await, 2);
@@ -1052,10 +1039,10 @@ fn assert_drift(result: Result<(), StoreError>, added: &[&str], removed: &[&str]
             assert_eq!(error.severity(), Severity::Permanent, "{error}");
             let message = error.to_string();
             match error {
-                StoreError::CatalogDrift {
+                StoreError::Catalog(CatalogError::Drift {
                     added: found_added,
                     removed: found_removed,
-                } => {
+                }) => {
                     assert_eq!(found_added, added, "{message}");
                     assert_eq!(found_removed, removed, "{message}");
                     for table in added.iter().chain(removed) {
@@ -1126,7 +1113,7 @@ async fn a_cascading_key_present_at_submit_refuses_the_inventory() {
     .await;
     let mut request = submit(store, &target).await;
     match request.take_inventory().await {
-        Err(error @ StoreError::CatalogCascadingReference { .. }) => {
+        Err(error @ StoreError::Catalog(CatalogError::CascadingReferences { .. })) => {
             let message = error.to_string();
             for name in [
                 "channel_stats_channel_fk",

@@ -9,21 +9,15 @@
 //! whose privileges and row-level security are what the check judges.
 
 use crate::store_support::community;
+use crate::store_support::exec;
 use crate::store_support::private_db::{RoleStores, private_db_as_worker};
 use activities::failure::{Classified, Severity};
+use activities::store::CatalogError;
 use activities::store::closed_world::summary::ClosedWorldSummary;
 use activities::store::{CatalogInventory, Community, Store, StoreError, StoreResult};
 use testkit::schema::tenant_guards;
 use uuid::Uuid;
 use workflows::community::contracts::TableCount;
-
-/// Runs one statement, panicking with it on failure.
-async fn exec(store: &Store, sql: &str) {
-    sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
-        .execute(store.pool())
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
 
 /// Runs each statement in order.
 async fn exec_all(store: &Store, statements: &[impl AsRef<str>]) {
@@ -63,14 +57,14 @@ async fn scan(worker: &Store, community: &Community) -> StoreResult<CatalogInven
 /// One refusal as `(object, problem, remedy)`.
 type Refusal = (String, String, String);
 
-/// The scan was refused ([`StoreError::CatalogRefused`]) naming exactly `objects` (sorted, as
+/// The scan was refused ([`CatalogError::Refused`]) naming exactly `objects` (sorted, as
 /// the check sorts them); returns the refusals.
 fn assert_refused(scan: StoreResult<CatalogInventory>, objects: &[&str]) -> Vec<Refusal> {
     match scan {
-        Err(error @ StoreError::CatalogRefused { .. }) => {
+        Err(error @ StoreError::Catalog(CatalogError::Refused { .. })) => {
             assert_eq!(error.severity(), Severity::Permanent, "{error}");
             let message = error.to_string();
-            let StoreError::CatalogRefused { refusals } = error else {
+            let StoreError::Catalog(CatalogError::Refused { refusals }) = error else {
                 unreachable!()
             };
             let named: Vec<&str> = refusals.iter().map(|r| r.object.as_str()).collect();
@@ -193,11 +187,12 @@ async fn a_neighbours_row_referencing_the_targets_through_a_tenant_key_refuses_t
         }
 
         match scan(worker, &target).await {
-            Err(error @ StoreError::CrossTenantReferences { .. }) => {
+            Err(error @ StoreError::Catalog(CatalogError::CrossTenantReferences { .. })) => {
                 assert_eq!(error.severity(), Severity::Permanent);
                 let message = error.to_string();
                 assert!(message.contains("reposts_event_id_fkey"), "{message}");
-                let StoreError::CrossTenantReferences { references } = error else {
+                let StoreError::Catalog(CatalogError::CrossTenantReferences { references }) = error
+                else {
                     unreachable!()
                 };
                 assert_eq!(references.len(), 1, "ON DELETE {action}: {message}");
@@ -217,7 +212,7 @@ async fn a_neighbours_row_referencing_the_targets_through_a_tenant_key_refuses_t
         // The other way round: the target's repost of the neighbour's event refuses the
         // neighbour's deletion, naming the target.
         match scan(worker, &neighbour).await {
-            Err(StoreError::CrossTenantReferences { references }) => {
+            Err(StoreError::Catalog(CatalogError::CrossTenantReferences { references })) => {
                 assert_eq!(references.len(), 1, "{references:?}");
                 assert_eq!(references[0].constraint, "reposts_event_id_fkey");
                 assert_eq!(references[0].rows, 1, "{references:?}");

@@ -9,6 +9,7 @@
 //! destructive step is refused naming the mismatch, and nothing of either community changes.
 
 use crate::store_support;
+use activities::store::{ApprovalError, RequestError};
 
 use activities::community::{PhaseError, into_activity_error};
 use activities::failure::{Classified, Severity};
@@ -21,10 +22,7 @@ use workflows::contract::STALE_GENERATION_FAILURE_TYPE;
 
 /// A neighbouring community with rows, and a snapshot of them.
 async fn neighbour(store: &Store) -> (Community, Vec<activities::store::TableSnapshot>) {
-    let neighbour = community(store).await;
-    demo::seed_rows(store, neighbour.id, 4)
-        .await
-        .expect("seed neighbour");
+    let neighbour = seeded_community(store, 4).await;
     let rows = store.snapshot_rows(neighbour.id).await.expect("snapshot");
     (neighbour, rows)
 }
@@ -61,7 +59,7 @@ fn fence_state(status: Option<activities::store::FenceStatus>) -> FenceState {
 /// Asserts `result` is an evidence mismatch whose message contains every one of `names`.
 fn assert_mismatch<T: std::fmt::Debug>(result: Result<T, StoreError>, names: &[&str]) {
     match result {
-        Err(error @ StoreError::EvidenceMismatch { .. }) => {
+        Err(error @ StoreError::Approval(ApprovalError::EvidenceMismatch { .. })) => {
             assert_eq!(error.severity(), Severity::Permanent);
             let message = error.to_string();
             for name in names {
@@ -188,10 +186,7 @@ async fn an_approval_digest_rewritten_by_the_owner_blocks_the_next_destructive_s
         store.claim(fixture.request_id, &[Stage::Fenced]).await,
         &[&rewritten],
     );
-    let progress = store
-        .chunk_progress(fixture.request_id)
-        .await
-        .expect("progress");
+    let progress = fixture.chunk_progress().await;
     assert_eq!(progress.chunks_total, 0, "no manifest chunk was written");
 }
 
@@ -231,12 +226,7 @@ async fn a_repointed_request_cannot_cross_the_irreversible_point_or_purge_and_ca
         .await
         .expect("abort");
     assert_eq!(
-        fence_state(
-            store
-                .fence_status(fixture.community.id)
-                .await
-                .expect("fence")
-        ),
+        fence_state(fixture.fence_status().await),
         FenceState::Serving
     );
     demo::seed_rows(&store, fixture.community.id, 1)
@@ -289,7 +279,7 @@ async fn a_late_claiming_zombie_cannot_block_the_live_attempt() {
 
     let refused = store.begin_quiescing(&live).await;
     let stale = match refused {
-        Err(error @ StoreError::StaleGeneration { .. }) => error,
+        Err(error @ StoreError::Request(RequestError::StaleGeneration { .. })) => error,
         other => panic!("expected StaleGeneration, got {other:?}"),
     };
     assert_eq!(stale.severity(), Severity::Transient);
@@ -310,10 +300,10 @@ async fn a_late_claiming_zombie_cannot_block_the_live_attempt() {
     store.begin_quiescing(&retried).await.expect("quiesce");
     store.fence(&retried).await.expect("fence");
     assert_eq!(fixture.stage().await, Stage::Fenced);
-    assert!(matches!(
+    assert_matches!(
         store.fence(&zombie).await,
-        Err(StoreError::StaleGeneration { .. })
-    ));
+        Err(StoreError::Request(RequestError::StaleGeneration { .. }))
+    );
 }
 
 #[tokio::test]
@@ -337,16 +327,8 @@ async fn the_marker_not_the_stage_decides_an_abort_and_a_refusal_is_audited() {
 
     // Same stage, marker set: refused, and the refusal is in the audit trail.
     let late = drained(&store, 1, 3, 10).await;
-    store
-        .mark_irreversible(&late.token)
-        .await
-        .expect("irreversible point");
-    let refused = store.unfence_for_abort(late.request_id, &abort).await;
-    assert!(
-        matches!(refused, Err(StoreError::IrreversibleStarted { .. })),
-        "{refused:?}"
-    );
-    assert_eq!(late.stage().await, Stage::Drained);
+    late.mark_irreversible().await;
+    late.assert_abort_refused_past_the_marker(&abort).await;
     let audit = store.inspect(late.request_id).await.expect("inspect").audit;
     let refusal = audit
         .iter()

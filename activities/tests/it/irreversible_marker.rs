@@ -4,11 +4,11 @@
 //! call left pending by a dead attempt is resolved conservatively by the next one.
 
 use crate::store_support;
+use activities::store::RequestError;
 
 use activities::failure::{Classified, Severity};
-use activities::store::{FenceState, Stage, Store, StoreError};
+use activities::store::{FenceState, Stage, StoreError};
 use store_support::*;
-use uuid::Uuid;
 use workflows::community::contracts::AbortRequest;
 
 fn abort() -> AbortRequest {
@@ -20,25 +20,15 @@ fn abort() -> AbortRequest {
 }
 
 /// `(irreversible_at set, irreversible_pending_at set)` as Postgres holds them.
-async fn marker_columns(store: &Store, request_id: Uuid) -> (bool, bool) {
+async fn marker_columns(fixture: &Fixture) -> (bool, bool) {
     sqlx::query_as(
         "SELECT irreversible_at IS NOT NULL, irreversible_pending_at IS NOT NULL \
          FROM deletion.requests WHERE id = $1",
     )
-    .bind(request_id)
-    .fetch_one(store.pool())
+    .bind(fixture.request_id)
+    .fetch_one(fixture.store.pool())
     .await
     .expect("marker columns")
-}
-
-async fn events(store: &Store, request_id: Uuid, event: &str) -> usize {
-    store
-        .audit_events(request_id)
-        .await
-        .expect("audit")
-        .into_iter()
-        .filter(|e| e.event == event)
-        .count()
 }
 
 #[tokio::test]
@@ -46,54 +36,38 @@ async fn a_pending_call_holds_the_abort_and_a_whole_refusal_leaves_the_request_a
     let store = store().await;
     let fixture = drained(&store, 0, 3, 10).await;
 
-    assert!(
-        !store
-            .begin_destructive_call(&fixture.token)
-            .await
-            .expect("begin")
-    );
-    assert_eq!(
-        marker_columns(&store, fixture.request_id).await,
-        (false, true)
-    );
+    assert!(!fixture.begin_destructive_call().await);
+    assert_eq!(marker_columns(&fixture).await, (false, true));
     // Idempotent while pending.
-    assert!(
-        !store
-            .begin_destructive_call(&fixture.token)
-            .await
-            .expect("begin again")
-    );
+    assert!(!fixture.begin_destructive_call().await);
 
     // The call may be deleting: the abort is neither accepted nor refused, and retried.
     let held = store.unfence_for_abort(fixture.request_id, &abort()).await;
-    assert!(
-        matches!(held, Err(StoreError::DestructiveCallPending { .. })),
-        "{held:?}"
+    assert_matches!(
+        held,
+        Err(StoreError::Request(
+            RequestError::DestructiveCallPending { .. }
+        ))
     );
     assert_eq!(
         held.map(|_| ()).unwrap_err().severity(),
         Severity::Transient
     );
     assert_eq!(fixture.stage().await, Stage::Drained);
-    assert_eq!(events(&store, fixture.request_id, "abort_refused").await, 0);
+    assert_eq!(fixture.events_named("abort_refused").await.len(), 0);
 
     // S3 refused the call whole: nothing was deleted, the pending call is withdrawn.
     let refusal = serde_json::json!({"calls_sent": 1, "calls_refused_whole": 1});
-    assert!(
-        store
-            .withdraw_destructive_call(&fixture.token, refusal)
+    assert!(fixture.withdraw_destructive_call(refusal).await);
+    assert_eq!(marker_columns(&fixture).await, (false, false));
+    assert_eq!(
+        fixture
+            .events_named("destructive_calls_refused")
             .await
-            .expect("withdraw")
-    );
-    assert_eq!(
-        marker_columns(&store, fixture.request_id).await,
-        (false, false)
-    );
-    assert_eq!(
-        events(&store, fixture.request_id, "destructive_calls_refused").await,
+            .len(),
         1
     );
-    assert_eq!(events(&store, fixture.request_id, "irreversible").await, 0);
+    assert_eq!(fixture.events_named("irreversible").await.len(), 0);
     assert!(fixture.request().await.irreversible_at.is_none());
 
     // So the abort goes through and the community is served again.
@@ -102,11 +76,7 @@ async fn a_pending_call_holds_the_abort_and_a_whole_refusal_leaves_the_request_a
         .await
         .expect("abort before the marker");
     assert_eq!(fixture.stage().await, Stage::Aborted);
-    let fence = store
-        .fence_status(fixture.community.id)
-        .await
-        .expect("status")
-        .expect("row");
+    let fence = fixture.fence_status().await.expect("row");
     assert_eq!(fence.state, FenceState::Serving);
 }
 
@@ -114,10 +84,7 @@ async fn a_pending_call_holds_the_abort_and_a_whole_refusal_leaves_the_request_a
 async fn an_acknowledged_call_sets_the_marker_and_the_abort_is_refused() {
     let store = store().await;
     let fixture = drained(&store, 0, 3, 10).await;
-    store
-        .begin_destructive_call(&fixture.token)
-        .await
-        .expect("begin");
+    fixture.begin_destructive_call().await;
 
     store
         .mark_irreversible_because(
@@ -126,34 +93,17 @@ async fn an_acknowledged_call_sets_the_marker_and_the_abort_is_refused() {
         )
         .await
         .expect("mark");
-    assert_eq!(
-        marker_columns(&store, fixture.request_id).await,
-        (true, false)
-    );
-    assert_eq!(events(&store, fixture.request_id, "irreversible").await, 1);
+    assert_eq!(marker_columns(&fixture).await, (true, false));
+    assert_eq!(fixture.events_named("irreversible").await.len(), 1);
     // Past the marker nothing is pending any more, and nothing can be withdrawn.
+    assert!(fixture.begin_destructive_call().await);
     assert!(
-        store
-            .begin_destructive_call(&fixture.token)
+        !fixture
+            .withdraw_destructive_call(serde_json::json!({}))
             .await
-            .expect("begin past the marker")
     );
-    assert!(
-        !store
-            .withdraw_destructive_call(&fixture.token, serde_json::json!({}))
-            .await
-            .expect("withdraw past the marker")
-    );
-    assert_eq!(
-        marker_columns(&store, fixture.request_id).await,
-        (true, false)
-    );
-    let refused = store.unfence_for_abort(fixture.request_id, &abort()).await;
-    assert!(
-        matches!(refused, Err(StoreError::IrreversibleStarted { .. })),
-        "{refused:?}"
-    );
-    assert_eq!(fixture.stage().await, Stage::Drained);
+    assert_eq!(marker_columns(&fixture).await, (true, false));
+    fixture.assert_abort_refused_past_the_marker(&abort()).await;
 }
 
 #[tokio::test]
@@ -166,23 +116,16 @@ async fn a_call_left_pending_by_a_dead_attempt_sets_the_marker_at_the_next_attem
     // The next attempt cannot know what the dead attempt's call did.
     let next = fixture.claim(&[Stage::Drained]).await;
     assert!(store.resolve_inherited_call(&next).await.expect("resolve"));
-    assert_eq!(
-        marker_columns(&store, fixture.request_id).await,
-        (true, false)
-    );
+    assert_eq!(marker_columns(&fixture).await, (true, false));
     // The dead attempt can withdraw nothing, and the abort is refused.
     let stale = store
         .withdraw_destructive_call(&dead, serde_json::json!({}))
         .await;
-    assert!(
-        matches!(stale, Err(StoreError::StaleGeneration { .. })),
-        "{stale:?}"
+    assert_matches!(
+        stale,
+        Err(StoreError::Request(RequestError::StaleGeneration { .. }))
     );
-    let refused = store.unfence_for_abort(fixture.request_id, &abort()).await;
-    assert!(
-        matches!(refused, Err(StoreError::IrreversibleStarted { .. })),
-        "{refused:?}"
-    );
+    fixture.assert_abort_refused_past_the_marker(&abort()).await;
 
     // Without a pending call an attempt's start changes nothing.
     let fresh = drained(&store, 0, 3, 10).await;
@@ -192,10 +135,7 @@ async fn a_call_left_pending_by_a_dead_attempt_sets_the_marker_at_the_next_attem
             .await
             .expect("resolve nothing")
     );
-    assert_eq!(
-        marker_columns(&store, fresh.request_id).await,
-        (false, false)
-    );
+    assert_eq!(marker_columns(&fresh).await, (false, false));
 }
 
 #[tokio::test]
@@ -210,8 +150,5 @@ async fn the_database_refuses_a_pending_call_and_the_marker_at_once() {
     .execute(store.pool())
     .await;
     assert!(both.is_err(), "{both:?}");
-    assert_eq!(
-        marker_columns(&store, fixture.request_id).await,
-        (false, false)
-    );
+    assert_eq!(marker_columns(&fixture).await, (false, false));
 }

@@ -2,6 +2,19 @@
 //! one module per concern, against the real local stack. Filter by module path, e.g. `cargo test
 //! -p activities --test it store::`.
 
+/// Asserts that `value` matches `pattern`, printing the value (or the message given after the
+/// pattern) when it does not: the stable stand-in for `std::assert_matches!`.
+macro_rules! assert_matches {
+    ($value:expr, $pattern:pat $(if $guard:expr)? $(,)?) => {{
+        let value = &$value;
+        assert!(matches!(value, $pattern $(if $guard)?), "{value:?}");
+    }};
+    ($value:expr, $pattern:pat $(if $guard:expr)?, $($message:tt)+) => {{
+        let value = &$value;
+        assert!(matches!(value, $pattern $(if $guard)?), $($message)+);
+    }};
+}
+
 mod audit_chain;
 mod cache;
 mod cache_cluster;

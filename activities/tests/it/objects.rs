@@ -14,14 +14,13 @@ use activities::objects::{
 use activities::stack_settings::StackSettings;
 use activities::taxonomy::{PrefixRoot, VersionKind, is_tenant_owned_key, tenant_prefixes};
 use sha2::{Digest, Sha256};
+use testkit::env::HOW_TO_START;
 use uuid::Uuid;
 
-const HOW_TO_START: &str = "run `bash deploy/local/up && source .state/env`";
-
+/// The local RGW's configuration, as the stack's environment names it.
 fn config() -> S3Config {
-    stack_config::env::StackEnv::process()
-        .s3()
-        .unwrap_or_else(|e| panic!("the RGW (S3) server cannot be found: {e}"))
+    let env = stack_config::env::StackEnv::process();
+    env.s3().unwrap_or_else(|e| panic!("{e}\n{HOW_TO_START}"))
 }
 
 /// A store on the configured bucket, proven reachable and versioned, or a panic saying how to
@@ -217,15 +216,12 @@ async fn more_than_a_thousand_versions_are_refused_and_nothing_is_deleted() {
     }
     let error = store.delete_versions(&refs).await.unwrap_err();
 
-    assert!(
-        matches!(
-            error,
-            ObjectStoreError::TooManyVersions {
-                requested: 1001,
-                limit: 1000
-            }
-        ),
-        "{error:?}"
+    assert_matches!(
+        error,
+        ObjectStoreError::TooManyVersions {
+            requested: 1001,
+            limit: 1000
+        }
     );
     assert_eq!(error.severity(), Severity::Permanent);
     assert_eq!(snapshot_community(&store, community).await, before);
@@ -321,10 +317,7 @@ async fn preflight_with_a_wrong_secret_is_a_permanent_access_denial() {
 
     let error = store.preflight_list_versions("media/").await.unwrap_err();
 
-    assert!(
-        matches!(error, ObjectStoreError::AccessDenied { .. }),
-        "{error:?}"
-    );
+    assert_matches!(error, ObjectStoreError::AccessDenied { .. });
     assert_eq!(error.severity(), Severity::Permanent);
 }
 
@@ -339,10 +332,7 @@ async fn check_bucket_names_a_missing_bucket_as_permanent() {
 
     let error = store.check_bucket().await.unwrap_err();
 
-    assert!(
-        matches!(error, ObjectStoreError::NoSuchBucket { .. }),
-        "{error:?}"
-    );
+    assert_matches!(error, ObjectStoreError::NoSuchBucket { .. });
     assert!(error.to_string().contains(&missing.bucket));
     assert_eq!(error.severity(), Severity::Permanent);
 }
@@ -457,23 +447,16 @@ async fn multipart_uploads_under_a_prefix_are_listed_and_aborted_with_and_withou
     );
     assert_eq!(parts[0].e_tag, e_tag);
 
-    assert_eq!(
-        store.abort_upload(&bare).await.unwrap(),
-        AbortOutcome::Aborted
-    );
-    assert_eq!(
-        store.abort_upload(&with_part).await.unwrap(),
-        AbortOutcome::Aborted
-    );
     // Aborting again, as a retried activity would, is fine.
-    assert_eq!(
-        store.abort_upload(&with_part).await.unwrap(),
-        AbortOutcome::AlreadyGone
-    );
-    assert_eq!(
-        store.abort_upload(&bare).await.unwrap(),
-        AbortOutcome::AlreadyGone
-    );
+    let aborts = [
+        (&bare, AbortOutcome::Aborted),
+        (&with_part, AbortOutcome::Aborted),
+        (&with_part, AbortOutcome::AlreadyGone),
+        (&bare, AbortOutcome::AlreadyGone),
+    ];
+    for (upload, outcome) in aborts {
+        assert_eq!(store.abort_upload(upload).await.unwrap(), outcome);
+    }
     assert_eq!(store.first_upload(&media).await.unwrap(), None);
     // A stalled writer can no longer complete the aborted upload into an object (S3 answers
     // NoSuchUpload; RGW an HTTP 500, see `complete_upload`): no version appears either way.
@@ -488,10 +471,10 @@ async fn multipart_uploads_under_a_prefix_are_listed_and_aborted_with_and_withou
         "{late:?}"
     );
     assert!(store.snapshot_prefix(&media).await.unwrap().is_empty());
-    assert!(matches!(
+    assert_matches!(
         store.list_parts(&with_part).await,
         Err(ObjectStoreError::NoSuchUpload { .. })
-    ));
+    );
 
     // Everything else is still in progress, the neighbour's part byte-identical (its ETag).
     assert_eq!(

@@ -120,12 +120,9 @@ async fn only_the_owner_writes_the_registry_and_keys_are_revoked_never_deleted_o
         .expect("same key, same name");
     assert_eq!(again.fingerprint, operator.fingerprint);
     let twice = add_operator(owner.pool(), &other, &public, false).await;
-    assert!(
-        matches!(
-            twice,
-            Err(IdentityError::DuplicateKey { revoked: false, .. })
-        ),
-        "{twice:?}"
+    assert_matches!(
+        twice,
+        Err(IdentityError::DuplicateKey { revoked: false, .. })
     );
 
     // Revocation is recorded once: who, when, why; a second revocation or an un-revocation is
@@ -145,15 +142,9 @@ async fn only_the_owner_writes_the_registry_and_keys_are_revoked_never_deleted_o
     .expect_err("a revocation is final");
     assert!(is_append_only_refusal(&unrevoke), "{unrevoke}");
     let back = add_operator(owner.pool(), &operator.name, &public, false).await;
-    assert!(
-        matches!(back, Err(IdentityError::DuplicateKey { revoked: true, .. })),
-        "{back:?}"
-    );
+    assert_matches!(back, Err(IdentityError::DuplicateKey { revoked: true, .. }));
     let gone = revoke_operator(owner.pool(), &operator.name, "again").await;
-    assert!(
-        matches!(gone, Err(IdentityError::UnknownName { .. })),
-        "{gone:?}"
-    );
+    assert_matches!(gone, Err(IdentityError::UnknownName { .. }));
 }
 
 #[tokio::test]
@@ -183,30 +174,18 @@ async fn a_signature_counts_once_an_activity_retry_is_a_repeat_and_bad_ones_are_
         -chrono::Duration::seconds(MAX_SIGNATURE_AGE_SECS + 30),
     );
     let expired = consume(&stale, "", "wf/run/3").await;
-    assert!(
-        matches!(expired, Err(IdentityError::Expired { .. })),
-        "{expired:?}"
-    );
+    assert_matches!(expired, Err(IdentityError::Expired { .. }));
     let future = abort_signed_at(&operator, chrono::Duration::minutes(5));
     let refused = consume(&future, "", "wf/run/4").await;
-    assert!(
-        matches!(refused, Err(IdentityError::FromTheFuture { .. })),
-        "{refused:?}"
-    );
+    assert_matches!(refused, Err(IdentityError::FromTheFuture { .. }));
 
     // A changed field no longer verifies; a name that is not the key's is refused.
     let mut forged = statement(&operator);
     forged.target = "other.test.example".into();
     let bad = consume(&forged, "", "wf/run/5").await;
-    assert!(
-        matches!(bad, Err(IdentityError::BadSignature { .. })),
-        "{bad:?}"
-    );
+    assert_matches!(bad, Err(IdentityError::BadSignature { .. }));
     let posing = consume(&statement(&operator), "someone-else", "wf/run/6").await;
-    assert!(
-        matches!(posing, Err(IdentityError::NameMismatch { .. })),
-        "{posing:?}"
-    );
+    assert_matches!(posing, Err(IdentityError::NameMismatch { .. }));
 
     // After revocation nothing new is accepted, but the recorded consumption stays a repeat.
     let owner = store().await;
@@ -214,10 +193,7 @@ async fn a_signature_counts_once_an_activity_retry_is_a_repeat_and_bad_ones_are_
         .await
         .expect("revoke");
     let after = consume(&statement(&operator), "", "wf/run/7").await;
-    assert!(
-        matches!(after, Err(IdentityError::Revoked { .. })),
-        "{after:?}"
-    );
+    assert_matches!(after, Err(IdentityError::Revoked { .. }));
     assert!(
         consume(&signed, "", "wf/run/1")
             .await
@@ -298,10 +274,7 @@ async fn an_approval_row_needs_a_stored_approve_signature_of_a_second_live_key()
     let refused = owner
         .record_approval(fixture.request_id, &self_approval, "wf/run/approve")
         .await;
-    assert!(
-        matches!(refused, Err(StoreError::Identity(_))),
-        "{refused:?}"
-    );
+    assert_matches!(refused, Err(StoreError::Identity(_)));
     let approval = signed_approval(
         &owner,
         fixture.request_id,

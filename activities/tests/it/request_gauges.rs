@@ -2,17 +2,11 @@
 //! with known states and ages in a database of its own (so the counts are exactly these
 //! requests): which state each lands in, and which timestamps count as progress.
 
-use crate::store_support::private_db::private_db_as_worker;
+use crate::store_support::private_db::with_private_db_as_worker;
+use crate::store_support::{assert_about, exec};
 use activities::store::Store;
 use activities::store::request_gauges::RequestGauges;
 use uuid::Uuid;
-
-async fn exec(store: &Store, sql: &str) {
-    sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
-        .execute(store.pool())
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
 
 /// Inserts a request row directly (the owner may; no workflow needed for a sample), `created`
 /// and the optional `extra` assignments as SQL expressions.
@@ -82,127 +76,119 @@ async fn sample(worker: &Store) -> RequestGauges {
         .unwrap_or_else(|e| panic!("the worker role must be able to sample: {e}"))
 }
 
-fn assert_about(actual: u64, expected: u64, what: &str) {
-    assert!(
-        (expected..=expected + 5).contains(&actual),
-        "{what}: {actual} s, expected {expected} s (+5 s for the test's own time)"
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn states_and_ages_count_only_real_progress_sampled_as_the_worker_role() {
-    let db = private_db_as_worker("gauges").await;
-    let (owner, worker) = (db.owner.clone(), db.worker.clone());
-
-    let empty = sample(&worker).await;
-    assert!(empty.counts.iter().all(|c| c.requests == 0), "{empty:?}");
-    assert_eq!(
-        (empty.oldest_blocked_secs, empty.oldest_stalled_secs),
-        (0, 0)
-    );
-
-    // Active, created 3 h ago, stage reached 2 h ago, a purge batch 10 min ago. A refused
-    // approval 1 min ago and its claim's fresh `updated_at` are not progress.
-    let purging = request(
-        &owner,
-        "community",
-        "fenced",
-        "now() - interval '3 hours'",
-        "",
-    )
-    .await;
-    audit(
-        &owner,
-        purging,
-        &[
-            ("fenced", "now() - interval '2 hours'"),
-            ("approval_rejected", "now() - interval '1 minute'"),
-        ],
-    )
-    .await;
-    exec(
-        &owner,
-        &format!(
-            "INSERT INTO deletion.purge_progress (request_id, table_name, rows_deleted, updated_at) \
-             VALUES ('{purging}', 'buzz.events', 40, now() - interval '10 minutes')"
-        ),
-    )
-    .await;
-    let one = sample(&worker).await;
-    assert_eq!(count(&one, "community", "active"), 1, "{one:?}");
-    assert_about(one.oldest_stalled_secs, 600, "since the last purge batch");
-    assert_eq!(one.oldest_blocked_secs, 0);
-
-    // A user deletion waiting for its retry since it was created 2 h ago: the oldest now.
-    request(
-        &owner,
-        "user",
-        "retry_wait",
-        "now() - interval '2 hours'",
-        "",
-    )
-    .await;
-    // Waiting 5 h for a human's approval: neither stalled nor active.
-    request(
-        &owner,
-        "community",
-        "inventoried",
-        "now() - interval '5 hours'",
-        "",
-    )
-    .await;
-    // Blocked 30 min ago (created 6 h ago): blocked, not stalled.
-    request(
-        &owner,
-        "community",
-        "drained",
-        "now() - interval '6 hours'",
-        "blocked_stage = 'drained', blocked_reason = 'unknown key', \
-         blocked_at = now() - interval '30 minutes'",
-    )
-    .await;
-    // Ended a day ago: completed and aborted, never stalled.
-    request(
-        &owner,
-        "community",
-        "retention_pending",
-        "now() - interval '2 days'",
-        "completed_at = now() - interval '1 day'",
-    )
-    .await;
-    request(
-        &owner,
-        "user",
-        "aborted",
-        "now() - interval '2 days'",
-        "completed_at = now() - interval '1 day'",
-    )
-    .await;
-
-    let all = sample(&worker).await;
-    for (kind, state, expected) in [
-        ("community", "active", 1),
-        ("user", "retry_wait", 1),
-        ("community", "awaiting_approval", 1),
-        ("community", "blocked", 1),
-        ("community", "completed", 1),
-        ("user", "aborted", 1),
-        ("user", "active", 0),
-        ("user", "blocked", 0),
-        ("community", "aborted", 0),
-    ] {
+    with_private_db_as_worker("gauges", async |owner, worker| {
+        let empty = sample(&worker).await;
+        assert!(empty.counts.iter().all(|c| c.requests == 0), "{empty:?}");
         assert_eq!(
-            count(&all, kind, state),
-            expected,
-            "{kind}/{state}: {all:?}"
+            (empty.oldest_blocked_secs, empty.oldest_stalled_secs),
+            (0, 0)
         );
-    }
-    assert_about(
-        all.oldest_stalled_secs,
-        7200,
-        "the retry-waiting user deletion",
-    );
-    assert_about(all.oldest_blocked_secs, 1800, "blocked 30 min ago");
 
-    db.drop_database().await;
+        // Active, created 3 h ago, stage reached 2 h ago, a purge batch 10 min ago. A refused
+        // approval 1 min ago and its claim's fresh `updated_at` are not progress.
+        let purging = request(
+            &owner,
+            "community",
+            "fenced",
+            "now() - interval '3 hours'",
+            "",
+        )
+        .await;
+        audit(
+            &owner,
+            purging,
+            &[
+                ("fenced", "now() - interval '2 hours'"),
+                ("approval_rejected", "now() - interval '1 minute'"),
+            ],
+        )
+        .await;
+        exec(
+            &owner,
+            &format!(
+                "INSERT INTO deletion.purge_progress \
+             (request_id, table_name, rows_deleted, updated_at) \
+             VALUES ('{purging}', 'buzz.events', 40, now() - interval '10 minutes')"
+            ),
+        )
+        .await;
+        let one = sample(&worker).await;
+        assert_eq!(count(&one, "community", "active"), 1, "{one:?}");
+        assert_about(one.oldest_stalled_secs, 600, "since the last purge batch");
+        assert_eq!(one.oldest_blocked_secs, 0);
+
+        // A user deletion waiting for its retry since it was created 2 h ago: the oldest now.
+        request(
+            &owner,
+            "user",
+            "retry_wait",
+            "now() - interval '2 hours'",
+            "",
+        )
+        .await;
+        // Waiting 5 h for a human's approval: neither stalled nor active.
+        request(
+            &owner,
+            "community",
+            "inventoried",
+            "now() - interval '5 hours'",
+            "",
+        )
+        .await;
+        // Blocked 30 min ago (created 6 h ago): blocked, not stalled.
+        request(
+            &owner,
+            "community",
+            "drained",
+            "now() - interval '6 hours'",
+            "blocked_stage = 'drained', blocked_reason = 'unknown key', \
+         blocked_at = now() - interval '30 minutes'",
+        )
+        .await;
+        // Ended a day ago: completed and aborted, never stalled.
+        request(
+            &owner,
+            "community",
+            "retention_pending",
+            "now() - interval '2 days'",
+            "completed_at = now() - interval '1 day'",
+        )
+        .await;
+        request(
+            &owner,
+            "user",
+            "aborted",
+            "now() - interval '2 days'",
+            "completed_at = now() - interval '1 day'",
+        )
+        .await;
+
+        let all = sample(&worker).await;
+        for (kind, state, expected) in [
+            ("community", "active", 1),
+            ("user", "retry_wait", 1),
+            ("community", "awaiting_approval", 1),
+            ("community", "blocked", 1),
+            ("community", "completed", 1),
+            ("user", "aborted", 1),
+            ("user", "active", 0),
+            ("user", "blocked", 0),
+            ("community", "aborted", 0),
+        ] {
+            assert_eq!(
+                count(&all, kind, state),
+                expected,
+                "{kind}/{state}: {all:?}"
+            );
+        }
+        assert_about(
+            all.oldest_stalled_secs,
+            7200,
+            "the retry-waiting user deletion",
+        );
+        assert_about(all.oldest_blocked_secs, 1800, "blocked 30 min ago");
+    })
+    .await;
 }

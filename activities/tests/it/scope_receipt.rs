@@ -9,6 +9,8 @@
 //! Each test commits tenant tables, so each runs in a database of its own.
 
 use crate::store_support;
+use crate::store_support::exec;
+use activities::store::CatalogError;
 
 use activities::store::certificates::CertificateStoreError;
 use activities::store::{Community, Stage, Store, StoreError};
@@ -16,13 +18,6 @@ use store_support::community;
 use store_support::private_db::private_db;
 use store_support::request_flow::submit;
 use uuid::Uuid;
-
-async fn exec(store: &Store, sql: &str) {
-    sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
-        .execute(store.pool())
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
 
 /// A fenced tenant table `buzz.notes` and a fenced partitioned tenant table `buzz.parted` (the
 /// target's partition `buzz.parted_target`, every other community in `buzz.parted_rest`), with
@@ -92,7 +87,7 @@ async fn two_communities(store: &Store) -> (Community, Community) {
 
 fn problems_of(error: &StoreError) -> String {
     match error {
-        StoreError::ScopeShrank { problems } => problems.join("; "),
+        StoreError::Catalog(CatalogError::ScopeShrank { problems }) => problems.join("; "),
         other => panic!("expected the scope to have shrunk, got {other:?}"),
     }
 }
@@ -296,15 +291,7 @@ async fn no_receipt_is_issued_with_fewer_relations_covered_than_the_inventory() 
     request.purge(2).await.expect("purge");
     request.claim(&[Stage::PostgresPurged]).await;
     let token = request.token.clone();
-    for (from, to) in [
-        (Stage::PostgresPurged, Stage::CachePurged),
-        (Stage::CachePurged, Stage::LogicallyVerified),
-    ] {
-        store
-            .advance(&token, from, to, serde_json::json!({}))
-            .await
-            .expect("advance");
-    }
+    request.advance_to_verified().await;
 
     // Verified without the scope verification (as by a worker that did not record it): the
     // verification facts name no relation, and no receipt is issued.
@@ -370,15 +357,7 @@ async fn no_receipt_is_issued_with_fewer_relations_covered_than_the_inventory() 
 
     // The evidence restored, the receipt is issued and states every inventoried relation.
     rewrite_purged_checkpoint(&store, request.request_id, &original).await;
-    store
-        .complete_with_receipt(&token, serde_json::json!({}))
-        .await
-        .expect("complete with its receipt");
-    let receipt = store
-        .certificate(request.request_id, None)
-        .await
-        .expect("certificate")
-        .receipt;
+    let receipt = request.complete_with_receipt(&store).await;
     let stated: Vec<&str> = receipt
         .inventory
         .relations
@@ -395,14 +374,7 @@ async fn no_receipt_is_issued_with_fewer_relations_covered_than_the_inventory() 
         "the verification facts name every one of them"
     );
     assert_eq!(certificate::receipt::check_counts(&receipt), vec![]);
-    let ring = certificate::keys::KeyRing::new(vec![
-        testkit::env::receipt_key().signing_key().public_key(),
-    ]);
-    let audit = store
-        .audit_certificate(request.request_id, &ring)
-        .await
-        .expect("audit");
-    assert!(audit.problems.is_empty(), "{:?}", audit.problems);
+    request.assert_certificate_audits_clean(&store).await;
     db.drop_database().await;
 }
 

@@ -4,6 +4,7 @@
 //! (`serving/tests/it/guard.rs`).
 
 use crate::store_support;
+use activities::store::FenceError;
 
 use std::time::Duration;
 
@@ -25,15 +26,12 @@ async fn acquisition_is_refused_once_quiescing_and_once_fenced() {
     let serving = serving_store().await;
     let fixture = approved(&store, 0).await;
     let cfg = config("relay-a", 5_000, 1_000);
-    store
-        .begin_quiescing(&fixture.token)
-        .await
-        .expect("quiesce");
+    fixture.quiesce().await;
     let refused = acquire_serving_write_with(&serving, fixture.community.id, "s3_put", &cfg).await;
     match refused {
         Err(error) => {
             assert!(error.is_refused_because_fenced(), "{error}");
-            assert!(matches!(error, ServingError::Quiescing { .. }));
+            assert_matches!(error, ServingError::Quiescing { .. });
         }
         Ok(_) => panic!("a quiescing community admitted a new serving write"),
     }
@@ -43,7 +41,7 @@ async fn acquisition_is_refused_once_quiescing_and_once_fenced() {
     match refused {
         Err(error) => {
             assert!(error.is_refused_because_fenced(), "{error}");
-            assert!(matches!(error, ServingError::Fenced { .. }));
+            assert_matches!(error, ServingError::Fenced { .. });
         }
         Ok(_) => panic!("a fenced community admitted a serving write"),
     }
@@ -62,15 +60,12 @@ async fn an_admitted_write_finishes_during_quiescing_and_then_the_fence_closes()
     )
     .await
     .expect("admitted while serving");
-    store
-        .begin_quiescing(&fixture.token)
-        .await
-        .expect("quiesce");
+    fixture.quiesce().await;
 
     let refused = store.fence(&fixture.token).await;
-    assert!(
-        matches!(refused, Err(StoreError::ServingWritesLive { .. })),
-        "{refused:?}"
+    assert_matches!(
+        refused,
+        Err(StoreError::Fence(FenceError::ServingWritesLive { .. }))
     );
     // The admitted write outlives its TTL while quiescing: the heartbeat keeps renewing.
     guard
@@ -120,15 +115,12 @@ async fn the_freeze_gate_holds_an_expired_unreleased_lease_until_expiry_plus_the
         )
         .await
         .expect("acquire");
-    store
-        .begin_quiescing(&fixture.token)
-        .await
-        .expect("quiesce");
+    fixture.quiesce().await;
     // The fence waits for it while it is live, and closes once it expired.
     let fenced = loop {
         match store.fence(&fixture.token).await {
             Ok(generation) => break generation,
-            Err(StoreError::ServingWritesLive { .. }) => {
+            Err(StoreError::Fence(FenceError::ServingWritesLive { .. })) => {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             Err(other) => panic!("fence: {other}"),
@@ -141,7 +133,7 @@ async fn the_freeze_gate_holds_an_expired_unreleased_lease_until_expiry_plus_the
         .require_no_stalled_serving_writes(community_id, bound)
         .await;
     let until = match refused {
-        Err(StoreError::StalledServingWrites { count, until, .. }) => {
+        Err(StoreError::Fence(FenceError::StalledServingWrites { count, until, .. })) => {
             assert_eq!(count, 1);
             until
         }
@@ -162,12 +154,15 @@ async fn the_freeze_gate_holds_an_expired_unreleased_lease_until_expiry_plus_the
             .await
             .expect("release")
     );
-    assert!(matches!(
+    assert_matches!(
         store
             .require_no_stalled_serving_writes(community_id, bound)
             .await,
-        Err(StoreError::StalledServingWrites { count: 1, .. })
-    ));
+        Err(StoreError::Fence(FenceError::StalledServingWrites {
+            count: 1,
+            ..
+        }))
+    );
     // Reaping with no retention keeps the row while it is inside the protected-operation bound.
     store
         .reap_serving_write_leases(Duration::ZERO)

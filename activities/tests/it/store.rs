@@ -3,6 +3,7 @@
 //! parallel without seeing each other's rows.
 
 use crate::store_support;
+use activities::store::{ApprovalError, CatalogError, FenceError, ManifestError, RequestError};
 
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use activities::identity::IdentityError;
 use activities::serving::ServingError;
 use activities::store::certificates::CertificateStoreError;
 use activities::store::{
-    ChunkAck, FenceState, RequestFilter, Stage, StoreError, TaxonomySweepInput, catalog_scan_in,
+    FenceState, RequestFilter, Stage, StoreError, TaxonomySweepInput, catalog_scan_in,
     is_append_only_refusal, is_fenced_write,
 };
 use activities::taxonomy::tenant_prefixes;
@@ -19,11 +20,9 @@ use store_support::*;
 use uuid::Uuid;
 use workflows::approval::TwoPersonRefusal;
 use workflows::community::contracts::{
-    AbortRequest, EventInput, RegisterInput, RequestEvent, UnblockRequest,
+    AbortRequest, ApproveRequest, EventInput, RegisterInput, RequestEvent, UnblockRequest,
 };
 use workflows::operator::{Action, Kind, SignatureRefusal};
-
-const LEASE_TTL: Duration = Duration::from_secs(30);
 
 /// A registration signed by `requested_by`'s test key (over the canonical, lowercase host the
 /// store binds the signature to).
@@ -74,9 +73,9 @@ async fn stale_generation_cannot_advance_a_stage() {
 
     let refused = store.freeze_inventory(&stale, &inventory).await;
     match refused {
-        Err(StoreError::StaleGeneration {
+        Err(StoreError::Request(RequestError::StaleGeneration {
             expected, actual, ..
-        }) => {
+        })) => {
             assert_eq!(expected, stale.exec_generation);
             assert_eq!(actual, current.exec_generation);
         }
@@ -105,33 +104,23 @@ async fn a_stage_advance_is_a_compare_and_set_from_the_expected_stage() {
 
     // Same (current) token, but the request already left `submitted`.
     let again = store.freeze_inventory(&fixture.token, &inventory).await;
-    assert!(
-        matches!(again, Err(StoreError::WrongStage { .. })),
-        "{again:?}"
+    assert_matches!(
+        again,
+        Err(StoreError::Request(RequestError::WrongStage { .. }))
     );
-    let skip = store
-        .advance(
-            &fixture.token,
-            Stage::PostgresPurged,
-            Stage::CachePurged,
-            serde_json::json!({}),
-        )
+    let skip = fixture
+        .advance(Stage::PostgresPurged, Stage::CachePurged)
         .await;
-    assert!(
-        matches!(skip, Err(StoreError::WrongStage { .. })),
-        "{skip:?}"
+    assert_matches!(
+        skip,
+        Err(StoreError::Request(RequestError::WrongStage { .. }))
     );
-    let dedicated = store
-        .advance(
-            &fixture.token,
-            Stage::Inventoried,
-            Stage::Approved,
-            serde_json::json!({}),
-        )
-        .await;
-    assert!(
-        matches!(dedicated, Err(StoreError::TransitionNotGeneric { .. })),
-        "{dedicated:?}"
+    let dedicated = fixture.advance(Stage::Inventoried, Stage::Approved).await;
+    assert_matches!(
+        dedicated,
+        Err(StoreError::Request(
+            RequestError::TransitionNotGeneric { .. }
+        ))
     );
     assert_eq!(fixture.stage().await, Stage::Inventoried);
 }
@@ -147,19 +136,13 @@ async fn stale_generation_cannot_stamp_a_chunk() {
         .expect("irreversible point");
     let current = fixture.claim(&[Stage::Drained]).await;
 
-    let ack = ChunkAck {
-        deleted: 10,
-        already_missing: 0,
-    };
+    let ack = chunk_ack(10, 0);
     let refused = store.stamp_chunk(&stale, 0, ack).await;
-    assert!(
-        matches!(refused, Err(StoreError::StaleGeneration { .. })),
-        "{refused:?}"
+    assert_matches!(
+        refused,
+        Err(StoreError::Request(RequestError::StaleGeneration { .. }))
     );
-    let progress = store
-        .chunk_progress(fixture.request_id)
-        .await
-        .expect("progress");
+    let progress = fixture.chunk_progress().await;
     assert_eq!(progress.chunks_stamped, 0);
 
     assert!(
@@ -168,10 +151,7 @@ async fn stale_generation_cannot_stamp_a_chunk() {
             .await
             .expect("current token stamps")
     );
-    let progress = store
-        .chunk_progress(fixture.request_id)
-        .await
-        .expect("progress");
+    let progress = fixture.chunk_progress().await;
     assert_eq!((progress.chunks_total, progress.chunks_stamped), (3, 1));
     assert_eq!(
         (progress.versions_total, progress.versions_stamped),
@@ -183,44 +163,20 @@ async fn stale_generation_cannot_stamp_a_chunk() {
 async fn no_chunk_is_stamped_twice() {
     let store = store().await;
     let fixture = drained(&store, 0, 12, 10).await;
-    store
-        .mark_irreversible(&fixture.token)
-        .await
-        .expect("irreversible point");
-    let ack = ChunkAck {
-        deleted: 7,
-        already_missing: 3,
-    };
-    assert!(
-        store
-            .stamp_chunk(&fixture.token, 0, ack)
-            .await
-            .expect("first stamp")
-    );
-    assert!(
-        !store
-            .stamp_chunk(&fixture.token, 0, ack)
-            .await
-            .expect("replayed stamp")
-    );
+    fixture.mark_irreversible().await;
+    let ack = chunk_ack(7, 3);
+    assert!(fixture.stamp(0, ack).await);
+    assert!(!fixture.stamp(0, ack).await);
 
-    let progress = store
-        .chunk_progress(fixture.request_id)
-        .await
-        .expect("progress");
+    let progress = fixture.chunk_progress().await;
     assert_eq!(
         (progress.chunks_stamped, progress.versions_stamped),
         (1, 10)
     );
-    let stamps = store
-        .audit_events(fixture.request_id)
-        .await
-        .expect("audit")
-        .into_iter()
-        .filter(|event| event.event == "chunk_stamped")
-        .count();
+    let stamps = fixture.events_named("chunk_stamped").await;
     assert_eq!(
-        stamps, 1,
+        stamps.len(),
+        1,
         "a replayed stamp is not audited as a second deletion"
     );
 }
@@ -229,43 +185,34 @@ async fn no_chunk_is_stamped_twice() {
 async fn a_chunk_is_stamped_only_when_every_version_is_acknowledged() {
     let store = store().await;
     let fixture = drained(&store, 0, 10, 10).await;
-    let ack = ChunkAck {
-        deleted: 10,
-        already_missing: 0,
-    };
+    let ack = chunk_ack(10, 0);
     let early = store.stamp_chunk(&fixture.token, 0, ack).await;
-    assert!(
-        matches!(early, Err(StoreError::IrreversibleNotMarked { .. })),
-        "{early:?}"
+    assert_matches!(
+        early,
+        Err(StoreError::Request(
+            RequestError::IrreversibleNotMarked { .. }
+        ))
     );
 
-    store
-        .mark_irreversible(&fixture.token)
-        .await
-        .expect("irreversible point");
-    let partial = ChunkAck {
-        deleted: 9,
-        already_missing: 0,
-    };
+    fixture.mark_irreversible().await;
+    let partial = chunk_ack(9, 0);
     let refused = store.stamp_chunk(&fixture.token, 0, partial).await;
-    assert!(
-        matches!(refused, Err(StoreError::ChunkIncomplete { .. })),
-        "{refused:?}"
+    assert_matches!(
+        refused,
+        Err(StoreError::Manifest(ManifestError::ChunkIncomplete { .. }))
     );
     let pending = store
         .mark_bindings_removed(&fixture.token, serde_json::json!({}))
         .await;
-    assert!(
-        matches!(pending, Err(StoreError::ChunksPending { pending: 1, .. })),
-        "{pending:?}"
+    assert_matches!(
+        pending,
+        Err(StoreError::Manifest(ManifestError::ChunksPending {
+            pending: 1,
+            ..
+        }))
     );
 
-    assert!(
-        store
-            .stamp_chunk(&fixture.token, 0, ack)
-            .await
-            .expect("stamp")
-    );
+    assert!(fixture.stamp(0, ack).await);
     let chunks = store
         .pending_chunks(&fixture.token, 10)
         .await
@@ -284,28 +231,21 @@ async fn manifest_entries_outside_the_tenant_are_refused() {
     let fixture = fenced(&store, 0).await;
     let other = community(&store).await;
     let [media, _, _] = tenant_prefixes(fixture.community.id);
-
-    let foreign = media_entries(other.id, 1);
-    let refused = store
-        .append_manifest_chunk(&fixture.token, 0, &media, &foreign)
-        .await;
-    assert!(
-        matches!(refused, Err(StoreError::ManifestMismatch { .. })),
-        "{refused:?}"
-    );
     let [other_media, _, _] = tenant_prefixes(other.id);
+
+    // Another community's entries under this prefix, and this community's under another's.
+    let foreign = media_entries(other.id, 1);
     let own = media_entries(fixture.community.id, 1);
-    let wrong_prefix = store
-        .append_manifest_chunk(&fixture.token, 0, &other_media, &own)
-        .await;
-    assert!(
-        matches!(wrong_prefix, Err(StoreError::ManifestMismatch { .. })),
-        "{wrong_prefix:?}"
-    );
-    let progress = store
-        .chunk_progress(fixture.request_id)
-        .await
-        .expect("progress");
+    for (prefix, entries) in [(&media, &foreign), (&other_media, &own)] {
+        let refused = store
+            .append_manifest_chunk(&fixture.token, 0, prefix, entries)
+            .await;
+        assert_matches!(
+            refused,
+            Err(StoreError::Manifest(ManifestError::Mismatch { .. }))
+        );
+    }
+    let progress = fixture.chunk_progress().await;
     assert_eq!(progress.chunks_total, 0);
 }
 
@@ -325,9 +265,9 @@ async fn binding_refuses_a_summary_that_differs_from_the_stored_chunks() {
     let refused = store
         .bind_destructive_manifest(&fixture.token, &short)
         .await;
-    assert!(
-        matches!(refused, Err(StoreError::ManifestMismatch { .. })),
-        "{refused:?}"
+    assert_matches!(
+        refused,
+        Err(StoreError::Manifest(ManifestError::Mismatch { .. }))
     );
     assert_eq!(fixture.stage().await, Stage::Fenced);
 
@@ -376,8 +316,9 @@ async fn an_interrupted_freeze_is_cleared_and_rewritten_without_a_stale_or_repea
     let refused = store
         .bind_destructive_manifest(&fixture.token, &summary)
         .await;
-    assert!(
-        matches!(refused, Err(StoreError::ManifestMismatch { .. })),
+    assert_matches!(
+        refused,
+        Err(StoreError::Manifest(ManifestError::Mismatch { .. })),
         "the stale chunk must keep the manifest from binding: {refused:?}"
     );
     assert_eq!(fixture.stage().await, Stage::Fenced);
@@ -388,10 +329,7 @@ async fn an_interrupted_freeze_is_cleared_and_rewritten_without_a_stale_or_repea
         .await
         .expect("clear");
     assert_eq!(cleared, 4, "chunks 0..=3 of the interrupted attempt");
-    let progress = store
-        .chunk_progress(fixture.request_id)
-        .await
-        .expect("progress");
+    let progress = fixture.chunk_progress().await;
     assert_eq!((progress.chunks_total, progress.versions_total), (0, 0));
     rewrite().await;
     store
@@ -418,10 +356,7 @@ async fn an_interrupted_freeze_is_cleared_and_rewritten_without_a_stale_or_repea
         refused.is_err(),
         "a bound manifest was cleared: {refused:?}"
     );
-    let progress = store
-        .chunk_progress(fixture.request_id)
-        .await
-        .expect("progress");
+    let progress = fixture.chunk_progress().await;
     assert_eq!((progress.chunks_total, progress.versions_total), (3, 12));
 }
 
@@ -431,29 +366,16 @@ async fn an_interrupted_freeze_is_cleared_and_rewritten_without_a_stale_or_repea
 async fn each_chunk_stamp_records_its_deleted_and_already_missing_versions() {
     let store = store().await;
     let fixture = drained(&store, 0, 25, 10).await;
-    store
-        .mark_irreversible(&fixture.token)
-        .await
-        .expect("irreversible point");
+    fixture.mark_irreversible().await;
     let acks = [(0_u32, 10_u64, 0_u64), (1, 7, 3), (2, 0, 5)];
     for (chunk_no, deleted, already_missing) in acks {
-        let ack = ChunkAck {
-            deleted,
-            already_missing,
-        };
-        assert!(
-            store
-                .stamp_chunk(&fixture.token, chunk_no, ack)
-                .await
-                .expect("stamp")
-        );
+        let ack = chunk_ack(deleted, already_missing);
+        assert!(fixture.stamp(chunk_no, ack).await);
     }
-    let mut recorded: Vec<(u32, u64, u64)> = store
-        .audit_events(fixture.request_id)
+    let mut recorded: Vec<(u32, u64, u64)> = fixture
+        .events_named("chunk_stamped")
         .await
-        .expect("audit")
         .into_iter()
-        .filter(|event| event.event == "chunk_stamped")
         .map(|event| {
             let field = |name: &str| {
                 event.detail[name]
@@ -469,10 +391,7 @@ async fn each_chunk_stamp_records_its_deleted_and_already_missing_versions() {
         .collect();
     recorded.sort_unstable();
     assert_eq!(recorded, acks.to_vec());
-    let progress = store
-        .chunk_progress(fixture.request_id)
-        .await
-        .expect("progress");
+    let progress = fixture.chunk_progress().await;
     assert_eq!(
         (progress.chunks_stamped, progress.versions_stamped),
         (3, 25)
@@ -491,54 +410,23 @@ async fn stale_holder_cannot_release_someone_elses_lease() {
 
     let mut impostor = lease.clone();
     impostor.owner = "relay-b".into();
-    assert!(
-        !store
-            .release_serving_write_lease(&impostor)
-            .await
-            .expect("release")
-    );
     let mut unknown = lease.clone();
     unknown.id = Uuid::new_v4();
-    assert!(
-        !store
-            .release_serving_write_lease(&unknown)
-            .await
-            .expect("release")
-    );
-    assert_eq!(
-        store
-            .live_serving_writes(community.id)
-            .await
-            .expect("live")
-            .count,
-        1
-    );
-
-    assert!(
-        store
-            .release_serving_write_lease(&lease)
-            .await
-            .expect("release")
-    );
-    assert!(
-        !store
-            .release_serving_write_lease(&lease)
-            .await
-            .expect("second release")
-    );
-    assert_eq!(
-        store
-            .live_serving_writes(community.id)
-            .await
-            .expect("live")
-            .count,
-        0
-    );
+    // Each release in turn, whether it released the lease (only the holder's first does), and
+    // the live leases after it.
+    let releases = [
+        (&impostor, false, 1),
+        (&unknown, false, 1),
+        (&lease, true, 0),
+        (&lease, false, 0),
+    ];
+    for (holder, released, live_after) in releases {
+        let outcome = store.release_serving_write_lease(holder).await;
+        assert_eq!(outcome.expect("release"), released, "{holder:?}");
+        assert_eq!(live_leases(&store, community.id).await, live_after);
+    }
     let renewed = store.renew_serving_write_lease(&lease, LEASE_TTL).await;
-    assert!(
-        matches!(renewed, Err(ServingError::LeaseLost { .. })),
-        "{renewed:?}"
-    );
+    assert_matches!(renewed, Err(ServingError::LeaseLost { .. }));
 }
 
 #[tokio::test]
@@ -562,7 +450,7 @@ async fn second_open_request_for_a_community_is_refused_naming_the_first() {
         )
         .await;
     match refused {
-        Err(error @ StoreError::OpenRequestExists { .. }) => {
+        Err(error @ StoreError::Request(RequestError::OpenRequestExists { .. })) => {
             assert!(error.to_string().contains(&first.to_string()), "{error}");
             assert_eq!(error.severity(), Severity::Permanent);
         }
@@ -606,7 +494,7 @@ async fn unknown_host_is_refused_permanently() {
         )
         .await;
     match refused {
-        Err(error @ StoreError::UnknownHost { .. }) => {
+        Err(error @ StoreError::Request(RequestError::UnknownHost { .. })) => {
             assert_eq!(error.severity(), Severity::Permanent);
             assert!(error.to_string().contains(&host));
         }
@@ -618,29 +506,23 @@ async fn unknown_host_is_refused_permanently() {
 async fn audit_trail_and_approvals_refuse_update_and_delete() {
     let store = store().await;
     let fixture = approved(&store, 0).await;
-    let before = store.audit_events(fixture.request_id).await.expect("audit");
+    let before = fixture.audit_events().await;
     assert!(before.iter().any(|event| event.event == "submitted"));
 
-    let update =
-        sqlx::query("UPDATE deletion.audit_events SET actor = 'mallory' WHERE request_id = $1")
+    for sql in [
+        "UPDATE deletion.audit_events SET actor = 'mallory' WHERE request_id = $1",
+        "DELETE FROM deletion.audit_events WHERE request_id = $1",
+        "DELETE FROM deletion.approvals WHERE request_id = $1",
+    ] {
+        let refused = sqlx::query(sql)
             .bind(fixture.request_id)
             .execute(store.pool())
             .await;
-    let error = update.expect_err("UPDATE of the audit trail must fail");
-    assert!(is_append_only_refusal(&error), "{error}");
-    let delete = sqlx::query("DELETE FROM deletion.audit_events WHERE request_id = $1")
-        .bind(fixture.request_id)
-        .execute(store.pool())
-        .await;
-    let error = delete.expect_err("DELETE from the audit trail must fail");
-    assert!(is_append_only_refusal(&error), "{error}");
-    let delete = sqlx::query("DELETE FROM deletion.approvals WHERE request_id = $1")
-        .bind(fixture.request_id)
-        .execute(store.pool())
-        .await;
-    assert!(delete.is_err_and(|error| is_append_only_refusal(&error)));
+        let error = refused.expect_err(sql);
+        assert!(is_append_only_refusal(&error), "{sql}: {error}");
+    }
 
-    let after = store.audit_events(fixture.request_id).await.expect("audit");
+    let after = fixture.audit_events().await;
     assert_eq!(before, after);
     assert!(
         store
@@ -659,39 +541,32 @@ async fn tenant_table_without_the_fence_trigger_makes_the_inventory_fail_closed(
     // The table exists only inside this uncommitted transaction, so tests scanning the catalog
     // in parallel never see it.
     let mut tx = store.pool().begin().await.expect("begin");
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "CREATE TABLE buzz.{table} (id bigserial PRIMARY KEY, community_id uuid NOT NULL)"
-    )))
-    .execute(&mut *tx)
-    .await
-    .expect("create unfenced tenant table");
+    let create =
+        format!("CREATE TABLE buzz.{table} (id bigserial PRIMARY KEY, community_id uuid NOT NULL)");
+    exec_in(&mut tx, &create).await;
 
     let scan = catalog_scan_in(&mut tx, community.id).await;
     match scan {
-        Err(StoreError::CatalogUnfenced { tables, .. }) => {
+        Err(StoreError::Catalog(CatalogError::Unfenced { tables, .. })) => {
             assert_eq!(tables, vec![format!("buzz.{table}")]);
         }
         other => panic!("expected CatalogUnfenced, got {other:?}"),
     }
 
     // A disabled trigger is no fence either.
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "CREATE TRIGGER buzz_write_fence BEFORE INSERT OR UPDATE ON buzz.{table} \
-         FOR EACH ROW EXECUTE FUNCTION buzz.refuse_fenced_write()"
-    )))
-    .execute(&mut *tx)
-    .await
-    .expect("create trigger");
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "ALTER TABLE buzz.{table} DISABLE TRIGGER buzz_write_fence"
-    )))
-    .execute(&mut *tx)
-    .await
-    .expect("disable trigger");
+    for sql in [
+        format!(
+            "CREATE TRIGGER buzz_write_fence BEFORE INSERT OR UPDATE ON buzz.{table} \
+             FOR EACH ROW EXECUTE FUNCTION buzz.refuse_fenced_write()"
+        ),
+        format!("ALTER TABLE buzz.{table} DISABLE TRIGGER buzz_write_fence"),
+    ] {
+        exec_in(&mut tx, &sql).await;
+    }
     let scan = catalog_scan_in(&mut tx, community.id).await;
-    assert!(
-        matches!(scan, Err(StoreError::CatalogUnfenced { .. })),
-        "{scan:?}"
+    assert_matches!(
+        scan,
+        Err(StoreError::Catalog(CatalogError::Unfenced { .. }))
     );
     tx.rollback().await.expect("rollback");
 
@@ -704,10 +579,7 @@ async fn tenant_table_without_the_fence_trigger_makes_the_inventory_fail_closed(
 #[tokio::test]
 async fn a_tenant_table_added_later_is_discovered_and_counted() {
     let store = store().await;
-    let community = community(&store).await;
-    demo::seed_rows(&store, community.id, 3)
-        .await
-        .expect("seed");
+    let community = seeded_community(&store, 3).await;
     let table = format!("test_later_{}", Uuid::new_v4().simple());
     let mut tx = store.pool().begin().await.expect("begin");
     for sql in [
@@ -722,10 +594,7 @@ async fn a_tenant_table_added_later_is_discovered_and_counted() {
             community.id, community.id
         ),
     ] {
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .execute(&mut *tx)
-            .await
-            .expect("setup");
+        exec_in(&mut tx, &sql).await;
     }
     let scan = catalog_scan_in(&mut tx, community.id).await.expect("scan");
     tx.rollback().await.expect("rollback");
@@ -791,38 +660,19 @@ async fn fenced_community_rejects_row_writes_while_others_keep_writing() {
     demo::seed_rows(&store, bystander.id, 1)
         .await
         .expect("another community still writes");
-    let leased = store
-        .serving()
-        .acquire_serving_write_lease(fixture.community.id, "redis_write", "relay-a", LEASE_TTL)
-        .await;
-    assert!(
-        matches!(leased, Err(ServingError::Fenced { .. })),
-        "{leased:?}"
-    );
+    let leased = fixture.acquire_lease("redis_write", "relay-a").await;
+    assert_matches!(leased, Err(ServingError::Fenced { .. }));
 }
 
 #[tokio::test]
 async fn quiescing_refuses_new_leases_while_an_admitted_one_can_finish() {
     let store = store().await;
     let fixture = approved(&store, 0).await;
-    let admitted = store
-        .serving()
-        .acquire_serving_write_lease(fixture.community.id, "s3_put", "relay-a", LEASE_TTL)
-        .await
-        .expect("admitted before quiescing");
-    store
-        .begin_quiescing(&fixture.token)
-        .await
-        .expect("quiesce");
+    let admitted = fixture.lease("s3_put", "relay-a").await;
+    fixture.quiesce().await;
 
-    let refused = store
-        .serving()
-        .acquire_serving_write_lease(fixture.community.id, "s3_put", "relay-b", LEASE_TTL)
-        .await;
-    assert!(
-        matches!(refused, Err(ServingError::Quiescing { .. })),
-        "{refused:?}"
-    );
+    let refused = fixture.acquire_lease("s3_put", "relay-b").await;
+    assert_matches!(refused, Err(ServingError::Quiescing { .. }));
     let renewed = store
         .renew_serving_write_lease(&admitted, LEASE_TTL)
         .await
@@ -838,46 +688,32 @@ async fn quiescing_refuses_new_leases_while_an_admitted_one_can_finish() {
             .await
             .expect("release")
     );
-    assert_eq!(
-        store
-            .live_serving_writes(fixture.community.id)
-            .await
-            .expect("live")
-            .count,
-        0
-    );
+    assert_eq!(fixture.live_leases().await, 0);
 }
 
 #[tokio::test]
 async fn fence_refuses_while_a_lease_is_live() {
     let store = store().await;
     let fixture = approved(&store, 0).await;
-    let lease = store
-        .serving()
-        .acquire_serving_write_lease(fixture.community.id, "push", "relay-a", LEASE_TTL)
-        .await
-        .expect("acquire");
-    let quiesced_at = store
-        .begin_quiescing(&fixture.token)
-        .await
-        .expect("quiesce");
+    let lease = fixture.lease("push", "relay-a").await;
+    let quiesced_at = fixture.quiesce().await;
     assert_eq!(
-        store.begin_quiescing(&fixture.token).await.expect("retry"),
+        fixture.quiesce().await,
         quiesced_at,
         "retrying quiescing does not bump the generation"
     );
 
     let refused = store.fence(&fixture.token).await;
     match refused {
-        Err(error @ StoreError::ServingWritesLive { .. }) => {
+        Err(error @ StoreError::Fence(FenceError::ServingWritesLive { .. })) => {
             assert_eq!(
                 error.severity(),
                 Severity::Transient,
                 "the fence waits and retries"
             );
-            if let StoreError::ServingWritesLive {
+            if let StoreError::Fence(FenceError::ServingWritesLive {
                 count, operations, ..
-            } = error
+            }) = error
             {
                 assert_eq!((count, operations), (1, vec!["push".to_owned()]));
             }
@@ -885,11 +721,7 @@ async fn fence_refuses_while_a_lease_is_live() {
         other => panic!("expected ServingWritesLive, got {other:?}"),
     }
     assert_eq!(fixture.stage().await, Stage::Approved);
-    let fence = store
-        .fence_status(fixture.community.id)
-        .await
-        .expect("status")
-        .expect("row");
+    let fence = fixture.fence_status().await.expect("row");
     assert_eq!(
         (fence.state, fence.generation),
         (FenceState::Quiescing, quiesced_at)
@@ -931,10 +763,7 @@ async fn an_expired_lease_does_not_hold_the_fence() {
         )
         .await
         .expect("acquire");
-    store
-        .begin_quiescing(&fixture.token)
-        .await
-        .expect("quiesce");
+    fixture.quiesce().await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     store
         .fence(&fixture.token)
@@ -981,74 +810,68 @@ async fn approval_refuses_wrong_digest_self_approval_and_a_second_approval_witho
         }
     };
 
-    let wrong = store
-        .record_approval(
-            fixture.request_id,
-            &approve(APPROVER, &"0".repeat(64)).await,
-            CONSUMER,
-        )
-        .await;
-    assert!(
-        matches!(wrong, Err(StoreError::DigestMismatch { .. })),
-        "{wrong:?}"
-    );
-    no_change(&fixture).await;
-    let own = store
-        .record_approval(
-            fixture.request_id,
-            &approve(" Operator-A ", &digest).await,
-            CONSUMER,
-        )
-        .await;
-    assert!(
-        matches!(
-            own,
-            Err(StoreError::Identity(IdentityError::Statement(
-                SignatureRefusal::SameOperator { .. }
-            )))
-        ),
-        "the requester's key cannot approve: {own:?}"
-    );
-    no_change(&fixture).await;
+    let submit = async |approval: ApproveRequest| {
+        store
+            .record_approval(fixture.request_id, &approval, CONSUMER)
+            .await
+    };
     // Another key under the requester's name is the requester too (the one rule's name half).
     let mut own_name = approve(APPROVER, &digest).await;
     own_name.approved_by = " OPERATOR-A ".into();
-    let own_name = store
-        .record_approval(fixture.request_id, &own_name, CONSUMER)
-        .await;
-    assert!(
-        matches!(
-            own_name,
-            Err(StoreError::Identity(IdentityError::SecondPerson(
-                TwoPersonRefusal::SameName { .. }
-            )))
+    /// Whether an error is the refusal a case expects.
+    type IsRefusal = fn(&StoreError) -> bool;
+    let refusals: [(_, _, IsRefusal); 3] = [
+        (
+            approve(APPROVER, &"0".repeat(64)).await,
+            "a wrong digest cannot be approved",
+            |e| {
+                matches!(
+                    e,
+                    StoreError::Approval(ApprovalError::DigestMismatch { .. })
+                )
+            },
         ),
-        "the requester's name cannot approve: {own_name:?}"
-    );
-    no_change(&fixture).await;
+        (
+            approve(" Operator-A ", &digest).await,
+            "the requester's key cannot approve",
+            |e| {
+                matches!(
+                    e,
+                    StoreError::Identity(IdentityError::Statement(
+                        SignatureRefusal::SameOperator { .. }
+                    ))
+                )
+            },
+        ),
+        (own_name, "the requester's name cannot approve", |e| {
+            matches!(
+                e,
+                StoreError::Identity(IdentityError::SecondPerson(
+                    TwoPersonRefusal::SameName { .. }
+                ))
+            )
+        }),
+    ];
+    for (approval, what, refused_as) in refusals {
+        let refused = submit(approval).await;
+        assert!(
+            refused.as_ref().is_err_and(refused_as),
+            "{what}: {refused:?}"
+        );
+        no_change(&fixture).await;
+    }
 
-    let record = store
-        .record_approval(
-            fixture.request_id,
-            &approve(APPROVER, &digest).await,
-            CONSUMER,
-        )
+    let record = submit(approve(APPROVER, &digest).await)
         .await
         .expect("approval by a second operator");
     assert_eq!(
         (record.approved_by.as_str(), record.digest.as_str()),
         (APPROVER, digest.as_str())
     );
-    let second = store
-        .record_approval(
-            fixture.request_id,
-            &approve("operator-c", &digest).await,
-            CONSUMER,
-        )
-        .await;
-    assert!(
-        matches!(second, Err(StoreError::AlreadyApproved { .. })),
-        "{second:?}"
+    let second = submit(approve("operator-c", &digest).await).await;
+    assert_matches!(
+        second,
+        Err(StoreError::Approval(ApprovalError::AlreadyApproved { .. }))
     );
     assert_eq!(
         store
@@ -1064,26 +887,14 @@ async fn approval_refuses_wrong_digest_self_approval_and_a_second_approval_witho
 async fn abort_after_the_irreversible_point_is_refused() {
     let store = store().await;
     let fixture = drained(&store, 0, 3, 10).await;
-    store
-        .mark_irreversible(&fixture.token)
-        .await
-        .expect("irreversible point");
+    fixture.mark_irreversible().await;
     let abort = AbortRequest {
         actor: APPROVER.into(),
         reason: "changed my mind".into(),
         signed: None,
     };
-    let refused = store.unfence_for_abort(fixture.request_id, &abort).await;
-    assert!(
-        matches!(refused, Err(StoreError::IrreversibleStarted { .. })),
-        "{refused:?}"
-    );
-    assert_eq!(fixture.stage().await, Stage::Drained);
-    let fence = store
-        .fence_status(fixture.community.id)
-        .await
-        .expect("status")
-        .expect("row");
+    fixture.assert_abort_refused_past_the_marker(&abort).await;
+    let fence = fixture.fence_status().await.expect("row");
     assert_eq!(fence.state, FenceState::Fenced);
     store
         .verify_fence(&fixture.token)
@@ -1095,11 +906,7 @@ async fn abort_after_the_irreversible_point_is_refused() {
 async fn abort_before_the_irreversible_point_lifts_the_fence_and_stales_every_attempt() {
     let store = store().await;
     let fixture = fenced(&store, 1).await;
-    let fenced_at = store
-        .fence_status(fixture.community.id)
-        .await
-        .expect("status")
-        .expect("row");
+    let fenced_at = fixture.fence_status().await.expect("row");
     let abort = AbortRequest {
         actor: APPROVER.into(),
         reason: "wrong tenant".into(),
@@ -1122,25 +929,21 @@ async fn abort_before_the_irreversible_point_lifts_the_fence_and_stales_every_at
     assert_eq!(request.stage, "aborted");
     assert!(request.completed_at.is_some());
     // Who aborted and why is in the audit trail, once (the repeated abort records nothing).
-    let aborted: Vec<_> = events_named(&store, fixture.request_id, "aborted").await;
+    let aborted: Vec<_> = fixture.events_named("aborted").await;
     assert_eq!(aborted.len(), 1, "{aborted:?}");
     assert_eq!(aborted[0].actor, APPROVER);
     assert_eq!(aborted[0].detail["reason"], "wrong tenant");
     assert_eq!(aborted[0].detail["actor"], APPROVER);
     assert_eq!(aborted[0].detail["aborted_at_stage"], "fenced");
     let stale = store.verify_token(&fixture.token).await;
-    assert!(
-        matches!(stale, Err(StoreError::StaleGeneration { .. })),
-        "{stale:?}"
+    assert_matches!(
+        stale,
+        Err(StoreError::Request(RequestError::StaleGeneration { .. }))
     );
     demo::seed_rows(&store, fixture.community.id, 1)
         .await
         .expect("served again");
-    let lease = store
-        .serving()
-        .acquire_serving_write_lease(fixture.community.id, "s3_put", "relay-a", LEASE_TTL)
-        .await
-        .expect("serving writes admitted again");
+    let lease = fixture.lease("s3_put", "relay-a").await;
     assert_eq!(lease.fence_generation, generation);
     store
         .register_community_request(
@@ -1171,7 +974,7 @@ async fn tampered_frozen_inventory_is_refused_on_read() {
     .expect("tamper");
     let refused = store.load_frozen_inventory(fixture.request_id).await;
     match refused {
-        Err(error @ StoreError::DigestMismatch { .. }) => {
+        Err(error @ StoreError::Approval(ApprovalError::DigestMismatch { .. })) => {
             assert_eq!(error.severity(), Severity::Permanent);
         }
         other => panic!("expected DigestMismatch, got {other:?}"),
@@ -1181,10 +984,7 @@ async fn tampered_frozen_inventory_is_refused_on_read() {
 #[tokio::test]
 async fn purge_deletes_every_row_of_the_community_and_leaves_another_byte_identical() {
     let store = store().await;
-    let bystander = community(&store).await;
-    demo::seed_rows(&store, bystander.id, 5)
-        .await
-        .expect("seed bystander");
+    let bystander = seeded_community(&store, 5).await;
     let before = store.snapshot_rows(bystander.id).await.expect("snapshot");
 
     let mut fixture = drained(&store, 23, 0, 10).await;
@@ -1196,9 +996,9 @@ async fn purge_deletes_every_row_of_the_community_and_leaves_another_byte_identi
     let token = fixture.claim(&[Stage::BindingsRemoved]).await;
 
     let refused = store.purge_postgres(&stale, 7, |_, _| {}).await;
-    assert!(
-        matches!(refused, Err(StoreError::StaleGeneration { .. })),
-        "{refused:?}"
+    assert_matches!(
+        refused,
+        Err(StoreError::Request(RequestError::StaleGeneration { .. }))
     );
     let counts = store
         .count_community_rows(fixture.community.id)
@@ -1225,11 +1025,7 @@ async fn purge_deletes_every_row_of_the_community_and_leaves_another_byte_identi
             .iter()
             .any(|t| t.table == "buzz.communities" && t.rows == 1)
     );
-    let counts = store
-        .count_community_rows(fixture.community.id)
-        .await
-        .expect("counts");
-    assert!(counts.iter().all(|count| count.rows == 0), "{counts:?}");
+    assert_no_rows_left(&store, fixture.community.id).await;
     assert!(
         store
             .community_by_id(fixture.community.id)
@@ -1242,15 +1038,7 @@ async fn purge_deletes_every_row_of_the_community_and_leaves_another_byte_identi
     let after = store.snapshot_rows(bystander.id).await.expect("snapshot");
     assert_eq!(before, after, "another community's rows are byte-identical");
 
-    for (from, to) in [
-        (Stage::PostgresPurged, Stage::CachePurged),
-        (Stage::CachePurged, Stage::LogicallyVerified),
-    ] {
-        store
-            .advance(&token, from, to, serde_json::json!({}))
-            .await
-            .expect("advance");
-    }
+    fixture.advance_to_verified().await;
     // The verification facts about the scope (recorded by the verify activity): every
     // inventoried relation re-found and empty.
     let scope = store.verify_scope(&token).await.expect("verify scope");
@@ -1269,28 +1057,13 @@ async fn purge_deletes_every_row_of_the_community_and_leaves_another_byte_identi
     }
     assert_eq!(fixture.stage().await, Stage::LogicallyVerified);
     let signing = store.clone().with_receipt_key(testkit::env::receipt_key());
-    signing
-        .complete_with_receipt(&token, serde_json::json!({}))
-        .await
-        .expect("complete with its receipt");
-    let receipt = signing
-        .certificate(fixture.request_id, None)
-        .await
-        .expect("certificate")
-        .receipt;
+    let receipt = fixture.complete_with_receipt(&signing).await;
     assert_eq!(
         receipt.purge.rows_total,
         6 * 23 + 1,
         "the receipt states the purge"
     );
-    let ring = certificate::keys::KeyRing::new(vec![
-        testkit::env::receipt_key().signing_key().public_key(),
-    ]);
-    let audit = signing
-        .audit_certificate(fixture.request_id, &ring)
-        .await
-        .expect("audit");
-    assert!(audit.problems.is_empty(), "{:?}", audit.problems);
+    fixture.assert_certificate_audits_clean(&signing).await;
     let inspection = store.inspect(fixture.request_id).await.expect("inspect");
     assert!(inspection.request.completed_at.is_some());
     assert!(inspection.approval.is_some());
@@ -1329,9 +1102,9 @@ async fn a_blocked_request_cannot_be_claimed_until_unblocked() {
         .await
         .expect("block");
     let claimed = store.claim(fixture.request_id, &[Stage::Inventoried]).await;
-    assert!(
-        matches!(claimed, Err(StoreError::Blocked { .. })),
-        "{claimed:?}"
+    assert_matches!(
+        claimed,
+        Err(StoreError::Request(RequestError::Blocked { .. }))
     );
     let blocked = store
         .list_requests(RequestFilter::Blocked, 1000)
@@ -1361,9 +1134,9 @@ async fn a_blocked_request_cannot_be_claimed_until_unblocked() {
     let again = store
         .record_unblock(fixture.request_id, &unblock, "store-test/another")
         .await;
-    assert!(
-        matches!(again, Err(StoreError::NotBlocked { .. })),
-        "{again:?}"
+    assert_matches!(
+        again,
+        Err(StoreError::Request(RequestError::NotBlocked { .. }))
     );
     store
         .claim(fixture.request_id, &[Stage::Inventoried])
@@ -1379,7 +1152,7 @@ async fn a_blocked_request_cannot_be_claimed_until_unblocked() {
     assert!(events.contains(&"blocked".to_owned()) && events.contains(&"unblocked".to_owned()));
     // The unblock names the operator (the signing key's registered name), the remediation given
     // and the block it lifted.
-    let unblocked: Vec<_> = events_named(&store, fixture.request_id, "unblocked").await;
+    let unblocked: Vec<_> = fixture.events_named("unblocked").await;
     assert_eq!(unblocked.len(), 1, "{unblocked:?}");
     assert_eq!(unblocked[0].actor, APPROVER);
     assert_eq!(unblocked[0].detail["remediation"], "granted the permission");
@@ -1427,25 +1200,14 @@ async fn late_chunks_are_appended_after_the_frozen_ones_only_after_the_purges_an
     let early = store
         .append_late_chunk(&fixture.token, &media, &[late.encode()])
         .await;
-    assert!(
-        matches!(early, Err(StoreError::WrongStage { .. })),
-        "{early:?}"
+    assert_matches!(
+        early,
+        Err(StoreError::Request(RequestError::WrongStage { .. }))
     );
 
-    store
-        .mark_irreversible(&fixture.token)
-        .await
-        .expect("irreversible");
-    let ack = ChunkAck {
-        deleted: 2,
-        already_missing: 0,
-    };
-    assert!(
-        store
-            .stamp_chunk(&fixture.token, 0, ack)
-            .await
-            .expect("stamp")
-    );
+    fixture.mark_irreversible().await;
+    let ack = chunk_ack(2, 0);
+    assert!(fixture.stamp(0, ack).await);
     store
         .mark_bindings_removed(&fixture.token, serde_json::json!({}))
         .await
@@ -1487,9 +1249,9 @@ async fn late_chunks_are_appended_after_the_frozen_ones_only_after_the_purges_an
         .encode(),
     ] {
         let refused = store.append_late_chunk(&token, &media, &[foreign]).await;
-        assert!(
-            matches!(refused, Err(StoreError::ManifestMismatch { .. })),
-            "{refused:?}"
+        assert_matches!(
+            refused,
+            Err(StoreError::Manifest(ManifestError::Mismatch { .. }))
         );
     }
 
@@ -1509,9 +1271,9 @@ async fn late_chunks_are_appended_after_the_frozen_ones_only_after_the_purges_an
     let frozen_read = store
         .pending_chunks_of(&token, ChunkSet::Frozen, None, 10)
         .await;
-    assert!(
-        matches!(frozen_read, Err(StoreError::WrongStage { .. })),
-        "{frozen_read:?}"
+    assert_matches!(
+        frozen_read,
+        Err(StoreError::Request(RequestError::WrongStage { .. }))
     );
     let pending = store
         .pending_chunks_of(&token, ChunkSet::Late, None, 10)
@@ -1520,10 +1282,7 @@ async fn late_chunks_are_appended_after_the_frozen_ones_only_after_the_purges_an
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].entries, vec![late.encode()]);
     // A late chunk is stamped only as a late chunk, and only once.
-    let one = ChunkAck {
-        deleted: 1,
-        already_missing: 0,
-    };
+    let one = chunk_ack(1, 0);
     let wrong_set = store.stamp_chunk_of(&token, ChunkSet::Frozen, 1, one).await;
     assert!(wrong_set.is_err(), "{wrong_set:?}");
     assert!(
@@ -1561,7 +1320,7 @@ async fn late_chunks_are_appended_after_the_frozen_ones_only_after_the_purges_an
             .expect("manifest"),
         manifest_before
     );
-    let events = store.audit_events(fixture.request_id).await.expect("audit");
+    let events = fixture.audit_events().await;
     let appended = events
         .iter()
         .find(|e| e.event == "late_chunk_appended")
@@ -1576,19 +1335,4 @@ async fn late_chunks_are_appended_after_the_frozen_ones_only_after_the_purges_an
     assert_eq!(stamps.len(), 2);
     assert_eq!(stamps[1].detail["late"], true);
     assert_eq!(stamps[0].detail["late"], false);
-}
-
-/// The request's audit events named `name`, in order.
-async fn events_named(
-    store: &activities::store::Store,
-    request_id: Uuid,
-    name: &str,
-) -> Vec<activities::store::AuditEvent> {
-    store
-        .audit_events(request_id)
-        .await
-        .expect("audit")
-        .into_iter()
-        .filter(|event| event.event == name)
-        .collect()
 }

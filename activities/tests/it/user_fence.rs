@@ -8,6 +8,7 @@
 //! community keeps writing; and the fence cannot commit past a write that passed the trigger,
 //! even for a user who had no fence row when the write began.
 
+use activities::store::FenceError;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -138,7 +139,7 @@ async fn the_user_fence_goes_serving_quiescing_fenced_and_back_for_its_request_o
     // Fencing before quiescing is refused, permanently, and changes nothing.
     let early = worker.fence_user(request, &pubkey).await;
     match early {
-        Err(error @ StoreError::UserNotQuiescing { .. }) => {
+        Err(error @ StoreError::Fence(FenceError::UserNotQuiescing { .. })) => {
             assert_eq!(error.severity(), Severity::Permanent)
         }
         other => panic!("expected UserNotQuiescing, got {other:?}"),
@@ -167,9 +168,9 @@ async fn the_user_fence_goes_serving_quiescing_fenced_and_back_for_its_request_o
         ("lift", worker.lift_user_fence(other, &pubkey).await),
     ] {
         match result {
-            Err(error @ StoreError::UserFenceHeld { .. }) => {
+            Err(error @ StoreError::Fence(FenceError::UserFenceHeld { .. })) => {
                 assert_eq!(error.severity(), Severity::Permanent, "{what}");
-                if let StoreError::UserFenceHeld { request_id, .. } = error {
+                if let StoreError::Fence(FenceError::UserFenceHeld { request_id, .. }) = error {
                     assert_eq!(request_id, request, "{what} names the holder");
                 }
             }
@@ -194,10 +195,10 @@ async fn the_user_fence_goes_serving_quiescing_fenced_and_back_for_its_request_o
         FenceState::Fenced,
         "quiescing never loosens a fence"
     );
-    assert!(matches!(
+    assert_matches!(
         worker.fence_user(other, &pubkey).await,
-        Err(StoreError::UserFenceHeld { .. })
-    ));
+        Err(StoreError::Fence(FenceError::UserFenceHeld { .. }))
+    );
 
     let lifted = worker
         .lift_user_fence(request, &pubkey)
@@ -649,11 +650,11 @@ async fn user_leases_are_refused_while_the_user_quiesces_or_is_fenced_and_others
         .await
         .expect("still valid while quiescing");
     match worker.fence_user(request, &dave).await {
-        Err(error @ StoreError::LiveUserServingWrites { .. }) => {
+        Err(error @ StoreError::Fence(FenceError::LiveUserServingWrites { .. })) => {
             assert_eq!(error.severity(), Severity::Transient);
-            if let StoreError::LiveUserServingWrites {
+            if let StoreError::Fence(FenceError::LiveUserServingWrites {
                 count, operations, ..
-            } = error
+            }) = error
             {
                 assert_eq!((count, operations), (1, vec!["s3_put".to_owned()]));
             }
@@ -690,15 +691,13 @@ async fn user_leases_are_refused_while_the_user_quiesces_or_is_fenced_and_others
             .count,
         0
     );
-    assert!(matches!(
-        worker
-            .require_no_stalled_user_serving_writes(&dave, Duration::from_secs(30))
-            .await,
+    assert_matches!(
+        worker .require_no_stalled_user_serving_writes(&dave, Duration::from_secs(30)) .await,
         Ok(stalled) if stalled.count == 0
-    ));
+    );
 
     // Unknown community, malformed user.
-    assert!(matches!(
+    assert_matches!(
         serving
             .serving()
             .acquire_user_serving_write_lease(
@@ -710,8 +709,8 @@ async fn user_leases_are_refused_while_the_user_quiesces_or_is_fenced_and_others
             )
             .await,
         Err(ServingError::UnknownCommunity { .. })
-    ));
-    assert!(matches!(
+    );
+    assert_matches!(
         serving
             .serving()
             .acquire_user_serving_write_lease(
@@ -726,7 +725,7 @@ async fn user_leases_are_refused_while_the_user_quiesces_or_is_fenced_and_others
             field: "pubkey",
             ..
         })
-    ));
+    );
 }
 
 #[tokio::test]
@@ -774,9 +773,12 @@ async fn a_user_lease_left_unreleased_at_the_fence_is_refused_and_holds_the_drai
         .require_no_stalled_user_serving_writes(&frank, Duration::from_secs(30))
         .await
     {
-        Err(error @ StoreError::StalledUserServingWrites { .. }) => {
+        Err(error @ StoreError::Fence(FenceError::StalledUserServingWrites { .. })) => {
             assert_eq!(error.severity(), Severity::Transient);
-            if let StoreError::StalledUserServingWrites { count, until, .. } = error {
+            if let StoreError::Fence(FenceError::StalledUserServingWrites {
+                count, until, ..
+            }) = error
+            {
                 assert_eq!(count, 1);
                 assert_eq!(until, stalled.expires_at + chrono::Duration::seconds(30));
             }
@@ -802,10 +804,7 @@ async fn the_community_fence_still_refuses_user_leases_and_counts_them_live() {
     let admitted = acquire_user_serving_write_with(&serving, community, &grace, "s3_put", &relay)
         .await
         .expect("admitted");
-    owner
-        .begin_quiescing(&fixture.token)
-        .await
-        .expect("quiesce the community");
+    fixture.quiesce().await;
     match acquire_user_serving_write_with(&serving, community, &grace, "s3_put", &relay).await {
         Err(error @ ServingError::Quiescing { .. }) => {
             assert!(error.is_refused_because_fenced())
@@ -815,7 +814,10 @@ async fn the_community_fence_still_refuses_user_leases_and_counts_them_live() {
     assert!(
         matches!(
             owner.fence(&fixture.token).await,
-            Err(StoreError::ServingWritesLive { count: 1, .. })
+            Err(StoreError::Fence(FenceError::ServingWritesLive {
+                count: 1,
+                ..
+            }))
         ),
         "the community fence waits for the user lease"
     );

@@ -290,14 +290,12 @@ async fn an_inventory_of_more_than_a_thousand_communities_is_refused() {
     .await
     .unwrap();
     let refusal = stored_inventory_refusal(store.load_approved_inventory(id).await);
-    assert!(
-        matches!(
-            refusal,
-            UserStoreError::StoredInventory {
-                source: StoredInventoryError::TooManyCommunities(1_001),
-                ..
-            }
-        ),
+    assert_matches!(
+        refusal,
+        UserStoreError::StoredInventory {
+            source: StoredInventoryError::TooManyCommunities(1_001),
+            ..
+        },
         "{refusal}"
     );
     assert!(refusal.to_string().contains("more than the limit of 1000"));
@@ -344,10 +342,10 @@ async fn the_stage_history_read_stops_at_ten_thousand_rows_and_refuses_more() {
         }
         other => panic!("10,001 rows must be refused, got {other:?}"),
     }
-    assert!(matches!(
+    assert_matches!(
         store.stage_rows(id).await,
         Err(UserStoreError::TooManyStages { .. })
-    ));
+    );
 }
 
 #[tokio::test]

@@ -202,18 +202,21 @@ fn edited_and_rehashed_row_breaks_the_next_link() {
     );
 }
 
-#[test]
-fn deleted_middle_row_is_named_by_the_row_after_it() {
+/// The chain without row `index`, which must break as a sequence gap named by the row after it:
+/// `(id, seq, expected seq)`.
+fn without_row(index: usize, (id, seq, expected): (i64, i64, i64)) -> Vec<ChainRow> {
     let mut rows = chain();
-    rows.remove(4); // id 30, seq 3
+    rows.remove(index);
     assert_eq!(
         verify_chain(&rows).unwrap_err(),
-        ChainBreak::SeqGap {
-            id: 40,
-            seq: 4,
-            expected: 3
-        }
+        ChainBreak::SeqGap { id, seq, expected }
     );
+    rows
+}
+
+#[test]
+fn deleted_middle_row_is_named_by_the_row_after_it() {
+    let mut rows = without_row(4, (40, 4, 3)); // id 30, seq 3
     // Renumbering the following seqs without rehashing leaves the link broken.
     for (offset, row) in rows.iter_mut().skip(4).enumerate() {
         row.seq = Some(3 + i64::try_from(offset).unwrap());
@@ -228,16 +231,7 @@ fn deleted_middle_row_is_named_by_the_row_after_it() {
 
 #[test]
 fn deleted_first_chained_row_is_named() {
-    let mut rows = chain();
-    rows.remove(2); // id 10, seq 1
-    assert_eq!(
-        verify_chain(&rows).unwrap_err(),
-        ChainBreak::SeqGap {
-            id: 20,
-            seq: 2,
-            expected: 1
-        }
-    );
+    without_row(2, (20, 2, 1)); // id 10, seq 1
 }
 
 #[test]

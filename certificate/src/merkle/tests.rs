@@ -26,6 +26,11 @@ const RFC_ROOTS: &[&str] = &[
     "5dc9da79a70659a9ad559cb701ded9a2ab9d823aad2f4960cfe370eff4604328",
 ];
 
+/// The root of the tree of the first `size` RFC leaves.
+fn rfc_root(size: u64) -> &'static str {
+    RFC_ROOTS[usize::try_from(size).unwrap() - 1]
+}
+
 fn rfc_leaves() -> Vec<Vec<u8>> {
     RFC_LEAVES.iter().map(|l| hex::decode(l).unwrap()).collect()
 }
@@ -42,51 +47,35 @@ fn rfc6962_roots() {
     );
 }
 
+// Subtree hashes MTH(D[i:j]) of the RFC leaves that the proofs below are made of (the roots of
+// the first 1, 2 and 4 leaves are also in RFC_ROOTS).
+const MTH_0_1: &str = "6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d";
+const MTH_0_2: &str = "fac54203e7cc696cf0dfcb42c92a1d9dbaf70ad9e621f4bd8d98662f00e3c125";
+const MTH_0_4: &str = "d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7";
+const MTH_1_2: &str = "96a296d224f285c67bee93c30f8a309157f0daa35dc5b87e410b78630a09cfc7";
+const MTH_2_4: &str = "5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e";
+const MTH_4_5: &str = "bc1a0643b12e4d2d7c77918f44e0f4f79a838b6cf9ec5b5c283e1f4d88599e6b";
+const MTH_4_6: &str = "0ebc5d3437fbe2db158b9f126a1d118e308181031d0a949f8dededebc558ef6a";
+const MTH_4_8: &str = "6b47aaf29ee3c2af9af889bc1fb9254dabd31177f16232dd6aab035ca39bf6e4";
+const MTH_6_8: &str = "ca854ea128ed050b41b35ffc1b87b8eb2bde461e9e3b5596ece6b9d5975a0ae0";
+
 #[test]
 fn rfc6962_inclusion_proofs() {
     let leaves = rfc_leaves();
     let vectors: &[(u64, u64, &[&str])] = &[
         (0, 1, &[]),
-        (
-            0,
-            2,
-            &["96a296d224f285c67bee93c30f8a309157f0daa35dc5b87e410b78630a09cfc7"],
-        ),
-        (
-            1,
-            2,
-            &["6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d"],
-        ),
-        (
-            2,
-            3,
-            &["fac54203e7cc696cf0dfcb42c92a1d9dbaf70ad9e621f4bd8d98662f00e3c125"],
-        ),
-        (
-            1,
-            5,
-            &[
-                "6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d",
-                "5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e",
-                "bc1a0643b12e4d2d7c77918f44e0f4f79a838b6cf9ec5b5c283e1f4d88599e6b",
-            ],
-        ),
-        (
-            5,
-            8,
-            &[
-                "bc1a0643b12e4d2d7c77918f44e0f4f79a838b6cf9ec5b5c283e1f4d88599e6b",
-                "ca854ea128ed050b41b35ffc1b87b8eb2bde461e9e3b5596ece6b9d5975a0ae0",
-                "d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7",
-            ],
-        ),
+        (0, 2, &[MTH_1_2]),
+        (1, 2, &[MTH_0_1]),
+        (2, 3, &[MTH_0_2]),
+        (1, 5, &[MTH_0_1, MTH_2_4, MTH_4_5]),
+        (5, 8, &[MTH_4_5, MTH_6_8, MTH_0_4]),
     ];
     for (index, size, expected) in vectors {
-        let proof = inclusion_of(&leaves, *index, *size).unwrap();
+        let proof = inclusion_proof(&leaves, *index, *size).unwrap();
         assert_eq!(proof, *expected, "index {index} size {size}");
-        let root = RFC_ROOTS[usize::try_from(*size).unwrap() - 1];
+        let root = rfc_root(*size);
         let leaf = &leaves[usize::try_from(*index).unwrap()];
-        verify_inclusion_of(leaf, *index, *size, &proof, root).unwrap();
+        verify_inclusion(leaf, *index, *size, &proof, root).unwrap();
     }
 }
 
@@ -95,38 +84,15 @@ fn rfc6962_consistency_proofs() {
     let leaves = rfc_leaves();
     let vectors: &[(u64, u64, &[&str])] = &[
         (1, 1, &[]),
-        (
-            1,
-            8,
-            &[
-                "96a296d224f285c67bee93c30f8a309157f0daa35dc5b87e410b78630a09cfc7",
-                "5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e",
-                "6b47aaf29ee3c2af9af889bc1fb9254dabd31177f16232dd6aab035ca39bf6e4",
-            ],
-        ),
-        (
-            2,
-            5,
-            &[
-                "5f083f0a1a33ca076a95279832580db3e0ef4584bdff1f54c8a360f50de3031e",
-                "bc1a0643b12e4d2d7c77918f44e0f4f79a838b6cf9ec5b5c283e1f4d88599e6b",
-            ],
-        ),
-        (
-            6,
-            8,
-            &[
-                "0ebc5d3437fbe2db158b9f126a1d118e308181031d0a949f8dededebc558ef6a",
-                "ca854ea128ed050b41b35ffc1b87b8eb2bde461e9e3b5596ece6b9d5975a0ae0",
-                "d37ee418976dd95753c1c73862b9398fa2a2cf9b4ff0fdfe8b30cd95209614b7",
-            ],
-        ),
+        (1, 8, &[MTH_1_2, MTH_2_4, MTH_4_8]),
+        (2, 5, &[MTH_2_4, MTH_4_5]),
+        (6, 8, &[MTH_4_6, MTH_6_8, MTH_0_4]),
     ];
     for (old, new, expected) in vectors {
-        let proof = consistency_of(&leaves, *old, *new).unwrap();
+        let proof = consistency_proof(&leaves, *old, *new).unwrap();
         assert_eq!(proof, *expected, "{old} -> {new}");
-        let old_root = RFC_ROOTS[usize::try_from(*old).unwrap() - 1];
-        let new_root = RFC_ROOTS[usize::try_from(*new).unwrap() - 1];
+        let old_root = rfc_root(*old);
+        let new_root = rfc_root(*new);
         verify_consistency(*old, old_root, *new, new_root, &proof).unwrap();
         if old != new {
             assert!(verify_consistency(*old, new_root, *new, old_root, &proof).is_err());
@@ -213,29 +179,34 @@ fn tweak(text: &str) -> String {
 fn malformed_inputs_are_refused_not_panicking() {
     let leaves: Vec<[u8; 32]> = (0..5u8).map(|i| [i; 32]).collect();
     let r = root(&leaves);
-    assert!(matches!(
-        inclusion_proof(&leaves, 0, 6),
-        Err(MerkleError::BeyondLog {
-            size: 6,
-            log_size: 5
-        })
-    ));
-    assert!(matches!(
-        inclusion_proof(&leaves, 5, 5),
-        Err(MerkleError::IndexOutOfRange { .. })
-    ));
-    assert!(matches!(
-        inclusion_proof(&leaves, 0, 0),
-        Err(MerkleError::IndexOutOfRange { .. })
-    ));
-    assert!(matches!(
-        consistency_proof(&leaves, 4, 3),
-        Err(MerkleError::OldLargerThanNew { .. })
-    ));
-    assert!(matches!(
-        consistency_proof(&leaves, 3, 9),
-        Err(MerkleError::BeyondLog { .. })
-    ));
+    use MerkleError as E;
+    type Refusal = fn(&MerkleError) -> bool;
+    let refusals: [(Result<Vec<String>, MerkleError>, Refusal); 5] = [
+        (inclusion_proof(&leaves, 0, 6), |e| {
+            matches!(
+                e,
+                E::BeyondLog {
+                    size: 6,
+                    log_size: 5
+                }
+            )
+        }),
+        (inclusion_proof(&leaves, 5, 5), |e| {
+            matches!(e, E::IndexOutOfRange { .. })
+        }),
+        (inclusion_proof(&leaves, 0, 0), |e| {
+            matches!(e, E::IndexOutOfRange { .. })
+        }),
+        (consistency_proof(&leaves, 4, 3), |e| {
+            matches!(e, E::OldLargerThanNew { .. })
+        }),
+        (consistency_proof(&leaves, 3, 9), |e| {
+            matches!(e, E::BeyondLog { .. })
+        }),
+    ];
+    for (refused, expected) in refusals {
+        assert!(refused.as_ref().is_err_and(expected), "{refused:?}");
+    }
     let proof = inclusion_proof(&leaves, 2, 5).unwrap();
     let mut upper = proof.clone();
     upper[1] = upper[1].to_uppercase();

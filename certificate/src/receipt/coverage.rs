@@ -14,7 +14,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{Receipt, problem};
+use super::{InventoriedRelation, Receipt, problem};
 use crate::verify::CertificateProblem;
 
 /// The member of the recorded verification report naming the relations it verified.
@@ -38,23 +38,31 @@ pub(super) fn inventoried_relations_purged(receipt: &Receipt) -> Vec<Certificate
         .iter()
         .map(|t| t.table.as_str())
         .collect();
-    receipt
-        .inventory
-        .relations
+    uncovered(
+        &receipt.inventory.relations,
+        |r| !purged.contains(r.root.as_str()),
+        |r| {
+            format!(
+                "{} ({}) was inventoried, but /purge/tables has no count for {}, which \
+                 covers it: the purge facts cover fewer relations than the inventory",
+                r.relation, r.role, r.root
+            )
+        },
+    )
+    .collect()
+}
+
+/// A problem at every inventoried relation `missing` finds uncovered, saying `why`.
+fn uncovered<'a>(
+    relations: &'a [InventoriedRelation],
+    missing: impl Fn(&InventoriedRelation) -> bool + 'a,
+    why: impl Fn(&InventoriedRelation) -> String + 'a,
+) -> impl Iterator<Item = CertificateProblem> + 'a {
+    relations
         .iter()
         .enumerate()
-        .filter(|(_, r)| !purged.contains(r.root.as_str()))
-        .map(|(i, r)| {
-            problem(
-                format!("/inventory/relations/{i}"),
-                format!(
-                    "{} ({}) was inventoried, but /purge/tables has no count for {}, which \
-                     covers it: the purge facts cover fewer relations than the inventory",
-                    r.relation, r.role, r.root
-                ),
-            )
-        })
-        .collect()
+        .filter(move |(_, r)| missing(r))
+        .map(move |(i, r)| problem(format!("/inventory/relations/{i}"), why(r)))
 }
 
 /// Every inventoried relation is named in `/verification/relations`.
@@ -90,21 +98,16 @@ pub(super) fn inventoried_relations_verified(receipt: &Receipt) -> Vec<Certifica
         })
         .collect();
     let verified: BTreeSet<&str> = listed.iter().filter_map(|v| v.as_str()).collect();
-    problems.extend(
-        relations
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| !verified.contains(r.relation.as_str()))
-            .map(|(i, r)| {
-                problem(
-                    format!("/inventory/relations/{i}"),
-                    format!(
-                        "{} ({}) was inventoried, but {pointer} does not name it: the \
-                         verification facts cover fewer relations than the inventory",
-                        r.relation, r.role
-                    ),
-                )
-            }),
-    );
+    problems.extend(uncovered(
+        relations,
+        |r| !verified.contains(r.relation.as_str()),
+        |r| {
+            format!(
+                "{} ({}) was inventoried, but {pointer} does not name it: the verification \
+                 facts cover fewer relations than the inventory",
+                r.relation, r.role
+            )
+        },
+    ));
     problems
 }

@@ -1,6 +1,19 @@
 use super::*;
 use serde_json::json;
 
+/// The request id of [`sample_receipt`].
+pub(crate) fn sample_request_id() -> Uuid {
+    Uuid::parse_str("6f1c2b0e-8a44-4c57-9a0e-2f0b5a1d9c33").unwrap()
+}
+
+/// The community [`sample_receipt`] is about.
+pub(crate) fn sample_subject() -> Subject {
+    Subject::Community {
+        community_id: Uuid::parse_str("0b9e2f4c-3d5a-4e61-8f70-9a1b2c3d4e5f").unwrap(),
+        host: "chess.example.org".to_owned(),
+    }
+}
+
 /// A realistic community receipt: 2 tables, 3 chunks (the last one late), 6 audit events.
 pub(crate) fn sample_receipt(key_id: &str) -> Receipt {
     let chunk = |no: u64, prefix: &str, entries, deleted, missing, late, at: &str| ChunkStamp {
@@ -18,12 +31,9 @@ pub(crate) fn sample_receipt(key_id: &str) -> Receipt {
     };
     Receipt {
         format: RECEIPT_FORMAT.to_owned(),
-        request_id: Uuid::parse_str("6f1c2b0e-8a44-4c57-9a0e-2f0b5a1d9c33").unwrap(),
+        request_id: sample_request_id(),
         kind: ReceiptKind::Community,
-        subject: Subject::Community {
-            community_id: Uuid::parse_str("0b9e2f4c-3d5a-4e61-8f70-9a1b2c3d4e5f").unwrap(),
-            host: "chess.example.org".to_owned(),
-        },
+        subject: sample_subject(),
         requested_by: "ops:alice".to_owned(),
         requested_at: "2026-11-30T20:00:00.000001Z".to_owned(),
         approval: ApprovalFacts {

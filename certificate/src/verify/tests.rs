@@ -5,7 +5,9 @@ use super::*;
 use crate::canonical::canonical_json;
 use crate::certificate::{ConsistencyProof, assemble, sign_receipt};
 use crate::keys::{ReceiptSigningKey, random_bytes};
-use crate::receipt::tests::{receipt_with_relations, sample_receipt};
+use crate::receipt::tests::{
+    receipt_with_relations, sample_receipt, sample_request_id, sample_subject,
+};
 use crate::receipt::{Subject, check_counts};
 use chrono::{TimeZone, Utc};
 use serde_json::json;
@@ -85,12 +87,9 @@ fn realistic_certificate_verifies() {
     assert_eq!(
         verified,
         Verified {
-            request_id: Uuid::parse_str("6f1c2b0e-8a44-4c57-9a0e-2f0b5a1d9c33").unwrap(),
+            request_id: sample_request_id(),
             kind: ReceiptKind::Community,
-            subject: Subject::Community {
-                community_id: Uuid::parse_str("0b9e2f4c-3d5a-4e61-8f70-9a1b2c3d4e5f").unwrap(),
-                host: "chess.example.org".to_owned(),
-            },
+            subject: sample_subject(),
             completed_at: "2026-11-30T20:20:00.000000Z".to_owned(),
             receipt_key_id: f.receipt_key.key_id(),
             checkpoint_key_id: f.log_key.key_id(),

@@ -11,6 +11,9 @@
 use std::future::Future;
 
 use sha2::{Digest, Sha256};
+use sqlx::Postgres;
+use sqlx::postgres::PgArguments;
+use sqlx::query::Query;
 use uuid::Uuid;
 
 use crate::{content_hash, writer_key};
@@ -100,55 +103,50 @@ impl HostWriter {
     /// Inserts an event or a membership (alternately) with plain SQL.
     async fn insert_row(&self, seq: u64) -> WriteOutcome {
         let key = fresh_hex64();
-        let (table, insert) = if (seq / 4).is_multiple_of(2) {
-            (
-                RowTable::Events,
-                sqlx::query(
-                    "INSERT INTO buzz.events (id, community_id, pubkey, kind, content) \
-                     VALUES ($1, $2, $3, 1, $4)",
-                )
-                .bind(key.clone())
-                .bind(self.community_id)
-                .bind(fresh_hex64())
-                .bind(format!("served message {seq}")),
-            )
-        } else {
-            (
-                RowTable::Memberships,
-                sqlx::query(
-                    "INSERT INTO buzz.memberships (community_id, pubkey, role) \
-                     VALUES ($1, $2, 'member')",
-                )
-                .bind(self.community_id)
-                .bind(key.clone()),
-            )
-        };
-        let row = AdmittedRow { table, key };
-        match insert.execute(self.store.pool()).await {
-            Ok(_) => WriteOutcome::Admitted(AdmittedWrite::Row(row)),
-            Err(error) if is_fenced_write(&error) => WriteOutcome::Refused,
-            Err(error) => WriteOutcome::Unconfirmed {
-                error: format!("row insert: {error}"),
-                write: UnconfirmedWrite::Row(row),
-            },
+        if (seq / 4).is_multiple_of(2) {
+            let insert = self.event_insert(&key, fresh_hex64(), seq);
+            return self.run_insert(RowTable::Events, key, insert).await;
         }
+        let insert = sqlx::query(
+            "INSERT INTO buzz.memberships (community_id, pubkey, role) VALUES ($1, $2, 'member')",
+        )
+        .bind(self.community_id)
+        .bind(key.clone());
+        self.run_insert(RowTable::Memberships, key, insert).await
     }
 
     /// Inserts an event authored by `author` with plain SQL.
     async fn insert_event_as(&self, author: &str, seq: u64) -> WriteOutcome {
         let key = fresh_hex64();
-        let insert = sqlx::query(
+        let insert = self.event_insert(&key, author.to_owned(), seq);
+        self.run_insert(RowTable::Events, key, insert).await
+    }
+
+    /// The insert of event `key` by `pubkey`, the community's message `seq`.
+    fn event_insert(
+        &self,
+        key: &str,
+        pubkey: String,
+        seq: u64,
+    ) -> Query<'static, Postgres, PgArguments> {
+        sqlx::query(
             "INSERT INTO buzz.events (id, community_id, pubkey, kind, content) \
              VALUES ($1, $2, $3, 1, $4)",
         )
-        .bind(key.clone())
+        .bind(key.to_owned())
         .bind(self.community_id)
-        .bind(author)
-        .bind(format!("served message {seq}"));
-        let row = AdmittedRow {
-            table: RowTable::Events,
-            key,
-        };
+        .bind(pubkey)
+        .bind(format!("served message {seq}"))
+    }
+
+    /// Runs `insert` of row `key` of `table`: admitted, refused by the fence, or unconfirmed.
+    async fn run_insert(
+        &self,
+        table: RowTable,
+        key: String,
+        insert: Query<'_, Postgres, PgArguments>,
+    ) -> WriteOutcome {
+        let row = AdmittedRow { table, key };
         match insert.execute(self.store.pool()).await {
             Ok(_) => WriteOutcome::Admitted(AdmittedWrite::Row(row)),
             Err(error) if is_fenced_write(&error) => WriteOutcome::Refused,
@@ -193,14 +191,8 @@ impl HostWriter {
                 .await
                 .map_err(|error| format!("media put: {error}"))
         };
-        let unconfirmed = UnconfirmedWrite::ObjectKey(key.clone());
-        self.under_lease(kind, Some(author), upload, unconfirmed, |version_id| {
-            AdmittedWrite::Object(ObjectVersionRef {
-                key: key.clone(),
-                version_id,
-            })
-        })
-        .await
+        self.object_under_lease(kind, Some(author), &key, upload)
+            .await
     }
 
     /// Sets one per-user Redis key of the community namespace as `author`, under a per-user
@@ -212,26 +204,14 @@ impl HostWriter {
             self.run_tag
         );
         let value = format!("served session {seq} of {author}");
-        let set = self.cache.set(&key, value.as_bytes());
-        let unconfirmed = UnconfirmedWrite::Key(key.clone());
-        self.under_lease(WriteKind::CacheKey, Some(author), set, unconfirmed, |()| {
-            AdmittedWrite::Key(key.clone())
-        })
-        .await
+        self.key_under_lease(Some(author), &key, &value).await
     }
 
     /// Puts one object version under a lease.
     async fn put_object(&self, kind: WriteKind, key: String, seq: u64) -> WriteOutcome {
         let body = format!("served {kind:?} {seq} of {}", self.community_id).into_bytes();
         let put = self.objects.put_object(&key, body);
-        let unconfirmed = UnconfirmedWrite::ObjectKey(key.clone());
-        self.under_lease(kind, None, put, unconfirmed, |version_id| {
-            AdmittedWrite::Object(ObjectVersionRef {
-                key: key.clone(),
-                version_id,
-            })
-        })
-        .await
+        self.object_under_lease(kind, None, &key, put).await
     }
 
     /// Sets one Redis key of the community namespace under a lease.
@@ -242,10 +222,34 @@ impl HostWriter {
             self.run_tag
         );
         let value = format!("served session {seq}");
-        let set = self.cache.set(&key, value.as_bytes());
-        let unconfirmed = UnconfirmedWrite::Key(key.clone());
-        self.under_lease(WriteKind::CacheKey, None, set, unconfirmed, |()| {
-            AdmittedWrite::Key(key.clone())
+        self.key_under_lease(None, &key, &value).await
+    }
+
+    /// Runs `write`, which puts a version of object `key` and answers its version id, under a
+    /// lease (a per-user one when made as `author`).
+    async fn object_under_lease<E: std::fmt::Display>(
+        &self,
+        kind: WriteKind,
+        author: Option<&str>,
+        key: &str,
+        write: impl Future<Output = Result<String, E>>,
+    ) -> WriteOutcome {
+        let unconfirmed = UnconfirmedWrite::ObjectKey(key.to_owned());
+        self.under_lease(kind, author, write, unconfirmed, |version_id| {
+            AdmittedWrite::Object(ObjectVersionRef {
+                key: key.to_owned(),
+                version_id,
+            })
+        })
+        .await
+    }
+
+    /// Sets Redis `key` to `value` under a lease (a per-user one when made as `author`).
+    async fn key_under_lease(&self, author: Option<&str>, key: &str, value: &str) -> WriteOutcome {
+        let set = self.cache.set(key, value.as_bytes());
+        let unconfirmed = UnconfirmedWrite::Key(key.to_owned());
+        self.under_lease(WriteKind::CacheKey, author, set, unconfirmed, |()| {
+            AdmittedWrite::Key(key.to_owned())
         })
         .await
     }

@@ -29,13 +29,7 @@ async fn a_lease_is_verified_renewed_and_released_by_its_owner_only() {
         .await
         .expect("renew");
     assert!(renewed >= lease.expires_at);
-    assert_eq!(
-        db.live_serving_writes(community.id)
-            .await
-            .expect("live")
-            .count,
-        1
-    );
+    assert_eq!(live_count(&db, community.id).await, 1);
 
     let mut impostor = lease.clone();
     impostor.owner = "relay-b".to_owned();
@@ -59,13 +53,7 @@ async fn a_lease_is_verified_renewed_and_released_by_its_owner_only() {
         db.renew_serving_write_lease(&lease, TTL).await,
         Err(ServingError::LeaseLost { .. })
     ));
-    assert_eq!(
-        db.live_serving_writes(community.id)
-            .await
-            .expect("live")
-            .count,
-        0
-    );
+    assert_eq!(live_count(&db, community.id).await, 0);
 }
 
 #[tokio::test]
@@ -79,13 +67,7 @@ async fn a_user_lease_names_its_user_and_is_a_lease_of_the_community() {
         .await
         .expect("acquire");
     assert_eq!(lease.user_pubkey.as_deref(), Some(pubkey.as_str()));
-    assert_eq!(
-        db.live_serving_writes(community.id)
-            .await
-            .expect("live")
-            .count,
-        1
-    );
+    assert_eq!(live_count(&db, community.id).await, 1);
     assert!(
         db.release_serving_write_lease(&lease)
             .await
@@ -129,11 +111,5 @@ async fn an_unknown_community_and_unusable_arguments_are_refused() {
             ..
         })
     ));
-    assert_eq!(
-        db.live_serving_writes(community.id)
-            .await
-            .expect("live")
-            .count,
-        0
-    );
+    assert_eq!(live_count(&db, community.id).await, 0);
 }

@@ -3,60 +3,27 @@
 //! the activities crate's integration tests with the library.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use serving::{ServingError, acquire_serving_write_with};
+use serving::{ServingError, ServingWriteGuard};
 
 use crate::support::*;
 
 #[tokio::test]
 async fn a_finished_write_releases_its_lease() {
-    let store = owner().await;
-    let serving = serving_db().await;
-    let community = community(&store).await;
-    let guard = acquire_serving_write_with(
-        &serving,
-        community.id,
-        "s3_put",
-        &config("relay-a", 5_000, 1_000),
-    )
-    .await
-    .expect("acquire");
-    assert_eq!(
-        store
-            .live_serving_writes(community.id)
-            .await
-            .expect("live")
-            .count,
-        1
-    );
-    let written = guard.protect(async { 42 }).await.expect("protected write");
-    assert_eq!(written, 42);
-    guard.finish().await.expect("finish");
-    assert_eq!(
-        store
-            .live_serving_writes(community.id)
-            .await
-            .expect("live")
-            .count,
-        0
-    );
+    let write = admitted(Via::Serving, "s3_put", 5_000, 1_000).await;
+    let (store, community_id) = (&write.store, write.community.id);
+    assert_eq!(live_count(store, community_id).await, 1);
+    let written = write.guard.protect(async { 42 }).await;
+    assert_eq!(written.expect("protected write"), 42);
+    write.guard.finish().await.expect("finish");
+    assert_eq!(live_count(store, community_id).await, 0);
 }
 
 #[tokio::test]
 async fn the_heartbeat_keeps_a_long_write_alive_past_its_ttl() {
-    let store = owner().await;
-    let serving = serving_db().await;
-    let community = community(&store).await;
-    let guard = acquire_serving_write_with(
-        &serving,
-        community.id,
-        "push",
-        &config("relay-a", 1_500, 200),
-    )
-    .await
-    .expect("acquire");
+    let guard = admitted(Via::Serving, "push", 1_500, 200).await.guard;
     guard
         .protect(tokio::time::sleep(Duration::from_millis(3_500)))
         .await
@@ -67,32 +34,16 @@ async fn the_heartbeat_keeps_a_long_write_alive_past_its_ttl() {
 
 #[tokio::test]
 async fn protect_cancels_the_write_when_the_heartbeat_is_lost() {
-    let store = owner().await;
-    let serving = serving_db().await;
-    let community = community(&store).await;
-    let guard = acquire_serving_write_with(
-        &serving,
-        community.id,
-        "s3_put",
-        &config("relay-a", 5_000, 100),
-    )
-    .await
-    .expect("acquire");
-    let dropped = Arc::new(AtomicBool::new(false));
-    let flag = DropFlag(Arc::clone(&dropped));
-    let write = async move {
-        let _flag = flag;
-        tokio::time::sleep(Duration::from_secs(30)).await;
-    };
+    let Admitted { store, guard, .. } = admitted(Via::Serving, "s3_put", 5_000, 100).await;
+    let (dropped, write) = watched_write();
     // Another party ends the lease behind the holder's back (as an expiry would): the next
     // renewal is refused and the heartbeat declares the lease lost.
     let lease_id = guard.lease().id;
-    let store_for_expiry = store.clone();
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(300)).await;
         sqlx::query("UPDATE deletion.serving_write_leases SET expires_at = now() - interval '1 second' WHERE id = $1")
             .bind(lease_id)
-            .execute(store_for_expiry.pool())
+            .execute(store.pool())
             .await
             .expect("expire lease");
     });
@@ -118,26 +69,10 @@ async fn protect_cancels_the_write_when_the_heartbeat_is_lost() {
 
 #[tokio::test]
 async fn a_dropped_guard_releases_its_lease() {
-    let store = owner().await;
-    let serving = serving_db().await;
-    let community = community(&store).await;
-    let guard = acquire_serving_write_with(
-        &serving,
-        community.id,
-        "redis_write",
-        &config("relay-a", 30_000, 5_000),
-    )
-    .await
-    .expect("acquire");
-    drop(guard);
+    let write = admitted(Via::Serving, "redis_write", 30_000, 5_000).await;
+    drop(write.guard);
     for _ in 0..50 {
-        if store
-            .live_serving_writes(community.id)
-            .await
-            .expect("live")
-            .count
-            == 0
-        {
+        if live_count(&write.store, write.community.id).await == 0 {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -145,24 +80,15 @@ async fn a_dropped_guard_releases_its_lease() {
     panic!("a dropped guard left its lease live");
 }
 
+/// A write admitted through the owner's handle with a long lease: only a bound ends it.
+async fn bounded_guard() -> ServingWriteGuard {
+    admitted(Via::Owner, "s3_put", 30_000, 5_000).await.guard
+}
+
 #[tokio::test]
 async fn protect_abandons_a_write_that_outlasts_the_protected_operation_bound() {
-    let store = owner().await;
-    let community = community(&store).await;
-    let guard = acquire_serving_write_with(
-        &store,
-        community.id,
-        "s3_put",
-        &config("relay-a", 30_000, 5_000),
-    )
-    .await
-    .expect("acquire");
-    let dropped = Arc::new(AtomicBool::new(false));
-    let flag = DropFlag(Arc::clone(&dropped));
-    let write = async move {
-        let _flag = flag;
-        tokio::time::sleep(Duration::from_secs(30)).await;
-    };
+    let guard = bounded_guard().await;
+    let (dropped, write) = watched_write();
     let started = std::time::Instant::now();
     let outcome = tokio::time::timeout(
         Duration::from_secs(5),
@@ -213,16 +139,7 @@ impl std::future::Future for PausingWrite {
 
 #[tokio::test]
 async fn a_writer_resuming_from_a_pause_past_its_bound_never_polls_its_write_again() {
-    let store = owner().await;
-    let community = community(&store).await;
-    let guard = acquire_serving_write_with(
-        &store,
-        community.id,
-        "s3_put",
-        &config("relay-a", 30_000, 5_000),
-    )
-    .await
-    .expect("acquire");
+    let guard = bounded_guard().await;
     let polls = Arc::new(std::sync::atomic::AtomicU32::new(0));
     let write = PausingWrite {
         polls: Arc::clone(&polls),

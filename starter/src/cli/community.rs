@@ -32,56 +32,11 @@ pub enum CommunityCommand {
         tuning: TuningArgs,
     },
     /// Approve the exact frozen inventory digest (a second operator; two-person rule).
-    Approve {
-        /// Request id.
-        #[arg(value_name = "REQUEST_ID")]
-        id: Uuid,
-        /// Approving operator: optional; if given it must be the registered name of the
-        /// signing key, which must not be the requester's (two-person rule on keys).
-        #[arg(long)]
-        approved_by: Option<String>,
-        /// The frozen inventory digest printed by `submit` / `status` (`--digest` is the
-        /// deprecated spelling).
-        #[arg(long, alias = "digest")]
-        inventory_digest: String,
-        /// Note kept with the approval evidence.
-        #[arg(long)]
-        note: Option<String>,
-        /// The approver's SSH key, which signs the approval of this digest.
-        #[command(flatten)]
-        key: KeyArgs,
-    },
+    Approve(ApproveArgs),
     /// End the request before the irreversible point; the community is served again.
-    Abort {
-        /// Request id.
-        #[arg(value_name = "REQUEST_ID")]
-        id: Uuid,
-        /// Operator aborting: optional; if given it must be the signing key's registered name.
-        #[arg(long)]
-        aborted_by: Option<String>,
-        /// Why (kept in the audit trail).
-        #[arg(long)]
-        reason: String,
-        /// The operator's SSH key, which signs the abort.
-        #[command(flatten)]
-        key: KeyArgs,
-    },
+    Abort(AbortArgs),
     /// Resume a blocked request after remediating its recorded failure.
-    Unblock {
-        /// Request id.
-        #[arg(value_name = "REQUEST_ID")]
-        id: Uuid,
-        /// Operator unblocking: optional; if given it must be the signing key's registered
-        /// name.
-        #[arg(long)]
-        unblocked_by: Option<String>,
-        /// The remediation done (kept in the audit trail).
-        #[arg(long)]
-        reason: String,
-        /// The operator's SSH key, which signs the unblock.
-        #[command(flatten)]
-        key: KeyArgs,
-    },
+    Unblock(UnblockArgs),
     /// Print the signed JSON payload of an approve, abort or unblock, to paste into the Web
     /// UI's "Send a Signal" dialog (signal name = the action).
     #[command(subcommand)]
@@ -117,57 +72,72 @@ pub enum CommunityCommand {
     Certificate(super::ExportArgs),
 }
 
-/// `community sign …`: one signed signal payload.
+/// `community sign …`: one signed signal payload, from the arguments of the command it stands
+/// for.
 #[derive(Debug, Subcommand)]
 pub enum SignCommand {
     /// The payload of signal `approve`.
-    Approve {
-        /// Request id.
-        #[arg(value_name = "REQUEST_ID")]
-        id: Uuid,
-        /// The frozen inventory digest you approve (`--digest` is the deprecated spelling).
-        #[arg(long, alias = "digest")]
-        inventory_digest: String,
-        /// Your registered name (optional; must match the key).
-        #[arg(long)]
-        approved_by: Option<String>,
-        /// Note kept with the approval evidence.
-        #[arg(long)]
-        note: Option<String>,
-        /// Your SSH key.
-        #[command(flatten)]
-        key: KeyArgs,
-    },
+    Approve(ApproveArgs),
     /// The payload of signal `abort`.
-    Abort {
-        /// Request id.
-        #[arg(value_name = "REQUEST_ID")]
-        id: Uuid,
-        /// Why.
-        #[arg(long)]
-        reason: String,
-        /// Your registered name (optional; must match the key).
-        #[arg(long)]
-        aborted_by: Option<String>,
-        /// Your SSH key.
-        #[command(flatten)]
-        key: KeyArgs,
-    },
+    Abort(AbortArgs),
     /// The payload of signal `unblock`.
-    Unblock {
-        /// Request id.
-        #[arg(value_name = "REQUEST_ID")]
-        id: Uuid,
-        /// The remediation done.
-        #[arg(long)]
-        reason: String,
-        /// Your registered name (optional; must match the key).
-        #[arg(long)]
-        unblocked_by: Option<String>,
-        /// Your SSH key.
-        #[command(flatten)]
-        key: KeyArgs,
-    },
+    Unblock(UnblockArgs),
+}
+
+/// `community approve` and `community sign approve`.
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    /// Request id.
+    #[arg(value_name = "REQUEST_ID")]
+    pub id: Uuid,
+    /// Approving operator: optional; if given it must be the registered name of the signing
+    /// key, which must not be the requester's (two-person rule on keys).
+    #[arg(long)]
+    pub approved_by: Option<String>,
+    /// The frozen inventory digest printed by `submit` / `status` (`--digest` is the deprecated
+    /// spelling).
+    #[arg(long, alias = "digest")]
+    pub inventory_digest: String,
+    /// Note kept with the approval evidence.
+    #[arg(long)]
+    pub note: Option<String>,
+    /// The approver's SSH key, which signs the approval of this digest.
+    #[command(flatten)]
+    pub key: KeyArgs,
+}
+
+/// `community abort` and `community sign abort`.
+#[derive(Debug, Args)]
+pub struct AbortArgs {
+    /// Request id.
+    #[arg(value_name = "REQUEST_ID")]
+    pub id: Uuid,
+    /// Operator aborting: optional; if given it must be the signing key's registered name.
+    #[arg(long)]
+    pub aborted_by: Option<String>,
+    /// Why (kept in the audit trail).
+    #[arg(long)]
+    pub reason: String,
+    /// The operator's SSH key, which signs the abort.
+    #[command(flatten)]
+    pub key: KeyArgs,
+}
+
+/// `community unblock` and `community sign unblock`.
+#[derive(Debug, Args)]
+pub struct UnblockArgs {
+    /// Request id.
+    #[arg(value_name = "REQUEST_ID")]
+    pub id: Uuid,
+    /// Operator unblocking: optional; if given it must be the signing key's registered name.
+    #[arg(long)]
+    pub unblocked_by: Option<String>,
+    /// The remediation done (kept in the audit trail).
+    #[arg(long)]
+    pub reason: String,
+    /// The operator's SSH key, which signs the unblock.
+    #[command(flatten)]
+    pub key: KeyArgs,
 }
 
 /// Workflow tuning knobs; the defaults suit production.

@@ -22,7 +22,10 @@ mod sweep;
 mod user;
 
 pub use certificate::{CertificateCommand, ExportArgs, KeysCommand, OutArgs};
-pub use community::{CommunityCommand, ListArgs, ListState, SignCommand, TuningArgs};
+pub use community::{
+    AbortArgs, ApproveArgs, CommunityCommand, ListArgs, ListState, SignCommand, TuningArgs,
+    UnblockArgs,
+};
 pub use demo::{DemoCommand, SeedArgs, SeedUserArgs, ServeArgs};
 pub use key::{KEY_ENV, KeyArgs};
 pub use operators::OperatorsCommand;

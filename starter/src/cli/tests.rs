@@ -75,9 +75,9 @@ fn community_approve_accepts_digest_as_inventory_digest_with_a_warning() {
         "/k.pub",
     ]);
     match parsed.cli.command {
-        Command::Community(CommunityCommand::Approve {
-            inventory_digest, ..
-        }) => assert_eq!(inventory_digest, DIGEST),
+        Command::Community(CommunityCommand::Approve(args)) => {
+            assert_eq!(args.inventory_digest, DIGEST)
+        }
         other => panic!("{other:?}"),
     }
 }

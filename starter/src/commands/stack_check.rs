@@ -1,32 +1,20 @@
 //! `buzz-deletion stack-check`: the round trip through Temporal, Postgres, Redis and S3.
 
-use temporalio_client::{WorkflowGetResultOptions, WorkflowStartOptions};
 use workflows::stack_check::{StackCheck, StackCheckInput};
 
-use crate::connect::{self, TemporalTarget};
+use crate::connect;
 use crate::error::{CliError, CliResult};
 use crate::output::Report;
 
 /// Starts a StackCheck workflow and waits for its report (needs a running worker).
 pub async fn run(sleep_secs: u64) -> CliResult {
-    let client = connect::temporal(&TemporalTarget::from_env()?).await?;
     let nonce = uuid::Uuid::new_v4().to_string();
+    let input = StackCheckInput {
+        nonce: nonce.clone(),
+        sleep_secs,
+    };
     let workflow_id = format!("stack-check-{nonce}");
-    let handle = client
-        .start_workflow(
-            StackCheck::run,
-            StackCheckInput {
-                nonce: nonce.clone(),
-                sleep_secs,
-            },
-            WorkflowStartOptions::new(connect::task_queue(), workflow_id).build(),
-        )
-        .await
-        .map_err(|e| CliError::Other(anyhow::anyhow!("could not start StackCheck: {e}")))?;
-    let report = handle
-        .get_result(WorkflowGetResultOptions::default())
-        .await
-        .map_err(|e| CliError::Other(anyhow::anyhow!("StackCheck failed: {e}")))?;
+    let report = connect::run_workflow(StackCheck::run, input, &workflow_id, "StackCheck").await?;
     if report.touched.s3_echo != nonce {
         return Err(CliError::Other(anyhow::anyhow!(
             "S3 returned {:?} instead of the nonce",

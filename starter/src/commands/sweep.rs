@@ -6,12 +6,12 @@
 use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use temporalio_client::Client;
 use temporalio_client::schedules::{
     CreateScheduleOptions, ScheduleAction, ScheduleDescription, ScheduleDescriptionAction,
     ScheduleError, ScheduleOverlapPolicy, ScheduleSpec,
 };
 use temporalio_client::tonic::Code;
-use temporalio_client::{Client, WorkflowGetResultOptions, WorkflowStartOptions};
 use uuid::Uuid;
 use workflows::sweep::{
     SWEEP_UNKNOWN_KEY_SAMPLE, SWEEP_WORKFLOW_ID_PREFIX, SweepInput, SweepRecord, TaxonomySweep,
@@ -45,20 +45,10 @@ fn input(max_objects: u64) -> SweepInput {
 }
 
 async fn run_once(max_objects: u64) -> CliResult {
-    let client = connect::temporal(&TemporalTarget::from_env()?).await?;
     let workflow_id = format!("{SWEEP_WORKFLOW_ID_PREFIX}-{}", Uuid::new_v4());
-    let handle = client
-        .start_workflow(
-            TaxonomySweep::run,
-            input(max_objects),
-            WorkflowStartOptions::new(connect::task_queue(), workflow_id.clone()).build(),
-        )
-        .await
-        .map_err(|e| CliError::Other(anyhow::anyhow!("could not start TaxonomySweep: {e}")))?;
-    let record = handle
-        .get_result(WorkflowGetResultOptions::default())
-        .await
-        .map_err(|e| CliError::Other(anyhow::anyhow!("TaxonomySweep {workflow_id} failed: {e}")))?;
+    let run = TaxonomySweep::run;
+    let record =
+        connect::run_workflow(run, input(max_objects), &workflow_id, "TaxonomySweep").await?;
     // Like the predecessor: unknown shapes are something for an operator to look at.
     let code = i32::from(record.unknown_object_count > 0);
     Ok(Report::new(&record, record_text(&record))?.with_exit_code(code))

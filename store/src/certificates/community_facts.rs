@@ -273,6 +273,25 @@ async fn purge_facts(
     let detail = postgres_purged.ok_or_else(|| {
         CertificateStoreError::certificate("community receipt", "postgres_purged not reached")
     })?;
+    let tables = purged_tables(&detail)?;
+    let aborted: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM deletion.audit_events WHERE request_id = $1 \
+         AND event = 'upload_aborted' AND detail->>'outcome' = 'aborted'",
+    )
+    .bind(request_id)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(PurgeFacts {
+        rows_total: tables.iter().map(|t| t.rows).sum(),
+        tables,
+        redis_keys_purged,
+        multipart_uploads_aborted: count(aborted),
+    })
+}
+
+/// The rows purged per table (sorted) as the `postgres_purged` checkpoint's `detail` records
+/// them; a missing list, or a count without a table or below zero, is refused.
+fn purged_tables(detail: &serde_json::Value) -> CertificateResult<Vec<TableRows>> {
     let mut rows: Vec<(String, i64)> = detail["tables"]
         .as_array()
         .ok_or_else(|| {
@@ -299,24 +318,11 @@ async fn purge_facts(
         ));
     }
     rows.sort();
-    let aborted: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM deletion.audit_events WHERE request_id = $1 \
-         AND event = 'upload_aborted' AND detail->>'outcome' = 'aborted'",
-    )
-    .bind(request_id)
-    .fetch_one(&mut *conn)
-    .await?;
-    let tables: Vec<TableRows> = rows
+    Ok(rows
         .into_iter()
         .map(|(table, rows)| TableRows {
             table,
             rows: count(rows),
         })
-        .collect();
-    Ok(PurgeFacts {
-        rows_total: tables.iter().map(|t| t.rows).sum(),
-        tables,
-        redis_keys_purged,
-        multipart_uploads_aborted: count(aborted),
-    })
+        .collect())
 }

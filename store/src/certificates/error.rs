@@ -2,8 +2,6 @@
 
 use uuid::Uuid;
 
-use crate::failure::{Classified, Severity};
-
 /// A failure of the certificate store.
 #[derive(Debug, thiserror::Error)]
 pub enum CertificateStoreError {
@@ -89,14 +87,8 @@ impl CertificateStoreError {
     }
 }
 
-impl Classified for CertificateStoreError {
-    fn severity(&self) -> Severity {
-        match self {
-            CertificateStoreError::Database(error) => crate::sqlx_error_severity(error),
-            _ => Severity::Permanent,
-        }
-    }
-}
+// A database error by its SQLSTATE; every other refusal is permanent.
+crate::failure::database_else_permanent!(CertificateStoreError);
 
 /// Result of a certificate store call.
 pub type CertificateResult<T> = Result<T, CertificateStoreError>;

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use certificate::certificate::Certificate;
 use certificate::checkpoint::Checkpoint;
 use certificate::keys::ReceiptSigningKey;
+use sqlx::PgConnection;
 use uuid::Uuid;
 
 pub use audit::CertificateAudit;
@@ -64,10 +65,8 @@ impl Store {
         request_id: Uuid,
         older: Option<&Checkpoint>,
     ) -> CertificateResult<Certificate> {
-        let mut tx = self.pool.begin().await?;
-        let certificate = export::certificate_of(&mut tx, request_id, older).await?;
-        tx.commit().await?;
-        Ok(certificate)
+        self.read_in_transaction(async |conn| export::certificate_of(conn, request_id, older).await)
+            .await
     }
 
     /// Re-derives a request's receipt from the database and its audit chain and reports every
@@ -78,10 +77,19 @@ impl Store {
         request_id: Uuid,
         keys: &certificate::keys::KeyRing,
     ) -> CertificateResult<CertificateAudit> {
+        self.read_in_transaction(async |conn| audit::audit_request(conn, request_id, keys).await)
+            .await
+    }
+
+    /// Runs `read` inside a transaction of its own, committed once `read` succeeded.
+    async fn read_in_transaction<T>(
+        &self,
+        read: impl AsyncFnOnce(&mut PgConnection) -> CertificateResult<T>,
+    ) -> CertificateResult<T> {
         let mut tx = self.pool.begin().await?;
-        let audit = audit::audit_request(&mut tx, request_id, keys).await?;
+        let value = read(&mut tx).await?;
         tx.commit().await?;
-        Ok(audit)
+        Ok(value)
     }
 
     /// Verifies `request_id`'s audit hash chain as stored and returns its head; a break is

@@ -2,9 +2,9 @@
 //! logically verified), the final advance to retention pending (which issues the signed
 //! receipt in the same transaction), and milestones that do not change the stage.
 
-use super::audit::{WORKFLOW_ACTOR, commit_advance, record_advance, record_milestone};
 use super::stage::Stage;
-use super::token::{ExecToken, lock_for_token};
+use super::token::ExecToken;
+use crate::RequestError;
 use crate::Store;
 use crate::certificates::{ReceiptFor, issue_receipt};
 use crate::error::{StoreError, StoreResult};
@@ -18,8 +18,8 @@ const GENERIC_TRANSITIONS: [(Stage, Stage); 2] = [
 
 impl Store {
     /// Compare-and-set `from → to` with a checkpoint and an audit event, in one transaction.
-    /// Refused with [`StoreError::StaleGeneration`] for a stale token, [`StoreError::WrongStage`]
-    /// unless the request is at `from`, and [`StoreError::TransitionNotGeneric`] for a transition
+    /// Refused with [`RequestError::StaleGeneration`] for a stale token, [`RequestError::WrongStage`]
+    /// unless the request is at `from`, and [`RequestError::TransitionNotGeneric`] for a transition
     /// that has its own call.
     pub async fn advance(
         &self,
@@ -29,23 +29,13 @@ impl Store {
         detail: serde_json::Value,
     ) -> StoreResult<()> {
         if !GENERIC_TRANSITIONS.contains(&(from, to)) {
-            return Err(StoreError::TransitionNotGeneric {
+            return Err(StoreError::Request(RequestError::TransitionNotGeneric {
                 from: from.to_string(),
                 to: to.to_string(),
-            });
+            }));
         }
-        let mut tx = self.pool.begin().await?;
-        lock_for_token(&mut tx, token, &[from]).await?;
-        commit_advance(
-            tx,
-            token.request_id,
-            to,
-            token.exec_generation,
-            WORKFLOW_ACTOR,
-            &detail,
-        )
-        .await?;
-        Ok(())
+        let (tx, _) = self.begin_for_token(token, &[from]).await?;
+        token.commit_advance(tx, to, &detail).await
     }
 
     /// `logically_verified → retention_pending` with its checkpoint and audit event, and the
@@ -58,17 +48,12 @@ impl Store {
         detail: serde_json::Value,
     ) -> StoreResult<()> {
         let key = self.receipt_key()?;
-        let mut tx = self.pool.begin().await?;
-        lock_for_token(&mut tx, token, &[Stage::LogicallyVerified]).await?;
-        record_advance(
-            &mut tx,
-            token.request_id,
-            Stage::RetentionPending,
-            token.exec_generation,
-            WORKFLOW_ACTOR,
-            &detail,
-        )
-        .await?;
+        let (mut tx, _) = self
+            .begin_for_token(token, &[Stage::LogicallyVerified])
+            .await?;
+        token
+            .record_advance(&mut tx, Stage::RetentionPending, &detail)
+            .await?;
         issue_receipt(
             &mut tx,
             key.signing_key(),
@@ -96,17 +81,8 @@ impl Store {
                 reason: format!("{milestone:?} is a stage name; stages are reached by advancing"),
             });
         }
-        let mut tx = self.pool.begin().await?;
-        lock_for_token(&mut tx, token, &[at_stage]).await?;
-        record_milestone(
-            &mut tx,
-            token.request_id,
-            milestone,
-            token.exec_generation,
-            WORKFLOW_ACTOR,
-            &detail,
-        )
-        .await?;
+        let (mut tx, _) = self.begin_for_token(token, &[at_stage]).await?;
+        token.record_milestone(&mut tx, milestone, &detail).await?;
         tx.commit().await?;
         Ok(())
     }

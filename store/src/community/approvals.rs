@@ -7,10 +7,9 @@ use workflows::community::contracts::{ApprovalRecord, ApproveRequest};
 use workflows::approval::{self, Operator};
 use workflows::operator::{Action, SignedAction};
 
-use super::audit::{commit_advance, require_named};
-use super::signed::{consume_community_signature, signed_target};
+use super::audit::{record_advance, require_named};
+use super::signed::consume_request_signature;
 use super::stage::Stage;
-use super::token::lock_request;
 use crate::Store;
 use crate::error::{StoreError, StoreResult};
 use crate::identity::IdentityError;
@@ -49,8 +48,8 @@ impl Store {
     /// Records approval evidence and advances `inventoried → approved`, in one transaction.
     ///
     /// Refused, with nothing changed, when the request already has an approval
-    /// ([`StoreError::AlreadyApproved`]), is not awaiting approval ([`StoreError::WrongStage`]),
-    /// the digest is not the frozen one ([`StoreError::DigestMismatch`]), or the approval's
+    /// ([`ApprovalError::AlreadyApproved`]), is not awaiting approval ([`RequestError::WrongStage`]),
+    /// the digest is not the frozen one ([`ApprovalError::DigestMismatch`]), or the approval's
     /// signature does not count ([`StoreError::Identity`]): missing, bound to something else,
     /// made with the requester's key (the two-person rule compares fingerprints), by an unknown
     /// or revoked key, expired, or used before. The approval is recorded under the key's
@@ -63,8 +62,7 @@ impl Store {
         consumer: &str,
     ) -> StoreResult<ApprovalRecord> {
         require_named("approved_by", &approval.approved_by)?;
-        let mut tx = self.pool.begin().await?;
-        let row = lock_request(&mut tx, request_id).await?;
+        let (mut tx, row) = self.begin_locked(request_id).await?;
         row.community()?;
         let existing: Option<(String, Option<String>)> = sqlx::query_as(
             "SELECT approved_by, approved_nonce FROM deletion.approvals WHERE request_id = $1",
@@ -86,10 +84,10 @@ impl Store {
                 record.signed = approval.signed.clone();
                 return Ok(record);
             }
-            return Err(StoreError::AlreadyApproved {
+            return Err(StoreError::Approval(ApprovalError::AlreadyApproved {
                 request_id,
                 approved_by,
-            });
+            }));
         }
         row.require_stage(&[Stage::Inventoried])?;
         // An inventoried request without a digest is damaged, not "frozen as empty".
@@ -101,12 +99,12 @@ impl Store {
                 reason: format!("request {request_id} is inventoried without an inventory digest"),
             })?;
         if approval::check_digest(Some(&frozen_digest), &approval.digest).is_err() {
-            return Err(StoreError::DigestMismatch {
+            return Err(StoreError::Approval(ApprovalError::DigestMismatch {
                 request_id,
                 what: "approved inventory",
                 expected: frozen_digest,
                 actual: approval.digest.clone(),
-            });
+            }));
         }
         let (requester, requested_by): (Option<String>, String) = sqlx::query_as(
             "SELECT requested_fingerprint, requested_by FROM deletion.requests WHERE id = $1",
@@ -127,13 +125,10 @@ impl Store {
             },
         )
         .map_err(IdentityError::from)?;
-        let host = signed_target(&mut tx, request_id)
-            .await?
-            .unwrap_or_default();
-        let consumed = consume_community_signature(
+        let consumed = consume_request_signature(
             &mut tx,
             approval.signed.as_ref(),
-            (Action::Approve, request_id, &host, Some(&frozen_digest)),
+            (Action::Approve, request_id, Some(&frozen_digest)),
             &approval.approved_by,
             consumer,
         )
@@ -159,15 +154,17 @@ impl Store {
             "operator": consumed.fingerprint,
             "nonce": consumed.nonce,
         });
-        commit_advance(
-            tx,
+        let generation = row.exec_generation;
+        record_advance(
+            &mut tx,
             request_id,
             Stage::Approved,
-            row.exec_generation,
+            generation,
             approver,
             &detail,
         )
         .await?;
+        tx.commit().await?;
         let mut record = ApprovalRecord::from(stored);
         record.signed = approval.signed.clone();
         Ok(record)
@@ -198,3 +195,56 @@ impl Store {
         }))
     }
 }
+
+/// Why a store call failed because an approval is refused (digest, evidence, two-person rule): one part of [`crate::StoreError`].
+#[derive(Debug, thiserror::Error)]
+pub enum ApprovalError {
+    /// A digest does not match what it must match.
+    #[error("request {request_id}: {what} digest mismatch (expected {expected}, got {actual})")]
+    DigestMismatch {
+        /// The request.
+        request_id: uuid::Uuid,
+        /// What the digest covers.
+        what: &'static str,
+        /// The digest it must equal.
+        expected: String,
+        /// The digest found or offered.
+        actual: String,
+    },
+    /// The approval, the frozen inventory and the request row do not name the same thing: the
+    /// request row (or the approval) was changed after approval. Never a reason to act on what
+    /// the row now names.
+    #[error(
+        "request {request_id}: the deletion evidence does not match the request: {}. Approved \
+         evidence never changes, so this means the records were tampered with or a bug rewrote \
+         them; nothing was deleted on their word. Find who changed them (`buzz-deletion \
+         community inspect {request_id}` shows the approved digest and the audit trail), restore \
+         the request row, then unblock; or abort",
+        differences.join("; ")
+    )]
+    EvidenceMismatch {
+        /// The request.
+        request_id: uuid::Uuid,
+        /// Each disagreement, naming both sides.
+        differences: Vec<String>,
+    },
+    /// The requester tried to approve their own request (two-person rule).
+    #[error("request {request_id}: {approver} requested this deletion and cannot also approve it")]
+    SelfApproval {
+        /// The request.
+        request_id: uuid::Uuid,
+        /// The would-be approver.
+        approver: String,
+    },
+    /// The request already carries approval evidence.
+    #[error("request {request_id} is already approved by {approved_by}")]
+    AlreadyApproved {
+        /// The request.
+        request_id: uuid::Uuid,
+        /// Who approved it.
+        approved_by: String,
+    },
+}
+
+// Every one is permanent: retrying cannot change the answer.
+crate::failure::permanent_failure!(ApprovalError);

@@ -3,16 +3,16 @@
 //! The database refuses UPDATE, DELETE and TRUNCATE on `deletion.audit_events` (SQLSTATE BZ002),
 //! so the trail outlives Temporal's history retention unchanged.
 
+use crate::RequestError;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{PgConnection, Postgres, Transaction};
 use uuid::Uuid;
 use workflows::community::contracts::{AbortRequest, EventInput, RequestEvent, UnblockRequest};
-use workflows::operator::Action;
 
-use super::signed::{consume_community_signature, signed_target};
+use super::signed::{consume_statement, require_statement};
 use super::stage::Stage;
-use super::token::lock_request;
+use super::token::{ExecToken, Tx};
 use crate::Store;
 use crate::chain::append_chained;
 use crate::error::{StoreError, StoreResult};
@@ -65,14 +65,23 @@ pub(crate) async fn insert_audit(
     event: &str,
     detail: &serde_json::Value,
 ) -> StoreResult<i64> {
-    if let Some(request_id) = request_id {
-        return Ok(append_chained(conn, request_id, actor, event, detail).await?);
+    match request_id {
+        Some(request_id) => Ok(append_chained(conn, request_id, actor, event, detail).await?),
+        None => insert_fleet_event(conn, actor, event, detail).await,
     }
+}
+
+/// Appends a fleet-wide audit event: it concerns no request (`request_id` stays NULL), so it
+/// extends no chain.
+async fn insert_fleet_event(
+    conn: &mut PgConnection,
+    actor: &str,
+    event: &str,
+    detail: &serde_json::Value,
+) -> StoreResult<i64> {
     let id = sqlx::query_scalar(
-        "INSERT INTO deletion.audit_events (request_id, actor, event, detail) \
-         VALUES ($1, $2, $3, $4) RETURNING id",
+        "INSERT INTO deletion.audit_events (actor, event, detail) VALUES ($1, $2, $3) RETURNING id",
     )
-    .bind(request_id)
     .bind(actor)
     .bind(event)
     .bind(sqlx::types::Json(detail))
@@ -141,20 +150,6 @@ pub(crate) async fn record_advance(
     .await
 }
 
-/// [`record_advance`] as the last write of `tx`, then commits it.
-pub(crate) async fn commit_advance(
-    mut tx: Transaction<'_, Postgres>,
-    request_id: Uuid,
-    to: Stage,
-    exec_generation: i64,
-    actor: &str,
-    detail: &serde_json::Value,
-) -> StoreResult<()> {
-    record_advance(&mut tx, request_id, to, exec_generation, actor, detail).await?;
-    tx.commit().await?;
-    Ok(())
-}
-
 /// Records the audit event `event` of the request as the last write of `tx`, then commits it.
 pub(crate) async fn commit_audited(
     mut tx: Transaction<'_, Postgres>,
@@ -181,6 +176,63 @@ pub(crate) async fn record_milestone(
     insert_checkpoint(conn, request_id, milestone, exec_generation, detail).await?;
     insert_audit(conn, Some(request_id), actor, milestone, detail).await?;
     Ok(())
+}
+
+/// The writes of the worker holding a token: on its request, at its execution generation, by
+/// [`WORKFLOW_ACTOR`]. The caller's transaction holds the row lock ([`lock_for_token`]).
+///
+/// [`lock_for_token`]: super::token::lock_for_token
+impl ExecToken {
+    /// [`record_advance`] to `to`, inside the caller's transaction.
+    pub(crate) async fn record_advance(
+        &self,
+        conn: &mut PgConnection,
+        to: Stage,
+        detail: &serde_json::Value,
+    ) -> StoreResult<()> {
+        set_stage(conn, self.request_id, to.as_str()).await?;
+        self.record_milestone(conn, to.as_str(), detail).await
+    }
+
+    /// [`ExecToken::record_advance`] as the last write of `tx`, then commits it.
+    pub(crate) async fn commit_advance(
+        &self,
+        mut tx: Tx,
+        to: Stage,
+        detail: &serde_json::Value,
+    ) -> StoreResult<()> {
+        self.record_advance(&mut tx, to, detail).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// [`record_milestone`] `milestone`, inside the caller's transaction.
+    pub(crate) async fn record_milestone(
+        &self,
+        conn: &mut PgConnection,
+        milestone: &str,
+        detail: &serde_json::Value,
+    ) -> StoreResult<()> {
+        record_milestone(
+            conn,
+            self.request_id,
+            milestone,
+            self.exec_generation,
+            WORKFLOW_ACTOR,
+            detail,
+        )
+        .await
+    }
+
+    /// The audit event `event` as the last write of `tx`, then commits it.
+    pub(crate) async fn commit_event(
+        &self,
+        tx: Tx,
+        event: &str,
+        detail: &serde_json::Value,
+    ) -> StoreResult<()> {
+        commit_audited(tx, self.request_id, WORKFLOW_ACTOR, event, detail).await
+    }
 }
 
 impl Store {
@@ -218,8 +270,7 @@ impl Store {
         phase: &str,
         reason: &str,
     ) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
-        lock_request(&mut tx, request_id).await?;
+        let (mut tx, _row) = self.begin_locked(request_id).await?;
         sqlx::query(
             "UPDATE deletion.requests SET blocked_stage = $2, blocked_reason = $3, \
              blocked_at = now(), last_error = $3, updated_at = now() WHERE id = $1",
@@ -235,7 +286,7 @@ impl Store {
     }
 
     /// Clears the block after an operator's remediation (recorded with the signing key's
-    /// registered name, the reason and the signature). Refused with [`StoreError::NotBlocked`]
+    /// registered name, the reason and the signature). Refused with [`RequestError::NotBlocked`]
     /// when the request is not blocked, and with [`StoreError::Identity`] when the unblock's
     /// signature does not count; a retry by the same `consumer` after a commit is a no-op.
     pub async fn record_unblock(
@@ -244,10 +295,8 @@ impl Store {
         unblock: &UnblockRequest,
         consumer: &str,
     ) -> StoreResult<()> {
-        require_named("actor", &unblock.actor)?;
-        require_named("reason", &unblock.reason)?;
-        let mut tx = self.pool.begin().await?;
-        let row = lock_request(&mut tx, request_id).await?;
+        require_statement(unblock)?;
+        let (mut tx, row) = self.begin_locked(request_id).await?;
         let Some(blocked_reason) = row.blocked_reason else {
             if let Some(signed) = &unblock.signed {
                 let consumed_by: Option<String> = sqlx::query_scalar(
@@ -263,19 +312,9 @@ impl Store {
                     return Ok(());
                 }
             }
-            return Err(StoreError::NotBlocked { request_id });
+            return Err(StoreError::Request(RequestError::NotBlocked { request_id }));
         };
-        let host = signed_target(&mut tx, request_id)
-            .await?
-            .unwrap_or_default();
-        let consumed = consume_community_signature(
-            &mut tx,
-            unblock.signed.as_ref(),
-            (Action::Unblock, request_id, &host, None),
-            &unblock.actor,
-            consumer,
-        )
-        .await?;
+        let consumed = consume_statement(&mut tx, request_id, unblock, consumer).await?;
         sqlx::query(
             "UPDATE deletion.requests SET blocked_stage = NULL, blocked_reason = NULL, \
              blocked_at = NULL, updated_at = now() WHERE id = $1",
@@ -303,22 +342,10 @@ impl Store {
         abort: &AbortRequest,
         consumer: &str,
     ) -> StoreResult<AbortRequest> {
-        require_named("actor", &abort.actor)?;
-        require_named("reason", &abort.reason)?;
-        let mut tx = self.pool.begin().await?;
-        let row = lock_request(&mut tx, request_id).await?;
+        require_statement(abort)?;
+        let (mut tx, row) = self.begin_locked(request_id).await?;
         row.community()?;
-        let host = signed_target(&mut tx, request_id)
-            .await?
-            .unwrap_or_default();
-        let consumed = consume_community_signature(
-            &mut tx,
-            abort.signed.as_ref(),
-            (Action::Abort, request_id, &host, None),
-            &abort.actor,
-            consumer,
-        )
-        .await?;
+        let consumed = consume_statement(&mut tx, request_id, abort, consumer).await?;
         if !consumed.repeat {
             let detail = serde_json::json!({
                 "reason": abort.reason,

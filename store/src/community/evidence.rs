@@ -2,11 +2,12 @@
 //!
 //! From approval on, every claim and every generation-checked write re-reads, under the request
 //! row lock, the frozen inventory (its digest re-validated), the approval row and the request row,
-//! and refuses with [`StoreError::EvidenceMismatch`] unless the inventory's community and host
+//! and refuses with [`ApprovalError::EvidenceMismatch`] unless the inventory's community and host
 //! are the request row's and the approval names the request's inventory digest. A row edited
 //! after approval (another community's id, another host, another digest) therefore blocks the
 //! next destructive step instead of redirecting it.
 
+use crate::ApprovalError;
 use sqlx::PgConnection;
 
 use super::inventory::frozen_inventory_in;
@@ -65,10 +66,10 @@ pub(crate) async fn require_bound_evidence(
     if differences.is_empty() {
         Ok(())
     } else {
-        Err(StoreError::EvidenceMismatch {
+        Err(StoreError::Approval(ApprovalError::EvidenceMismatch {
             request_id: row.id,
             differences,
-        })
+        }))
     }
 }
 
@@ -78,7 +79,7 @@ pub(crate) fn require_token_community(row: &LockedRequest, token: &ExecToken) ->
     if row.community_id == Some(token.community_id) {
         Ok(())
     } else {
-        Err(StoreError::EvidenceMismatch {
+        Err(StoreError::Approval(ApprovalError::EvidenceMismatch {
             request_id: row.id,
             differences: vec![format!(
                 "this attempt claimed the request for community {} but the request row now \
@@ -87,7 +88,7 @@ pub(crate) fn require_token_community(row: &LockedRequest, token: &ExecToken) ->
                 row.community_id
                     .map_or_else(|| "no community".to_owned(), |id| id.to_string())
             )],
-        })
+        }))
     }
 }
 

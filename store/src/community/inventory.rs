@@ -5,18 +5,18 @@
 //! assembled in, and any change to a count, table, prefix digest or the target changes it. It is
 //! recomputed on every read: a frozen inventory edited in the database is refused.
 
+use crate::ApprovalError;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
 use uuid::Uuid;
 use workflows::community::contracts::{InventorySummary, PrefixSummary, UploadSummary};
 
-use super::audit::{WORKFLOW_ACTOR, commit_advance};
 use super::stage::Stage;
-use super::token::{ExecToken, lock_for_token};
+use super::token::ExecToken;
 use crate::catalog::CatalogInventory;
 use crate::error::{StoreError, StoreResult};
-use crate::{Store, put_canonical_field};
+use crate::{Store, put_canonical_field, put_canonical_list};
 
 /// Version of the frozen-inventory encoding (part of the digest). Version 2 adds the multipart
 /// uploads in progress per tenant prefix; a version-1 inventory (frozen before uploads were
@@ -106,46 +106,35 @@ impl FrozenInventory {
         put(&mut out, &self.community_id.hyphenated().to_string());
         put(&mut out, &self.host);
 
-        let mut tenant_tables: Vec<&String> = self.catalog.tenant_tables.iter().collect();
-        tenant_tables.sort();
-        put(&mut out, &tenant_tables.len().to_string());
-        for table in tenant_tables {
-            put(&mut out, table);
-        }
-        let mut fenced: Vec<&String> = self.catalog.fenced_tables.iter().collect();
-        fenced.sort();
-        put(&mut out, &fenced.len().to_string());
-        for table in fenced {
-            put(&mut out, table);
-        }
-        let mut counts: Vec<_> = self.catalog.row_counts.iter().collect();
-        counts.sort_by(|a, b| a.table.cmp(&b.table));
-        put(&mut out, &counts.len().to_string());
-        for count in counts {
-            put(&mut out, &count.table);
-            put(&mut out, &count.rows.to_string());
-        }
-        let mut prefixes: Vec<&PrefixSummary> = self.prefixes.iter().collect();
-        prefixes.sort_by(|a, b| a.prefix.cmp(&b.prefix));
-        put(&mut out, &prefixes.len().to_string());
-        for prefix in prefixes {
-            put(&mut out, &prefix.prefix);
-            put(&mut out, &prefix.versions.to_string());
-            put(&mut out, &prefix.bytes.to_string());
-            put(&mut out, &prefix.keys_digest);
-        }
+        let tables = |out: &mut Vec<u8>, tables: &[String]| {
+            put_canonical_list(out, tables, String::as_str, |out, table| put(out, table));
+        };
+        tables(&mut out, &self.catalog.tenant_tables);
+        tables(&mut out, &self.catalog.fenced_tables);
+        put_canonical_list(
+            &mut out,
+            &self.catalog.row_counts,
+            |count| &count.table,
+            |out, count| {
+                put(out, &count.table);
+                put(out, &count.rows.to_string());
+            },
+        );
+        put_prefix_summaries(&mut out, &self.prefixes);
         put(&mut out, &self.redis_keys.to_string());
         // Uploads are bound from version 2 on; any uploads at all are bound whatever the version,
         // so relabelling an inventory as version 1 cannot drop them from the digest.
         if self.version >= UPLOADS_SINCE_VERSION || !self.uploads.is_empty() {
-            let mut uploads: Vec<&UploadSummary> = self.uploads.iter().collect();
-            uploads.sort_by(|a, b| a.prefix.cmp(&b.prefix));
-            put(&mut out, &uploads.len().to_string());
-            for upload in uploads {
-                put(&mut out, &upload.prefix);
-                put(&mut out, &upload.uploads.to_string());
-                put(&mut out, &upload.uploads_digest);
-            }
+            put_canonical_list(
+                &mut out,
+                &self.uploads,
+                |u| &u.prefix,
+                |out, upload| {
+                    put(out, &upload.prefix);
+                    put(out, &upload.uploads.to_string());
+                    put(out, &upload.uploads_digest);
+                },
+            );
         }
         // Likewise the closed world: from version 3 on, and whenever present.
         if self.version >= CLOSED_WORLD_SINCE_VERSION || self.catalog.closed_world.is_some() {
@@ -177,37 +166,74 @@ impl FrozenInventory {
     }
 }
 
+/// Encodes the per-prefix summaries of a canonical encoding (sorted by prefix): the frozen
+/// inventory's and the destructive manifest's.
+pub(crate) fn put_prefix_summaries(out: &mut Vec<u8>, prefixes: &[PrefixSummary]) {
+    put_canonical_list(
+        out,
+        prefixes,
+        |p| &p.prefix,
+        |out, summary| {
+            put_canonical_field(out, &summary.prefix);
+            put_canonical_field(out, &summary.versions.to_string());
+            put_canonical_field(out, &summary.bytes.to_string());
+            put_canonical_field(out, &summary.keys_digest);
+        },
+    );
+}
+
+/// A document frozen on the request row beside its digest, as read: the document, the digest.
+pub(crate) type StoredDocument = (Option<sqlx::types::Json<serde_json::Value>>, Option<String>);
+
+/// Decodes a frozen document (`what`: the frozen inventory, the destructive manifest) and
+/// re-validates it against its stored digest: [`StoreError::NotFound`] (as `missing`) when
+/// either is absent, [`StoreError::Corrupt`] when it does not decode, and
+/// [`ApprovalError::DigestMismatch`] when it no longer hashes (`digest`) to the stored digest.
+pub(crate) fn verified_document<T: serde::de::DeserializeOwned>(
+    request_id: Uuid,
+    stored: StoredDocument,
+    (what, missing): (&'static str, &'static str),
+    digest: impl Fn(&T) -> String,
+) -> StoreResult<T> {
+    let (Some(document), Some(stored_digest)) = stored else {
+        return Err(StoreError::NotFound {
+            what: missing,
+            id: request_id.to_string(),
+        });
+    };
+    let decoded: T = serde_json::from_value(document.0).map_err(|error| StoreError::Corrupt {
+        what,
+        reason: error.to_string(),
+    })?;
+    let actual = digest(&decoded);
+    if actual != stored_digest {
+        return Err(StoreError::Approval(ApprovalError::DigestMismatch {
+            request_id,
+            what,
+            expected: stored_digest,
+            actual,
+        }));
+    }
+    Ok(decoded)
+}
+
 /// Reads the frozen inventory and re-validates its digest (inside the caller's transaction).
 pub(crate) async fn frozen_inventory_in(
     conn: &mut PgConnection,
     request_id: Uuid,
 ) -> StoreResult<FrozenInventory> {
-    let stored: Option<(Option<sqlx::types::Json<serde_json::Value>>, Option<String>)> =
+    let stored: Option<StoredDocument> =
         sqlx::query_as("SELECT inventory, inventory_digest FROM deletion.requests WHERE id = $1")
             .bind(request_id)
             .fetch_optional(conn)
             .await?;
-    let Some((Some(document), Some(stored_digest))) = stored else {
-        return Err(StoreError::NotFound {
-            what: "frozen inventory of request",
-            id: request_id.to_string(),
-        });
-    };
-    let inventory: FrozenInventory =
-        serde_json::from_value(document.0).map_err(|error| StoreError::Corrupt {
-            what: "frozen inventory",
-            reason: error.to_string(),
-        })?;
-    let actual = inventory.digest();
-    if actual != stored_digest {
-        return Err(StoreError::DigestMismatch {
-            request_id,
-            what: "frozen inventory",
-            expected: stored_digest,
-            actual,
-        });
-    }
-    Ok(inventory)
+    let what = ("frozen inventory", "frozen inventory of request");
+    verified_document(
+        request_id,
+        stored.unwrap_or_default(),
+        what,
+        FrozenInventory::digest,
+    )
 }
 
 impl Store {
@@ -233,8 +259,7 @@ impl Store {
             what: "frozen inventory",
             reason: error.to_string(),
         })?;
-        let mut tx = self.pool.begin().await?;
-        lock_for_token(&mut tx, token, &[Stage::Submitted]).await?;
+        let (mut tx, _) = self.begin_for_token(token, &[Stage::Submitted]).await?;
         sqlx::query(
             "UPDATE deletion.requests SET inventory = $2, inventory_digest = $3, updated_at = now() \
              WHERE id = $1",
@@ -253,28 +278,22 @@ impl Store {
             "redis_keys": inventory.redis_keys,
             "uploads": inventory.total_uploads(),
         });
-        commit_advance(
-            tx,
-            token.request_id,
-            Stage::Inventoried,
-            token.exec_generation,
-            WORKFLOW_ACTOR,
-            &detail,
-        )
-        .await?;
+        token
+            .commit_advance(tx, Stage::Inventoried, &detail)
+            .await?;
         Ok(digest)
     }
 
-    /// The frozen inventory, its digest re-validated ([`StoreError::DigestMismatch`] if the
+    /// The frozen inventory, its digest re-validated ([`ApprovalError::DigestMismatch`] if the
     /// stored document no longer hashes to the stored digest).
     pub async fn load_frozen_inventory(&self, request_id: Uuid) -> StoreResult<FrozenInventory> {
         let mut conn = self.pool.acquire().await?;
         frozen_inventory_in(&mut conn, request_id).await
     }
 
-    /// Refuses ([`StoreError::CatalogDrift`]) if tenant tables were added or removed since the
-    /// inventory was frozen, ([`StoreError::CatalogUnfenced`]) if any relation's fence would not
-    /// fire, and ([`StoreError::CatalogCascadingReference`]) if a foreign key would carry the
+    /// Refuses ([`CatalogError::Drift`]) if tenant tables were added or removed since the
+    /// inventory was frozen, ([`CatalogError::Unfenced`]) if any relation's fence would not
+    /// fire, and ([`CatalogError::CascadingReferences`]) if a foreign key would carry the
     /// purge into non-tenant data.
     pub async fn check_catalog_unchanged(&self, token: &ExecToken) -> StoreResult<()> {
         self.verify_token(token).await?;

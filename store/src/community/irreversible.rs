@@ -7,16 +7,15 @@
 //! `drained`, fence held, manifest bound). Once the answer is known it either sets the marker
 //! ([`Store::mark_irreversible`], on an acknowledgement or an unknown outcome) or withdraws the
 //! pending call ([`Store::withdraw_destructive_call`], when S3 refused every call whole). While a
-//! call is pending an abort fails transiently ([`StoreError::DestructiveCallPending`]) and is
+//! call is pending an abort fails transiently ([`RequestError::DestructiveCallPending`]) and is
 //! retried: it is decided by the answer. A pending call left by an attempt that died is resolved
 //! by the next one, conservatively ([`Store::resolve_inherited_call`]).
 
+use crate::RequestError;
 use chrono::{DateTime, Utc};
 
-use super::audit::{WORKFLOW_ACTOR, commit_audited};
-use super::manifest::destructive_manifest_in;
 use super::stage::Stage;
-use super::token::{ExecToken, check_fence_held, lock_for_token};
+use super::token::ExecToken;
 use crate::Store;
 use crate::error::{StoreError, StoreResult};
 
@@ -25,10 +24,7 @@ impl Store {
     /// irreversible marker is already set (nothing recorded). Requires stage `drained`, the
     /// fence held and the manifest bound (and still valid). Idempotent.
     pub async fn begin_destructive_call(&self, token: &ExecToken) -> StoreResult<bool> {
-        let mut tx = self.pool.begin().await?;
-        let row = lock_for_token(&mut tx, token, &[Stage::Drained]).await?;
-        check_fence_held(&mut tx, &row).await?;
-        destructive_manifest_in(&mut tx, token.request_id).await?;
+        let (mut tx, row) = self.begin_destruction(token).await?;
         if row.irreversible_at.is_some() {
             return Ok(true);
         }
@@ -61,10 +57,7 @@ impl Store {
         token: &ExecToken,
         why: serde_json::Value,
     ) -> StoreResult<DateTime<Utc>> {
-        let mut tx = self.pool.begin().await?;
-        let row = lock_for_token(&mut tx, token, &[Stage::Drained]).await?;
-        check_fence_held(&mut tx, &row).await?;
-        destructive_manifest_in(&mut tx, token.request_id).await?;
+        let (mut tx, row) = self.begin_destruction(token).await?;
         if let Some(at) = row.irreversible_at {
             return Ok(at);
         }
@@ -81,14 +74,7 @@ impl Store {
             "pending_since": row.irreversible_pending_at,
             "because": why,
         });
-        commit_audited(
-            tx,
-            token.request_id,
-            WORKFLOW_ACTOR,
-            "irreversible",
-            &detail,
-        )
-        .await?;
+        token.commit_event(tx, "irreversible", &detail).await?;
         Ok(at)
     }
 
@@ -101,8 +87,7 @@ impl Store {
         token: &ExecToken,
         refusal: serde_json::Value,
     ) -> StoreResult<bool> {
-        let mut tx = self.pool.begin().await?;
-        let row = lock_for_token(&mut tx, token, &[Stage::Drained]).await?;
+        let (mut tx, row) = self.begin_for_token(token, &[Stage::Drained]).await?;
         let Some(since) = row.irreversible_pending_at else {
             return Ok(false);
         };
@@ -121,14 +106,9 @@ impl Store {
             "pending_since": since,
             "refusal": refusal,
         });
-        commit_audited(
-            tx,
-            token.request_id,
-            WORKFLOW_ACTOR,
-            "destructive_calls_refused",
-            &detail,
-        )
-        .await?;
+        token
+            .commit_event(tx, "destructive_calls_refused", &detail)
+            .await?;
         Ok(true)
     }
 
@@ -136,8 +116,7 @@ impl Store {
     /// (that attempt died, or is a zombie that may still be waiting for it), so the marker is set
     /// conservatively. Returns whether the marker is set now. Read-only unless a call is pending.
     pub async fn resolve_inherited_call(&self, token: &ExecToken) -> StoreResult<bool> {
-        let mut tx = self.pool.begin().await?;
-        let row = lock_for_token(&mut tx, token, &[Stage::Drained]).await?;
+        let (tx, row) = self.begin_for_token(token, &[Stage::Drained]).await?;
         if row.irreversible_at.is_some() {
             return Ok(true);
         }
@@ -160,7 +139,10 @@ pub(crate) fn abort_blocked_by_pending_call(
     pending_since: Option<DateTime<Utc>>,
 ) -> StoreResult<()> {
     match pending_since {
-        Some(since) => Err(StoreError::DestructiveCallPending { request_id, since }),
+        Some(since) => Err(StoreError::Request(RequestError::DestructiveCallPending {
+            request_id,
+            since,
+        })),
         None => Ok(()),
     }
 }

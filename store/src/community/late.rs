@@ -12,9 +12,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::audit::{WORKFLOW_ACTOR, commit_audited};
 use super::manifest::{ChunkSet, check_chunk_entries, chunk_no_i32};
-use super::token::{ExecToken, check_fence_held, lock_for_token};
+use super::token::{ExecToken, check_fence_held};
 use crate::error::{StoreError, StoreResult};
 use crate::taxonomy::{KeyStreamDigest, ManifestEntry};
 use crate::{Store, count_u64};
@@ -72,14 +71,9 @@ impl Store {
             digest.fold_encoded(encoded);
         }
         let (digest, versions) = digest.finish();
-        let mut tx = self.pool.begin().await?;
-        let row = lock_for_token(&mut tx, token, ChunkSet::Late.stages()).await?;
+        let (mut tx, row) = self.begin_for_token(token, ChunkSet::Late.stages()).await?;
         check_fence_held(&mut tx, &row).await?;
-        if row.irreversible_at.is_none() {
-            return Err(StoreError::IrreversibleNotMarked {
-                request_id: token.request_id,
-            });
-        }
+        row.require_irreversible_marked()?;
         let next: i64 = sqlx::query_scalar(
             "SELECT coalesce(max(chunk_no), -1)::bigint + 1 FROM deletion.manifest_chunks \
              WHERE request_id = $1",
@@ -116,14 +110,9 @@ impl Store {
             "entries_omitted": entries.len().saturating_sub(named.len()),
             "exec_generation": token.exec_generation,
         });
-        commit_audited(
-            tx,
-            token.request_id,
-            WORKFLOW_ACTOR,
-            "late_chunk_appended",
-            &detail,
-        )
-        .await?;
+        token
+            .commit_event(tx, "late_chunk_appended", &detail)
+            .await?;
         Ok(LateChunk {
             chunk_no,
             prefix: prefix.to_owned(),

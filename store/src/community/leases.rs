@@ -108,7 +108,7 @@ impl Store {
         self.stalled_serving_writes_of(&community_id, bound).await
     }
 
-    /// Refuses with [`StoreError::StalledServingWrites`] (transient) while a lease left
+    /// Refuses with [`FenceError::StalledServingWrites`] (transient) while a lease left
     /// unreleased at fence time is inside `expires_at + bound`; the gate in front of freezing the
     /// manifest.
     pub async fn require_no_stalled_serving_writes(

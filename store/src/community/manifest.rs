@@ -11,12 +11,13 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
 use uuid::Uuid;
-use workflows::community::contracts::{ManifestSummary, PrefixSummary};
+use workflows::community::contracts::ManifestSummary;
 
-use super::audit::{WORKFLOW_ACTOR, commit_advance, commit_audited};
-use super::inventory::frozen_inventory_in;
+use super::inventory::{
+    StoredDocument, frozen_inventory_in, put_prefix_summaries, verified_document,
+};
 use super::stage::Stage;
-use super::token::{ExecToken, check_fence_held, check_generation, lock_for_token, read_request};
+use super::token::{ExecToken, LockedRequest, Tx, check_fence_held, read_for_token, read_request};
 use crate::error::{StoreError, StoreResult};
 use crate::taxonomy::{KeyStreamDigest, ManifestEntry, is_tenant_owned_key, tenant_prefixes};
 use crate::{Store, count_i64, count_u64, put_canonical_field};
@@ -87,15 +88,7 @@ fn manifest_digest(summary: &ManifestSummary) -> String {
     put_canonical_field(&mut out, DIGEST_DOMAIN);
     put_canonical_field(&mut out, &summary.chunks.to_string());
     put_canonical_field(&mut out, &summary.versions.to_string());
-    let mut prefixes: Vec<&PrefixSummary> = summary.prefixes.iter().collect();
-    prefixes.sort_by(|a, b| a.prefix.cmp(&b.prefix));
-    put_canonical_field(&mut out, &prefixes.len().to_string());
-    for prefix in prefixes {
-        put_canonical_field(&mut out, &prefix.prefix);
-        put_canonical_field(&mut out, &prefix.versions.to_string());
-        put_canonical_field(&mut out, &prefix.bytes.to_string());
-        put_canonical_field(&mut out, &prefix.keys_digest);
-    }
+    put_prefix_summaries(&mut out, &summary.prefixes);
     hex::encode(Sha256::digest(out))
 }
 
@@ -112,12 +105,10 @@ fn require_tenant_prefixes(
     if actual == expected {
         Ok(())
     } else {
-        Err(StoreError::ManifestMismatch {
+        Err(mismatch(
             request_id,
-            reason: format!(
-                "prefixes {actual:?} are not the community's tenant prefixes {expected:?}"
-            ),
-        })
+            format!("prefixes {actual:?} are not the community's tenant prefixes {expected:?}"),
+        ))
     }
 }
 
@@ -136,10 +127,7 @@ pub(crate) fn check_chunk_entries(
     prefix: &str,
     entries: &[String],
 ) -> StoreResult<()> {
-    let mismatch = |reason: String| StoreError::ManifestMismatch {
-        request_id: token.request_id,
-        reason,
-    };
+    let mismatch = |reason: String| mismatch(token.request_id, reason);
     if entries.is_empty() || entries.len() > MANIFEST_CHUNK_MAX_ENTRIES {
         return Err(mismatch(format!(
             "{label} has {} entries (1..={MANIFEST_CHUNK_MAX_ENTRIES} allowed)",
@@ -174,43 +162,36 @@ pub(crate) async fn destructive_manifest_in(
 ) -> StoreResult<ManifestSummary> {
     let row = read_request(conn, request_id).await?;
     let community_id = row.community()?;
-    let stored: (Option<sqlx::types::Json<serde_json::Value>>, Option<String>) = sqlx::query_as(
+    let stored: StoredDocument = sqlx::query_as(
         "SELECT destructive_manifest, destructive_manifest_digest FROM deletion.requests \
          WHERE id = $1",
     )
     .bind(request_id)
     .fetch_one(&mut *conn)
     .await?;
-    let (Some(document), Some(stored_digest)) = stored else {
-        return Err(StoreError::NotFound {
-            what: "destructive manifest of request",
-            id: request_id.to_string(),
-        });
-    };
-    let summary: ManifestSummary =
-        serde_json::from_value(document.0).map_err(|error| StoreError::Corrupt {
-            what: "destructive manifest",
-            reason: error.to_string(),
-        })?;
-    let actual = manifest_digest(&summary);
-    if actual != stored_digest {
-        return Err(StoreError::DigestMismatch {
-            request_id,
-            what: "destructive manifest",
-            expected: stored_digest,
-            actual,
-        });
-    }
+    let what = ("destructive manifest", "destructive manifest of request");
+    let summary = verified_document(request_id, stored, what, manifest_digest)?;
     require_tenant_prefixes(request_id, community_id, &summary)?;
     Ok(summary)
 }
 
 impl Store {
+    /// A transaction at `drained` (generation-checked), the fence held and the bound manifest
+    /// re-validated ([`destructive_manifest_in`]): the start of every step of the destruction.
+    pub(crate) async fn begin_destruction(
+        &self,
+        token: &ExecToken,
+    ) -> StoreResult<(Tx, LockedRequest)> {
+        let (mut tx, row) = self.begin_for_token(token, &[Stage::Drained]).await?;
+        check_fence_held(&mut tx, &row).await?;
+        destructive_manifest_in(&mut tx, token.request_id).await?;
+        Ok((tx, row))
+    }
+
     /// Deletes chunks left by an interrupted freeze (never bound, so never acted on). Stage must
     /// be `fenced`; returns how many were removed.
     pub async fn clear_unbound_manifest_chunks(&self, token: &ExecToken) -> StoreResult<u64> {
-        let mut tx = self.pool.begin().await?;
-        lock_for_token(&mut tx, token, &[Stage::Fenced]).await?;
+        let (mut tx, _) = self.begin_for_token(token, &[Stage::Fenced]).await?;
         let deleted = sqlx::query("DELETE FROM deletion.manifest_chunks WHERE request_id = $1")
             .bind(token.request_id)
             .execute(&mut *tx)
@@ -222,7 +203,7 @@ impl Store {
 
     /// Stores one chunk (1..=10,000 encoded entries under one tenant prefix). Every entry must
     /// decode and be a key of the community's exact writer shape under `prefix`
-    /// ([`StoreError::ManifestMismatch`] otherwise). Stage must be `fenced` and the fence held.
+    /// ([`ManifestError::Mismatch`] otherwise). Stage must be `fenced` and the fence held.
     /// Re-appending the same chunk number (a replayed freeze) replaces it.
     pub async fn append_manifest_chunk(
         &self,
@@ -233,8 +214,7 @@ impl Store {
     ) -> StoreResult<()> {
         check_chunk_entries(token, &format!("chunk {chunk_no}"), prefix, entries)?;
         let entry_count = i32::try_from(entries.len()).unwrap_or(i32::MAX);
-        let mut tx = self.pool.begin().await?;
-        let row = lock_for_token(&mut tx, token, &[Stage::Fenced]).await?;
+        let (mut tx, row) = self.begin_for_token(token, &[Stage::Fenced]).await?;
         check_fence_held(&mut tx, &row).await?;
         sqlx::query(
             "INSERT INTO deletion.manifest_chunks \
@@ -265,80 +245,12 @@ impl Store {
         token: &ExecToken,
         summary: &ManifestSummary,
     ) -> StoreResult<String> {
-        let request_id = token.request_id;
-        let mismatch = |reason: String| StoreError::ManifestMismatch { request_id, reason };
-        require_tenant_prefixes(request_id, token.community_id, summary)?;
-        let mut tx = self.pool.begin().await?;
-        let row = lock_for_token(&mut tx, token, &[Stage::Fenced]).await?;
+        require_tenant_prefixes(token.request_id, token.community_id, summary)?;
+        let (mut tx, row) = self.begin_for_token(token, &[Stage::Fenced]).await?;
         check_fence_held(&mut tx, &row).await?;
-        frozen_inventory_in(&mut tx, request_id).await?;
-
-        let chunk_numbers: Vec<i32> = sqlx::query_scalar(
-            "SELECT chunk_no FROM deletion.manifest_chunks WHERE request_id = $1 ORDER BY chunk_no",
-        )
-        .bind(request_id)
-        .fetch_all(&mut *tx)
-        .await?;
-        if chunk_numbers.len() as u64 != summary.chunks {
-            return Err(mismatch(format!(
-                "{} chunks stored, summary says {}",
-                chunk_numbers.len(),
-                summary.chunks
-            )));
-        }
-        if let Some((position, chunk_no)) =
-            chunk_numbers
-                .iter()
-                .enumerate()
-                .find(|(position, chunk_no)| {
-                    i64::try_from(*position).ok() != Some(i64::from(**chunk_no))
-                })
-        {
-            return Err(mismatch(format!(
-                "chunk {chunk_no} found at position {position}: gap"
-            )));
-        }
-        let mut digests: Vec<(String, KeyStreamDigest)> = summary
-            .prefixes
-            .iter()
-            .map(|p| (p.prefix.clone(), KeyStreamDigest::new()))
-            .collect();
-        for chunk_no in &chunk_numbers {
-            let (prefix, entries): (String, sqlx::types::Json<Vec<String>>) = sqlx::query_as(
-                "SELECT prefix, entries FROM deletion.manifest_chunks \
-                 WHERE request_id = $1 AND chunk_no = $2",
-            )
-            .bind(request_id)
-            .bind(chunk_no)
-            .fetch_one(&mut *tx)
-            .await?;
-            let Some((_, digest)) = digests.iter_mut().find(|(p, _)| *p == prefix) else {
-                return Err(mismatch(format!(
-                    "chunk {chunk_no} is under foreign prefix {prefix}"
-                )));
-            };
-            for encoded in entries.0.iter() {
-                digest.fold_encoded(encoded);
-            }
-        }
-        let mut versions = 0u64;
-        for ((prefix, digest), expected) in digests.into_iter().zip(&summary.prefixes) {
-            let (keys_digest, count) = digest.finish();
-            if count != expected.versions || keys_digest != expected.keys_digest {
-                return Err(mismatch(format!(
-                    "prefix {prefix}: stored chunks hold {count} versions with digest {keys_digest}, \
-                     summary says {} with {}",
-                    expected.versions, expected.keys_digest
-                )));
-            }
-            versions += count;
-        }
-        if versions != summary.versions {
-            return Err(mismatch(format!(
-                "prefixes hold {versions} versions, summary says {}",
-                summary.versions
-            )));
-        }
+        frozen_inventory_in(&mut tx, token.request_id).await?;
+        let chunk_numbers = stored_chunk_numbers(&mut tx, token.request_id, summary).await?;
+        check_stored_digests(&mut tx, token.request_id, &chunk_numbers, summary).await?;
 
         let digest = manifest_digest(summary);
         let document = serde_json::to_value(summary).map_err(|error| StoreError::Corrupt {
@@ -349,7 +261,7 @@ impl Store {
             "UPDATE deletion.requests SET destructive_manifest = $2, \
              destructive_manifest_digest = $3, updated_at = now() WHERE id = $1",
         )
-        .bind(request_id)
+        .bind(token.request_id)
         .bind(sqlx::types::Json(&document))
         .bind(&digest)
         .execute(&mut *tx)
@@ -359,15 +271,7 @@ impl Store {
             "chunks": summary.chunks,
             "versions": summary.versions,
         });
-        commit_advance(
-            tx,
-            request_id,
-            Stage::Drained,
-            token.exec_generation,
-            WORKFLOW_ACTOR,
-            &detail,
-        )
-        .await?;
+        token.commit_advance(tx, Stage::Drained, &detail).await?;
         Ok(digest)
     }
 
@@ -420,9 +324,9 @@ impl Store {
         limit: u32,
     ) -> StoreResult<Vec<ManifestChunk>> {
         let mut conn = self.pool.acquire().await?;
-        let row = read_request(&mut conn, token.request_id).await?;
-        check_generation(&row, token)?;
-        row.require_stage(set.stages())?;
+        read_for_token(&mut conn, token)
+            .await?
+            .require_stage(set.stages())?;
         let rows: Vec<(i32, String, sqlx::types::Json<Vec<String>>)> = sqlx::query_as(
             "SELECT chunk_no, prefix, entries FROM deletion.manifest_chunks \
              WHERE request_id = $1 AND deleted_at IS NULL AND chunk_no > $3 \
@@ -468,14 +372,9 @@ impl Store {
         chunk_no: u32,
         ack: ChunkAck,
     ) -> StoreResult<bool> {
-        let mut tx = self.pool.begin().await?;
-        let row = lock_for_token(&mut tx, token, set.stages()).await?;
+        let (mut tx, row) = self.begin_for_token(token, set.stages()).await?;
         check_fence_held(&mut tx, &row).await?;
-        if row.irreversible_at.is_none() {
-            return Err(StoreError::IrreversibleNotMarked {
-                request_id: token.request_id,
-            });
-        }
+        row.require_irreversible_marked()?;
         let chunk: Option<(i32, bool, String)> = sqlx::query_as(
             "SELECT entry_count, deleted_at IS NOT NULL, prefix FROM deletion.manifest_chunks \
              WHERE request_id = $1 AND chunk_no = $2 AND (late_at IS NOT NULL) = $3 FOR UPDATE",
@@ -497,12 +396,12 @@ impl Store {
         let entries = count_u64(i64::from(entry_count));
         let acknowledged = ack.deleted.saturating_add(ack.already_missing);
         if acknowledged != entries {
-            return Err(StoreError::ChunkIncomplete {
+            return Err(StoreError::Manifest(ManifestError::ChunkIncomplete {
                 request_id: token.request_id,
                 chunk_no,
                 entries,
                 acknowledged,
-            });
+            }));
         }
         sqlx::query(
             "UPDATE deletion.manifest_chunks SET deleted_at = now(), deleted_versions = $3, \
@@ -523,14 +422,7 @@ impl Store {
             "exec_generation": token.exec_generation,
             "late": set == ChunkSet::Late,
         });
-        commit_audited(
-            tx,
-            token.request_id,
-            WORKFLOW_ACTOR,
-            "chunk_stamped",
-            &detail,
-        )
-        .await?;
+        token.commit_event(tx, "chunk_stamped", &detail).await?;
         Ok(true)
     }
 
@@ -541,17 +433,14 @@ impl Store {
     }
 
     /// Advances `drained → bindings_removed` once every chunk is stamped
-    /// ([`StoreError::ChunksPending`] otherwise), with a checkpoint of the counts. An empty
+    /// ([`ManifestError::ChunksPending`] otherwise), with a checkpoint of the counts. An empty
     /// manifest records the irreversible point here.
     pub async fn mark_bindings_removed(
         &self,
         token: &ExecToken,
         detail: serde_json::Value,
     ) -> StoreResult<ChunkProgress> {
-        let mut tx = self.pool.begin().await?;
-        let row = lock_for_token(&mut tx, token, &[Stage::Drained]).await?;
-        check_fence_held(&mut tx, &row).await?;
-        destructive_manifest_in(&mut tx, token.request_id).await?;
+        let (mut tx, _) = self.begin_destruction(token).await?;
         let pending: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM deletion.manifest_chunks \
              WHERE request_id = $1 AND deleted_at IS NULL",
@@ -560,10 +449,10 @@ impl Store {
         .fetch_one(&mut *tx)
         .await?;
         if pending > 0 {
-            return Err(StoreError::ChunksPending {
+            return Err(StoreError::Manifest(ManifestError::ChunksPending {
                 request_id: token.request_id,
                 pending: count_u64(pending),
-            });
+            }));
         }
         sqlx::query(
             "UPDATE deletion.requests SET irreversible_at = coalesce(irreversible_at, now()), \
@@ -574,17 +463,112 @@ impl Store {
         .await?;
         let progress = chunk_progress_in(&mut tx, token.request_id).await?;
         let detail = serde_json::json!({ "progress": progress, "detail": detail });
-        commit_advance(
-            tx,
-            token.request_id,
-            Stage::BindingsRemoved,
-            token.exec_generation,
-            WORKFLOW_ACTOR,
-            &detail,
-        )
-        .await?;
+        token
+            .commit_advance(tx, Stage::BindingsRemoved, &detail)
+            .await?;
         Ok(progress)
     }
+}
+
+/// The refusal of a destructive manifest inconsistent with its chunks or its target.
+fn mismatch(request_id: Uuid, reason: String) -> StoreError {
+    StoreError::Manifest(ManifestError::Mismatch { request_id, reason })
+}
+
+/// The numbers of the request's stored chunks; refused unless there are as many as `summary`
+/// says, numbered from 0 without a gap.
+async fn stored_chunk_numbers(
+    conn: &mut PgConnection,
+    request_id: Uuid,
+    summary: &ManifestSummary,
+) -> StoreResult<Vec<i32>> {
+    let chunk_numbers: Vec<i32> = sqlx::query_scalar(
+        "SELECT chunk_no FROM deletion.manifest_chunks WHERE request_id = $1 ORDER BY chunk_no",
+    )
+    .bind(request_id)
+    .fetch_all(&mut *conn)
+    .await?;
+    if chunk_numbers.len() as u64 != summary.chunks {
+        return Err(mismatch(
+            request_id,
+            format!(
+                "{} chunks stored, summary says {}",
+                chunk_numbers.len(),
+                summary.chunks
+            ),
+        ));
+    }
+    if let Some((position, chunk_no)) = chunk_numbers
+        .iter()
+        .enumerate()
+        .find(|(position, chunk_no)| i64::try_from(*position).ok() != Some(i64::from(**chunk_no)))
+    {
+        return Err(mismatch(
+            request_id,
+            format!("chunk {chunk_no} found at position {position}: gap"),
+        ));
+    }
+    Ok(chunk_numbers)
+}
+
+/// Re-reads the stored chunks `chunk_numbers`, one at a time, and refuses unless every one is
+/// under a prefix of `summary` and each prefix's count and order-independent digest recomputed
+/// from them, and the total count, equal the summary's.
+async fn check_stored_digests(
+    conn: &mut PgConnection,
+    request_id: Uuid,
+    chunk_numbers: &[i32],
+    summary: &ManifestSummary,
+) -> StoreResult<()> {
+    let mut digests: Vec<(String, KeyStreamDigest)> = summary
+        .prefixes
+        .iter()
+        .map(|p| (p.prefix.clone(), KeyStreamDigest::new()))
+        .collect();
+    for chunk_no in chunk_numbers {
+        let (prefix, entries): (String, sqlx::types::Json<Vec<String>>) = sqlx::query_as(
+            "SELECT prefix, entries FROM deletion.manifest_chunks \
+             WHERE request_id = $1 AND chunk_no = $2",
+        )
+        .bind(request_id)
+        .bind(chunk_no)
+        .fetch_one(&mut *conn)
+        .await?;
+        let Some((_, digest)) = digests.iter_mut().find(|(p, _)| *p == prefix) else {
+            return Err(mismatch(
+                request_id,
+                format!("chunk {chunk_no} is under foreign prefix {prefix}"),
+            ));
+        };
+        for encoded in entries.0.iter() {
+            digest.fold_encoded(encoded);
+        }
+    }
+    let mut versions = 0u64;
+    for ((prefix, digest), expected) in digests.into_iter().zip(&summary.prefixes) {
+        let (keys_digest, count) = digest.finish();
+        if count != expected.versions || keys_digest != expected.keys_digest {
+            return Err(mismatch(
+                request_id,
+                format!(
+                    "prefix {prefix}: stored chunks hold {count} versions with digest \
+                     {keys_digest}, summary says {} with {}",
+                    expected.versions, expected.keys_digest
+                ),
+            ));
+        }
+        versions += count;
+    }
+    if versions != summary.versions {
+        return Err(mismatch(
+            request_id,
+            format!(
+                "prefixes hold {versions} versions, summary says {}",
+                summary.versions
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Chunk progress, read on the caller's connection.
@@ -618,6 +602,45 @@ fn stored_chunk_no(chunk_no: i32) -> StoreResult<u32> {
         reason: format!("chunk number {chunk_no} is not a valid chunk number"),
     })
 }
+
+/// Why a store call failed because the destructive manifest or its chunks are inconsistent or unfinished: one part of [`crate::StoreError`].
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// The destructive manifest is inconsistent with its chunks or its target.
+    #[error("request {request_id}: destructive manifest rejected: {reason}")]
+    Mismatch {
+        /// The request.
+        request_id: uuid::Uuid,
+        /// What is inconsistent.
+        reason: String,
+    },
+    /// A chunk was stamped without every version acknowledged.
+    #[error(
+        "request {request_id}: chunk {chunk_no} holds {entries} versions but {acknowledged} were \
+         acknowledged"
+    )]
+    ChunkIncomplete {
+        /// The request.
+        request_id: uuid::Uuid,
+        /// The chunk.
+        chunk_no: u32,
+        /// Versions in the chunk.
+        entries: u64,
+        /// Versions acknowledged.
+        acknowledged: u64,
+    },
+    /// Object deletion is not finished: chunks remain unstamped.
+    #[error("request {request_id}: {pending} manifest chunk(s) are not stamped yet")]
+    ChunksPending {
+        /// The request.
+        request_id: uuid::Uuid,
+        /// Unstamped chunks.
+        pending: u64,
+    },
+}
+
+// Every one is permanent: retrying cannot change the answer.
+crate::failure::permanent_failure!(ManifestError);
 
 #[cfg(test)]
 mod tests {

@@ -10,24 +10,24 @@
 //! statement holds locks for long, a zombie attempt stops at its next batch, and a retried attempt
 //! reports what earlier attempts deleted.
 
+use crate::CatalogError;
 use sqlx::PgConnection;
 use uuid::Uuid;
 use workflows::community::contracts::{PurgeReport, TableCount};
 
-use super::audit::{WORKFLOW_ACTOR, commit_advance};
 use super::inventory::frozen_inventory_in;
 use super::stage::Stage;
-use super::token::{ExecToken, check_fence_held, lock_for_token};
-use crate::catalog::{COMMUNITIES_TABLE, checked_catalog_in_purge_order};
-use crate::closed_world::batch::{BatchScope, classify_statement_error, delete_batch};
-use crate::closed_world::classify::{ArchiveTable, RefreshedView};
-use crate::closed_world::guard::require_scope_intact;
-use crate::closed_world::summary::InventoriedRelation;
-use crate::closed_world::{
+use super::token::{ExecToken, Tx, check_fence_held};
+use crate::catalog::closed_world::batch::{BatchScope, classify_statement_error, delete_batch};
+use crate::catalog::closed_world::classify::{ArchiveTable, RefreshedView};
+use crate::catalog::closed_world::guard::require_scope_intact;
+use crate::catalog::closed_world::summary::InventoriedRelation;
+use crate::catalog::closed_world::{
     Scope, after_dependencies, count_in_scope, cross_reference_counts, require_no_cross_references,
 };
+use crate::catalog::tenant_tree::{count_heap_rows, tenant_tables};
+use crate::catalog::{COMMUNITIES_TABLE, checked_catalog_in_purge_order};
 use crate::error::{StoreError, StoreResult};
-use crate::tenant_tree::{count_heap_rows, tenant_tables};
 use crate::{Store, count_u64};
 
 /// What every batch of one purge shares.
@@ -70,7 +70,7 @@ async fn refresh_and_verify_views(
         )
         .await?;
         if rows > 0 {
-            return Err(StoreError::PurgeStatementFailed {
+            return Err(StoreError::Catalog(CatalogError::PurgeStatementFailed {
                 step: "verifying a refreshed materialized view",
                 relation: name,
                 sqlstate: "00000".to_owned(),
@@ -78,7 +78,7 @@ async fn refresh_and_verify_views(
                 remedy: "the view reads rows from outside the purge set: drop it or correct its \
                          definition, then unblock"
                     .to_owned(),
-            });
+            }));
         }
     }
     Ok(())
@@ -131,12 +131,9 @@ impl Store {
                 .unwrap_or_default()
         };
         let (tables, checked) = {
-            let mut tx = self.pool.begin().await?;
-            let row = lock_for_token(&mut tx, token, &[Stage::BindingsRemoved]).await?;
-            check_fence_held(&mut tx, &row).await?;
             // First: a relation that left the scope is named as such, not as whatever the
             // catalogue check makes of it where it went.
-            require_scope_intact(&mut tx, &frozen).await?;
+            let mut tx = self.begin_purge_step(token, &frozen).await?;
             let (tables, checked) = checked_catalog_in_purge_order(&mut tx).await?;
             let counts = cross_reference_counts(
                 &mut tx,
@@ -188,10 +185,7 @@ impl Store {
             .await?;
         }
 
-        let mut tx = self.pool.begin().await?;
-        let row = lock_for_token(&mut tx, token, &[Stage::BindingsRemoved]).await?;
-        check_fence_held(&mut tx, &row).await?;
-        require_scope_intact(&mut tx, &frozen).await?;
+        let mut tx = self.begin_purge_step(token, &frozen).await?;
         // Re-discovered here: a partition attached or a table added during the batches is counted.
         let mut remaining = Vec::new();
         for table in tenant_tables(&mut tx).await? {
@@ -217,10 +211,10 @@ impl Store {
         }
         if !remaining.is_empty() {
             // Only possible if a tenant table appeared mid-purge; the next attempt picks it up.
-            return Err(StoreError::CatalogDrift {
+            return Err(StoreError::Catalog(CatalogError::Drift {
                 added: remaining,
                 removed: Vec::new(),
-            });
+            }));
         }
         let communities = checked.world.communities_oid;
         let deleted = delete_batch(
@@ -257,17 +251,26 @@ impl Store {
             "tables": report.tables,
             "rows_deleted": report.rows_deleted,
         });
-        commit_advance(
-            tx,
-            token.request_id,
-            Stage::PostgresPurged,
-            token.exec_generation,
-            WORKFLOW_ACTOR,
-            &detail,
-        )
-        .await?;
+        token
+            .commit_advance(tx, Stage::PostgresPurged, &detail)
+            .await?;
         on_progress(COMMUNITIES_TABLE, deleted.rows);
         Ok(report)
+    }
+
+    /// A transaction at `bindings_removed` (generation-checked), the fence held and no relation
+    /// of the frozen inventory gone from the scope: the start of every step of the purge.
+    async fn begin_purge_step(
+        &self,
+        token: &ExecToken,
+        frozen: &[InventoriedRelation],
+    ) -> StoreResult<Tx> {
+        let (mut tx, row) = self
+            .begin_for_token(token, &[Stage::BindingsRemoved])
+            .await?;
+        check_fence_held(&mut tx, &row).await?;
+        require_scope_intact(&mut tx, frozen).await?;
+        Ok(tx)
     }
 
     /// Deletes one heap's rows of the community, one short generation-checked batch at a time,
@@ -282,10 +285,7 @@ impl Store {
         on_progress: &mut impl FnMut(&str, u64),
     ) -> StoreResult<()> {
         loop {
-            let mut tx = self.pool.begin().await?;
-            let row = lock_for_token(&mut tx, purge.token, &[Stage::BindingsRemoved]).await?;
-            check_fence_held(&mut tx, &row).await?;
-            require_scope_intact(&mut tx, purge.frozen).await?;
+            let mut tx = self.begin_purge_step(purge.token, purge.frozen).await?;
             let deleted = delete_batch(
                 &mut tx,
                 purge.scope,

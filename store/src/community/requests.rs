@@ -4,6 +4,8 @@ use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+use sqlx::postgres::PgRow;
 use uuid::Uuid;
 use workflows::community::contracts::{ApprovalRecord, RegisterInput};
 
@@ -13,8 +15,8 @@ use super::manifest::ChunkProgress;
 use super::signed::consume_community_signature;
 use super::stage::Stage;
 use crate::Store;
+use crate::catalog::closed_world::summary::ClosedWorldSummary;
 use crate::certificates::AuditChainCheck;
-use crate::closed_world::summary::ClosedWorldSummary;
 use crate::communities::{Community, normalize_host};
 use crate::error::{StoreError, StoreResult, violated_constraint};
 use crate::failure::{Classified, Severity};
@@ -26,7 +28,7 @@ use workflows::operator::Action;
 const ONE_OPEN_PER_COMMUNITY: &str = "requests_one_open_per_community";
 
 /// Columns of [`Request`], in its field order.
-const REQUEST_COLUMNS: &str = "id, kind, community_id, host, target, workflow_id, requested_by, \
+pub(crate) const REQUEST_COLUMNS: &str = "id, kind, community_id, host, target, workflow_id, requested_by, \
      reason, stage, inventory_digest, exec_generation, fence_generation, irreversible_at, \
      irreversible_pending_at, blocked_stage, blocked_reason, blocked_at, last_error, retry_count, created_at, updated_at, \
      completed_at";
@@ -107,6 +109,37 @@ pub enum RequestFilter {
     All,
 }
 
+impl RequestFilter {
+    /// The requests of `kind` this filter selects with `select` (`SELECT … FROM deletion.requests
+    /// r …`), newest first (then by id), at most `limit`: one meaning of open, blocked and
+    /// completed, and one order, for both deletions' lists.
+    pub(crate) async fn list<T>(
+        self,
+        pool: &PgPool,
+        select: &str,
+        kind: &str,
+        limit: u32,
+    ) -> sqlx::Result<Vec<T>>
+    where
+        T: for<'r> sqlx::FromRow<'r, PgRow> + Send + Unpin,
+    {
+        let condition = match self {
+            RequestFilter::Open => "r.completed_at IS NULL",
+            RequestFilter::Blocked => "r.blocked_reason IS NOT NULL",
+            RequestFilter::Completed => "r.completed_at IS NOT NULL",
+            RequestFilter::All => "true",
+        };
+        let sql = format!(
+            "{select} WHERE r.kind = '{kind}' AND {condition} \
+             ORDER BY r.created_at DESC, r.id LIMIT $1"
+        );
+        sqlx::query_as::<_, T>(sqlx::AssertSqlSafe(sql))
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await
+    }
+}
+
 impl FromStr for RequestFilter {
     type Err = StoreError;
 
@@ -174,8 +207,8 @@ impl Store {
     /// Records a community deletion request, resolving the host to its community.
     ///
     /// Idempotent for the same request id and host (returns the existing request). Refused with
-    /// [`StoreError::UnknownHost`] when no community has the host, and with
-    /// [`StoreError::OpenRequestExists`] (naming the open request) when the community already has
+    /// [`RequestError::UnknownHost`] when no community has the host, and with
+    /// [`RequestError::OpenRequestExists`] (naming the open request) when the community already has
     /// one: the database's unique index decides, so two concurrent submissions cannot both win.
     /// The requester's `submit` signature is verified and consumed (for `consumer`) in the
     /// transaction that inserts the row, which names it; the requester recorded is the key's
@@ -194,7 +227,7 @@ impl Store {
         let community = self
             .community_by_host(&host)
             .await?
-            .ok_or_else(|| StoreError::UnknownHost { host: host.clone() })?;
+            .ok_or_else(|| StoreError::Request(RequestError::UnknownHost { host: host.clone() }))?;
         match self
             .insert_community_request(input, &community, consumer)
             .await
@@ -205,10 +238,12 @@ impl Store {
                     Some(ONE_OPEN_PER_COMMUNITY) => {
                         match self.find_open_request_for_community(community.id).await? {
                             Some(open) if open.id == input.request_id => Ok(open),
-                            Some(open) => Err(StoreError::OpenRequestExists {
-                                community_id: community.id,
-                                request_id: open.id,
-                            }),
+                            Some(open) => {
+                                Err(StoreError::Request(RequestError::OpenRequestExists {
+                                    community_id: community.id,
+                                    request_id: open.id,
+                                }))
+                            }
                             // The open request ended between the insert and this read.
                             None => Err(StoreError::Database(error)),
                         }
@@ -218,13 +253,15 @@ impl Store {
                         let existing = self.get_request(input.request_id).await?;
                         same_registration(existing, &host)
                     }
-                    Some("requests_workflow_id_key") => Err(StoreError::RequestConflict {
-                        request_id: input.request_id,
-                        detail: format!(
-                            "workflow id {} already belongs to another request",
-                            input.workflow_id
-                        ),
-                    }),
+                    Some("requests_workflow_id_key") => {
+                        Err(StoreError::Request(RequestError::Conflict {
+                            request_id: input.request_id,
+                            detail: format!(
+                                "workflow id {} already belongs to another request",
+                                input.workflow_id
+                            ),
+                        }))
+                    }
                     _ => Err(StoreError::Database(error)),
                 }
             }
@@ -296,9 +333,14 @@ impl Store {
 
     /// The request, or `None`.
     pub async fn find_request(&self, request_id: Uuid) -> StoreResult<Option<Request>> {
-        let sql = format!("SELECT {REQUEST_COLUMNS} FROM deletion.requests WHERE id = $1");
+        self.request_where("id = $1", request_id).await
+    }
+
+    /// The request `condition` (on `deletion.requests`, with `id` as `$1`) selects, if any.
+    async fn request_where(&self, condition: &str, id: Uuid) -> StoreResult<Option<Request>> {
+        let sql = format!("SELECT {REQUEST_COLUMNS} FROM deletion.requests WHERE {condition}");
         let request = sqlx::query_as::<_, Request>(sqlx::AssertSqlSafe(sql))
-            .bind(request_id)
+            .bind(id)
             .fetch_optional(&self.pool)
             .await?;
         Ok(request)
@@ -319,15 +361,9 @@ impl Store {
         &self,
         community_id: Uuid,
     ) -> StoreResult<Option<Request>> {
-        let sql = format!(
-            "SELECT {REQUEST_COLUMNS} FROM deletion.requests WHERE kind = 'community' \
-             AND community_id = $1 AND stage NOT IN ('retention_pending', 'aborted')"
-        );
-        let request = sqlx::query_as::<_, Request>(sqlx::AssertSqlSafe(sql))
-            .bind(community_id)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(request)
+        let open = "kind = 'community' AND community_id = $1 \
+                    AND stage NOT IN ('retention_pending', 'aborted')";
+        self.request_where(open, community_id).await
     }
 
     /// Community requests, newest first, at most `limit` (clamped to 1..=1000); `user list`
@@ -337,21 +373,9 @@ impl Store {
         filter: RequestFilter,
         limit: u32,
     ) -> StoreResult<Vec<Request>> {
-        let condition = match filter {
-            RequestFilter::Open => "completed_at IS NULL",
-            RequestFilter::Blocked => "blocked_reason IS NOT NULL",
-            RequestFilter::Completed => "completed_at IS NOT NULL",
-            RequestFilter::All => "true",
-        };
-        let sql = format!(
-            "SELECT {REQUEST_COLUMNS} FROM deletion.requests \
-             WHERE kind = 'community' AND {condition} ORDER BY created_at DESC, id LIMIT $1"
-        );
-        let requests = sqlx::query_as::<_, Request>(sqlx::AssertSqlSafe(sql))
-            .bind(i64::from(limit.clamp(1, 1000)))
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(requests)
+        let select = format!("SELECT {REQUEST_COLUMNS} FROM deletion.requests r");
+        let limit = limit.clamp(1, 1000);
+        Ok(filter.list(&self.pool, &select, "community", limit).await?)
     }
 
     /// The request with its approval, checkpoints, audit trail, chunk progress, fence and purge
@@ -401,13 +425,133 @@ fn same_registration(existing: Request, host: &str) -> StoreResult<Request> {
     if existing.kind == "community" && existing.host.as_deref() == Some(host) {
         Ok(existing)
     } else {
-        Err(StoreError::RequestConflict {
+        Err(StoreError::Request(RequestError::Conflict {
             request_id: existing.id,
             detail: format!(
                 "it is a {} request for {:?}, not for host {host}",
                 existing.kind,
                 existing.host.as_deref().or(existing.target.as_deref())
             ),
-        })
+        }))
+    }
+}
+
+/// Why a store call failed because a request cannot take the step asked of it (claim, stage, block, abort, transition): one part of [`crate::StoreError`].
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// The caller's execution generation is no longer current: a later attempt claimed the request.
+    #[error(
+        "request {request_id}: execution generation {expected} is stale (current is {actual}); a \
+         newer attempt owns this request, so this attempt must stop"
+    )]
+    StaleGeneration {
+        /// The request.
+        request_id: uuid::Uuid,
+        /// The generation the caller holds.
+        expected: i64,
+        /// The generation recorded on the request.
+        actual: i64,
+    },
+    /// The request is not at the stage the caller expects.
+    #[error("request {request_id} is at stage {actual}, expected {expected}")]
+    WrongStage {
+        /// The request.
+        request_id: uuid::Uuid,
+        /// The stage(s) the call requires, `|`-separated.
+        expected: String,
+        /// The stage recorded on the request.
+        actual: String,
+    },
+    /// No community is served under the host.
+    #[error(
+        "no community is registered for host {host:?}: check the host name (it is matched \
+         lower-cased), or seed it with `buzz-deletion demo seed --host {host}`"
+    )]
+    UnknownHost {
+        /// The host as given.
+        host: String,
+    },
+    /// The request id is already used by a request for something else.
+    #[error("request {request_id} already exists with different parameters: {detail}")]
+    Conflict {
+        /// The request id.
+        request_id: uuid::Uuid,
+        /// What differs.
+        detail: String,
+    },
+    /// The community already has an open deletion request (the database allows one).
+    #[error(
+        "community {community_id} already has open deletion request {request_id}; finish or abort \
+         it first"
+    )]
+    OpenRequestExists {
+        /// The community.
+        community_id: uuid::Uuid,
+        /// The open request.
+        request_id: uuid::Uuid,
+    },
+    /// The request is blocked; only `unblock` lets work on it resume.
+    #[error("request {request_id} is blocked in phase {phase}: {reason}")]
+    Blocked {
+        /// The request.
+        request_id: uuid::Uuid,
+        /// The phase that failed.
+        phase: String,
+        /// The recorded failure.
+        reason: String,
+    },
+    /// Abort refused: irreversible deletion already started.
+    #[error(
+        "request {request_id} passed the irreversible point (stage {stage}); it can no longer be \
+         aborted and runs to completion"
+    )]
+    IrreversibleStarted {
+        /// The request.
+        request_id: uuid::Uuid,
+        /// Its stage.
+        stage: String,
+    },
+    /// Abort not decided yet: a destructive S3 call may be in flight before the irreversible
+    /// marker; its answer decides (acknowledged: refused; refused whole: allowed). Transient.
+    #[error(
+        "request {request_id}: a destructive S3 call has been pending since {since}, before the \
+         irreversible marker; the abort is decided once S3 answers (retrying)"
+    )]
+    DestructiveCallPending {
+        /// The request.
+        request_id: uuid::Uuid,
+        /// When the call was recorded as pending.
+        since: chrono::DateTime<chrono::Utc>,
+    },
+    /// A destructive step ran before the irreversible point was recorded.
+    #[error("request {request_id}: the irreversible point was not recorded before deleting")]
+    IrreversibleNotMarked {
+        /// The request.
+        request_id: uuid::Uuid,
+    },
+    /// Unblock refused: the request is not blocked.
+    #[error("request {request_id} is not blocked")]
+    NotBlocked {
+        /// The request.
+        request_id: uuid::Uuid,
+    },
+    /// `advance` is only for stages without their own dedicated call.
+    #[error("stage {from} -> {to} is not a generic advance; use its dedicated store call")]
+    TransitionNotGeneric {
+        /// From.
+        from: String,
+        /// To.
+        to: String,
+    },
+}
+
+impl crate::failure::Classified for RequestError {
+    fn severity(&self) -> crate::failure::Severity {
+        match self {
+            RequestError::StaleGeneration { .. } | RequestError::DestructiveCallPending { .. } => {
+                crate::failure::Severity::Transient
+            }
+            _ => crate::failure::Severity::Permanent,
+        }
     }
 }

@@ -6,12 +6,11 @@
 
 use workflows::community::contracts::TableCount;
 
-use super::audit::{WORKFLOW_ACTOR, record_milestone};
 use super::inventory::frozen_inventory_in;
 use super::stage::Stage;
-use super::token::{ExecToken, lock_for_token};
+use super::token::ExecToken;
 use crate::Store;
-use crate::closed_world::verify::count_inventoried;
+use crate::catalog::closed_world::verify::count_inventoried;
 use crate::error::StoreResult;
 
 /// The milestone recording the relations the scope verification found empty.
@@ -19,18 +18,13 @@ pub const SCOPE_VERIFIED: &str = "scope_verified";
 
 impl Store {
     /// Counts the community's rows in every relation the frozen inventory lists (refusing with
-    /// [`crate::StoreError::ScopeShrank`] when one left the scope) and, when all are
+    /// [`crate::CatalogError::ScopeShrank`] when one left the scope) and, when all are
     /// empty, records them as the [`SCOPE_VERIFIED`] milestone in the same transaction. Returns
     /// the counts, inventory order (empty for an inventory frozen without its closed world); the
     /// caller refuses any non-zero one. Stage must be `cache_purged` or `logically_verified`.
     pub async fn verify_scope(&self, token: &ExecToken) -> StoreResult<Vec<TableCount>> {
-        let mut tx = self.pool.begin().await?;
-        lock_for_token(
-            &mut tx,
-            token,
-            &[Stage::CachePurged, Stage::LogicallyVerified],
-        )
-        .await?;
+        let stages = [Stage::CachePurged, Stage::LogicallyVerified];
+        let (mut tx, _) = self.begin_for_token(token, &stages).await?;
         let frozen = frozen_inventory_in(&mut tx, token.request_id)
             .await?
             .catalog
@@ -46,15 +40,9 @@ impl Store {
             let detail = serde_json::json!({
                 "relations": counts.iter().map(|c| c.table.as_str()).collect::<Vec<_>>(),
             });
-            record_milestone(
-                &mut tx,
-                token.request_id,
-                SCOPE_VERIFIED,
-                token.exec_generation,
-                WORKFLOW_ACTOR,
-                &detail,
-            )
-            .await?;
+            token
+                .record_milestone(&mut tx, SCOPE_VERIFIED, &detail)
+                .await?;
         }
         tx.commit().await?;
         Ok(counts)

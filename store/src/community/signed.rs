@@ -3,8 +3,10 @@
 
 use sqlx::PgConnection;
 use uuid::Uuid;
+use workflows::community::contracts::{AbortRequest, UnblockRequest};
 use workflows::operator::{Action, Expected, Kind, SignedAction, check_binding};
 
+use super::audit::require_named;
 use crate::error::StoreResult;
 use crate::identity::{ConsumedSignature, IdentityError, consume_signature};
 
@@ -27,6 +29,65 @@ pub(crate) async fn consume_community_signature(
     };
     let signed = check_binding(signed, &expected).map_err(IdentityError::from)?;
     Ok(consume_signature(conn, signed, label, consumer).await?)
+}
+
+/// [`consume_community_signature`] of a statement made on an existing request (approve, unblock,
+/// abort): `expected` is its action, the request and the digest it must name, and the target it
+/// must name is the one the submit signature named ([`signed_target`]).
+pub(crate) async fn consume_request_signature(
+    conn: &mut PgConnection,
+    signed: Option<&SignedAction>,
+    expected: (Action, Uuid, Option<&str>),
+    label: &str,
+    consumer: &str,
+) -> StoreResult<ConsumedSignature> {
+    let (action, request_id, digest) = expected;
+    let host = signed_target(conn, request_id).await?.unwrap_or_default();
+    let expected = (action, request_id, host.as_str(), digest);
+    consume_community_signature(conn, signed, expected, label, consumer).await
+}
+
+/// An operator's statement on an existing request that names no digest: an abort or an unblock.
+pub(crate) trait Statement {
+    /// The action it states.
+    const ACTION: Action;
+
+    /// Who made it, why, and its signature.
+    fn parts(&self) -> (&str, &str, Option<&SignedAction>);
+}
+
+impl Statement for AbortRequest {
+    const ACTION: Action = Action::Abort;
+
+    fn parts(&self) -> (&str, &str, Option<&SignedAction>) {
+        (&self.actor, &self.reason, self.signed.as_ref())
+    }
+}
+
+impl Statement for UnblockRequest {
+    const ACTION: Action = Action::Unblock;
+
+    fn parts(&self) -> (&str, &str, Option<&SignedAction>) {
+        (&self.actor, &self.reason, self.signed.as_ref())
+    }
+}
+
+/// Refuses a statement without an actor or a reason (before any SQL).
+pub(crate) fn require_statement(statement: &impl Statement) -> StoreResult<()> {
+    let (actor, reason, _) = statement.parts();
+    require_named("actor", actor)?;
+    require_named("reason", reason)
+}
+
+/// [`consume_request_signature`] of `statement` on request `request_id`, labelled with its actor.
+pub(crate) async fn consume_statement<S: Statement>(
+    conn: &mut PgConnection,
+    request_id: Uuid,
+    statement: &S,
+    consumer: &str,
+) -> StoreResult<ConsumedSignature> {
+    let (actor, _, signed) = statement.parts();
+    consume_request_signature(conn, signed, (S::ACTION, request_id, None), actor, consumer).await
 }
 
 /// The target every later signature of a community request must name: the one its submit

@@ -5,17 +5,21 @@
 //! so once a newer attempt has claimed the request, the older one is refused on its next write —
 //! it can neither advance a stage, stamp a chunk nor reach an irreversible call unnoticed.
 
-use chrono::{DateTime, Utc};
+use crate::{FenceError, RequestError};
 use serde::{Deserialize, Serialize};
-use sqlx::PgConnection;
+use sqlx::{PgConnection, Postgres, Transaction};
 use uuid::Uuid;
 
 use super::evidence::{evidence_required, require_bound_evidence, require_token_community};
+use super::requests::{REQUEST_COLUMNS, Request};
 use super::stage::{Stage, stage_list};
 use crate::Store;
 use crate::claim::{RequestKind, claim_request};
 use crate::error::{StoreError, StoreResult};
 use crate::fences::FenceState;
+
+/// A transaction of the store's pool.
+pub(crate) type Tx = Transaction<'static, Postgres>;
 
 /// Proof that an activity attempt is the latest to have claimed a request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,26 +36,12 @@ pub struct ExecToken {
     pub fence_generation: Option<i64>,
 }
 
-/// The request row as the generation checks need it, read under `FOR UPDATE`.
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub(crate) struct LockedRequest {
-    pub id: Uuid,
-    pub kind: String,
-    pub community_id: Option<Uuid>,
-    pub host: Option<String>,
-    pub stage: String,
-    pub exec_generation: i64,
-    pub fence_generation: Option<i64>,
-    pub irreversible_at: Option<DateTime<Utc>>,
-    pub irreversible_pending_at: Option<DateTime<Utc>>,
-    pub blocked_stage: Option<String>,
-    pub blocked_reason: Option<String>,
-    pub inventory_digest: Option<String>,
-}
+/// The request row as the generation checks read it (normally under `FOR UPDATE`).
+pub(crate) type LockedRequest = Request;
 
 impl LockedRequest {
     /// The community of a community request (user requests have none).
-    pub fn community(&self) -> StoreResult<Uuid> {
+    pub(crate) fn community(&self) -> StoreResult<Uuid> {
         match (self.kind.as_str(), self.community_id) {
             ("community", Some(community_id)) => Ok(community_id),
             _ => Err(StoreError::InvalidInput {
@@ -64,46 +54,49 @@ impl LockedRequest {
         }
     }
 
-    /// The stage, parsed (fails for user-deletion stages).
-    pub fn community_stage(&self) -> StoreResult<Stage> {
-        self.stage.parse().map_err(|_| StoreError::WrongStage {
-            request_id: self.id,
-            expected: "a community stage".to_owned(),
-            actual: self.stage.clone(),
+    /// The stage, parsed; refused ([`RequestError::WrongStage`]) for user-deletion stages.
+    pub(crate) fn require_community_stage(&self) -> StoreResult<Stage> {
+        self.community_stage().ok_or_else(|| {
+            StoreError::Request(RequestError::WrongStage {
+                request_id: self.id,
+                expected: "a community stage".to_owned(),
+                actual: self.stage.clone(),
+            })
         })
     }
 
+    /// Refuses before the irreversible point ([`RequestError::IrreversibleNotMarked`]): a
+    /// destruction is recorded only once it is marked.
+    pub(crate) fn require_irreversible_marked(&self) -> StoreResult<()> {
+        match self.irreversible_at {
+            Some(_) => Ok(()),
+            None => Err(StoreError::Request(RequestError::IrreversibleNotMarked {
+                request_id: self.id,
+            })),
+        }
+    }
+
     /// Refuses unless the stage is one of `expected`.
-    pub fn require_stage(&self, expected: &[Stage]) -> StoreResult<Stage> {
-        let stage = self.community_stage()?;
+    pub(crate) fn require_stage(&self, expected: &[Stage]) -> StoreResult<Stage> {
+        let stage = self.require_community_stage()?;
         if expected.contains(&stage) {
             Ok(stage)
         } else {
-            Err(StoreError::WrongStage {
+            Err(StoreError::Request(RequestError::WrongStage {
                 request_id: self.id,
                 expected: stage_list(expected),
                 actual: self.stage.clone(),
-            })
+            }))
         }
     }
 }
-
-const LOCKED_REQUEST_COLUMNS: &str = "id, kind, community_id, host, stage, exec_generation, \
-     fence_generation, irreversible_at, irreversible_pending_at, blocked_stage, blocked_reason, \
-     inventory_digest";
 
 /// Locks the request row (`FOR UPDATE`) for the rest of the transaction.
 pub(crate) async fn lock_request(
     conn: &mut PgConnection,
     request_id: Uuid,
 ) -> StoreResult<LockedRequest> {
-    let sql =
-        format!("SELECT {LOCKED_REQUEST_COLUMNS} FROM deletion.requests WHERE id = $1 FOR UPDATE");
-    sqlx::query_as::<_, LockedRequest>(sqlx::AssertSqlSafe(sql))
-        .bind(request_id)
-        .fetch_optional(conn)
-        .await?
-        .ok_or_else(|| not_found(request_id))
+    select_request(conn, request_id, "FOR UPDATE").await
 }
 
 /// Reads the request row without locking it.
@@ -111,7 +104,17 @@ pub(crate) async fn read_request(
     conn: &mut PgConnection,
     request_id: Uuid,
 ) -> StoreResult<LockedRequest> {
-    let sql = format!("SELECT {LOCKED_REQUEST_COLUMNS} FROM deletion.requests WHERE id = $1");
+    select_request(conn, request_id, "").await
+}
+
+/// The request row, read with the row lock `lock` (`FOR UPDATE`, or none when empty), or
+/// [`StoreError::NotFound`].
+async fn select_request(
+    conn: &mut PgConnection,
+    request_id: Uuid,
+    lock: &'static str,
+) -> StoreResult<LockedRequest> {
+    let sql = format!("SELECT {REQUEST_COLUMNS} FROM deletion.requests WHERE id = $1 {lock}");
     sqlx::query_as::<_, LockedRequest>(sqlx::AssertSqlSafe(sql))
         .bind(request_id)
         .fetch_optional(conn)
@@ -126,16 +129,27 @@ fn not_found(request_id: Uuid) -> StoreError {
     }
 }
 
+/// Reads the request without locking it and refuses a stale `token`: the prelude of the
+/// read-only generation checks.
+pub(crate) async fn read_for_token(
+    conn: &mut PgConnection,
+    token: &ExecToken,
+) -> StoreResult<LockedRequest> {
+    let row = read_request(conn, token.request_id).await?;
+    check_generation(&row, token)?;
+    Ok(row)
+}
+
 /// Refuses a token whose generation is no longer the request's.
 pub(crate) fn check_generation(row: &LockedRequest, token: &ExecToken) -> StoreResult<()> {
     if row.exec_generation == token.exec_generation {
         Ok(())
     } else {
-        Err(StoreError::StaleGeneration {
+        Err(StoreError::Request(RequestError::StaleGeneration {
             request_id: row.id,
             expected: token.exec_generation,
             actual: row.exec_generation,
-        })
+        }))
     }
 }
 
@@ -174,33 +188,51 @@ pub(crate) async fn check_fence_held(
     if held {
         Ok(())
     } else {
-        Err(StoreError::FenceNotHeld {
+        Err(StoreError::Fence(FenceError::NotHeld {
             request_id: row.id,
             community_id,
             expected_generation: row.fence_generation,
             state,
             generation,
-        })
+        }))
     }
 }
 
 impl Store {
+    /// Opens a transaction and locks the request row in it (`FOR UPDATE`, [`lock_request`]).
+    pub(crate) async fn begin_locked(&self, request_id: Uuid) -> StoreResult<(Tx, LockedRequest)> {
+        let mut tx = self.pool.begin().await?;
+        let row = lock_request(&mut tx, request_id).await?;
+        Ok((tx, row))
+    }
+
+    /// Opens a transaction and runs [`lock_for_token`] in it: the start of every
+    /// generation-checked write.
+    pub(crate) async fn begin_for_token(
+        &self,
+        token: &ExecToken,
+        expected: &[Stage],
+    ) -> StoreResult<(Tx, LockedRequest)> {
+        let mut tx = self.pool.begin().await?;
+        let row = lock_for_token(&mut tx, token, expected).await?;
+        Ok((tx, row))
+    }
+
     /// Claims the request for one activity attempt: under the row lock, checks the stage is one of
     /// `allowed`, the request is not blocked and, from approval on, that the approval and the
-    /// frozen inventory are bound to the request row ([`StoreError::EvidenceMismatch`]
+    /// frozen inventory are bound to the request row ([`ApprovalError::EvidenceMismatch`]
     /// otherwise); bumps `exec_generation` and returns the token every later write must present.
     /// Any older token is stale from this moment. A refused claim changes nothing.
     pub async fn claim(&self, request_id: Uuid, allowed: &[Stage]) -> StoreResult<ExecToken> {
-        let mut tx = self.pool.begin().await?;
-        let row = lock_request(&mut tx, request_id).await?;
+        let (mut tx, row) = self.begin_locked(request_id).await?;
         let community_id = row.community()?;
         let stage = row.require_stage(allowed)?;
         if let Some(reason) = &row.blocked_reason {
-            return Err(StoreError::Blocked {
+            return Err(StoreError::Request(RequestError::Blocked {
                 request_id,
                 phase: row.blocked_stage.clone().unwrap_or_default(),
                 reason: reason.clone(),
-            });
+            }));
         }
         if evidence_required(stage) {
             require_bound_evidence(&mut tx, &row).await?;
@@ -222,15 +254,13 @@ impl Store {
     /// before and after an irreversible external call.
     pub async fn verify_token(&self, token: &ExecToken) -> StoreResult<()> {
         let mut conn = self.pool.acquire().await?;
-        let row = read_request(&mut conn, token.request_id).await?;
-        check_generation(&row, token)
+        read_for_token(&mut conn, token).await.map(|_| ())
     }
 
     /// Like [`Store::verify_token`], and also that the request is at `stage`.
     pub async fn verify_token_at(&self, token: &ExecToken, stage: Stage) -> StoreResult<()> {
         let mut conn = self.pool.acquire().await?;
-        let row = read_request(&mut conn, token.request_id).await?;
-        check_generation(&row, token)?;
+        let row = read_for_token(&mut conn, token).await?;
         row.require_stage(&[stage]).map(|_| ())
     }
 
@@ -239,9 +269,8 @@ impl Store {
     /// unfence, or any later fence change, makes this fail). Brackets every irreversible call.
     pub async fn verify_fence(&self, token: &ExecToken) -> StoreResult<()> {
         let mut conn = self.pool.acquire().await?;
-        let row = read_request(&mut conn, token.request_id).await?;
-        check_generation(&row, token)?;
-        if evidence_required(row.community_stage()?) {
+        let row = read_for_token(&mut conn, token).await?;
+        if evidence_required(row.require_community_stage()?) {
             require_token_community(&row, token)?;
             require_bound_evidence(&mut conn, &row).await?;
         }

@@ -1,10 +1,9 @@
 //! Evidence of the multipart uploads a deletion aborted: one audit event per abort.
 
-use super::audit::{WORKFLOW_ACTOR, commit_audited};
 use super::stage::Stage;
-use super::token::{ExecToken, check_fence_held, lock_for_token};
+use super::token::{ExecToken, check_fence_held};
 use crate::Store;
-use crate::error::{StoreError, StoreResult};
+use crate::error::StoreResult;
 
 /// One abort, as recorded in the audit trail (event `upload_aborted`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,14 +26,9 @@ impl Store {
         token: &ExecToken,
         record: &UploadAbortRecord<'_>,
     ) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
-        let row = lock_for_token(&mut tx, token, &[Stage::Drained]).await?;
+        let (mut tx, row) = self.begin_for_token(token, &[Stage::Drained]).await?;
         check_fence_held(&mut tx, &row).await?;
-        if row.irreversible_at.is_none() {
-            return Err(StoreError::IrreversibleNotMarked {
-                request_id: token.request_id,
-            });
-        }
+        row.require_irreversible_marked()?;
         let detail = serde_json::json!({
             "prefix": record.prefix,
             "key": record.key,
@@ -42,14 +36,6 @@ impl Store {
             "outcome": record.outcome,
             "exec_generation": token.exec_generation,
         });
-        commit_audited(
-            tx,
-            token.request_id,
-            WORKFLOW_ACTOR,
-            "upload_aborted",
-            &detail,
-        )
-        .await?;
-        Ok(())
+        token.commit_event(tx, "upload_aborted", &detail).await
     }
 }

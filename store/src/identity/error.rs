@@ -3,8 +3,6 @@
 use workflows::approval::TwoPersonRefusal;
 use workflows::operator::SignatureRefusal;
 
-use crate::failure::{Classified, Severity};
-
 /// Why a key is not registered or a signature does not count.
 #[derive(Debug, thiserror::Error)]
 pub enum IdentityError {
@@ -170,14 +168,8 @@ impl From<TwoPersonRefusal> for IdentityError {
     }
 }
 
-impl Classified for IdentityError {
-    fn severity(&self) -> Severity {
-        match self {
-            IdentityError::Database(error) => crate::sqlx_error_severity(error),
-            _ => Severity::Permanent,
-        }
-    }
-}
+// A database error by its SQLSTATE; every other refusal is permanent.
+crate::failure::database_else_permanent!(IdentityError);
 
 /// Shorthand for identity results.
 pub type IdentityResult<T> = Result<T, IdentityError>;

@@ -22,8 +22,6 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::failure::{Classified, Severity};
-
 mod derived;
 pub mod user_keys;
 
@@ -323,11 +321,8 @@ pub enum TaxonomyError {
     },
 }
 
-impl Classified for TaxonomyError {
-    fn severity(&self) -> Severity {
-        Severity::Permanent
-    }
-}
+// Every one is permanent: retrying cannot change the answer.
+crate::failure::permanent_failure!(TaxonomyError);
 
 /// Domain separator so this digest can never collide with another sha256 use in the project.
 const DIGEST_DOMAIN: &[u8] = b"buzz-deletion/key-stream-digest/v1";

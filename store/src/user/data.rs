@@ -10,14 +10,15 @@
 //! guarantees it holds a pubkey in its one canonical form, 64 lowercase hex characters
 //! ([`crate::canonical_pubkey`], migration 0016).
 
+use crate::CatalogError;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use crate::Store;
 use crate::canonical_pubkey::{ColumnChecks, column_checks, missing_guarantee};
+use crate::catalog::tenant_tree::{RelationKind, TenantRelation, TenantTable, tenant_tables};
 use crate::error::{StoreError, StoreResult};
-use crate::tenant_tree::{RelationKind, TenantRelation, TenantTable, tenant_tables};
 
 /// The trigger that declares a relation's user data.
 pub const USER_DATA_TRIGGER: &str = "buzz_user_data";
@@ -152,10 +153,10 @@ fn declarations_of(
     if problems.is_empty() {
         Ok(declarations)
     } else {
-        Err(StoreError::UserDataUndeclared {
+        Err(StoreError::Catalog(CatalogError::UserDataUndeclared {
             tables: refused,
             problems,
-        })
+        }))
     }
 }
 
@@ -211,7 +212,7 @@ pub(crate) async fn declared_tenant_tables(
 
 impl Store {
     /// Every tenant table's user-data declaration, sorted by table; fails closed with
-    /// [`StoreError::UserDataUndeclared`] naming every relation whose declaration is missing or
+    /// [`CatalogError::UserDataUndeclared`] naming every relation whose declaration is missing or
     /// unsound (no trigger, not enabled ALWAYS, not one argument, a column that is not a text
     /// column of the relation or is not guaranteed to hold a canonical pubkey, a partition or
     /// child declaring otherwise than its root).

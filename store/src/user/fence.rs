@@ -15,6 +15,7 @@
 //! row), then the fence row. The row mechanism (lock, state change, live and stalled lease
 //! refusals) is the one the community fence shares (`store/fences.rs`).
 
+use crate::FenceError;
 use std::time::Duration;
 
 use serving::LiveServingWrites;
@@ -82,10 +83,10 @@ async fn set_user_fence(
 fn held_by_other(status: &UserFenceStatus, request_id: Uuid) -> Option<StoreError> {
     match status.request_id {
         Some(holder) if status.state != FenceState::Serving && holder != request_id => {
-            Some(StoreError::UserFenceHeld {
+            Some(StoreError::Fence(FenceError::UserFenceHeld {
                 pubkey: status.key.clone(),
                 request_id: holder,
-            })
+            }))
         }
         _ => None,
     }
@@ -93,7 +94,7 @@ fn held_by_other(status: &UserFenceStatus, request_id: Uuid) -> Option<StoreErro
 
 impl Store {
     /// One fence change by `request_id`: checks the pubkey, locks the request's audit chain and
-    /// the fence row (created `serving` if missing), refuses with [`StoreError::UserFenceHeld`]
+    /// the fence row (created `serving` if missing), refuses with [`FenceError::UserFenceHeld`]
     /// while another request holds it, then asks `wanted` about the fence found: an error
     /// refuses (nothing committed), `false` keeps it as it is (returned as found), `true` moves
     /// it to `to` and records `event`. Fencing also refuses while a serving write for the user
@@ -134,7 +135,7 @@ impl Store {
     /// Starts quiescing the user for `request_id`: new serving-write leases for them are refused
     /// from now on, while admitted ones may renew and finish (row writes still pass). Idempotent
     /// when this request already holds the fence quiescing or fenced; refused with
-    /// [`StoreError::UserFenceHeld`] (permanent) while another request holds it.
+    /// [`FenceError::UserFenceHeld`] (permanent) while another request holds it.
     pub async fn quiesce_user(
         &self,
         request_id: Uuid,
@@ -154,9 +155,9 @@ impl Store {
     /// naming them (BZ006) and every lease for them is refused from now on. The fence row is
     /// taken `FOR UPDATE` under a 5 s `lock_timeout`, so a row write that passed the trigger and
     /// has not committed makes this wait, then fail transiently (SQLSTATE 55P03). Refused with
-    /// [`StoreError::LiveUserServingWrites`] (transient) while a live user lease exists, with
-    /// [`StoreError::UserNotQuiescing`] unless this request quiesced the user, and with
-    /// [`StoreError::UserFenceHeld`] while another request holds the fence. Idempotent when this
+    /// [`FenceError::LiveUserServingWrites`] (transient) while a live user lease exists, with
+    /// [`FenceError::UserNotQuiescing`] unless this request quiesced the user, and with
+    /// [`FenceError::UserFenceHeld`] while another request holds the fence. Idempotent when this
     /// request already fenced the user.
     pub async fn fence_user(&self, request_id: Uuid, pubkey: &str) -> StoreResult<UserFenceStatus> {
         self.change_user_fence(
@@ -167,17 +168,17 @@ impl Store {
             |fence| match fence.state {
                 FenceState::Fenced => Ok(false),
                 FenceState::Quiescing => Ok(true),
-                FenceState::Serving => Err(StoreError::UserNotQuiescing {
+                FenceState::Serving => Err(StoreError::Fence(FenceError::UserNotQuiescing {
                     pubkey: pubkey.to_owned(),
                     state: fence.state.to_string(),
-                }),
+                })),
             },
         )
         .await
     }
 
     /// Lifts the user's fence back to serving (an abort before the irreversible point): only the
-    /// request holding it may ([`StoreError::UserFenceHeld`] otherwise); idempotent when the user
+    /// request holding it may ([`FenceError::UserFenceHeld`] otherwise); idempotent when the user
     /// is already served.
     pub async fn lift_user_fence(
         &self,
@@ -200,7 +201,7 @@ impl Store {
         self.live_serving_writes_of(&pubkey.to_owned()).await
     }
 
-    /// The drain gate of a user deletion: refuses with [`StoreError::StalledUserServingWrites`]
+    /// The drain gate of a user deletion: refuses with [`FenceError::StalledUserServingWrites`]
     /// (transient) while a lease for the user left unreleased at fence time (the fence row's
     /// `updated_at`) is still inside `expires_at + bound`; `bound` is
     /// [`serving::MAX_PROTECTED_OPERATION`] in production. A user without a fence row has

@@ -10,6 +10,19 @@ use crate::RequestFilter;
 /// Most rows one `user list` returns (its `--limit` is clamped to this).
 pub const MAX_LIST_ROWS: u32 = 1_000;
 
+/// What `user list` reads of a request: a [`UserRequestSummary`].
+const SUMMARY_SELECT: &str = "SELECT r.id, r.target, r.stage, r.requested_by, a.approved_by, \
+            r.inventory_digest, \
+            (SELECT count(*) FROM deletion.user_stage_history h \
+              WHERE h.request_id = r.id) AS stage_rows, \
+            cur.stage AS current_stage, cur.community_id AS current_community, \
+            r.retry_count, r.next_attempt_at, r.blocked_reason, r.last_error, \
+            r.created_at, r.completed_at \
+     FROM deletion.requests r \
+     LEFT JOIN deletion.approvals a ON a.request_id = r.id \
+     LEFT JOIN deletion.user_stage_history cur \
+            ON cur.request_id = r.id AND cur.is_current";
+
 /// One line of `user list`.
 #[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
 pub struct UserRequestSummary {
@@ -54,31 +67,9 @@ impl UserStore {
         filter: RequestFilter,
         limit: u32,
     ) -> UserStoreResult<Vec<UserRequestSummary>> {
-        let condition = match filter {
-            RequestFilter::Open => "r.completed_at IS NULL",
-            RequestFilter::Blocked => "r.blocked_reason IS NOT NULL",
-            RequestFilter::Completed => "r.completed_at IS NOT NULL",
-            RequestFilter::All => "true",
-        };
-        let sql = format!(
-            "SELECT r.id, r.target, r.stage, r.requested_by, a.approved_by, r.inventory_digest, \
-                    (SELECT count(*) FROM deletion.user_stage_history h \
-                      WHERE h.request_id = r.id) AS stage_rows, \
-                    cur.stage AS current_stage, cur.community_id AS current_community, \
-                    r.retry_count, r.next_attempt_at, r.blocked_reason, r.last_error, \
-                    r.created_at, r.completed_at \
-             FROM deletion.requests r \
-             LEFT JOIN deletion.approvals a ON a.request_id = r.id \
-             LEFT JOIN deletion.user_stage_history cur \
-                    ON cur.request_id = r.id AND cur.is_current \
-             WHERE r.kind = 'user' AND {condition} \
-             ORDER BY r.created_at DESC, r.id LIMIT $1"
-        );
-        Ok(
-            sqlx::query_as::<_, UserRequestSummary>(sqlx::AssertSqlSafe(sql))
-                .bind(i64::from(limit.clamp(1, MAX_LIST_ROWS)))
-                .fetch_all(&self.pool)
-                .await?,
-        )
+        let limit = limit.clamp(1, MAX_LIST_ROWS);
+        Ok(filter
+            .list(&self.pool, SUMMARY_SELECT, "user", limit)
+            .await?)
     }
 }

@@ -136,6 +136,47 @@ async fn consume_user_action(
     consume_statement(tx, signed, &expected, label, consumer).await
 }
 
+/// A user request's approval row, as stored.
+#[derive(sqlx::FromRow)]
+struct StoredApproval {
+    approved_by: String,
+    approved_at: DateTime<Utc>,
+    inventory_digest: String,
+    note: Option<String>,
+}
+
+impl StoredApproval {
+    /// The approval of request `request_id`, if it is approved (read on the caller's connection).
+    async fn of(
+        conn: &mut sqlx::PgConnection,
+        request_id: Uuid,
+    ) -> UserStoreResult<Option<StoredApproval>> {
+        Ok(sqlx::query_as(
+            "SELECT approved_by, approved_at, inventory_digest, note \
+             FROM deletion.approvals WHERE request_id = $1",
+        )
+        .bind(request_id)
+        .fetch_optional(conn)
+        .await?)
+    }
+
+    /// The approval record, with `signed` (the approver's statement, where the caller has it:
+    /// the signatures are otherwise listed with the request).
+    fn record(
+        self,
+        signed: Option<workflows::operator::SignedAction>,
+    ) -> workflows::user::UserApprovalRecord {
+        workflows::user::UserApprovalRecord {
+            approved_by: self.approved_by,
+            approved_at: rfc3339(self.approved_at),
+            inventory_digest: self.inventory_digest,
+            note: self.note,
+            signed,
+            child_deletions: Vec::new(),
+        }
+    }
+}
+
 /// RFC 3339 with milliseconds, UTC: the one timestamp format of contracts and CLI output.
 pub fn rfc3339(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Millis, true)

@@ -13,8 +13,8 @@ use workflows::operator::{Action, Expected, Kind, check_binding};
 
 use super::error::UserStoreError;
 use super::{
-    UserStore, UserStoreResult, audit, consume_statement, consume_user_action, rfc3339,
-    update_request_audited,
+    StoredApproval, UserStore, UserStoreResult, audit, consume_statement, consume_user_action,
+    rfc3339, update_request_audited,
 };
 use crate::identity::{IdentityError, consume_signature};
 
@@ -172,27 +172,17 @@ impl UserStore {
         let (stage, requested_by, digest, target, requester) =
             request.ok_or(UserStoreError::UnknownRequest(request_id))?;
 
-        let existing: Option<(String, DateTime<Utc>, String, Option<String>)> = sqlx::query_as(
-            "SELECT approved_by, approved_at, inventory_digest, note \
-             FROM deletion.approvals WHERE request_id = $1",
-        )
-        .bind(request_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        if let Some((approved_by, approved_at, inventory_digest, note)) = existing {
-            if same_operator_name(&approved_by, &approval.approved_by)
-                && check_digest(Some(&inventory_digest), &approval.inventory_digest).is_ok()
+        if let Some(existing) = StoredApproval::of(&mut tx, request_id).await? {
+            if same_operator_name(&existing.approved_by, &approval.approved_by)
+                && check_digest(Some(&existing.inventory_digest), &approval.inventory_digest)
+                    .is_ok()
             {
-                return Ok(UserApprovalRecord {
-                    approved_by,
-                    approved_at: rfc3339(approved_at),
-                    inventory_digest,
-                    note,
-                    signed: approval.signed.clone(),
-                    child_deletions: Vec::new(),
-                });
+                return Ok(existing.record(approval.signed.clone()));
             }
-            return Err(refused(format!("already approved by {approved_by}")));
+            return Err(refused(format!(
+                "already approved by {}",
+                existing.approved_by
+            )));
         }
         if stage != "inventoried" {
             return Err(UserStoreError::WrongRequestStage {

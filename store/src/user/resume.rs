@@ -4,10 +4,10 @@
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use workflows::user::resume::ResumeInput;
-use workflows::user::{ResumedRequest, UserApprovalRecord, UserInventory};
+use workflows::user::{ResumedRequest, UserInventory};
 
 use super::error::UserStoreError;
-use super::{UserStore, UserStoreResult, audit, retry_state, rfc3339};
+use super::{StoredApproval, UserStore, UserStoreResult, audit, retry_state};
 use crate::claim::{RequestKind, claim_request};
 
 /// The request columns a resume reads.
@@ -61,13 +61,7 @@ impl UserStore {
             .ok_or_else(|| corrupt("no saved inventory"))?;
         let target = target.ok_or_else(|| corrupt("no target"))?;
         let inventory_digest = digest.ok_or_else(|| corrupt("no inventory digest"))?;
-        let approval: Option<(String, DateTime<Utc>, String, Option<String>)> = sqlx::query_as(
-            "SELECT approved_by, approved_at, inventory_digest, note \
-             FROM deletion.approvals WHERE request_id = $1",
-        )
-        .bind(request_id)
-        .fetch_optional(&mut *tx)
-        .await?;
+        let approval = StoredApproval::of(&mut tx, request_id).await?;
         let exec_generation = claim_request(&mut tx, request_id, RequestKind::User)
             .await?
             .ok_or(UserStoreError::UnknownRequest(request_id))?;
@@ -97,17 +91,8 @@ impl UserStore {
             inventory,
             inventory_digest,
             request_stage: stage,
-            approval: approval.map(|(approved_by, approved_at, inventory_digest, note)| {
-                UserApprovalRecord {
-                    approved_by,
-                    approved_at: rfc3339(approved_at),
-                    inventory_digest,
-                    note,
-                    // As `approval()` reads it: the signatures are listed with the request.
-                    signed: None,
-                    child_deletions: Vec::new(),
-                }
-            }),
+            // As `approval()` reads it: the signatures are listed with the request.
+            approval: approval.map(|approval| approval.record(None)),
             retry: next_attempt_at.map(|at| retry_state(retry_count, at)),
             exec_generation,
         })

@@ -419,32 +419,9 @@ impl UserStore {
         error: &str,
         retry_delay: Duration,
     ) -> UserStoreResult<RetryState> {
-        let mut tx = self.pool.begin().await?;
-        let end = AttemptEnd::Failed { error };
-        end_attempt(&mut tx, request_id, stage_id, generation, end).await?;
-        let delay_ms = i64::try_from(retry_delay.as_millis()).unwrap_or(i64::MAX);
-        let (retry_count, next_attempt_at): (i32, DateTime<Utc>) = sqlx::query_as(
-            "UPDATE deletion.requests \
-             SET stage = 'retry_wait', last_error = $2, retry_count = retry_count + 1, \
-                 next_attempt_at = now() + make_interval(secs => $3::double precision / 1000), \
-                 updated_at = now() \
-             WHERE id = $1 RETURNING retry_count, next_attempt_at",
-        )
-        .bind(request_id)
-        .bind(error)
-        .bind(delay_ms)
-        .fetch_one(&mut *tx)
-        .await?;
-        audit(
-            &mut tx,
-            request_id,
-            "workflow",
-            "user.stage_failed",
-            json!({"stage_id": stage_id, "error": error, "retry_count": retry_count}),
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(retry_state(retry_count, next_attempt_at))
+        let attempt = (request_id, stage_id, generation);
+        self.save_failed_attempt(attempt, error, RetryWait::After(retry_delay))
+            .await
     }
 }
 
@@ -460,10 +437,71 @@ impl UserStore {
         generation: i64,
         error: &str,
     ) -> UserStoreResult<RetryState> {
+        let attempt = (request_id, stage_id, generation);
+        self.save_failed_attempt(attempt, error, RetryWait::Blocked)
+            .await
+    }
+
+    /// Ends the running attempt (`request_id`, `stage_id`, `generation`) failed with `error`
+    /// and moves the request to `retry_wait` as `wait` says, with the audit event that explains
+    /// it, in one transaction; returns the request's retry state.
+    async fn save_failed_attempt(
+        &self,
+        (request_id, stage_id, generation): (Uuid, Uuid, i64),
+        error: &str,
+        wait: RetryWait,
+    ) -> UserStoreResult<RetryState> {
         let mut tx = self.pool.begin().await?;
         let end = AttemptEnd::Failed { error };
         end_attempt(&mut tx, request_id, stage_id, generation, end).await?;
-        let (retry_count, next_attempt_at): (i32, DateTime<Utc>) = sqlx::query_as(
+        let (retry_count, next_attempt_at) =
+            enter_retry_wait(&mut tx, request_id, error, wait).await?;
+        let (event, detail) = match wait {
+            RetryWait::After(_) => (
+                "user.stage_failed",
+                json!({"stage_id": stage_id, "error": error, "retry_count": retry_count}),
+            ),
+            RetryWait::Blocked => (
+                "user.blocked",
+                json!({"stage_id": stage_id, "reason": error}),
+            ),
+        };
+        audit(&mut tx, request_id, "workflow", event, detail).await?;
+        tx.commit().await?;
+        Ok(retry_state(retry_count, next_attempt_at))
+    }
+}
+
+/// How long a request whose attempt failed waits in `retry_wait`.
+#[derive(Clone, Copy)]
+enum RetryWait {
+    /// Until the delay from now has passed.
+    After(Duration),
+    /// Until an operator unblocks it: the error is its blocked reason too.
+    Blocked,
+}
+
+/// Moves the request to `retry_wait` with `error` as its last error and one more retry, waiting
+/// as `wait` says: with a deadline `delay` from now, or blocked (`error` is its blocked reason
+/// too, and nothing runs until `user unblock`). Returns the retry count and the deadline.
+async fn enter_retry_wait(
+    tx: &mut Tx<'_>,
+    request_id: Uuid,
+    error: &str,
+    wait: RetryWait,
+) -> UserStoreResult<(i32, DateTime<Utc>)> {
+    let update = match wait {
+        RetryWait::After(delay) => sqlx::query_as(
+            "UPDATE deletion.requests \
+             SET stage = 'retry_wait', last_error = $2, retry_count = retry_count + 1, \
+                 next_attempt_at = now() + make_interval(secs => $3::double precision / 1000), \
+                 updated_at = now() \
+             WHERE id = $1 RETURNING retry_count, next_attempt_at",
+        )
+        .bind(request_id)
+        .bind(error)
+        .bind(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX)),
+        RetryWait::Blocked => sqlx::query_as(
             "UPDATE deletion.requests \
              SET stage = 'retry_wait', last_error = $2, retry_count = retry_count + 1, \
                  next_attempt_at = now(), blocked_reason = $2, blocked_stage = 'retry_wait', \
@@ -471,20 +509,9 @@ impl UserStore {
              WHERE id = $1 RETURNING retry_count, next_attempt_at",
         )
         .bind(request_id)
-        .bind(error)
-        .fetch_one(&mut *tx)
-        .await?;
-        audit(
-            &mut tx,
-            request_id,
-            "workflow",
-            "user.blocked",
-            json!({"stage_id": stage_id, "reason": error}),
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(retry_state(retry_count, next_attempt_at))
-    }
+        .bind(error),
+    };
+    Ok(update.fetch_one(&mut **tx).await?)
 }
 
 /// How a handler attempt ended.

@@ -8,7 +8,7 @@ use workflows::user::policy::MAX_STAGES;
 use workflows::user::{ProgressSnapshot, RetryState, StageRecord, UserApprovalRecord};
 
 use super::error::UserStoreError;
-use super::{UserStore, UserStoreResult, retry_state, rfc3339};
+use super::{StoredApproval, UserStore, UserStoreResult, retry_state};
 
 /// The request row of a user deletion.
 #[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
@@ -155,23 +155,9 @@ impl UserStore {
 
     /// The approval evidence of request `id`, if approved.
     pub async fn approval(&self, id: Uuid) -> UserStoreResult<Option<UserApprovalRecord>> {
-        let row: Option<(String, DateTime<Utc>, String, Option<String>)> = sqlx::query_as(
-            "SELECT approved_by, approved_at, inventory_digest, note \
-             FROM deletion.approvals WHERE request_id = $1",
-        )
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.map(
-            |(approved_by, approved_at, inventory_digest, note)| UserApprovalRecord {
-                signed: None,
-                approved_by,
-                approved_at: rfc3339(approved_at),
-                inventory_digest,
-                note,
-                child_deletions: Vec::new(),
-            },
-        ))
+        let mut conn = self.pool.acquire().await?;
+        let approval = StoredApproval::of(&mut conn, id).await?;
+        Ok(approval.map(|approval| approval.record(None)))
     }
 
     /// Every stage row of request `id`, in insertion order. Insertion order is for display only;

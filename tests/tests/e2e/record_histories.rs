@@ -23,6 +23,7 @@ use temporalio_client::{
 use temporalio_common::protos::temporal::api::history::v1::HistoryEvent;
 use temporalio_common::protos::temporal::api::history::v1::history_event::Attributes;
 use testkit::env::temporal_namespace;
+use testkit::poll;
 use testkit::prelude::*;
 use testkit::seed::tiny_plan;
 use testkit::temporal::{dev_client, web_ui_signal};
@@ -55,14 +56,13 @@ fn already_recorded(name: &str) -> bool {
     exists
 }
 
-/// A task queue of this recording alone.
-fn recording_queue(path: &str) -> String {
-    format!("record-{path}-{}", Uuid::new_v4().simple())
-}
-
 /// What every recording starts with: the stack, the Temporal client, and a worker on the
 /// path's own task queue with the CLI bound to it.
 struct Recording {
+    /// The history file this recording writes.
+    name: &'static str,
+    /// The path recorded, in its queue's and its hosts' names.
+    path: &'static str,
     stack: Stack,
     client: Client,
     queue: String,
@@ -70,23 +70,66 @@ struct Recording {
     _worker: WorkerProcess,
 }
 
-/// Starts recording `name` on a queue of its own for `path`; `None` when the file exists
-/// already (a recorded history is never rewritten).
-async fn begin(name: &str, path: &str) -> Option<Recording> {
+/// Starts recording `name` on a queue of its own for `path`, its worker given `worker_env`;
+/// `None` when the file exists already (a recorded history is never rewritten).
+async fn begin(
+    name: &'static str,
+    path: &'static str,
+    worker_env: &[(&str, &str)],
+) -> Option<Recording> {
     if already_recorded(name) {
         return None;
     }
     let stack = stack().await;
     let client = dev_client().await;
-    let queue = recording_queue(path);
-    let worker = WorkerProcess::start(&queue, &[]).await;
+    let queue = format!("record-{path}-{}", Uuid::new_v4().simple());
+    let worker = WorkerProcess::start(&queue, worker_env).await;
     Some(Recording {
+        name,
+        path,
         stack,
         client,
         cli: Cli::new(&queue),
         queue,
         _worker: worker,
     })
+}
+
+impl Recording {
+    /// A tiny community on a host of this recording's own (`record-PATH-…`).
+    async fn community(&self) -> Tenant {
+        let tag = format!("record-{}", self.path);
+        Tenant::seed(&self.stack, &tag, tiny_plan()).await
+    }
+
+    /// A tiny community of its own, submitted by alice with `extra`: (request id, digest).
+    async fn submitted(&self, extra: &[&str]) -> (String, String) {
+        let host = self.community().await.host;
+        self.cli.submit(&host, "alice", extra).await
+    }
+
+    /// Saves the single closed run of `workflow_id` as this recording's file.
+    async fn save_only_run(&self, workflow_id: &str) {
+        save_only_run(&self.client, workflow_id, self.name).await;
+    }
+}
+
+/// An `#[ignore]`d recording test named `$test`, writing `$test.json` (or `$name`) for path
+/// `$path` with a worker given `$env`; the body runs with the [`Recording`] bound to
+/// `$recording`, unless the file exists already.
+macro_rules! recording {
+    ($test:ident, $path:literal, $env:expr, |$recording:ident| $body:block) => {
+        recording!($test => concat!(stringify!($test), ".json"), $path, $env, |$recording| $body);
+    };
+    ($test:ident => $name:expr, $path:literal, $env:expr, |$recording:ident| $body:block) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        #[ignore = "records a history on the local stack: deploy/local/record-histories"]
+        async fn $test() {
+            if let Some($recording) = begin($name, $path, $env).await {
+                $body
+            }
+        }
+    };
 }
 
 fn handle(
@@ -212,95 +255,68 @@ fn community_workflow(id: &str) -> String {
     workflows::community::workflow_id(id.parse().unwrap_or_else(|e| panic!("{id}: {e}")))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "records a history on the local stack: deploy/local/record-histories"]
-async fn community_happy_path() {
-    let name = "community_happy_path.json";
-    let Some(recording) = begin(name, "happy").await else {
-        return;
-    };
-    let (stack, client, cli) = (&recording.stack, &recording.client, &recording.cli);
-    let host = unique_host("record-happy");
-    seed(stack, &host, tiny_plan()).await;
-    let (id, digest) = cli.submit(&host, "alice", &["--reason", "recording"]).await;
-    cli.approve_and_finish(&id, &digest).await;
-    save_only_run(client, &community_workflow(&id), name).await;
-}
+recording!(community_happy_path, "happy", &[], |recording| {
+    let (id, digest) = recording.submitted(&["--reason", "recording"]).await;
+    recording.cli.approve_and_finish(&id, &digest).await;
+    recording.save_only_run(&community_workflow(&id)).await;
+});
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "records a history on the local stack: deploy/local/record-histories"]
-async fn community_blocked_then_unblocked() {
-    let name = "community_blocked_then_unblocked.json";
-    let Some(recording) = begin(name, "blocked").await else {
-        return;
-    };
-    let (stack, client, cli) = (&recording.stack, &recording.client, &recording.cli);
-    let host = unique_host("record-blocked");
-    let target = seed(stack, &host, tiny_plan()).await;
-    // A key no writer makes blocks the inventory until an operator removes it and unblocks.
-    let (stray, version) = plant_stray_key(stack, target.community_id).await;
-    let (id, submitted) = cli.submit_blocked(&host, &[]).await;
-    let id = id.to_string();
-    assert!(
-        submitted["blocked"]["reason"]
-            .as_str()
-            .is_some_and(|r| r.contains(&stray)),
-        "the inventory must block on the stray key: {submitted}"
-    );
-    stack
-        .objects
-        .delete_versions(&[ObjectVersionRef {
+recording!(
+    community_blocked_then_unblocked,
+    "blocked",
+    &[],
+    |recording| {
+        let (stack, cli) = (&recording.stack, &recording.cli);
+        let target = recording.community().await;
+        // A key no writer makes blocks the inventory until an operator removes it and unblocks.
+        let (stray, version) = plant_stray_key(stack, target.id).await;
+        let (id, submitted) = cli.submit_blocked(&target.host, &[]).await;
+        let id = id.to_string();
+        assert!(
+            submitted["blocked"]["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains(&stray)),
+            "the inventory must block on the stray key: {submitted}"
+        );
+        let stray = ObjectVersionRef {
             key: stray,
             version_id: version,
-        }])
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let status = cli
-        .unblock_until_awaiting_approval(&id, "carol", "removed the stray upload")
-        .await;
-    let digest = status["inventory"]["digest"].as_str().unwrap_or_default();
-    cli.approve_and_finish(&id, digest).await;
-    save_only_run(client, &community_workflow(&id), name).await;
-}
+        };
+        let removed = stack.objects.delete_versions(&[stray]).await;
+        removed.unwrap_or_else(|e| panic!("{e}"));
+        let status = cli
+            .unblock_until_awaiting_approval(&id, "carol", "removed the stray upload")
+            .await;
+        cli.approve_and_finish(&id, &inventory_digest(&status))
+            .await;
+        recording.save_only_run(&community_workflow(&id)).await;
+    }
+);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "records a history on the local stack: deploy/local/record-histories"]
-async fn community_aborted_before_irreversible_point() {
-    let name = "community_aborted_before_irreversible_point.json";
-    let Some(recording) = begin(name, "aborted").await else {
-        return;
-    };
-    let (stack, client, cli) = (&recording.stack, &recording.client, &recording.cli);
-    let host = unique_host("record-aborted");
-    seed(stack, &host, tiny_plan()).await;
-    let (id, _digest) = cli.submit(&host, "alice", &[]).await;
-    let aborted = cli
-        .abort(&id, "carol", "tenant withdrew the request")
-        .await
-        .expect_code(0);
-    assert!(aborted.stdout.contains("aborted"), "{}", aborted.stdout);
-    save_only_run(client, &community_workflow(&id), name).await;
-}
+recording!(
+    community_aborted_before_irreversible_point,
+    "aborted",
+    &[],
+    |recording| {
+        let (id, _digest) = recording.submitted(&[]).await;
+        let aborted = recording
+            .cli
+            .abort(&id, "carol", "tenant withdrew the request")
+            .await;
+        let aborted = aborted.expect_code(0);
+        assert!(aborted.stdout.contains("aborted"), "{}", aborted.stdout);
+        recording.save_only_run(&community_workflow(&id)).await;
+    }
+);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "records a history on the local stack: deploy/local/record-histories"]
-async fn community_cancelled() {
-    let name = "community_cancelled.json";
-    let Some(recording) = begin(name, "cancelled").await else {
-        return;
-    };
-    let (stack, client, cli) = (&recording.stack, &recording.client, &recording.cli);
-    let host = unique_host("record-cancelled");
-    seed(stack, &host, tiny_plan()).await;
-    let (id, _digest) = cli.submit(&host, "alice", &[]).await;
+recording!(community_cancelled, "cancelled", &[], |recording| {
+    let client = &recording.client;
+    let (id, _digest) = recording.submitted(&[]).await;
     let workflow_id = community_workflow(&id);
     // The Web UI's "Cancel": before the irreversible point it is an abort by temporal-cancel.
+    let reason = "cancelled from the Web UI".to_owned();
     handle(client, &workflow_id, None)
-        .cancel(
-            WorkflowCancelOptions::builder()
-                .reason("cancelled from the Web UI".to_owned())
-                .build(),
-        )
+        .cancel(WorkflowCancelOptions::builder().reason(reason).build())
         .await
         .unwrap_or_else(|e| panic!("cancel {workflow_id}: {e}"));
     let runs = wait_closed(client, &workflow_id).await;
@@ -312,118 +328,97 @@ async fn community_cancelled() {
         ),
         "a cancellation before the irreversible point ends the run cancelled"
     );
-    save_only_run(client, &workflow_id, name).await;
-}
+    recording.save_only_run(&workflow_id).await;
+});
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "records a history on the local stack: deploy/local/record-histories"]
-async fn community_continue_as_new() {
-    let first = "community_continue_as_new_run0.json";
-    if already_recorded(first) {
-        return;
+// Four versions per manifest chunk, one chunk per call, two calls per run: the deletion continues
+// as new until every chunk is stamped; run N is saved as `community_continue_as_new_runN.json`.
+recording!(
+    community_continue_as_new => "community_continue_as_new_run0.json",
+    "chain",
+    &[("BUZZ_MANIFEST_CHUNK_ENTRIES", "4")],
+    |recording| {
+        let pacing = ["--chunks-per-call", "1", "--delete-rounds-per-run", "2"];
+        let (id, digest) = recording.submitted(&pacing).await;
+        recording.cli.approve_and_finish(&id, &digest).await;
+        let (client, workflow_id) = (&recording.client, community_workflow(&id));
+        let runs = wait_closed(client, &workflow_id).await;
+        assert!(
+            runs.len() >= 2,
+            "the deletion never continued as new: {runs:?}"
+        );
+        for (number, run) in runs.iter().enumerate() {
+            let name = format!("community_continue_as_new_run{number}.json");
+            save(client, &workflow_id, run, &name).await;
+        }
     }
-    let stack = stack().await;
-    let client = dev_client().await;
-    let queue = recording_queue("chain");
-    // Four versions per manifest chunk, one chunk per call, two calls per run: the deletion
-    // continues as new until every chunk is stamped.
-    let _worker = WorkerProcess::start(&queue, &[("BUZZ_MANIFEST_CHUNK_ENTRIES", "4")]).await;
-    let cli = Cli::new(&queue);
-    let host = unique_host("record-chain");
-    seed(&stack, &host, tiny_plan()).await;
-    let (id, digest) = cli
-        .submit(
-            &host,
-            "alice",
-            &["--chunks-per-call", "1", "--delete-rounds-per-run", "2"],
-        )
-        .await;
-    cli.approve_and_finish(&id, &digest).await;
+);
+
+recording!(community_web_ui_signals, "signals", &[], |recording| {
+    let cli = &recording.cli;
+    let (id, digest) = recording.submitted(&[]).await;
     let workflow_id = community_workflow(&id);
-    let runs = wait_closed(&client, &workflow_id).await;
-    assert!(
-        runs.len() >= 2,
-        "the deletion never continued as new: {runs:?}"
-    );
-    for (number, run) in runs.iter().enumerate() {
-        let name = format!("community_continue_as_new_run{number}.json");
-        save(&client, &workflow_id, run, &name).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "records a history on the local stack: deploy/local/record-histories"]
-async fn community_web_ui_signals() {
-    let name = "community_web_ui_signals.json";
-    let Some(recording) = begin(name, "signals").await else {
-        return;
+    let approval = async |digest: &str, by: &str, extra: &[&str]| {
+        let mut args = vec![
+            "approve",
+            &id,
+            "--inventory-digest",
+            digest,
+            "--approved-by",
+            by,
+        ];
+        args.extend_from_slice(extra);
+        cli.signed_payload(&args).await
     };
-    let (stack, client, cli) = (&recording.stack, &recording.client, &recording.cli);
-    let host = unique_host("record-signals");
-    seed(stack, &host, tiny_plan()).await;
-    let (id, digest) = cli.submit(&host, "alice", &[]).await;
-    let workflow_id = community_workflow(&id);
 
     // Refused, each recorded before the next is sent: the requester approving her own request,
     // an approval of another digest, a payload that is not an approval, an unblock of a request
     // that is not blocked.
-    let own = cli
-        .signed_payload(&[
+    let unblock = [
+        "unblock",
+        &id,
+        "--reason",
+        "nothing blocks",
+        "--unblocked-by",
+        "carol",
+    ];
+    let refused = [
+        (
             "approve",
-            &id,
-            "--inventory-digest",
-            &digest,
-            "--approved-by",
-            "alice",
-        ])
-        .await;
-    web_ui_signal(&workflow_id, "approve", &own).await;
-    cli.wait_audit(&id, "approval_rejected", 1).await;
-    let stale = "0".repeat(digest.len());
-    let other = cli
-        .signed_payload(&[
+            approval(&digest, "alice", &[]).await,
+            "approval_rejected",
+            1,
+        ),
+        (
             "approve",
-            &id,
-            "--inventory-digest",
-            &stale,
-            "--approved-by",
-            "bob",
-        ])
-        .await;
-    web_ui_signal(&workflow_id, "approve", &other).await;
-    cli.wait_audit(&id, "approval_rejected", 2).await;
-    web_ui_signal(&workflow_id, "approve", r#"{"approved_by":"bob"}"#).await;
-    cli.wait_audit(&id, "approval_rejected", 3).await;
-    let unblock = cli
-        .signed_payload(&[
+            approval(&"0".repeat(digest.len()), "bob", &[]).await,
+            "approval_rejected",
+            2,
+        ),
+        (
+            "approve",
+            r#"{"approved_by":"bob"}"#.to_owned(),
+            "approval_rejected",
+            3,
+        ),
+        (
             "unblock",
-            &id,
-            "--reason",
-            "nothing blocks",
-            "--unblocked-by",
-            "carol",
-        ])
-        .await;
-    web_ui_signal(&workflow_id, "unblock", &unblock).await;
-    cli.wait_audit(&id, "unblock_rejected", 1).await;
+            cli.signed_payload(&unblock).await,
+            "unblock_rejected",
+            1,
+        ),
+    ];
+    for (signal, payload, event, count) in refused {
+        web_ui_signal(&workflow_id, signal, &payload).await;
+        cli.wait_audit(&id, event, count).await;
+    }
 
     // Then the approval that counts, through the same dialog.
-    let approval = cli
-        .signed_payload(&[
-            "approve",
-            &id,
-            "--inventory-digest",
-            &digest,
-            "--approved-by",
-            "bob",
-            "--note",
-            "ticket 42",
-        ])
-        .await;
+    let approval = approval(&digest, "bob", &["--note", "ticket 42"]).await;
     web_ui_signal(&workflow_id, "approve", &approval).await;
     cli.watch_to_end(&id).await;
-    save_only_run(client, &workflow_id, name).await;
-}
+    recording.save_only_run(&workflow_id).await;
+});
 
 /// `user submit` by alice and `user approve` by bob; returns the request id.
 async fn user_request(cli: &Cli, label: &str) -> String {
@@ -435,61 +430,44 @@ fn user_workflow(id: &str) -> String {
     workflows::user::workflow_id(id.parse().unwrap_or_else(|e| panic!("{id}: {e}")))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "records a history on the local stack: deploy/local/record-histories"]
-async fn user_step_mode_failed_stage_retried() {
-    let name = "user_step_mode_failed_stage_retried.json";
-    let Some(recording) = begin(name, "user-steps").await else {
-        return;
-    };
-    let (stack, client, cli) = (&recording.stack, &recording.client, &recording.cli);
-    let id = user_request(cli, "record-steps").await;
-    let step = |extra: &'static [&'static str]| {
-        let cli = cli.clone();
-        let id = id.clone();
-        async move {
+recording!(
+    user_step_mode_failed_stage_retried,
+    "user-steps",
+    &[],
+    |recording| {
+        let cli = &recording.cli;
+        let id = user_request(cli, "record-steps").await;
+        let step = async |extra: &[&str]| {
             let mut args = vec!["user", "run", id.as_str(), "--next-step"];
             args.extend_from_slice(extra);
             cli.run(&args).await
-        }
-    };
-    step(&[]).await.expect_code(0);
-    step(&["--fail-stage", "purge_db"])
-        .await
-        .expect_refusal_naming(1, "purge_db");
-    // Refused: the saved retry deadline (30 s after the failure) has not passed.
-    step(&[]).await.expect_refusal_naming(1, "retry deadline");
-    let request: Uuid = id.parse().unwrap_or_default();
-    wait_for_database_deadline(stack.store.pool(), request).await;
-    // The retry of the failed row, still one step at a time, then the rest in one run.
-    step(&[]).await.expect_code(0);
-    cli.user_run(&id).await.expect_code(0);
-    save_only_run(client, &user_workflow(&id), name).await;
-}
+        };
+        step(&[]).await.expect_code(0);
+        step(&["--fail-stage", "purge_db"])
+            .await
+            .expect_refusal_naming(1, "purge_db");
+        // Refused: the saved retry deadline (30 s after the failure) has not passed.
+        step(&[]).await.expect_refusal_naming(1, "retry deadline");
+        let request: Uuid = id.parse().unwrap_or_default();
+        wait_for_database_deadline(recording.stack.store.pool(), request).await;
+        // The retry of the failed row, still one step at a time, then the rest in one run.
+        step(&[]).await.expect_code(0);
+        cli.user_run(&id).await.expect_code(0);
+        recording.save_only_run(&user_workflow(&id)).await;
+    }
+);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "records a history on the local stack: deploy/local/record-histories"]
-async fn user_no_agents() {
-    let name = "user_no_agents.json";
-    let Some(recording) = begin(name, "user-no-agents").await else {
-        return;
-    };
-    let (client, cli) = (&recording.client, &recording.cli);
+recording!(user_no_agents, "user-no-agents", &[], |recording| {
+    let cli = &recording.cli;
     let id = user_request(cli, "record-no-agents").await;
     let c = DEMO_FORMER_PARTICIPANT_COMMUNITY.to_string();
     cli.run(&["user", "run", &id, "--demo-no-agents-in", &c])
         .await
         .expect_code(0);
-    save_only_run(client, &user_workflow(&id), name).await;
-}
+    recording.save_only_run(&user_workflow(&id)).await;
+});
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "records a history on the local stack: deploy/local/record-histories"]
-async fn taxonomy_sweep() {
-    let name = "taxonomy_sweep.json";
-    let Some(recording) = begin(name, "sweep").await else {
-        return;
-    };
+recording!(taxonomy_sweep, "sweep", &[], |recording| {
     let (client, cli, queue) = (&recording.client, &recording.cli, &recording.queue);
     // Exit 1 only says the shared bucket holds unknown keys; the record is JSON either way.
     let swept = cli.run(&["sweep", "run", "--max-objects", "50"]).await;
@@ -498,8 +476,8 @@ async fn taxonomy_sweep() {
     assert_eq!(record["object_cap"], 50, "{record}");
     // The CLI names its workflow `buzz-taxonomy-sweep-<uuid>`; it is the only one on this queue.
     let query = format!("TaskQueue = '{queue}' AND WorkflowType = 'TaxonomySweep'");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    let workflow_id = loop {
+    let every = Duration::from_millis(500);
+    let workflow_id = poll::until(Duration::from_secs(30), every, async || {
         let found: Vec<String> = futures::TryStreamExt::try_collect::<Vec<_>>(
             client.list_workflows(query.clone(), Default::default()),
         )
@@ -508,14 +486,15 @@ async fn taxonomy_sweep() {
         .iter()
         .map(|w| w.id().to_owned())
         .collect();
-        if let [one] = found.as_slice() {
-            break one.clone();
-        }
         assert!(
-            found.len() <= 1 && tokio::time::Instant::now() < deadline,
+            found.len() <= 1,
             "expected one sweep on {queue}, found {found:?}"
         );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
-    save_only_run(client, &workflow_id, name).await;
-}
+        match found.as_slice() {
+            [one] => Ok(one.clone()),
+            _ => Err(format!("expected one sweep on {queue}, found {found:?}")),
+        }
+    })
+    .await;
+    recording.save_only_run(&workflow_id).await;
+});

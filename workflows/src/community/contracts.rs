@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::activity_contract;
+use crate::activity_contracts;
 use crate::operator::SignedAction;
 
 /// Names the request an activity works on.
@@ -332,90 +332,40 @@ pub struct LateVersionsReport {
     pub late_versions_deleted: u64,
 }
 
-activity_contract!(
+activity_contracts! {
     /// Records the request row (at most one open per community; unknown host refused).
-    Register = "community.register": RegisterInput => RegisteredRequest
-);
-activity_contract!(
+    Register = "community.register": RegisterInput => RegisteredRequest;
     /// Scans the catalog and lists the three prefixes; freezes inventory and digest.
-    Inventory = "community.inventory": RequestRef => InventorySummary
-);
-activity_contract!(
+    Inventory = "community.inventory": RequestRef => InventorySummary;
     /// Persists approval evidence bound to the frozen digest.
-    RecordApproval = "community.record_approval": ApprovalInput => ApprovalRecord
-);
-activity_contract!(
+    RecordApproval = "community.record_approval": ApprovalInput => ApprovalRecord;
     /// Appends an event to the audit trail (and records/clears the blocked reason).
-    RecordEvent = "community.record_event": EventInput => ()
-);
-activity_contract!(
+    RecordEvent = "community.record_event": EventInput => ();
     /// Checks version-list permission per prefix and catalog drift since the inventory.
-    Preflight = "community.preflight": RequestRef => ()
-);
-activity_contract!(
+    Preflight = "community.preflight": RequestRef => ();
     /// Quiesces serving writes, then fences once no live serving-write lease remains.
-    Fence = "community.fence": RequestRef => FenceOutcome
-);
-activity_contract!(
+    Fence = "community.fence": RequestRef => FenceOutcome;
     /// Publishes DisconnectCommunity and requires serving writes drained.
-    Drain = "community.drain": RequestRef => DrainOutcome
-);
-activity_contract!(
+    Drain = "community.drain": RequestRef => DrainOutcome;
     /// Streams the post-drain version listing into manifest chunks and binds their digests.
-    FreezeManifest = "community.freeze_manifest": RequestRef => ManifestSummary
-);
-activity_contract!(
+    FreezeManifest = "community.freeze_manifest": RequestRef => ManifestSummary;
     /// Deletes pending manifest chunks by explicit version id and stamps each when fully acked.
-    DeleteChunks = "community.delete_chunks": DeleteChunksInput => DeleteProgress
-);
-activity_contract!(
+    DeleteChunks = "community.delete_chunks": DeleteChunksInput => DeleteProgress;
     /// Deletes the community's rows in every tenant table in batches, then the community row.
-    PurgePostgres = "community.purge_postgres": PurgeInput => PurgeReport
-);
-activity_contract!(
+    PurgePostgres = "community.purge_postgres": PurgeInput => PurgeReport;
     /// SCAN + UNLINK of `buzz:{community}:*`.
-    PurgeCache = "community.purge_cache": RequestRef => CacheReport
-);
-activity_contract!(
+    PurgeCache = "community.purge_cache": RequestRef => CacheReport;
     /// Proves absence: zero rows, empty prefixes, two empty Redis SCAN passes.
-    Verify = "community.verify": RequestRef => VerificationReport
-);
-activity_contract!(
+    Verify = "community.verify": RequestRef => VerificationReport;
     /// After an unblock of a late-version block: re-lists the tenant prefixes, appends every
     /// version in no chunk as late manifest chunks and deletes and stamps them.
-    DeleteLateVersions = "community.delete_late_versions": RequestRef => LateVersionsReport
-);
-activity_contract!(
+    DeleteLateVersions = "community.delete_late_versions": RequestRef => LateVersionsReport;
     /// Marks the request retention-pending (terminal).
-    Complete = "community.complete": RequestRef => ()
-);
-activity_contract!(
+    Complete = "community.complete": RequestRef => ();
     /// Lifts quiescing/fence (bumping the generation) and ends the request aborted.
-    Abort = "community.abort": AbortInput => AbortOutcome
-);
-activity_contract!(
+    Abort = "community.abort": AbortInput => AbortOutcome;
     /// Verifies an abort's signature against the operator registry and records it (signature
     /// row and audit event, one transaction) before the abort counts; returns the abort under
     /// the operator's registered name.
-    AcceptAbort = "community.accept_abort": AbortInput => AbortRequest
-);
-
-/// Every community activity name, for the test that checks the worker registers them all.
-pub const ACTIVITY_NAMES: [&str; 16] = [
-    "community.register",
-    "community.inventory",
-    "community.record_approval",
-    "community.record_event",
-    "community.preflight",
-    "community.fence",
-    "community.drain",
-    "community.freeze_manifest",
-    "community.delete_chunks",
-    "community.purge_postgres",
-    "community.purge_cache",
-    "community.verify",
-    "community.delete_late_versions",
-    "community.complete",
-    "community.abort",
-    "community.accept_abort",
-];
+    AcceptAbort = "community.accept_abort": AbortInput => AbortRequest;
+}

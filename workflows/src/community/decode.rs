@@ -37,27 +37,37 @@ pub trait Message: DeserializeOwned {
     const ACTOR_FIELD: &'static str;
     /// The JSON to send, quoted in every refusal so the operator can correct it.
     const SHAPE: &'static str;
+
+    /// The operator the decoded message names (the value of [`Message::ACTOR_FIELD`]).
+    fn actor(&self) -> &str;
 }
 
-impl Message for ApproveRequest {
-    const NAME: &'static str = "approve";
-    const FIELDS: &'static [&'static str] = &["approved_by", "digest", "note", "signed"];
-    const ACTOR_FIELD: &'static str = "approved_by";
-    const SHAPE: &'static str = r#"{"approved_by": "<operator>", "digest": "<frozen digest>", "note": "<optional>", "signed": {…}} as printed by `buzz-deletion community sign approve`"#;
+/// Implements [`Message`] for each `Type: "name", actor field, [fields], shape` entry: the actor
+/// field is named once, as [`Message::ACTOR_FIELD`] and as what [`Message::actor`] reads.
+macro_rules! messages {
+    ($($message:ty: $name:literal, actor $actor:ident, [$($field:literal),+], $shape:literal;)+) => {
+        $(
+            impl Message for $message {
+                const NAME: &'static str = $name;
+                const FIELDS: &'static [&'static str] = &[$($field),+];
+                const ACTOR_FIELD: &'static str = stringify!($actor);
+                const SHAPE: &'static str = $shape;
+
+                fn actor(&self) -> &str {
+                    &self.$actor
+                }
+            }
+        )+
+    };
 }
 
-impl Message for AbortRequest {
-    const NAME: &'static str = "abort";
-    const FIELDS: &'static [&'static str] = &["actor", "reason", "signed"];
-    const ACTOR_FIELD: &'static str = "actor";
-    const SHAPE: &'static str = r#"{"actor": "<operator>", "reason": "<why>", "signed": {…}} as printed by `buzz-deletion community sign abort`"#;
-}
-
-impl Message for UnblockRequest {
-    const NAME: &'static str = "unblock";
-    const FIELDS: &'static [&'static str] = &["actor", "reason", "signed"];
-    const ACTOR_FIELD: &'static str = "actor";
-    const SHAPE: &'static str = r#"{"actor": "<operator>", "reason": "<remediation done>", "signed": {…}} as printed by `buzz-deletion community sign unblock`"#;
+messages! {
+    ApproveRequest: "approve", actor approved_by, ["approved_by", "digest", "note", "signed"],
+        r#"{"approved_by": "<operator>", "digest": "<frozen digest>", "note": "<optional>", "signed": {…}} as printed by `buzz-deletion community sign approve`"#;
+    AbortRequest: "abort", actor actor, ["actor", "reason", "signed"],
+        r#"{"actor": "<operator>", "reason": "<why>", "signed": {…}} as printed by `buzz-deletion community sign abort`"#;
+    UnblockRequest: "unblock", actor actor, ["actor", "reason", "signed"],
+        r#"{"actor": "<operator>", "reason": "<remediation done>", "signed": {…}} as printed by `buzz-deletion community sign unblock`"#;
 }
 
 /// What is wrong with a signal's payloads.

@@ -607,13 +607,11 @@ mod tests {
                 phase: Phase::DeletingObjects
             })
         );
-        let refusal = check_reversible(Phase::PurgingRows, false).unwrap_err();
-        assert!(
-            refusal
-                .to_string()
-                .starts_with("deletion passed the irreversible point")
-        );
-        assert!(refusal.to_string().contains("abort refused"));
+        let refusal = check_reversible(Phase::PurgingRows, false)
+            .unwrap_err()
+            .to_string();
+        assert!(refusal.starts_with("deletion passed the irreversible point"));
+        assert!(refusal.contains("abort refused"));
     }
 
     #[test]

@@ -349,21 +349,10 @@ impl CommunityDeletion {
         AD::Input: Clone,
         AD::Output: PhaseOutput + TemporalDeserializable,
     {
-        // Checked before entering, so a pending abort stops the run before it crosses the
-        // irreversible point.
-        if let Some(abort) = ctx.state(Self::pending_abort) {
-            return Err(Stop::Abort(Box::new(abort)));
-        }
-        Self::enter(ctx, phase);
+        Self::enter_unless_aborted(ctx, phase)?;
         loop {
-            let call_cancellation = WorkflowCancellationToken::new();
-            let options = Self::options(ctx, AD::PACE, call_cancellation.clone());
-            let call = ctx.execute_activity(activity, input.clone(), options);
-            match Self::guarded(ctx, call, Some(&call_cancellation)).await? {
-                Ok(output) => {
-                    ctx.state_mut(|s| output.record(s));
-                    return Ok(());
-                }
+            match Self::attempt(ctx, activity, input.clone()).await? {
+                Ok(()) => return Ok(()),
                 // Only the current claimant's failures may block: a stale generation means
                 // another attempt claimed the request after this one, so the phase simply runs
                 // again and re-claims (the activities send it retryable; this covers any that
@@ -377,13 +366,44 @@ impl CommunityDeletion {
         }
     }
 
+    /// Enters `phase`, unless an abort is pending: checked before entering, so a pending abort
+    /// stops the run before it crosses the irreversible point.
+    fn enter_unless_aborted(ctx: &WorkflowContext<Self>, phase: Phase) -> Result<(), Stop> {
+        Self::stop_on_pending_abort(ctx)?;
+        Self::enter(ctx, phase);
+        Ok(())
+    }
+
+    /// Stops the run if an accepted abort is pending.
+    fn stop_on_pending_abort(ctx: &WorkflowContext<Self>) -> Result<(), Stop> {
+        match ctx.state(Self::pending_abort) {
+            Some(abort) => Err(Stop::Abort(Box::new(abort))),
+            None => Ok(()),
+        }
+    }
+
+    /// One call of `activity`, guarded against an abort and the workflow's cancellation: its
+    /// output recorded in the state, or the failure that reached the workflow.
+    async fn attempt<AD>(
+        ctx: &WorkflowContext<Self>,
+        activity: AD,
+        input: AD::Input,
+    ) -> Result<Result<(), ActivityExecutionError>, Stop>
+    where
+        AD: Paced,
+        AD::Output: PhaseOutput + TemporalDeserializable,
+    {
+        let call_cancellation = WorkflowCancellationToken::new();
+        let options = Self::options(ctx, AD::PACE, call_cancellation.clone());
+        let call = ctx.execute_activity(activity, input, options);
+        let outcome = Self::guarded(ctx, call, Some(&call_cancellation)).await?;
+        Ok(outcome.map(|output| ctx.state_mut(|s| output.record(s))))
+    }
+
     /// Enters awaiting-approval and waits until an approval's evidence is persisted (by the
     /// `approve` handler), or an abort.
     async fn await_approval(ctx: &WorkflowContext<Self>) -> Result<(), Stop> {
-        if let Some(abort) = ctx.state(Self::pending_abort) {
-            return Err(Stop::Abort(Box::new(abort)));
-        }
-        Self::enter(ctx, Phase::AwaitingApproval);
+        Self::enter_unless_aborted(ctx, Phase::AwaitingApproval)?;
         let approved = ctx.wait_condition_with_options(|s| s.approval.is_some(), detached());
         let _approved = Self::guarded(ctx, approved, None).await?;
         Ok(())
@@ -441,9 +461,7 @@ impl CommunityDeletion {
         Self::answer_late_cancellation(ctx).await;
         Self::handlers_finished(ctx).await;
         // An abort the database confirmed while the last round ran ends this run instead.
-        if let Some(abort) = ctx.state(Self::pending_abort) {
-            return Err(Stop::Abort(Box::new(abort)));
-        }
+        Self::stop_on_pending_abort(ctx)?;
         let next = ctx.state(|s| {
             s.carried().map(|carried| CommunityDeletionInput {
                 carried: Some(carried),

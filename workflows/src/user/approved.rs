@@ -166,12 +166,9 @@ mod tests {
         future["communities"] = json!("a shape only version 3 knows");
         let refusal = verify_stored_inventory(&future, Some(&digest), &digest).unwrap_err();
         assert_eq!(refusal, StoredInventoryError::UnknownVersion("3".into()));
-        assert!(
-            refusal
-                .to_string()
-                .contains("inventory version 3 is not understood by this build")
-        );
-        assert!(refusal.to_string().contains("deploy a build that knows it"));
+        let text = refusal.to_string();
+        assert!(text.contains("inventory version 3 is not understood by this build"));
+        assert!(text.contains("deploy a build that knows it"));
     }
 
     #[test]

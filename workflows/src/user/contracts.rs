@@ -12,8 +12,10 @@ use uuid::Uuid;
 use super::approved::ApprovedInventory;
 use super::inventory::UserInventory;
 use super::policy::Transition;
+use super::resume::{ResumeInput, ResumedRequest};
 use super::stage::{StageKind, StageStatus};
-use crate::activity_contract;
+use super::stop::{InterruptStageInput, InterruptedStage};
+use crate::activity_contracts;
 use crate::operator::SignedAction;
 
 /// Input of `user.register`: the request as submitted, with its frozen inventory.
@@ -295,43 +297,21 @@ pub struct BlockedInput {
     pub reason: String,
 }
 
-activity_contract!(
-    /// Records the request row with its frozen inventory and digest (idempotent).
-    RegisterUser = "user.register": RegisterUserInput => RegisteredUserRequest
-);
-activity_contract!(
-    /// Persists approval evidence bound to the frozen digest and marks the request approved.
-    RecordUserApproval = "user.record_approval": UserApprovalInput => UserApprovalRecord
-);
-activity_contract!(
-    /// Reads the request's lifecycle, retry state and stage history (read-only).
-    LoadProgress = "user.load_progress": UserRequestRef => ProgressSnapshot
-);
-activity_contract!(
-    /// Saves a transition decision and creates the successor row, or completes the request.
-    CommitTransition = "user.commit_transition": CommitTransitionInput => CommittedTransition
-);
-activity_contract!(
-    /// Runs the current row's handler (a dummy for a demo target, the real one for a user
-    /// target), heartbeating, and saves its outcome.
-    ExecuteStage = "user.execute_stage": ExecuteStageInput => StageOutcome
-);
-activity_contract!(
-    /// Saves why a run stopped on a broken invariant, so `user status` shows it.
-    RecordBlocked = "user.record_blocked": BlockedInput => ()
-);
-
-/// An abort as the operator submits it (update `abort`): refused once a purge has started.
+/// An operator's abort or unblock as submitted (updates `abort` and `unblock`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UserAbortRequest {
-    /// The aborting operator (the signing key's registered name).
+pub struct UserOperatorRequest {
+    /// The operator (the signing key's registered name).
     pub requested_by: String,
-    /// Why (kept in the audit trail).
+    /// Why the request is aborted, or what was done about the reason it is blocked (kept in the
+    /// audit trail).
     pub reason: String,
-    /// The operator's signed `abort` statement (required).
+    /// The operator's signed `abort` or `unblock` statement (required).
     #[serde(default)]
     pub signed: Option<SignedAction>,
 }
+
+/// An abort as the operator submits it (update `abort`): refused once a purge has started.
+pub type UserAbortRequest = UserOperatorRequest;
 
 /// Input of `user.abort`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -356,16 +336,7 @@ pub struct UserAbortRecord {
 }
 
 /// An unblock as the operator submits it (update `unblock`), after remedying the reason.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UserUnblockRequest {
-    /// The unblocking operator (the signing key's registered name).
-    pub requested_by: String,
-    /// What was done about the reason (kept in the audit trail).
-    pub reason: String,
-    /// The operator's signed `unblock` statement (required).
-    #[serde(default)]
-    pub signed: Option<SignedAction>,
-}
+pub type UserUnblockRequest = UserOperatorRequest;
 
 /// Input of `user.unblock`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -398,43 +369,37 @@ pub struct TakeUserInventoryInput {
     pub target: String,
 }
 
-activity_contract!(
+activity_contracts! {
+    /// Records the request row with its frozen inventory and digest (idempotent).
+    RegisterUser = "user.register": RegisterUserInput => RegisteredUserRequest;
+    /// Persists approval evidence bound to the frozen digest and marks the request approved.
+    RecordUserApproval = "user.record_approval": UserApprovalInput => UserApprovalRecord;
+    /// Reads the request's lifecycle, retry state and stage history (read-only).
+    LoadProgress = "user.load_progress": UserRequestRef => ProgressSnapshot;
+    /// Saves a transition decision and creates the successor row, or completes the request.
+    CommitTransition = "user.commit_transition": CommitTransitionInput => CommittedTransition;
+    /// Runs the current row's handler (a dummy for a demo target, the real one for a user
+    /// target), heartbeating, and saves its outcome.
+    ExecuteStage = "user.execute_stage": ExecuteStageInput => StageOutcome;
+    /// Saves why a run stopped on a broken invariant, so `user status` shows it.
+    RecordBlocked = "user.record_blocked": BlockedInput => ();
+    /// Reads the stored inventory and the approval, and verifies the inventory's version and its
+    /// recomputed digest against the approval (read-only).
+    LoadApprovedInventory = "user.load_approved_inventory": UserRequestRef => ApprovedInventory;
+    /// Reads a request to resume from Postgres and bumps its execution generation (fencing out
+    /// every older execution's late writes).
+    ResumeRequest = "user.resume": ResumeInput => ResumedRequest;
+    /// Fences out the handler attempt a stop cancelled (bumps the execution generation) and
+    /// reports whether it saved its result first; records the stop in the audit trail.
+    InterruptStage = "user.interrupt_stage": InterruptStageInput => InterruptedStage;
     /// Discovers a real user's footprint: the user-data declarations (refusing any tenant table
     /// without one), every community where the user participates or left data, and per community
     /// the rows per declared table, media objects, agents and Redis keys (read-only).
-    TakeUserInventory = "user.take_inventory": TakeUserInventoryInput => UserInventory
-);
-
-activity_contract!(
+    TakeUserInventory = "user.take_inventory": TakeUserInventoryInput => UserInventory;
     /// Aborts the request before its irreversible point (no purge started): verifies and consumes
     /// the signed statement, marks the request aborted and lifts the user's write fence.
-    AbortUser = "user.abort": UserAbortInput => UserAbortRecord
-);
-
-activity_contract!(
+    AbortUser = "user.abort": UserAbortInput => UserAbortRecord;
     /// Unblocks a blocked request: verifies and consumes the signed statement, clears the reason
     /// and the retry deadline. The next run re-checks whatever blocked it.
-    UnblockUser = "user.unblock": UserUnblockInput => UserUnblockRecord
-);
-
-activity_contract!(
-    /// Reads the stored inventory and the approval, and verifies the inventory's version and its
-    /// recomputed digest against the approval (read-only).
-    LoadApprovedInventory = "user.load_approved_inventory": UserRequestRef => ApprovedInventory
-);
-
-/// Every user activity name, for the test that checks the worker registers them all.
-pub const ACTIVITY_NAMES: [&str; 12] = [
-    "user.register",
-    "user.record_approval",
-    "user.load_progress",
-    "user.commit_transition",
-    "user.execute_stage",
-    "user.record_blocked",
-    "user.load_approved_inventory",
-    "user.resume",
-    "user.interrupt_stage",
-    "user.take_inventory",
-    "user.abort",
-    "user.unblock",
-];
+    UnblockUser = "user.unblock": UserUnblockInput => UserUnblockRecord;
+}

@@ -250,10 +250,40 @@ mod tests {
     }
 
     fn awaiting() -> RunLedger {
+        in_phase(UserPhase::AwaitingApproval)
+    }
+
+    fn in_phase(phase: UserPhase) -> RunLedger {
         RunLedger {
-            phase: UserPhase::AwaitingApproval,
+            phase,
             ..RunLedger::default()
         }
+    }
+
+    /// Admits a run at `now_ms` (it must be admitted) and returns its number.
+    fn admitted(ledger: &mut RunLedger, now_ms: i64) -> u64 {
+        let Admission::Queued(run) = ledger.admit_run(RunOptions::default(), now_ms) else {
+            panic!("the run must be admitted at {now_ms} ms");
+        };
+        run
+    }
+
+    /// A retry due at `at` (`next_attempt_at_unix_ms` = `unix_ms`), after one failure.
+    fn retry_due(at: &str, unix_ms: i64) -> RetryState {
+        RetryState {
+            retry_count: 1,
+            next_attempt_at: at.into(),
+            next_attempt_at_unix_ms: unix_ms,
+        }
+    }
+
+    /// The answer to a run asked for before `retry` is due.
+    fn not_due(retry: RetryState) -> Admission {
+        Admission::Answer(RunReport {
+            run: 0,
+            handlers_run: 0,
+            outcome: RunOutcome::RetryNotDue { retry },
+        })
     }
 
     #[test]
@@ -312,10 +342,7 @@ mod tests {
 
     #[test]
     fn a_second_approval_is_refused() {
-        let ledger = RunLedger {
-            phase: UserPhase::Approved,
-            ..RunLedger::default()
-        };
+        let ledger = in_phase(UserPhase::Approved);
         assert!(
             ledger
                 .approval_refusal(alice(), Some("d1"), &approve("bob", "d1"))
@@ -327,10 +354,7 @@ mod tests {
     #[test]
     fn runs_are_rejected_before_approval_and_while_one_runs() {
         assert!(awaiting().run_rejection().is_some());
-        let mut ledger = RunLedger {
-            phase: UserPhase::Approved,
-            ..RunLedger::default()
-        };
+        let mut ledger = in_phase(UserPhase::Approved);
         assert_eq!(ledger.run_rejection(), None);
         assert_eq!(
             ledger.admit_run(RunOptions::default(), 0),
@@ -349,18 +373,9 @@ mod tests {
 
     #[test]
     fn a_failed_handler_refuses_runs_until_the_saved_deadline() {
-        let mut ledger = RunLedger {
-            phase: UserPhase::Approved,
-            ..RunLedger::default()
-        };
-        let Admission::Queued(run) = ledger.admit_run(RunOptions::default(), 0) else {
-            panic!("first run must be admitted");
-        };
-        let retry = RetryState {
-            retry_count: 1,
-            next_attempt_at: "2030-01-01T00:00:30Z".into(),
-            next_attempt_at_unix_ms: 30_000,
-        };
+        let mut ledger = in_phase(UserPhase::Approved);
+        let run = admitted(&mut ledger, 0);
+        let retry = retry_due("2030-01-01T00:00:30Z", 30_000);
         ledger.finish_run(
             run,
             1,
@@ -375,11 +390,7 @@ mod tests {
         assert_eq!(ledger.phase, UserPhase::RetryWait);
         assert_eq!(
             ledger.admit_run(RunOptions::default(), 29_999),
-            Admission::Answer(RunReport {
-                run: 0,
-                handlers_run: 0,
-                outcome: RunOutcome::RetryNotDue { retry }
-            })
+            not_due(retry)
         );
         assert_eq!(
             ledger.admit_run(RunOptions::default(), 30_000),
@@ -395,19 +406,14 @@ mod tests {
 
     #[test]
     fn a_stop_marks_only_the_run_in_progress_and_the_next_run_is_admitted() {
-        let mut ledger = RunLedger {
-            phase: UserPhase::Paused,
-            ..RunLedger::default()
-        };
+        let mut ledger = in_phase(UserPhase::Paused);
         assert_eq!(
             ledger.request_stop(None),
             None,
             "no run in progress: nothing to stop"
         );
         assert!(!ledger.stop_requested);
-        let Admission::Queued(run) = ledger.admit_run(RunOptions::default(), 0) else {
-            panic!("the run must be admitted");
-        };
+        let run = admitted(&mut ledger, 0);
         assert_eq!(ledger.request_stop(None), Some(run));
         assert_eq!(
             ledger.request_stop(None),
@@ -460,23 +466,13 @@ mod tests {
     fn an_early_start_refused_by_the_store_gates_runs_on_the_saved_deadline() {
         let mut ledger = RunLedger {
             phase: UserPhase::RetryWait,
-            retry: Some(RetryState {
-                retry_count: 1,
-                next_attempt_at: "2030-01-01T00:00:30Z".into(),
-                next_attempt_at_unix_ms: 30_000,
-            }),
+            retry: Some(retry_due("2030-01-01T00:00:30Z", 30_000)),
             ..RunLedger::default()
         };
         // The workflow clock says the deadline it knows has passed...
-        let Admission::Queued(run) = ledger.admit_run(RunOptions::default(), 31_000) else {
-            panic!("the workflow clock admits the run");
-        };
+        let run = admitted(&mut ledger, 31_000);
         // ...but the database's deadline is later, and the store refused the start.
-        let later = RetryState {
-            retry_count: 1,
-            next_attempt_at: "2030-01-01T01:00:30Z".into(),
-            next_attempt_at_unix_ms: 3_630_000,
-        };
+        let later = retry_due("2030-01-01T01:00:30Z", 3_630_000);
         let outcome = RunOutcome::RetryNotDue {
             retry: later.clone(),
         };
@@ -486,24 +482,15 @@ mod tests {
         assert_eq!(ledger.retry, Some(later.clone()));
         assert_eq!(
             ledger.admit_run(RunOptions::default(), 31_000),
-            Admission::Answer(RunReport {
-                run: 0,
-                handlers_run: 0,
-                outcome: RunOutcome::RetryNotDue { retry: later }
-            }),
+            not_due(later),
             "the next run is refused by the saved deadline, not left running"
         );
     }
 
     #[test]
     fn a_run_that_reached_its_handler_budget_pauses_and_the_next_run_is_admitted() {
-        let mut ledger = RunLedger {
-            phase: UserPhase::Approved,
-            ..RunLedger::default()
-        };
-        let Admission::Queued(run) = ledger.admit_run(RunOptions::default(), 0) else {
-            panic!("first run must be admitted");
-        };
+        let mut ledger = in_phase(UserPhase::Approved);
+        let run = admitted(&mut ledger, 0);
         let outcome = RunOutcome::HandlerBudgetReached {
             limit: 100,
             stage_id: Uuid::nil(),

@@ -22,7 +22,7 @@ pub use approved::{ApprovedInventory, StoredInventoryError};
 pub use contracts::*;
 pub use inventory::{UserInventory, validate_demo_target};
 pub use messages::*;
-pub use resume::{ResumeCause, ResumeRequest, ResumedRequest, StartMode, UserTuning};
+pub use resume::{ResumeCause, ResumedRequest, StartMode, UserTuning};
 pub use stage::{StageKind, StageStatus};
 pub use stop::{HandlerAtStop, StopAnswer, StopRequest};
 pub use target::{TargetError, UserTarget, parse_target, real_user_pubkey};

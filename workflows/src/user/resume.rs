@@ -11,7 +11,6 @@ use uuid::Uuid;
 use super::contracts::{RetryState, UserApprovalRecord};
 use super::inventory::UserInventory;
 use super::messages::UserPhase;
-use crate::activity_contract;
 
 /// Runs one execution serves before it continues as new, unless the input says otherwise.
 pub const DEFAULT_RUNS_PER_EXECUTION: u64 = 50;
@@ -153,12 +152,6 @@ pub fn run_token(run_id: &str, run: u64) -> String {
 pub fn run_id_of(token: &str) -> Option<&str> {
     token.rsplit_once("/run-").map(|(run_id, _)| run_id)
 }
-
-activity_contract!(
-    /// Reads a request to resume from Postgres and bumps its execution generation (fencing out
-    /// every older execution's late writes).
-    ResumeRequest = "user.resume": ResumeInput => ResumedRequest
-);
 
 #[cfg(test)]
 mod tests {

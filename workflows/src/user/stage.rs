@@ -18,32 +18,53 @@ pub enum StageKind {
     PurgeAgents,
 }
 
-impl StageKind {
-    /// Every stage, in the order a community-free request could first reach them.
-    pub const ALL: [StageKind; 3] = [
-        StageKind::GateUser,
-        StageKind::PurgeDb,
-        StageKind::PurgeAgents,
-    ];
+/// Gives a unit enum its stable names, saved in stage history: `ALL` (declaration order),
+/// `as_str`, `Display`, and `FromStr`, which refuses any other name with `$unknown`.
+macro_rules! stable_names {
+    ($kind:ident { $($variant:ident = $name:literal),+ $(,)? } else $unknown:ident) => {
+        impl $kind {
+            /// Every value, in declaration order.
+            pub const ALL: [$kind; [$($name),+].len()] = [$($kind::$variant),+];
 
-    /// The stable name saved in stage history and accepted by `--fail-stage`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StageKind::GateUser => "gate_user",
-            StageKind::PurgeDb => "purge_db",
-            StageKind::PurgeAgents => "purge_agents",
+            /// The stable name saved in stage history.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($kind::$variant => $name,)+
+                }
+            }
         }
-    }
 
+        impl fmt::Display for $kind {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $kind {
+            type Err = $unknown;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                Self::ALL
+                    .into_iter()
+                    .find(|value| value.as_str() == s)
+                    .ok_or_else(|| $unknown(s.to_string()))
+            }
+        }
+    };
+}
+
+// In the order a community-free request could first reach them; the names are also what
+// `--fail-stage` accepts.
+stable_names!(StageKind {
+    GateUser = "gate_user",
+    PurgeDb = "purge_db",
+    PurgeAgents = "purge_agents",
+} else UnknownStage);
+
+impl StageKind {
     /// Whether the stage works on one community (and so its row names one).
     pub fn is_per_community(self) -> bool {
         !matches!(self, StageKind::GateUser)
-    }
-}
-
-impl fmt::Display for StageKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -51,17 +72,6 @@ impl fmt::Display for StageKind {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown user-deletion stage {0:?} (known: gate_user, purge_db, purge_agents)")]
 pub struct UnknownStage(pub String);
-
-impl FromStr for StageKind {
-    type Err = UnknownStage;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        StageKind::ALL
-            .into_iter()
-            .find(|stage| stage.as_str() == s)
-            .ok_or_else(|| UnknownStage(s.to_string()))
-    }
-}
 
 /// Execution status of one stage-history row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -77,38 +87,17 @@ pub enum StageStatus {
     Failed,
 }
 
-impl StageStatus {
-    /// The stable name saved in stage history.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StageStatus::Pending => "pending",
-            StageStatus::Running => "running",
-            StageStatus::Completed => "completed",
-            StageStatus::Failed => "failed",
-        }
-    }
-}
+stable_names!(StageStatus {
+    Pending = "pending",
+    Running = "running",
+    Completed = "completed",
+    Failed = "failed",
+} else UnknownStatus);
 
 /// A status name the store returned that is not one of the four.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown stage status {0:?}")]
 pub struct UnknownStatus(pub String);
-
-impl FromStr for StageStatus {
-    type Err = UnknownStatus;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [
-            StageStatus::Pending,
-            StageStatus::Running,
-            StageStatus::Completed,
-            StageStatus::Failed,
-        ]
-        .into_iter()
-        .find(|status| status.as_str() == s)
-        .ok_or_else(|| UnknownStatus(s.to_string()))
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -6,9 +6,10 @@
 //! (running, or completed when its result was saved first) and the next run resumes it, reusing a
 //! saved result without running the handler again.
 
+/// The contract of `user.interrupt_stage`, declared with every user activity.
+pub use super::contracts::InterruptStage;
 use super::contracts::StageRecord;
 use super::messages::{RunOutcome, RunReport, UserPhase};
-use crate::activity_contract;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -88,9 +89,3 @@ impl InterruptedStage {
         }
     }
 }
-
-activity_contract!(
-    /// Fences out the handler attempt a stop cancelled (bumps the execution generation) and
-    /// reports whether it saved its result first; records the stop in the audit trail.
-    InterruptStage = "user.interrupt_stage": InterruptStageInput => InterruptedStage
-);

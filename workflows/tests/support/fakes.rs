@@ -45,6 +45,17 @@ pub struct Misbehaviour {
     pub message: String,
 }
 
+impl Misbehaviour {
+    /// One permanent failure with this message.
+    pub fn permanent(message: &str) -> Self {
+        Self {
+            permanent: 1,
+            message: message.to_owned(),
+            ..Self::default()
+        }
+    }
+}
+
 /// What the fake stores hold, and what happened to them.
 #[derive(Debug, Default)]
 pub struct Ledger {
@@ -114,6 +125,24 @@ impl FakeStores {
         let fakes = Self::default();
         fakes.ledger().chunks = chunks;
         fakes
+    }
+
+    /// These fakes, with `activity` held until [`FakeStores::release`].
+    pub fn holding(self, activity: &'static str) -> Self {
+        self.hold(activity);
+        self
+    }
+
+    /// These fakes, with `activity` misbehaving so.
+    pub fn failing(self, activity: &'static str, misbehaviour: Misbehaviour) -> Self {
+        self.misbehave(activity, misbehaviour);
+        self
+    }
+
+    /// These fakes, with the first `delete_chunks` claim refused before the irreversible marker.
+    pub fn failing_before_the_marker(self) -> Self {
+        self.ledger().failures_before_marker = 1;
+        self
     }
 
     pub fn ledger(&self) -> MutexGuard<'_, Ledger> {
@@ -192,20 +221,15 @@ impl FakeStores {
         }
         if plan.permanent > 0 {
             plan.permanent -= 1;
-            return Err(ActivityError::application(
-                ApplicationFailure::builder(plan.message.clone())
-                    .type_name(PERMANENT_FAILURE_TYPE.to_string())
-                    .non_retryable(true)
-                    .build(),
-            ));
+            return Err(failure(plan.message.clone(), PERMANENT_FAILURE_TYPE, true));
         }
         if plan.stale > 0 {
             plan.stale -= 1;
-            return Err(ActivityError::application(
-                ApplicationFailure::builder(plan.message.clone())
-                    .type_name(STALE_GENERATION_FAILURE_TYPE.to_string())
-                    .non_retryable(plan.stale_non_retryable)
-                    .build(),
+            let non_retryable = plan.stale_non_retryable;
+            return Err(failure(
+                plan.message.clone(),
+                STALE_GENERATION_FAILURE_TYPE,
+                non_retryable,
             ));
         }
         Ok(())
@@ -216,32 +240,115 @@ impl FakeStores {
         *ledger.successes.entry(activity).or_default() += 1;
         ledger
     }
+
+    /// Before `delete_chunks` begins: fails permanently while `failures_before_marker` lasts
+    /// (counting the attempt), else sets the irreversible marker.
+    fn claim_the_marker(&self, _input: &DeleteChunksInput) -> Result<(), ActivityError> {
+        let mut ledger = self.ledger();
+        if ledger.failures_before_marker > 0 {
+            ledger.failures_before_marker -= 1;
+            *ledger
+                .attempts
+                .entry("community.delete_chunks")
+                .or_default() += 1;
+            return Err(failure(
+                "evidence does not match the request (fake)".to_string(),
+                PERMANENT_FAILURE_TYPE,
+                true,
+            ));
+        }
+        ledger.irreversible = true;
+        Ok(())
+    }
+
+    /// Fails `verify` on the first late version still there.
+    fn refuse_late_versions(&self, _input: &RequestRef) -> Result<(), ActivityError> {
+        match self.ledger().late_versions.first() {
+            Some(late) => Err(failure(
+                format!("late object version: {late} appeared after the manifest was frozen"),
+                LATE_OBJECT_VERSION_FAILURE_TYPE,
+                true,
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Refuses an abort past the irreversible marker, committing the refusal to the audit trail
+    /// first, as the store does.
+    fn refuse_abort_past_the_marker(&self, input: &AbortInput) -> Result<(), ActivityError> {
+        let mut ledger = self.ledger();
+        if !ledger.irreversible {
+            return Ok(());
+        }
+        let reason = "request passed the irreversible point (stage drained); it can no \
+                      longer be aborted and runs to completion";
+        ledger.events.push(RequestEvent::AbortRefused {
+            actor: input.abort.actor.clone(),
+            reason: reason.to_string(),
+        });
+        Err(failure(
+            reason.to_string(),
+            ABORT_REFUSED_FAILURE_TYPE,
+            true,
+        ))
+    }
 }
 
-#[activities]
-impl FakeStores {
-    #[activity(definition = workflows::community::Register)]
-    pub async fn register(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        input: RegisterInput,
-    ) -> Result<RegisteredRequest, ActivityError> {
-        self.begin(&ctx, "community.register").await?;
-        let _ledger = self.succeeded("community.register");
+/// A non-retryable or retryable application failure of this type, as the real activities send.
+fn failure(message: String, type_name: &str, non_retryable: bool) -> ActivityError {
+    ActivityError::application(
+        ApplicationFailure::builder(message)
+            .type_name(type_name.to_string())
+            .non_retryable(non_retryable)
+            .build(),
+    )
+}
+
+/// Declares every fake activity in one `#[activities]` impl. Each one runs its optional
+/// `before` check (a method taking the input), then [`FakeStores::begin`] (attempt, hold,
+/// scripted misbehaviour), then its optional `check`, then counts a success and answers from the
+/// ledger its body receives.
+macro_rules! fake_activities {
+    ($(
+        $(#[$meta:meta])*
+        $method:ident = $definition:ident($name:literal):
+            |$ledger:ident, $input:ident: $input_type:ident| -> $output:ty
+            $(, before $before:ident)? $(, check $check:ident)?
+            $body:block
+    )*) => {
+        #[activities]
+        impl FakeStores {
+            $(
+                $(#[$meta])*
+                #[activity(definition = workflows::community::$definition)]
+                pub async fn $method(
+                    self: Arc<Self>,
+                    ctx: ActivityContext,
+                    $input: $input_type,
+                ) -> Result<$output, ActivityError> {
+                    $(self.$before(&$input)?;)?
+                    self.begin(&ctx, $name).await?;
+                    $(self.$check(&$input)?;)?
+                    #[allow(unused_mut, unused_variables)]
+                    let mut $ledger = self.succeeded($name);
+                    $body
+                }
+            )*
+        }
+    };
+}
+
+fake_activities! {
+    register = Register("community.register"):
+        |_ledger, input: RegisterInput| -> RegisteredRequest {
         Ok(RegisteredRequest {
             request_id: input.request_id,
             community_id: community_of(&input.host),
         })
     }
 
-    #[activity(definition = workflows::community::Inventory)]
-    pub async fn inventory(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        _input: RequestRef,
-    ) -> Result<InventorySummary, ActivityError> {
-        self.begin(&ctx, "community.inventory").await?;
-        let _ledger = self.succeeded("community.inventory");
+    inventory = Inventory("community.inventory"):
+        |_ledger, _input: RequestRef| -> InventorySummary {
         Ok(InventorySummary {
             digest: FROZEN_DIGEST.to_string(),
             tables: vec![TableCount {
@@ -259,14 +366,8 @@ impl FakeStores {
         })
     }
 
-    #[activity(definition = workflows::community::RecordApproval)]
-    pub async fn record_approval(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        input: ApprovalInput,
-    ) -> Result<ApprovalRecord, ActivityError> {
-        self.begin(&ctx, "community.record_approval").await?;
-        let mut ledger = self.succeeded("community.record_approval");
+    record_approval = RecordApproval("community.record_approval"):
+        |ledger, input: ApprovalInput| -> ApprovalRecord {
         ledger.approvals.push(input.clone());
         Ok(ApprovalRecord {
             approved_by: input.approval.approved_by,
@@ -277,38 +378,17 @@ impl FakeStores {
         })
     }
 
-    #[activity(definition = workflows::community::RecordEvent)]
-    pub async fn record_event(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        input: EventInput,
-    ) -> Result<(), ActivityError> {
-        self.begin(&ctx, "community.record_event").await?;
-        self.succeeded("community.record_event")
-            .events
-            .push(input.event);
+    record_event = RecordEvent("community.record_event"):
+        |ledger, input: EventInput| -> () {
+        ledger.events.push(input.event);
         Ok(())
     }
 
-    #[activity(definition = workflows::community::Preflight)]
-    pub async fn preflight(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        _input: RequestRef,
-    ) -> Result<(), ActivityError> {
-        self.begin(&ctx, "community.preflight").await?;
-        let _ledger = self.succeeded("community.preflight");
+    preflight = Preflight("community.preflight"): |_ledger, _input: RequestRef| -> () {
         Ok(())
     }
 
-    #[activity(definition = workflows::community::Fence)]
-    pub async fn fence(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        _input: RequestRef,
-    ) -> Result<FenceOutcome, ActivityError> {
-        self.begin(&ctx, "community.fence").await?;
-        let mut ledger = self.succeeded("community.fence");
+    fence = Fence("community.fence"): |ledger, _input: RequestRef| -> FenceOutcome {
         ledger.quiescing = true;
         ledger.fenced = true;
         ledger.generation += 1;
@@ -317,27 +397,14 @@ impl FakeStores {
         })
     }
 
-    #[activity(definition = workflows::community::Drain)]
-    pub async fn drain(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        _input: RequestRef,
-    ) -> Result<DrainOutcome, ActivityError> {
-        self.begin(&ctx, "community.drain").await?;
-        let _ledger = self.succeeded("community.drain");
+    drain = Drain("community.drain"): |_ledger, _input: RequestRef| -> DrainOutcome {
         Ok(DrainOutcome {
             disconnect_receivers: 2,
         })
     }
 
-    #[activity(definition = workflows::community::FreezeManifest)]
-    pub async fn freeze_manifest(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        _input: RequestRef,
-    ) -> Result<ManifestSummary, ActivityError> {
-        self.begin(&ctx, "community.freeze_manifest").await?;
-        let ledger = self.succeeded("community.freeze_manifest");
+    freeze_manifest = FreezeManifest("community.freeze_manifest"):
+        |ledger, _input: RequestRef| -> ManifestSummary {
         Ok(ManifestSummary {
             chunks: ledger.chunks,
             versions: ledger.chunks * VERSIONS_PER_CHUNK,
@@ -345,31 +412,8 @@ impl FakeStores {
         })
     }
 
-    #[activity(definition = workflows::community::DeleteChunks)]
-    pub async fn delete_chunks(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        input: DeleteChunksInput,
-    ) -> Result<DeleteProgress, ActivityError> {
-        {
-            let mut ledger = self.ledger();
-            if ledger.failures_before_marker > 0 {
-                ledger.failures_before_marker -= 1;
-                *ledger
-                    .attempts
-                    .entry("community.delete_chunks")
-                    .or_default() += 1;
-                return Err(ActivityError::application(
-                    ApplicationFailure::builder("evidence does not match the request (fake)")
-                        .type_name(PERMANENT_FAILURE_TYPE.to_string())
-                        .non_retryable(true)
-                        .build(),
-                ));
-            }
-            ledger.irreversible = true;
-        }
-        self.begin(&ctx, "community.delete_chunks").await?;
-        let mut ledger = self.succeeded("community.delete_chunks");
+    delete_chunks = DeleteChunks("community.delete_chunks"):
+        |ledger, input: DeleteChunksInput| -> DeleteProgress, before claim_the_marker {
         let pending: Vec<u64> = (0..ledger.chunks)
             .filter(|chunk| !ledger.chunk_stamps.contains_key(chunk))
             .take(usize::try_from(input.max_chunks).unwrap_or(usize::MAX))
@@ -386,14 +430,8 @@ impl FakeStores {
         })
     }
 
-    #[activity(definition = workflows::community::PurgePostgres)]
-    pub async fn purge_postgres(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        _input: PurgeInput,
-    ) -> Result<PurgeReport, ActivityError> {
-        self.begin(&ctx, "community.purge_postgres").await?;
-        let _ledger = self.succeeded("community.purge_postgres");
+    purge_postgres = PurgePostgres("community.purge_postgres"):
+        |_ledger, _input: PurgeInput| -> PurgeReport {
         Ok(PurgeReport {
             tables: vec![TableCount {
                 table: "buzz.events".into(),
@@ -403,35 +441,13 @@ impl FakeStores {
         })
     }
 
-    #[activity(definition = workflows::community::PurgeCache)]
-    pub async fn purge_cache(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        _input: RequestRef,
-    ) -> Result<CacheReport, ActivityError> {
-        self.begin(&ctx, "community.purge_cache").await?;
-        let _ledger = self.succeeded("community.purge_cache");
+    purge_cache = PurgeCache("community.purge_cache"):
+        |_ledger, _input: RequestRef| -> CacheReport {
         Ok(CacheReport { keys_unlinked: 7 })
     }
 
-    #[activity(definition = workflows::community::Verify)]
-    pub async fn verify(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        _input: RequestRef,
-    ) -> Result<VerificationReport, ActivityError> {
-        self.begin(&ctx, "community.verify").await?;
-        if let Some(late) = self.ledger().late_versions.first().cloned() {
-            return Err(ActivityError::application(
-                ApplicationFailure::builder(format!(
-                    "late object version: {late} appeared after the manifest was frozen"
-                ))
-                .type_name(LATE_OBJECT_VERSION_FAILURE_TYPE.to_string())
-                .non_retryable(true)
-                .build(),
-            ));
-        }
-        let _ledger = self.succeeded("community.verify");
+    verify = Verify("community.verify"):
+        |_ledger, _input: RequestRef| -> VerificationReport, check refuse_late_versions {
         Ok(VerificationReport {
             tables_checked: 6,
             prefixes_checked: 3,
@@ -439,14 +455,8 @@ impl FakeStores {
         })
     }
 
-    #[activity(definition = workflows::community::DeleteLateVersions)]
-    pub async fn delete_late_versions(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        _input: RequestRef,
-    ) -> Result<LateVersionsReport, ActivityError> {
-        self.begin(&ctx, "community.delete_late_versions").await?;
-        let mut ledger = self.succeeded("community.delete_late_versions");
+    delete_late_versions = DeleteLateVersions("community.delete_late_versions"):
+        |ledger, _input: RequestRef| -> LateVersionsReport {
         let deleted = std::mem::take(&mut ledger.late_versions);
         ledger.late_versions_deleted += deleted.len() as u64;
         Ok(LateVersionsReport {
@@ -455,43 +465,13 @@ impl FakeStores {
         })
     }
 
-    #[activity(definition = workflows::community::Complete)]
-    pub async fn complete(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        _input: RequestRef,
-    ) -> Result<(), ActivityError> {
-        self.begin(&ctx, "community.complete").await?;
-        self.succeeded("community.complete").completed = true;
+    complete = Complete("community.complete"): |ledger, _input: RequestRef| -> () {
+        ledger.completed = true;
         Ok(())
     }
 
-    #[activity(definition = workflows::community::Abort)]
-    pub async fn abort(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        input: AbortInput,
-    ) -> Result<AbortOutcome, ActivityError> {
-        self.begin(&ctx, "community.abort").await?;
-        {
-            let mut ledger = self.ledger();
-            if ledger.irreversible {
-                let reason = "request passed the irreversible point (stage drained); it can no \
-                              longer be aborted and runs to completion";
-                // The store commits the refusal to the audit trail before refusing.
-                ledger.events.push(RequestEvent::AbortRefused {
-                    actor: input.abort.actor.clone(),
-                    reason: reason.to_string(),
-                });
-                return Err(ActivityError::application(
-                    ApplicationFailure::builder(reason)
-                        .type_name(ABORT_REFUSED_FAILURE_TYPE.to_string())
-                        .non_retryable(true)
-                        .build(),
-                ));
-            }
-        }
-        let mut ledger = self.succeeded("community.abort");
+    abort = Abort("community.abort"):
+        |ledger, input: AbortInput| -> AbortOutcome, check refuse_abort_past_the_marker {
         ledger.quiescing = false;
         ledger.fenced = false;
         ledger.generation += 1;
@@ -502,14 +482,8 @@ impl FakeStores {
     }
 
     /// Records the abort's signature (the fake verifies nothing).
-    #[activity(definition = workflows::community::AcceptAbort)]
-    pub async fn accept_abort(
-        self: Arc<Self>,
-        ctx: ActivityContext,
-        input: AbortInput,
-    ) -> Result<AbortRequest, ActivityError> {
-        self.begin(&ctx, "community.accept_abort").await?;
-        let _ledger = self.succeeded("community.accept_abort");
+    accept_abort = AcceptAbort("community.accept_abort"):
+        |_ledger, input: AbortInput| -> AbortRequest {
         Ok(input.abort)
     }
 }

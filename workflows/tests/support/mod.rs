@@ -18,10 +18,12 @@ use temporalio_client::{
 use temporalio_common::data_converters::RawValue;
 use temporalio_common::protos::temporal::api::common::v1::Payload;
 use temporalio_common::protos::temporal::api::enums::v1::IndexedValueType;
+use temporalio_common::protos::temporal::api::history::v1::HistoryEvent;
 use temporalio_common::protos::temporal::api::history::v1::history_event::Attributes;
 use temporalio_common::protos::temporal::api::operatorservice::v1::AddSearchAttributesRequest;
 use temporalio_common::protos::temporal::api::testservice::v1::UnlockTimeSkippingRequest;
 use temporalio_common::telemetry::{Logger, TelemetryOptions};
+use temporalio_common::{HasWorkflowDefinition, SignalDefinition, UpdateDefinition};
 use temporalio_sdk::runtime::RuntimeOptions;
 use temporalio_sdk::workflow_replayer::{WorkflowReplayer, WorkflowReplayerOptions};
 use temporalio_sdk::{Runtime, Worker, WorkerOptions};
@@ -35,6 +37,9 @@ use workflows::operator::{Action, Kind, SignedAction};
 use workflows::search;
 
 use fakes::FakeStores;
+
+/// The workflow definition messages of a `CommunityDeletion` handle are declared on.
+type Run = <CommunityDeletion as HasWorkflowDefinition>::Run;
 
 /// A statement as `name`'s key would sign it: the fake activities verify no signature, so the
 /// fingerprint stands for the key (one per name, trimmed and lowercased, as the registry's
@@ -141,6 +146,15 @@ where
     server.shutdown().await.expect("stop test server");
 }
 
+/// [`run_deletion`] with the default tuning.
+pub async fn run<F, Fut>(fakes: FakeStores, body: F)
+where
+    F: FnOnce(Deletion) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    run_deletion(fakes, Tuning::default(), body).await;
+}
+
 impl Deletion {
     /// A handle on the latest run (queries, updates and signals follow continue-as-new).
     pub fn handle(&self) -> WorkflowHandle<Client, CommunityDeletion> {
@@ -191,6 +205,11 @@ impl Deletion {
         }
     }
 
+    /// Waits until the request is blocked.
+    pub async fn wait_blocked(&self) -> DeletionStatus {
+        self.wait_for("blocked", |s| s.blocked.is_some()).await
+    }
+
     /// Waits until `activity` has started at least once.
     pub async fn wait_for_activity(&self, activity: &str) {
         let deadline = Instant::now() + PATIENCE;
@@ -217,81 +236,99 @@ impl Deletion {
         }
     }
 
+    /// Waits for the approval point and approves the frozen digest as `approver`.
+    pub async fn approve_frozen(&self, approver: &str) {
+        self.await_approval().await;
+        self.approve(approver, fakes::FROZEN_DIGEST)
+            .await
+            .expect("approve the frozen digest");
+    }
+
+    /// Lets time skip and waits for the result, which must be retention-pending.
+    pub async fn runs_to_retention(&self) -> DeletionStatus {
+        self.unlock_time_skipping().await;
+        let done = self.result().await.expect("the deletion completes");
+        assert_eq!(done.phase, Phase::RetentionPending);
+        done
+    }
+
     pub async fn await_approval(&self) -> DeletionStatus {
         self.wait_for("awaiting_approval", |s| s.phase == Phase::AwaitingApproval)
             .await
     }
 
-    pub async fn approve(&self, by: &str, digest: &str) -> Result<ApprovalRecord, String> {
+    /// `by`'s approval of `digest`, signed as the fakes accept it.
+    fn approve_request(&self, by: &str, digest: &str) -> ApproveRequest {
+        ApproveRequest {
+            approved_by: by.into(),
+            digest: digest.into(),
+            note: None,
+            signed: Some(fake_signed(
+                Action::Approve,
+                by,
+                self.request_id,
+                Some(digest),
+            )),
+        }
+    }
+
+    /// `actor`'s abort, signed as the fakes accept it.
+    fn abort_request(&self, actor: &str, reason: &str) -> AbortRequest {
+        AbortRequest {
+            actor: actor.into(),
+            reason: reason.into(),
+            signed: Some(fake_signed(Action::Abort, actor, self.request_id, None)),
+        }
+    }
+
+    /// Runs `update` with `input` on the latest run; a refusal as its text and debug form.
+    async fn update<U>(&self, update: U, input: U::Input) -> Result<U::Output, String>
+    where
+        U: UpdateDefinition<Workflow = Run>,
+        U::Input: Send,
+    {
         self.handle()
-            .execute_update(
-                CommunityDeletion::approve_update,
-                ApproveRequest {
-                    approved_by: by.into(),
-                    digest: digest.into(),
-                    note: None,
-                    signed: Some(fake_signed(
-                        Action::Approve,
-                        by,
-                        self.request_id,
-                        Some(digest),
-                    )),
-                },
-                WorkflowExecuteUpdateOptions::default(),
-            )
+            .execute_update(update, input, WorkflowExecuteUpdateOptions::default())
             .await
             .map_err(|e| format!("{e} / {e:?}"))
+    }
+
+    /// Sends `signal` as the JSON an operator types for `message`.
+    async fn signal_json<S>(&self, signal: S, message: &impl serde::Serialize)
+    where
+        S: SignalDefinition<Workflow = Run, Input = RawValue>,
+    {
+        self.handle()
+            .signal(
+                signal,
+                json_input(message),
+                WorkflowSignalOptions::default(),
+            )
+            .await
+            .expect("send signal");
+    }
+
+    pub async fn approve(&self, by: &str, digest: &str) -> Result<ApprovalRecord, String> {
+        let request = self.approve_request(by, digest);
+        self.update(CommunityDeletion::approve_update, request)
+            .await
     }
 
     pub async fn signal_approve(&self, by: &str, digest: &str) {
-        self.handle()
-            .signal(
-                CommunityDeletion::approve_signal,
-                json_input(&ApproveRequest {
-                    approved_by: by.into(),
-                    digest: digest.into(),
-                    note: None,
-                    signed: Some(fake_signed(
-                        Action::Approve,
-                        by,
-                        self.request_id,
-                        Some(digest),
-                    )),
-                }),
-                WorkflowSignalOptions::default(),
-            )
-            .await
-            .expect("send approve signal");
+        let request = self.approve_request(by, digest);
+        self.signal_json(CommunityDeletion::approve_signal, &request)
+            .await;
     }
 
     pub async fn abort(&self, actor: &str, reason: &str) -> Result<Phase, String> {
-        self.handle()
-            .execute_update(
-                CommunityDeletion::abort_update,
-                AbortRequest {
-                    actor: actor.into(),
-                    reason: reason.into(),
-                    signed: Some(fake_signed(Action::Abort, actor, self.request_id, None)),
-                },
-                WorkflowExecuteUpdateOptions::default(),
-            )
-            .await
-            .map_err(|e| format!("{e} / {e:?}"))
+        let request = self.abort_request(actor, reason);
+        self.update(CommunityDeletion::abort_update, request).await
     }
 
     pub async fn signal_abort(&self, actor: &str, reason: &str) {
-        self.handle()
-            .signal(
-                CommunityDeletion::abort_signal,
-                json_input(&AbortRequest {
-                    actor: actor.into(),
-                    reason: reason.into(),
-                    signed: Some(fake_signed(Action::Abort, actor, self.request_id, None)),
-                }),
-                WorkflowSignalOptions::default(),
-            )
-            .await
-            .expect("send abort signal");
+        let request = self.abort_request(actor, reason);
+        self.signal_json(CommunityDeletion::abort_signal, &request)
+            .await;
     }
 
     /// Sends signal `name` with exactly these payloads, as the Web UI or `temporal workflow
@@ -308,18 +345,13 @@ impl Deletion {
     }
 
     pub async fn unblock(&self, actor: &str, reason: &str) -> Result<Phase, String> {
-        self.handle()
-            .execute_update(
-                CommunityDeletion::unblock_update,
-                UnblockRequest {
-                    actor: actor.into(),
-                    reason: reason.into(),
-                    signed: Some(fake_signed(Action::Unblock, actor, self.request_id, None)),
-                },
-                WorkflowExecuteUpdateOptions::default(),
-            )
+        let request = UnblockRequest {
+            actor: actor.into(),
+            reason: reason.into(),
+            signed: Some(fake_signed(Action::Unblock, actor, self.request_id, None)),
+        };
+        self.update(CommunityDeletion::unblock_update, request)
             .await
-            .map_err(|e| format!("{e} / {e:?}"))
     }
 
     /// Requests workflow cancellation, as the Web UI's "Cancel" does.
@@ -384,13 +416,7 @@ impl Deletion {
     pub async fn events_per_run(&self) -> Vec<usize> {
         let mut counts = Vec::new();
         for run in self.run_ids().await {
-            let events = self
-                .run_handle(&run)
-                .fetch_history(Default::default())
-                .into_events()
-                .await
-                .expect("fetch run history");
-            counts.push(events.len());
+            counts.push(self.run_events(&run).await.len());
         }
         counts
     }
@@ -398,13 +424,7 @@ impl Deletion {
     /// Replays every run's history against the current workflow code; fails on any
     /// nondeterminism (a command sequence the code would not produce again).
     pub async fn replay_every_run(&self) {
-        let replayer = WorkflowReplayer::new(
-            WorkflowReplayerOptions::new()
-                .register_workflow::<CommunityDeletion>()
-                .expect("register CommunityDeletion for replay")
-                .build(),
-        )
-        .expect("replayer");
+        let replayer = replayer();
         for run in self.run_ids().await {
             let history = self.run_handle(&run).fetch_history(Default::default());
             replayer
@@ -418,12 +438,7 @@ impl Deletion {
     async fn run_ids(&self) -> Vec<String> {
         let mut runs = vec![self.first_run_id.clone()];
         while let Some(run) = runs.last() {
-            let events = self
-                .run_handle(run)
-                .fetch_history(Default::default())
-                .into_events()
-                .await
-                .expect("fetch run history");
+            let events = self.run_events(run).await;
             match events.last().and_then(|e| e.attributes.clone()) {
                 Some(Attributes::WorkflowExecutionContinuedAsNewEventAttributes(next)) => {
                     runs.push(next.new_execution_run_id)
@@ -432,6 +447,15 @@ impl Deletion {
             }
         }
         runs
+    }
+
+    /// The history events of one run.
+    async fn run_events(&self, run: &str) -> Vec<HistoryEvent> {
+        self.run_handle(run)
+            .fetch_history(Default::default())
+            .into_events()
+            .await
+            .expect("fetch run history")
     }
 
     fn run_handle(&self, run: &str) -> WorkflowHandle<Client, CommunityDeletion> {
@@ -444,6 +468,17 @@ impl Deletion {
                 .build(),
         )
     }
+}
+
+/// A replayer of `CommunityDeletion` histories against the current workflow code.
+pub fn replayer() -> WorkflowReplayer {
+    WorkflowReplayer::new(
+        WorkflowReplayerOptions::new()
+            .register_workflow::<CommunityDeletion>()
+            .expect("register CommunityDeletion for replay")
+            .build(),
+    )
+    .expect("replayer")
 }
 
 /// The `temporal-test-server` binary: `TEMPORAL_TEST_SERVER_EXE`, else the one

@@ -2,10 +2,11 @@
 //! Temporal (a new attempt, a new generation, continuing from what is logged); permanent ones are
 //! saved on the stage row as its failure, with the remedy, and the run stops there.
 
+use crate::store::RequestError;
 use uuid::Uuid;
 
 use crate::cache::CacheError;
-use crate::failure::{Classified, Report, Severity};
+use crate::failure::{Classified, Report, Severity, variants};
 use crate::objects::ObjectStoreError;
 use crate::store::StoreError;
 
@@ -137,7 +138,7 @@ impl ErasureError {
     /// Whether a newer attempt superseded this one (it must stop without saving anything).
     pub fn is_stale_generation(&self) -> bool {
         match self {
-            ErasureError::Store(StoreError::StaleGeneration { .. }) => true,
+            ErasureError::Store(StoreError::Request(RequestError::StaleGeneration { .. })) => true,
             ErasureError::UserStore(error) => error.is_stale_generation(),
             _ => false,
         }
@@ -161,16 +162,11 @@ impl Classified for ErasureError {
             ErasureError::Objects(error) => error.severity(),
             ErasureError::Cache(error) => error.severity(),
             ErasureError::Cancelled => Severity::Transient,
-            ErasureError::NotConfigured
-            | ErasureError::NotAUserTarget(_)
-            | ErasureError::NoCommunity(_)
-            | ErasureError::OwnsCommunities { .. }
-            | ErasureError::ForeignObjectKey { .. }
-            | ErasureError::DeclarationsChanged { .. }
-            | ErasureError::UninventoriedCommunities { .. }
-            | ErasureError::NotVerified { .. }
-            | ErasureError::DrainTimeout { .. }
-            | ErasureError::UndeclaredUserKeys { .. } => Severity::Permanent,
+            variants!(
+                ErasureError: NotConfigured, NotAUserTarget, NoCommunity, OwnsCommunities,
+                ForeignObjectKey, DeclarationsChanged, UninventoriedCommunities, NotVerified,
+                DrainTimeout, UndeclaredUserKeys
+            ) => Severity::Permanent,
         }
     }
 

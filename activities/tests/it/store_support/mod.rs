@@ -7,19 +7,34 @@ pub use testkit::operators;
 pub mod private_db;
 pub mod request_flow;
 
+use activities::serving::{ServingError, ServingWriteLease};
 use activities::store::{
-    CatalogInventory, Community, ExecToken, FrozenInventory, Request, Stage, Store,
+    AuditEvent, CatalogInventory, ChunkAck, ChunkProgress, Community, ExecToken, FenceStatus,
+    FrozenInventory, Request, RequestError, Stage, Store, StoreError, StoreResult,
 };
 use activities::taxonomy::{KeyStreamDigest, ManifestEntry, VersionKind, tenant_prefixes};
+use std::time::Duration;
 use uuid::Uuid;
 use workflows::community::contracts::{
-    ApproveRequest, ManifestSummary, PrefixSummary, RegisterInput,
+    AbortRequest, ApproveRequest, ManifestSummary, PrefixSummary, RegisterInput,
 };
 use workflows::operator::{Action, Kind};
 
 /// The requester and approver used by fixtures (two different people).
 pub const REQUESTER: &str = "operator-a";
 pub const APPROVER: &str = "operator-b";
+
+/// How long the fixtures' serving-write leases last.
+pub const LEASE_TTL: Duration = Duration::from_secs(30);
+
+/// How many serving-write leases of `community_id` are live.
+pub async fn live_leases(store: &Store, community_id: Uuid) -> u64 {
+    store
+        .live_serving_writes(community_id)
+        .await
+        .expect("live leases")
+        .count
+}
 
 /// Connections of each store the fixtures open (tests run in parallel on one server).
 const POOL: u32 = 4;
@@ -59,13 +74,12 @@ pub struct Fixture {
 }
 
 impl Fixture {
+    /// The request row.
     pub async fn request(&self) -> Request {
-        self.store
-            .get_request(self.request_id)
-            .await
-            .expect("get request")
+        must(self.store.get_request(self.request_id), "get request").await
     }
 
+    /// The request's community stage.
     pub async fn stage(&self) -> Stage {
         self.request()
             .await
@@ -75,23 +89,172 @@ impl Fixture {
 
     /// Claims the request again (making every older token stale).
     pub async fn claim(&mut self, allowed: &[Stage]) -> ExecToken {
-        self.token = self
-            .store
-            .claim(self.request_id, allowed)
-            .await
-            .expect("claim");
+        self.token = must(self.store.claim(self.request_id, allowed), "claim").await;
         self.token.clone()
+    }
+
+    /// Begins quiescing the community's serving writes under the fixture's token; returns the
+    /// quiesce generation.
+    pub async fn quiesce(&self) -> i64 {
+        must(self.store.begin_quiescing(&self.token), "quiesce").await
+    }
+
+    /// The community's fence, if it has one.
+    pub async fn fence_status(&self) -> Option<FenceStatus> {
+        must(self.store.fence_status(self.community.id), "fence status").await
+    }
+
+    /// A serving-write lease on the community for `operation`, held by `owner` for
+    /// [`LEASE_TTL`].
+    pub async fn acquire_lease(
+        &self,
+        operation: &str,
+        owner: &str,
+    ) -> Result<ServingWriteLease, ServingError> {
+        self.store
+            .serving()
+            .acquire_serving_write_lease(self.community.id, operation, owner, LEASE_TTL)
+            .await
+    }
+
+    /// [`Fixture::acquire_lease`], which must be admitted.
+    pub async fn lease(&self, operation: &str, owner: &str) -> ServingWriteLease {
+        must(self.acquire_lease(operation, owner), "lease admitted").await
+    }
+
+    /// How many serving-write leases of the community are live.
+    pub async fn live_leases(&self) -> u64 {
+        live_leases(&self.store, self.community.id).await
+    }
+
+    /// Marks the irreversible point under the fixture's token.
+    pub async fn mark_irreversible(&self) -> chrono::DateTime<chrono::Utc> {
+        must(
+            self.store.mark_irreversible(&self.token),
+            "irreversible point",
+        )
+        .await
+    }
+
+    /// Announces a destructive call under the fixture's token; whether the irreversible point
+    /// was already marked (so nothing is left pending).
+    pub async fn begin_destructive_call(&self) -> bool {
+        must(self.store.begin_destructive_call(&self.token), "begin call").await
+    }
+
+    /// Withdraws the pending destructive call, recording `detail`; whether one was withdrawn.
+    pub async fn withdraw_destructive_call(&self, detail: serde_json::Value) -> bool {
+        let withdrawn = self.store.withdraw_destructive_call(&self.token, detail);
+        must(withdrawn, "withdraw call").await
+    }
+
+    /// Asks to lift the fence and end the request aborted (see `Store::unfence_for_abort`).
+    pub async fn abort(&self, abort: &AbortRequest) -> StoreResult<i64> {
+        self.store.unfence_for_abort(self.request_id, abort).await
+    }
+
+    /// Asserts that `abort` is refused because the irreversible point was marked, and that the
+    /// request stays `drained`.
+    pub async fn assert_abort_refused_past_the_marker(&self, abort: &AbortRequest) {
+        let refused = self.abort(abort).await;
+        assert_matches!(
+            refused,
+            Err(StoreError::Request(
+                RequestError::IrreversibleStarted { .. }
+            ))
+        );
+        assert_eq!(self.stage().await, Stage::Drained);
+    }
+
+    /// Stamps chunk `chunk_no` with `ack` under the fixture's token; whether this call stamped it.
+    pub async fn stamp(&self, chunk_no: u32, ack: ChunkAck) -> bool {
+        let stamped = self.store.stamp_chunk(&self.token, chunk_no, ack);
+        must(stamped, "stamp chunk").await
+    }
+
+    /// The request's manifest chunks: how many and how many versions are stamped.
+    pub async fn chunk_progress(&self) -> ChunkProgress {
+        must(self.store.chunk_progress(self.request_id), "chunk progress").await
+    }
+
+    /// The request's audit trail, oldest first.
+    pub async fn audit_events(&self) -> Vec<AuditEvent> {
+        must(self.store.audit_events(self.request_id), "audit events").await
+    }
+
+    /// The request's audit events named `name`, oldest first.
+    pub async fn events_named(&self, name: &str) -> Vec<AuditEvent> {
+        let mut events = self.audit_events().await;
+        events.retain(|event| event.event == name);
+        events
     }
 }
 
-/// Registers a request for a fresh community (with `rows` demo rows per table) and claims it.
-pub async fn submitted(store: &Store, rows: u64) -> Fixture {
+/// The value of a fixture's store call, which must succeed (a panic names the call when not).
+async fn must<T, E: std::fmt::Debug>(call: impl Future<Output = Result<T, E>>, what: &str) -> T {
+    call.await
+        .unwrap_or_else(|error| panic!("{what}: {error:?}"))
+}
+
+/// A fresh community with `rows` demo rows per table.
+pub async fn seeded_community(store: &Store, rows: u64) -> Community {
     let community = community(store).await;
     if rows > 0 {
         demo::seed_rows(store, community.id, rows)
             .await
             .expect("seed rows");
     }
+    community
+}
+
+/// Runs one statement on `store`, panicking with the statement when it fails.
+pub async fn exec(store: &Store, sql: &str) {
+    let mut conn = store.pool().acquire().await.expect("a pooled session");
+    exec_in(&mut conn, sql).await;
+}
+
+/// Runs one statement on `conn` (a transaction's, so that what it creates is seen by no other
+/// test), panicking with the statement when it fails.
+pub async fn exec_in(conn: &mut sqlx::PgConnection, sql: &str) {
+    sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+        .execute(conn)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// Asserts that no row of `community_id` is left in any tenant table.
+pub async fn assert_no_rows_left(store: &Store, community_id: Uuid) {
+    let left = store
+        .count_community_rows(community_id)
+        .await
+        .expect("count the community's rows");
+    assert!(left.iter().all(|count| count.rows == 0), "{left:?}");
+}
+
+/// Runs `sql` on `store`, which must refuse it: the SQLSTATE of the refusal, and the refusal.
+pub async fn refused_sqlstate(store: &Store, sql: &str) -> (Option<String>, sqlx::Error) {
+    let refused = sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+        .execute(store.pool())
+        .await
+        .expect_err("the statement must be refused");
+    let code = refused
+        .as_database_error()
+        .and_then(|e| e.code())
+        .map(|c| c.into_owned());
+    (code, refused)
+}
+
+/// Asserts that `actual` seconds are `expected` seconds, give or take the test's own time.
+pub fn assert_about(actual: u64, expected: u64, what: &str) {
+    assert!(
+        (expected..=expected + 5).contains(&actual),
+        "{what}: {actual} s, expected {expected} s (+5 s for the test's own time)"
+    );
+}
+
+/// Registers a request for a fresh community (with `rows` demo rows per table) and claims it.
+pub async fn submitted(store: &Store, rows: u64) -> Fixture {
+    let community = seeded_community(store, rows).await;
     register_and_claim(store, &community, "test").await
 }
 
@@ -157,6 +320,15 @@ pub async fn signed_approval(
             host,
             Some(digest),
         )),
+    }
+}
+
+/// What DeleteObjects acknowledged of a chunk: `deleted` versions deleted and `already_missing`
+/// already gone.
+pub fn chunk_ack(deleted: u64, already_missing: u64) -> ChunkAck {
+    ChunkAck {
+        deleted,
+        already_missing,
     }
 }
 

@@ -56,6 +56,14 @@ pub async fn private_db_as_worker(tag: &str) -> RoleStores {
     }
 }
 
+/// Runs `test` with the owner's and the worker role's stores on a private database of its own
+/// (see [`private_db_as_worker`]), then drops the database.
+pub async fn with_private_db_as_worker(tag: &str, test: impl AsyncFnOnce(Store, Store)) {
+    let db = private_db_as_worker(tag).await;
+    test(db.owner.clone(), db.worker.clone()).await;
+    db.drop_database().await;
+}
+
 impl RoleStores {
     /// Closes both pools and drops the database.
     pub async fn drop_database(self) {

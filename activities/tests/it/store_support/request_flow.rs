@@ -4,6 +4,7 @@
 
 use activities::store::{Community, FrozenInventory, Stage, Store, StoreResult};
 use activities::taxonomy::tenant_prefixes;
+use certificate::receipt::Receipt;
 use workflows::community::contracts::PurgeReport;
 
 use super::{APPROVER, Fixture, empty_prefix, media_manifest, register_and_claim, signed_approval};
@@ -90,15 +91,55 @@ impl Fixture {
     /// half of the cache purge, with no key to unlink); returns the token it ran under.
     pub async fn record_cache_purged(&mut self) -> activities::store::ExecToken {
         let token = self.claim(&[Stage::PostgresPurged]).await;
-        self.store
-            .advance(
-                &token,
-                Stage::PostgresPurged,
-                Stage::CachePurged,
-                serde_json::json!({}),
-            )
+        self.advance(Stage::PostgresPurged, Stage::CachePurged)
             .await
             .expect("cache purged");
         token
+    }
+
+    /// Advances the request from `from` to `to` under the fixture's token, with empty facts.
+    pub async fn advance(&self, from: Stage, to: Stage) -> StoreResult<()> {
+        self.store
+            .advance(&self.token, from, to, serde_json::json!({}))
+            .await
+    }
+
+    /// From `postgres_purged` (claimed there): the cache purge and the verification advances with
+    /// empty facts, as a worker that records no scope verification leaves the request at
+    /// `logically_verified`.
+    pub async fn advance_to_verified(&self) {
+        for (from, to) in [
+            (Stage::PostgresPurged, Stage::CachePurged),
+            (Stage::CachePurged, Stage::LogicallyVerified),
+        ] {
+            self.advance(from, to).await.expect("advance");
+        }
+    }
+
+    /// Asserts that the request's certificate, read through `store`, audits clean against the
+    /// stack's receipt key.
+    pub async fn assert_certificate_audits_clean(&self, store: &Store) {
+        let ring = certificate::keys::KeyRing::new(vec![
+            testkit::env::receipt_key().signing_key().public_key(),
+        ]);
+        let audit = store
+            .audit_certificate(self.request_id, &ring)
+            .await
+            .expect("audit");
+        assert!(audit.problems.is_empty(), "{:?}", audit.problems);
+    }
+
+    /// Completes the request through `signing` (a store holding the receipt key) and returns
+    /// the receipt it signed.
+    pub async fn complete_with_receipt(&self, signing: &Store) -> Receipt {
+        signing
+            .complete_with_receipt(&self.token, serde_json::json!({}))
+            .await
+            .expect("complete with its receipt");
+        signing
+            .certificate(self.request_id, None)
+            .await
+            .expect("certificate")
+            .receipt
     }
 }

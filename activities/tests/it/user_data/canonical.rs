@@ -5,11 +5,12 @@
 //! to any shipped declared table; and the migration refuses to run while existing rows violate
 //! the rule, naming each table and count, changing nothing, and runs once they are canonicalised.
 
+use activities::store::{CatalogError, SchemaError};
 use activities::store::{MIGRATOR, Store, StoreError};
 use uuid::Uuid;
 
 use super::{assert_refused, declarations_after, declare, exec, shipped};
-use crate::store_support::private_db::private_db_as_worker;
+use crate::store_support::private_db::with_private_db_as_worker;
 use crate::store_support::{community, serving_store, store};
 
 /// A fresh canonical pubkey.
@@ -35,105 +36,104 @@ const NOT_GUARANTEED: &str = "declared user column \"reactor\" is not guaranteed
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_declared_column_without_the_lowercase_guarantee_is_refused_naming_it() {
-    let db = private_db_as_worker("canonical").await;
-    let (owner, worker) = (db.owner.clone(), db.worker.clone());
-    let cleanup = ["buzz.reactions"];
+    with_private_db_as_worker("canonical", async |owner, worker| {
+        let cleanup = ["buzz.reactions"];
 
-    // Declared, but nothing keeps upper case out: refused, naming table, column and remedy.
-    let read = declarations_after(&owner, &worker, &declared_reactions(&[]), &cleanup).await;
-    let message = read
-        .as_ref()
-        .err()
-        .map(ToString::to_string)
-        .unwrap_or_default();
-    assert_refused(read, "buzz.reactions", NOT_GUARANTEED);
-    for named in [
-        "it has no CHECK constraint",
-        "ALTER TABLE \"buzz\".\"reactions\" ADD CHECK (\"reactor\" ~ '^[0-9a-f]{64}$')",
-    ] {
-        assert!(message.contains(named), "{named}: {message}");
-    }
+        // Declared, but nothing keeps upper case out: refused, naming table, column and remedy.
+        let read = declarations_after(&owner, &worker, &declared_reactions(&[]), &cleanup).await;
+        let message = read
+            .as_ref()
+            .err()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        assert_refused(read, "buzz.reactions", NOT_GUARANTEED);
+        for named in [
+            "it has no CHECK constraint",
+            "ALTER TABLE \"buzz\".\"reactions\" ADD CHECK (\"reactor\" ~ '^[0-9a-f]{64}$')",
+        ] {
+            assert!(message.contains(named), "{named}: {message}");
+        }
 
-    // CHECK constraints that are not the guarantee.
-    for check in [
-        "ALTER TABLE buzz.reactions ADD CHECK (reactor ~* '^[0-9a-f]{64}$')",
-        "ALTER TABLE buzz.reactions ADD CHECK (reactor ~ '^[0-9a-fA-F]{64}$')",
-        "ALTER TABLE buzz.reactions ADD CHECK (length(reactor) = 64)",
-        "ALTER TABLE buzz.reactions ADD CHECK (reactor ~ '^[0-9a-f]{64}$' OR seq > 0)",
-    ] {
+        // CHECK constraints that are not the guarantee.
+        for check in [
+            "ALTER TABLE buzz.reactions ADD CHECK (reactor ~* '^[0-9a-f]{64}$')",
+            "ALTER TABLE buzz.reactions ADD CHECK (reactor ~ '^[0-9a-fA-F]{64}$')",
+            "ALTER TABLE buzz.reactions ADD CHECK (length(reactor) = 64)",
+            "ALTER TABLE buzz.reactions ADD CHECK (reactor ~ '^[0-9a-f]{64}$' OR seq > 0)",
+        ] {
+            let read =
+                declarations_after(&owner, &worker, &declared_reactions(&[check]), &cleanup).await;
+            assert_refused(
+                read,
+                "buzz.reactions",
+                "are not exactly the canonical comparison",
+            );
+        }
+
+        // The comparison, but NOT VALID: the rows already there were never checked.
+        let not_valid = "ALTER TABLE buzz.reactions ADD CONSTRAINT reactions_reactor_canonical \
+                     CHECK (reactor ~ '^[0-9a-f]{64}$') NOT VALID";
         let read =
-            declarations_after(&owner, &worker, &declared_reactions(&[check]), &cleanup).await;
+            declarations_after(&owner, &worker, &declared_reactions(&[not_valid]), &cleanup).await;
         assert_refused(
             read,
             "buzz.reactions",
-            "are not exactly the canonical comparison",
+            "\"reactions_reactor_canonical\" is NOT VALID",
         );
-    }
 
-    // The comparison, but NOT VALID: the rows already there were never checked.
-    let not_valid = "ALTER TABLE buzz.reactions ADD CONSTRAINT reactions_reactor_canonical \
-                     CHECK (reactor ~ '^[0-9a-f]{64}$') NOT VALID";
-    let read =
-        declarations_after(&owner, &worker, &declared_reactions(&[not_valid]), &cleanup).await;
-    assert_refused(
-        read,
-        "buzz.reactions",
-        "\"reactions_reactor_canonical\" is NOT VALID",
-    );
+        // NO INHERIT leaves an inheritance child unguarded: both are named, each with its reason.
+        let mut statements = declared_reactions(&[
+            "ALTER TABLE buzz.reactions ADD CHECK (reactor ~ '^[0-9a-f]{64}$') NO INHERIT",
+        ]);
+        statements.push("CREATE TABLE buzz.reactions_old () INHERITS (buzz.reactions)".to_owned());
+        statements.extend(declare("buzz.reactions_old", "reactor"));
+        let read = declarations_after(&owner, &worker, &statements, &cleanup).await;
+        let problems = match read {
+            Err(StoreError::Catalog(CatalogError::UserDataUndeclared { tables, problems })) => {
+                assert_eq!(tables, ["buzz.reactions", "buzz.reactions_old"]);
+                problems
+            }
+            other => panic!("NO INHERIT: expected UserDataUndeclared, got {other:?}"),
+        };
+        assert!(
+            problems[0].starts_with("buzz.reactions: ")
+                && problems[0].contains("are not exactly the canonical comparison"),
+            "{problems:?}"
+        );
+        assert!(
+            problems[1].starts_with(&format!("buzz.reactions_old: {NOT_GUARANTEED}"))
+                && problems[1].contains("it has no CHECK constraint"),
+            "{problems:?}"
+        );
 
-    // NO INHERIT leaves an inheritance child unguarded: both are named, each with its reason.
-    let mut statements = declared_reactions(&[
-        "ALTER TABLE buzz.reactions ADD CHECK (reactor ~ '^[0-9a-f]{64}$') NO INHERIT",
-    ]);
-    statements.push("CREATE TABLE buzz.reactions_old () INHERITS (buzz.reactions)".to_owned());
-    statements.extend(declare("buzz.reactions_old", "reactor"));
-    let read = declarations_after(&owner, &worker, &statements, &cleanup).await;
-    let problems = match read {
-        Err(StoreError::UserDataUndeclared { tables, problems }) => {
-            assert_eq!(tables, ["buzz.reactions", "buzz.reactions_old"]);
-            problems
-        }
-        other => panic!("NO INHERIT: expected UserDataUndeclared, got {other:?}"),
-    };
-    assert!(
-        problems[0].starts_with("buzz.reactions: ")
-            && problems[0].contains("are not exactly the canonical comparison"),
-        "{problems:?}"
-    );
-    assert!(
-        problems[1].starts_with(&format!("buzz.reactions_old: {NOT_GUARANTEED}"))
-            && problems[1].contains("it has no CHECK constraint"),
-        "{problems:?}"
-    );
-
-    // The guarantee: listed. On a partitioned or inheritance parent it covers every child.
-    let guarantee = "ALTER TABLE buzz.reactions ADD CHECK (reactor ~ '^[0-9a-f]{64}$')";
-    let mut statements = declared_reactions(&[guarantee]);
-    statements.push("CREATE TABLE buzz.reactions_old () INHERITS (buzz.reactions)".to_owned());
-    statements.extend(declare("buzz.reactions_old", "reactor"));
-    let read = declarations_after(&owner, &worker, &statements, &cleanup).await;
-    let listed = read.unwrap_or_else(|e| panic!("a guaranteed column: {e}"));
-    assert_eq!(
-        listed
-            .iter()
-            .find(|d| d.table == "buzz.reactions")
-            .map(|d| d.user_column.clone()),
-        Some(Some("reactor".to_owned()))
-    );
-    // A varchar column and the class spelled the other way round are the same guarantee.
-    let read = declarations_after(
-        &owner,
-        &worker,
-        &declared_reactions(&[
-            "ALTER TABLE buzz.reactions ALTER COLUMN reactor TYPE varchar(64)",
-            "ALTER TABLE buzz.reactions ADD CHECK (reactor ~ '^[a-f0-9]{64}$')",
-        ]),
-        &cleanup,
-    )
+        // The guarantee: listed. On a partitioned or inheritance parent it covers every child.
+        let guarantee = "ALTER TABLE buzz.reactions ADD CHECK (reactor ~ '^[0-9a-f]{64}$')";
+        let mut statements = declared_reactions(&[guarantee]);
+        statements.push("CREATE TABLE buzz.reactions_old () INHERITS (buzz.reactions)".to_owned());
+        statements.extend(declare("buzz.reactions_old", "reactor"));
+        let read = declarations_after(&owner, &worker, &statements, &cleanup).await;
+        let listed = read.unwrap_or_else(|e| panic!("a guaranteed column: {e}"));
+        assert_eq!(
+            listed
+                .iter()
+                .find(|d| d.table == "buzz.reactions")
+                .map(|d| d.user_column.clone()),
+            Some(Some("reactor".to_owned()))
+        );
+        // A varchar column and the class spelled the other way round are the same guarantee.
+        let read = declarations_after(
+            &owner,
+            &worker,
+            &declared_reactions(&[
+                "ALTER TABLE buzz.reactions ALTER COLUMN reactor TYPE varchar(64)",
+                "ALTER TABLE buzz.reactions ADD CHECK (reactor ~ '^[a-f0-9]{64}$')",
+            ]),
+            &cleanup,
+        )
+        .await;
+        assert!(read.is_ok(), "{read:?}");
+    })
     .await;
-    assert!(read.is_ok(), "{read:?}");
-
-    db.drop_database().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -326,7 +326,7 @@ async fn the_migration_refuses_to_run_while_rows_violate_it_naming_table_and_cou
     // Refused, naming each table with its count and the remedy; nothing changed.
     let refused = migrate_once(&db.owner).await;
     let message = match &refused {
-        Err(error @ StoreError::Migrate(_)) => error.to_string(),
+        Err(error @ StoreError::Schema(SchemaError::Migrate(_))) => error.to_string(),
         other => panic!("expected the migration to refuse, got {other:?}"),
     };
     for named in [
@@ -346,7 +346,7 @@ async fn the_migration_refuses_to_run_while_rows_violate_it_naming_table_and_cou
     assert!(
         matches!(
             owner.check_schema_current().await,
-            Err(StoreError::SchemaOutdated { applied: Some(applied), .. }) if applied == before
+            Err(StoreError::Schema(SchemaError::Outdated { applied: Some(applied), .. })) if applied == before
         ),
         "migration {ours} must not be recorded"
     );

@@ -23,7 +23,9 @@ use workflows::search;
 use activities::store::{AwaitedLease, Store, StoreError};
 use workflows::operator::{Action, Kind, SignedAction};
 
-use crate::cli::{CommunityCommand, ListArgs, SignCommand, TuningArgs};
+use crate::cli::{
+    AbortArgs, ApproveArgs, CommunityCommand, ListArgs, SignCommand, TuningArgs, UnblockArgs,
+};
 use crate::connect::{self, TemporalTarget};
 use crate::error::{CliError, CliResult};
 use crate::host;
@@ -76,54 +78,29 @@ pub async fn run(waits: &WorkerWait, command: CommunityCommand) -> CliResult {
             submit(waits, submission, wait_secs, tuning).await
         }
         CommunityCommand::Sign(command) => sign(command).await,
-        CommunityCommand::Approve {
-            id,
-            approved_by,
-            inventory_digest,
-            note,
-            key,
-        } => {
-            let request = signed_approval(id, approved_by, inventory_digest, note, &key).await?;
+        CommunityCommand::Approve(args) => {
+            let id = args.id;
+            let request = signed_approval(args).await?;
             let approval = Answer {
                 what: "approval",
                 title: "approval recorded",
                 named: current_names,
             };
-            answer_report(
-                waits,
-                id,
-                approval,
-                CommunityDeletion::approve_update,
-                request,
-            )
-            .await
+            let update = CommunityDeletion::approve_update;
+            answer_report(waits, id, approval, update, request).await
         }
-        CommunityCommand::Abort {
-            id,
-            aborted_by,
-            reason,
-            key,
-        } => {
-            let request = signed_abort(id, aborted_by, reason, &key).await?;
+        CommunityCommand::Abort(args) => {
+            let id = args.id;
+            let request = signed_abort(args).await?;
             let abort = Answer::titled("abort");
             answer_report(waits, id, abort, CommunityDeletion::abort_update, request).await
         }
-        CommunityCommand::Unblock {
-            id,
-            unblocked_by,
-            reason,
-            key,
-        } => {
-            let request = signed_unblock(id, unblocked_by, reason, &key).await?;
+        CommunityCommand::Unblock(args) => {
+            let id = args.id;
+            let request = signed_unblock(args).await?;
             let unblock = Answer::titled("unblock");
-            answer_report(
-                waits,
-                id,
-                unblock,
-                CommunityDeletion::unblock_update,
-                request,
-            )
-            .await
+            let update = CommunityDeletion::unblock_update;
+            answer_report(waits, id, unblock, update, request).await
         }
         CommunityCommand::Status { id } => {
             let handle = existing_workflow(id).await?;

@@ -50,28 +50,22 @@ pub(super) async fn sign_action(
     Ok((name, signed))
 }
 
-/// An approval of `digest` signed with `--key`, under the key's registered name.
-pub(super) async fn signed_approval(
-    id: Uuid,
-    approved_by: Option<String>,
-    digest: String,
-    note: Option<String>,
-    key: &KeyArgs,
-) -> Result<ApproveRequest, CliError> {
-    let digest = required("--inventory-digest", digest)?;
+/// An approval of the digest signed with `--key`, under the key's registered name.
+pub(super) async fn signed_approval(args: ApproveArgs) -> Result<ApproveRequest, CliError> {
+    let digest = required("--inventory-digest", args.inventory_digest)?;
     let (approved_by, signed) = sign_action(
         Action::Approve,
-        id,
+        args.id,
         Some(&digest),
         "--approved-by",
-        approved_by.as_deref(),
-        key,
+        args.approved_by.as_deref(),
+        &args.key,
     )
     .await?;
     Ok(ApproveRequest {
         approved_by,
         digest,
-        note,
+        note: args.note,
         signed: Some(signed),
     })
 }
@@ -92,14 +86,16 @@ async fn signed_with_reason(
 }
 
 /// An abort signed with `--key`.
-pub(super) async fn signed_abort(
-    id: Uuid,
-    aborted_by: Option<String>,
-    reason: String,
-    key: &KeyArgs,
-) -> Result<AbortRequest, CliError> {
-    let (actor, reason, signed) =
-        signed_with_reason(Action::Abort, id, "--aborted-by", aborted_by, reason, key).await?;
+pub(super) async fn signed_abort(args: AbortArgs) -> Result<AbortRequest, CliError> {
+    let (actor, reason, signed) = signed_with_reason(
+        Action::Abort,
+        args.id,
+        "--aborted-by",
+        args.aborted_by,
+        args.reason,
+        &args.key,
+    )
+    .await?;
     Ok(AbortRequest {
         actor,
         reason,
@@ -108,19 +104,14 @@ pub(super) async fn signed_abort(
 }
 
 /// An unblock signed with `--key`.
-pub(super) async fn signed_unblock(
-    id: Uuid,
-    unblocked_by: Option<String>,
-    reason: String,
-    key: &KeyArgs,
-) -> Result<UnblockRequest, CliError> {
+pub(super) async fn signed_unblock(args: UnblockArgs) -> Result<UnblockRequest, CliError> {
     let (actor, reason, signed) = signed_with_reason(
         Action::Unblock,
-        id,
+        args.id,
         "--unblocked-by",
-        unblocked_by,
-        reason,
-        key,
+        args.unblocked_by,
+        args.reason,
+        &args.key,
     )
     .await?;
     Ok(UnblockRequest {
@@ -134,27 +125,9 @@ pub(super) async fn signed_unblock(
 /// Signal" dialog (or `temporal workflow signal --input`).
 pub(super) async fn sign(command: SignCommand) -> CliResult {
     let payload = match command {
-        SignCommand::Approve {
-            id,
-            inventory_digest,
-            approved_by,
-            note,
-            key,
-        } => Report::json_line(
-            &signed_approval(id, approved_by, inventory_digest, note, &key).await?,
-        ),
-        SignCommand::Abort {
-            id,
-            reason,
-            aborted_by,
-            key,
-        } => Report::json_line(&signed_abort(id, aborted_by, reason, &key).await?),
-        SignCommand::Unblock {
-            id,
-            reason,
-            unblocked_by,
-            key,
-        } => Report::json_line(&signed_unblock(id, unblocked_by, reason, &key).await?),
+        SignCommand::Approve(args) => Report::json_line(&signed_approval(args).await?),
+        SignCommand::Abort(args) => Report::json_line(&signed_abort(args).await?),
+        SignCommand::Unblock(args) => Report::json_line(&signed_unblock(args).await?),
     };
     // The payload is the workflow's signal input: its field names are the workflow's contract
     // (recorded histories replay it), so it is printed as is, in every output format.

@@ -19,8 +19,8 @@ use workflows::user::policy::{Position, lifecycle_problem, reconstruct};
 use workflows::user::{ChildCommunityDeletion, TargetError, UserTarget, parse_target};
 use workflows::user::{
     HandlerDirectives, Registration, RunOptions, RunOutcome, RunReport, StageKind,
-    UserAbortRequest, UserApprovalRecord, UserApproveRequest, UserDeletion, UserDeletionInput,
-    UserInventory, UserUnblockRequest, workflow_id,
+    UserApprovalRecord, UserApproveRequest, UserDeletion, UserDeletionInput, UserInventory,
+    UserOperatorRequest, workflow_id,
 };
 
 use workflows::operator::{Action, Kind, SignedAction};
@@ -99,13 +99,7 @@ pub async fn run(cmd: UserCommand, env: &UserCliEnv) -> CliResult {
         } => {
             let signed = async {
                 let signer = SigningKey::from_args(&key)?;
-                let target = env
-                    .store
-                    .request_view(id)
-                    .await
-                    .map_err(|e| CliError::Other(e.into()))?
-                    .and_then(|r| r.target)
-                    .unwrap_or_default();
+                let target = request_target(env, id).await?.unwrap_or_default();
                 let name = signer
                     .operator_name(env.store.pool(), "--approved-by", approved_by.as_deref())
                     .await?;
@@ -131,20 +125,10 @@ pub async fn run(cmd: UserCommand, env: &UserCliEnv) -> CliResult {
             approve(env, id, approval).await
         }
         UserCommand::Abort(args) => {
-            let abort = |requested_by, reason, signed| UserAbortRequest {
-                requested_by,
-                reason,
-                signed,
-            };
-            reasoned_action(env, args, Action::Abort, UserDeletion::abort, abort).await
+            reasoned_action(env, args, Action::Abort, UserDeletion::abort).await
         }
         UserCommand::Unblock(args) => {
-            let unblock = |requested_by, reason, signed| UserUnblockRequest {
-                requested_by,
-                reason,
-                signed,
-            };
-            reasoned_action(env, args, Action::Unblock, UserDeletion::unblock, unblock).await
+            reasoned_action(env, args, Action::Unblock, UserDeletion::unblock).await
         }
         UserCommand::Run {
             id,
@@ -378,6 +362,16 @@ async fn child_deletions(
     Ok(children)
 }
 
+/// The target request `id` names (`None` for an unknown request).
+async fn request_target(env: &UserCliEnv, id: Uuid) -> Result<Option<String>, CliError> {
+    Ok(env
+        .store
+        .request_view(id)
+        .await
+        .map_err(|e| CliError::Other(e.into()))?
+        .and_then(|r| r.target))
+}
+
 /// Signs `action` on request `id` with the operator's key; returns the key's registered name
 /// (checked against `--requested-by` when given) and the signed statement.
 async fn sign_user_action(
@@ -387,12 +381,8 @@ async fn sign_user_action(
 ) -> Result<(String, SignedAction), CliError> {
     let signer = SigningKey::from_args(&args.key)?;
     let id = args.id;
-    let target = env
-        .store
-        .request_view(id)
-        .await
-        .map_err(|e| CliError::Other(e.into()))?
-        .and_then(|r| r.target)
+    let target = request_target(env, id)
+        .await?
         .ok_or_else(|| refuse(1, &format!("no user-deletion request {id}")))?;
     let name = signer
         .operator_name(
@@ -412,25 +402,28 @@ async fn sign_user_action(
     Ok((name, signed))
 }
 
-/// `user abort` and `user unblock`: the operator's signed `action` with its reason, built into
-/// the update's input by `input` and sent as `update`; answered with the workflow's record (at
-/// the action's name) next to the request.
-async fn reasoned_action<U, F>(
+/// `user abort` and `user unblock`: the operator's signed `action` with its reason, sent as
+/// `update`; answered with the workflow's record (at the action's name) next to the request.
+async fn reasoned_action<U>(
     env: &UserCliEnv,
     args: UserActionArgs,
     action: Action,
     update: U,
-    input: F,
 ) -> CliResult
 where
-    U: UpdateDefinition<Workflow = <UserDeletion as HasWorkflowDefinition>::Run>,
-    U::Input: Send,
+    U: UpdateDefinition<
+            Workflow = <UserDeletion as HasWorkflowDefinition>::Run,
+            Input = UserOperatorRequest,
+        >,
     U::Output: TemporalDeserializable + Serialize + 'static,
-    F: FnOnce(String, String, Option<SignedAction>) -> U::Input,
 {
     let what = action.as_str();
     let (requested_by, signed) = sign_user_action(env, &args, action).await?;
-    let input = input(requested_by, args.reason, Some(signed));
+    let input = UserOperatorRequest {
+        requested_by,
+        reason: args.reason,
+        signed: Some(signed),
+    };
     let record = execute(env, args.id, what, update, input).await?;
     let snapshot = RequestSnapshot::read(&env.store, args.id).await?;
     Report::new(&snapshot.document(what, &record, &[])?, snapshot.text())

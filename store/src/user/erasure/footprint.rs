@@ -9,8 +9,8 @@ use sqlx::query::QueryAs;
 use sqlx::{FromRow, PgConnection, Postgres};
 use uuid::Uuid;
 
+use crate::catalog::tenant_tree::TenantRelation;
 use crate::error::StoreResult;
-use crate::tenant_tree::TenantRelation;
 use crate::user::data::{DeclaredTenantTable, UserDataDeclaration, declared_tenant_tables};
 use crate::{Store, count_u64, quote_ident};
 
@@ -101,7 +101,7 @@ fn user_tables(
 impl Store {
     /// Every community holding data of `pubkey` (or listed in `also`: communities where the
     /// user has keys but maybe no row), with the user's rows per declared table, media objects
-    /// and agents. Fails closed with `StoreError::UserDataUndeclared` naming every tenant table
+    /// and agents. Fails closed with `CatalogError::UserDataUndeclared` naming every tenant table
     /// without a sound declaration before anything is counted.
     pub async fn user_footprint(
         &self,

@@ -10,6 +10,7 @@ pub mod footprint;
 pub mod media;
 pub mod rows;
 
+use crate::RequestError;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -28,7 +29,7 @@ pub struct ErasureAttempt {
 }
 
 impl ErasureAttempt {
-    /// Refuses with [`StoreError::StaleGeneration`] unless the request's execution generation is
+    /// Refuses with [`RequestError::StaleGeneration`] unless the request's execution generation is
     /// still this attempt's. Holds the request row `FOR SHARE` until the caller's transaction
     /// ends, so no newer attempt can start while the caller's irreversible statement runs.
     pub(crate) async fn require_current(&self, conn: &mut PgConnection) -> StoreResult<()> {
@@ -41,11 +42,11 @@ impl ErasureAttempt {
         .await?;
         match current {
             Some(actual) if actual == self.generation => Ok(()),
-            Some(actual) => Err(StoreError::StaleGeneration {
+            Some(actual) => Err(StoreError::Request(RequestError::StaleGeneration {
                 request_id: self.request_id,
                 expected: self.generation,
                 actual,
-            }),
+            })),
             None => Err(StoreError::NotFound {
                 what: "user-deletion request",
                 id: self.request_id.to_string(),
@@ -146,7 +147,7 @@ impl crate::Store {
         .await?)
     }
 
-    /// Refuses with [`StoreError::StaleGeneration`] unless `attempt` is still current: the check
+    /// Refuses with [`RequestError::StaleGeneration`] unless `attempt` is still current: the check
     /// before an irreversible external call.
     pub async fn require_current_attempt(&self, attempt: &ErasureAttempt) -> StoreResult<()> {
         let mut conn = self.pool.acquire().await?;

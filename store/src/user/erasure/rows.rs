@@ -8,6 +8,7 @@
 //! most an uncommitted batch, which a retry deletes again; a committed batch is logged exactly
 //! once, so the log's sum is the number of rows deleted.
 
+use crate::CatalogError;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -15,10 +16,10 @@ use uuid::Uuid;
 
 use super::{ErasureAttempt, PurgeLogKind};
 use crate::catalog::checked_catalog_in_purge_order;
-use crate::closed_world::batch::{BatchScope, delete_batch};
-use crate::closed_world::{CheckedWorld, Scope};
+use crate::catalog::closed_world::batch::{BatchScope, delete_batch};
+use crate::catalog::closed_world::{CheckedWorld, Scope};
+use crate::catalog::tenant_tree::TenantRelation;
 use crate::error::{CatalogRefusal, StoreError, StoreResult};
-use crate::tenant_tree::TenantRelation;
 use crate::user::data::declared_tenant_tables;
 use crate::{Store, quote_ident};
 
@@ -152,13 +153,13 @@ impl Store {
     }
 }
 
-/// Fails closed ([`StoreError::CatalogRefused`]) when a declared archive is fed from a table
+/// Fails closed ([`CatalogError::Refused`]) when a declared archive is fed from a table
 /// holding user data, or a declared materialized view exists: a user erasure neither purges
 /// archive tables nor refreshes views (only a community deletion does), so the user's rows
 /// would be left behind there.
 fn refuse_archives_of_user_data(
     world: &CheckedWorld,
-    tables: &[crate::tenant_tree::TenantTable],
+    tables: &[crate::catalog::tenant_tree::TenantTable],
     declared: &BTreeMap<String, Option<String>>,
 ) -> StoreResult<()> {
     let mut refusals = Vec::new();
@@ -205,6 +206,6 @@ fn refuse_archives_of_user_data(
     if refusals.is_empty() {
         Ok(())
     } else {
-        Err(StoreError::CatalogRefused { refusals })
+        Err(StoreError::Catalog(CatalogError::Refused { refusals }))
     }
 }

@@ -10,15 +10,14 @@
 use activities::store::Store;
 
 use testkit::prelude::*;
-use testkit::private_db::PrivateStory;
+use testkit::private_db::{PrivateStory, exec};
 use testkit::refusal::request_row;
 
-async fn exec(store: &Store, sql: &str) {
-    sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
-        .execute(store.pool())
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
+/// The cascading key the story adds after approval, and its name.
+const CASCADING_KEY: &str = "ALTER TABLE public.channel_notes \
+     ADD CONSTRAINT channel_notes_channel_fk \
+     FOREIGN KEY (channel_id) REFERENCES buzz.channels (id) ON DELETE CASCADE";
+const KEY_NAME: &str = "channel_notes_channel_fk";
 
 async fn notes(store: &Store) -> Vec<String> {
     sqlx::query_scalar("SELECT n::text FROM public.channel_notes n ORDER BY id")
@@ -33,10 +32,9 @@ async fn cascading_key_into_tenant_data_blocks_until_dropped_then_the_deletion_c
     let story = PrivateStory::start("cascade", &[]).await;
     let (stack, cli) = (&story.stack, &story.cli);
 
-    let host = unique_host("cascade");
-    let target = seed(stack, &host, small_plan()).await;
-    let neighbour = seed(stack, &unique_host("kept"), small_plan()).await;
-    let neighbour_before = snapshot(stack, neighbour.community_id).await;
+    let target = Tenant::seed(stack, "cascade", small_plan()).await;
+    let neighbour = Tenant::seed(stack, "kept", small_plan()).await;
+    let neighbour_before = neighbour.kept(stack).await;
 
     // Someone else's table: notes on channels, of both communities.
     exec(
@@ -53,23 +51,13 @@ async fn cascading_key_into_tenant_data_blocks_until_dropped_then_the_deletion_c
     let notes_before = notes(&stack.store).await;
     assert!(notes_before.len() >= 2, "{notes_before:?}");
 
-    let (id, digest) = cli.submit(&host, "alice", &[]).await;
+    let (id, digest) = cli.submit(&target.host, "alice", &[]).await;
     // After approval-time inventory, the cascading key appears.
-    exec(
-        &stack.store,
-        "ALTER TABLE public.channel_notes ADD CONSTRAINT channel_notes_channel_fk \
-         FOREIGN KEY (channel_id) REFERENCES buzz.channels (id) ON DELETE CASCADE",
-    )
-    .await;
+    exec(&stack.store, CASCADING_KEY).await;
     cli.approve(&id, "bob", &digest).await.expect_code(0);
     let status = cli.wait_status(&id, 120, |s| !s["blocked"].is_null()).await;
     let reason = status["blocked"]["reason"].as_str().unwrap_or_default();
-    for named in [
-        "channel_notes_channel_fk",
-        "public.channel_notes",
-        "buzz.channels",
-        "CASCADE",
-    ] {
+    for named in [KEY_NAME, "public.channel_notes", "buzz.channels", "CASCADE"] {
         assert!(
             reason.contains(named),
             "the block must name {named}: {status}"
@@ -80,7 +68,7 @@ async fn cascading_key_into_tenant_data_blocks_until_dropped_then_the_deletion_c
         request.irreversible_at.is_none(),
         "blocked before the irreversible point"
     );
-    let target_now = snapshot(stack, target.community_id).await;
+    let target_now = snapshot(stack, target.id).await;
     assert!(
         target_now.row_count() > 0 && !target_now.versions.is_empty(),
         "nothing of the target was deleted while blocked"
@@ -88,23 +76,15 @@ async fn cascading_key_into_tenant_data_blocks_until_dropped_then_the_deletion_c
     assert_eq!(notes(&stack.store).await, notes_before);
 
     // The operator drops the constraint and unblocks: the phase re-runs, the deletion completes.
-    exec(
-        &stack.store,
-        "ALTER TABLE public.channel_notes DROP CONSTRAINT channel_notes_channel_fk",
-    )
-    .await;
-    cli.unblock_and_finish(&id, "carol", "dropped channel_notes_channel_fk")
-        .await;
+    let drop_key = format!("ALTER TABLE public.channel_notes DROP CONSTRAINT {KEY_NAME}");
+    exec(&stack.store, &drop_key).await;
+    let remediation = format!("dropped {KEY_NAME}");
+    cli.unblock_and_finish(&id, "carol", &remediation).await;
 
-    let after = snapshot(stack, target.community_id).await;
-    after.assert_gone("the target");
-    assert_unchanged(
-        stack,
-        neighbour.community_id,
-        &neighbour_before,
-        "the neighbour",
-    )
-    .await;
+    target.assert_gone(stack, "the target").await;
+    neighbour_before
+        .assert_unchanged(stack, "the neighbour")
+        .await;
     assert_eq!(
         notes(&stack.store).await,
         notes_before,

@@ -18,27 +18,9 @@ use uuid::Uuid;
 use testkit::certificates::verified_receipt;
 use testkit::db_scan::{Ownership, every_row};
 use testkit::prelude::*;
-use testkit::private_db::PrivateStory;
+use testkit::private_db::{PrivateStory, exec, exec_all, exec_for};
+use testkit::refusal::request_row;
 use testkit::schema::tenant_guards;
-
-async fn exec(store: &Store, sql: &str) {
-    sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
-        .execute(store.pool())
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
-
-async fn exec_all(store: &Store, statements: &[&str]) {
-    for sql in statements {
-        exec(store, sql).await;
-    }
-}
-
-/// `sql` with every `{target}` and `{neighbour}` replaced by the community ids.
-fn for_communities(sql: &str, target: Uuid, neighbour: Uuid) -> String {
-    sql.replace("{target}", &target.to_string())
-        .replace("{neighbour}", &neighbour.to_string())
-}
 
 /// Ids of the target's own rows that rows elsewhere may name without its community id.
 async fn target_ids(store: &Store, target: Uuid) -> Vec<String> {
@@ -53,11 +35,8 @@ async fn target_ids(store: &Store, target: Uuid) -> Vec<String> {
 }
 
 /// The request's `irreversible_at` is still unset.
-async fn assert_reversible(store: &Store, id: &str) {
-    let request = store
-        .get_request(id.parse().unwrap_or_default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+async fn assert_reversible(stack: &Stack, id: &str) {
+    let request = request_row(stack, id.parse().unwrap_or_default()).await;
     assert!(
         request.irreversible_at.is_none(),
         "{id} must be blocked before the irreversible point"
@@ -130,6 +109,14 @@ const SHAPES: &[&str] = &[
      event_id text REFERENCES buzz.events (id) ON DELETE SET NULL)",
 ];
 
+/// The reposts: two of the target's own, one by the neighbour of a target event.
+const REPOSTS: &str = "INSERT INTO buzz.reposts (community_id, event_id) \
+     (SELECT '{target}'::uuid, id FROM buzz.events WHERE community_id = '{target}' \
+      ORDER BY id LIMIT 2) \
+     UNION ALL \
+     (SELECT '{neighbour}'::uuid, id FROM buzz.events WHERE community_id = '{target}' \
+      ORDER BY id LIMIT 1)";
+
 /// What the first round's refusal must name: one object per undeclared shape.
 const REFUSED_AT_INVENTORY: &[&str] = &[
     "foreign key invoices_community_fkey on billing.invoices",
@@ -174,45 +161,25 @@ const REMEDIES: &[&str] = &[
 async fn undeclared_shapes_block_the_inventory_and_once_declared_or_dropped_the_whole_target_goes()
 {
     let _shared = outage_lock().read().await;
-    let PrivateStory {
-        db,
-        stack,
-        queue,
-        worker,
-        cli,
-    } = PrivateStory::start("cw_e2e", &[]).await;
+    let story = PrivateStory::start("cw_e2e", &[]).await;
+    let (stack, cli) = (&story.stack, &story.cli);
     let host = unique_host("closed-world");
-    let target = seed(&stack, &host, small_plan()).await.community_id;
-    let neighbour = small_community(&stack, "cw-kept").await;
+    let target = seed(stack, &host, small_plan()).await.community_id;
+    let neighbour = small_community(stack, "cw-kept").await;
     exec(
         &stack.store,
         &format!(
             "CREATE SERVER loopback FOREIGN DATA WRAPPER postgres_fdw \
              OPTIONS (host '127.0.0.1', dbname '{}')",
-            db.name
+            story.db.name
         ),
     )
     .await;
-    for sql in SHAPES {
-        exec(&stack.store, &for_communities(sql, target, neighbour)).await;
-    }
+    exec_for(&stack.store, SHAPES, target, neighbour).await;
     for sql in tenant_guards("buzz.reposts", "none") {
         exec(&stack.store, &sql).await;
     }
-    exec(
-        &stack.store,
-        &for_communities(
-            "INSERT INTO buzz.reposts (community_id, event_id) \
-             (SELECT '{target}'::uuid, id FROM buzz.events WHERE community_id = '{target}' \
-              ORDER BY id LIMIT 2) \
-             UNION ALL \
-             (SELECT '{neighbour}'::uuid, id FROM buzz.events WHERE community_id = '{target}' \
-              ORDER BY id LIMIT 1)",
-            target,
-            neighbour,
-        ),
-    )
-    .await;
+    exec_for(&stack.store, &[REPOSTS], target, neighbour).await;
     let ids = target_ids(&stack.store, target).await;
     let others = [neighbour];
     let ownership = Ownership {
@@ -221,8 +188,8 @@ async fn undeclared_shapes_block_the_inventory_and_once_declared_or_dropped_the_
         others: &others,
     };
     let database_before = every_row(&stack.store).await;
-    let target_before = snapshot(&stack, target).await;
-    let neighbour_before = snapshot(&stack, neighbour).await;
+    let target_before = Kept::now(stack, target).await;
+    let neighbour_before = Kept::now(stack, neighbour).await;
     for relation in [
         "billing.invoices",
         "buzz.event_tags",
@@ -238,14 +205,12 @@ async fn undeclared_shapes_block_the_inventory_and_once_declared_or_dropped_the_
         );
     }
     // Row-level security hides rows from every reader, so it goes on after the snapshots.
-    exec(
+    exec_all(
         &stack.store,
-        "ALTER TABLE buzz.pubkey_allowlist ENABLE ROW LEVEL SECURITY",
-    )
-    .await;
-    exec(
-        &stack.store,
-        "ALTER TABLE buzz.pubkey_allowlist FORCE ROW LEVEL SECURITY",
+        &[
+            "ALTER TABLE buzz.pubkey_allowlist ENABLE ROW LEVEL SECURITY",
+            "ALTER TABLE buzz.pubkey_allowlist FORCE ROW LEVEL SECURITY",
+        ],
     )
     .await;
 
@@ -258,20 +223,17 @@ async fn undeclared_shapes_block_the_inventory_and_once_declared_or_dropped_the_
         blocked.contains("COMMENT ON") && blocked.contains("DISABLE ROW LEVEL SECURITY"),
         "the block must say what to do: {blocked}"
     );
-    assert_reversible(&stack.store, &id).await;
+    assert_reversible(stack, &id).await;
 
     // The remedies; nothing of anyone changed while the request was blocked.
-    for sql in REMEDIES {
-        exec(&stack.store, sql).await;
-    }
-    assert_unchanged(&stack, target, &target_before, "the blocked target").await;
-    assert_unchanged(
-        &stack,
-        neighbour,
-        &neighbour_before,
-        "the neighbour while blocked",
-    )
-    .await;
+    exec_all(&stack.store, REMEDIES).await;
+    target_before
+        .assert_unchanged(stack, "the blocked target")
+        .await;
+    let while_blocked = "the neighbour while blocked";
+    neighbour_before
+        .assert_unchanged(stack, while_blocked)
+        .await;
     assert_eq!(every_row(&stack.store).await, database_before);
 
     // Round 2: the declarations pass; the neighbour's repost of a target event blocks, counted.
@@ -291,16 +253,13 @@ async fn undeclared_shapes_block_the_inventory_and_once_declared_or_dropped_the_
         blocked.contains(&neighbour.to_string()),
         "the block names the neighbour community: {blocked}"
     );
-    assert_reversible(&stack.store, &id).await;
+    assert_reversible(stack, &id).await;
     assert_eq!(every_row(&stack.store).await, database_before);
 
     // The key goes (the neighbour keeps its repost); the inventory passes and shows what it
     // relied on.
-    exec(
-        &stack.store,
-        "ALTER TABLE buzz.reposts DROP CONSTRAINT reposts_event_id_fkey",
-    )
-    .await;
+    let drop_key = "ALTER TABLE buzz.reposts DROP CONSTRAINT reposts_event_id_fkey";
+    exec(&stack.store, drop_key).await;
     cli.unblock(&id, "carol", "dropped reposts_event_id_fkey")
         .await
         .expect_code(0);
@@ -326,8 +285,10 @@ async fn undeclared_shapes_block_the_inventory_and_once_declared_or_dropped_the_
     cli.approve_and_finish(&id, &digest).await;
 
     // Everything of the target is gone, everywhere; everyone else's rows are untouched.
-    snapshot(&stack, target).await.assert_gone("the target");
-    assert_unchanged(&stack, neighbour, &neighbour_before, "the neighbour").await;
+    snapshot(stack, target).await.assert_gone("the target");
+    neighbour_before
+        .assert_unchanged(stack, "the neighbour")
+        .await;
     let database_after = every_row(&stack.store).await;
     let left = ownership.targets_rows(&database_after);
     assert!(left.is_empty(), "rows of the target left: {left:#?}");
@@ -344,7 +305,7 @@ async fn undeclared_shapes_block_the_inventory_and_once_declared_or_dropped_the_
 
     // The receipt names every declaration relied on, and states the declared archive, key
     // children and the community row among the inventoried relations.
-    let receipt = verified_receipt(&cli, "community", &id).await;
+    let receipt = verified_receipt(cli, "community", &id).await;
     let declared: BTreeSet<(String, String)> = receipt["inventory"]["declarations"]
         .as_array()
         .cloned()
@@ -392,15 +353,7 @@ async fn undeclared_shapes_block_the_inventory_and_once_declared_or_dropped_the_
     ] {
         assert!(relations.contains(relation), "{relation}: {relations:?}");
     }
-    PrivateStory {
-        db,
-        stack,
-        queue,
-        worker,
-        cli,
-    }
-    .end()
-    .await;
+    story.end().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -422,17 +375,10 @@ async fn shapes_added_after_the_inventory_block_at_preflight_before_the_irrevers
     for sql in tenant_guards("buzz.bookmarks", "none") {
         exec(&stack.store, &sql).await;
     }
-    exec(
-        &stack.store,
-        &for_communities(
-            "INSERT INTO buzz.bookmarks VALUES ('{target}', 'a'), ('{neighbour}', 'b')",
-            target,
-            neighbour,
-        ),
-    )
-    .await;
-    let target_before = snapshot(stack, target).await;
-    let neighbour_before = snapshot(stack, neighbour).await;
+    let bookmarks = "INSERT INTO buzz.bookmarks VALUES ('{target}', 'a'), ('{neighbour}', 'b')";
+    exec_for(&stack.store, &[bookmarks], target, neighbour).await;
+    let target_before = Kept::now(stack, target).await;
+    let neighbour_before = Kept::now(stack, neighbour).await;
     let database_before = every_row(&stack.store).await;
 
     let (id, digest) = cli.submit(&host, "alice", &[]).await;
@@ -462,13 +408,12 @@ async fn shapes_added_after_the_inventory_block_at_preflight_before_the_irrevers
         ],
         "preflight",
     );
-    assert_reversible(&stack.store, &id).await;
-    exec(
-        &stack.store,
-        "ALTER TABLE buzz.bookmarks DISABLE ROW LEVEL SECURITY",
-    )
-    .await;
-    assert_unchanged(stack, target, &target_before, "the blocked target").await;
+    assert_reversible(stack, &id).await;
+    let lift_rls = "ALTER TABLE buzz.bookmarks DISABLE ROW LEVEL SECURITY";
+    exec(&stack.store, lift_rls).await;
+    target_before
+        .assert_unchanged(stack, "the blocked target")
+        .await;
     let database_blocked = every_row(&stack.store).await;
     let views: Vec<&String> = database_blocked
         .keys()
@@ -494,6 +439,8 @@ async fn shapes_added_after_the_inventory_block_at_preflight_before_the_irrevers
     cli.unblock_and_finish(&id, "carol", "dropped the shapes added after approval")
         .await;
     snapshot(stack, target).await.assert_gone("the target");
-    assert_unchanged(stack, neighbour, &neighbour_before, "the neighbour").await;
+    neighbour_before
+        .assert_unchanged(stack, "the neighbour")
+        .await;
     story.end().await;
 }

@@ -14,8 +14,11 @@ use activities::store::FenceState;
 use serde_json::Value;
 use uuid::Uuid;
 
+use testkit::poll;
 use testkit::prelude::*;
+use testkit::records::fence_state;
 use testkit::refusal::request_row;
+use testkit::seed::ONE_VERSION_PER_CHUNK_SLOWLY;
 
 /// Re-points the request row at `community` under `host` (the attack), or back (the repair).
 async fn point_request(stack: &Stack, id: &str, community: Uuid, host: &str) {
@@ -39,13 +42,49 @@ fn has_event(events: &[Value], name: &str) -> bool {
     events.iter().any(|e| e["event"] == name)
 }
 
-async fn fence_state(stack: &Stack, community: Uuid) -> FenceState {
-    stack
-        .store
-        .fence_status(community)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .map_or(FenceState::Serving, |f| f.state)
+/// The state of the community's fence; serving when it never had one.
+async fn fence(stack: &Stack, community: Uuid) -> FenceState {
+    let state = fence_state(stack, community).await;
+    state.unwrap_or(FenceState::Serving)
+}
+
+/// The two communities of every story: the target, and the neighbour the tampering points at.
+struct Communities {
+    target: Tenant,
+    neighbour: Tenant,
+    neighbour_before: Kept,
+}
+
+impl Communities {
+    /// Seeds both (hosts named after `tag`) and snapshots the neighbour.
+    async fn seed(stack: &Stack, tag: &str) -> Communities {
+        let target = Tenant::seed(stack, &format!("{tag}-target"), small_plan()).await;
+        let neighbour = Tenant::seed(stack, &format!("{tag}-neighbour"), small_plan()).await;
+        let neighbour_before = neighbour.kept(stack).await;
+        Communities {
+            target,
+            neighbour,
+            neighbour_before,
+        }
+    }
+
+    /// The attack: the request row re-pointed at the neighbour.
+    async fn repoint(&self, stack: &Stack, id: &str) {
+        point_request(stack, id, self.neighbour.id, &self.neighbour.host).await;
+    }
+
+    /// The remediation: the row restored from the approved evidence and unblocked by `actor`;
+    /// the deletion then completes, the target gone and the neighbour untouched, byte for byte.
+    async fn restore_and_finish(&self, stack: &Stack, cli: &Cli, id: &str, actor: &str) {
+        point_request(stack, id, self.target.id, &self.target.host).await;
+        cli.unblock_and_finish(id, actor, "restored the request row")
+            .await;
+        self.target.assert_gone(stack, "the target").await;
+        let untouched = "the neighbour is untouched, byte for byte";
+        self.neighbour_before
+            .assert_unchanged(stack, untouched)
+            .await;
+    }
 }
 
 /// Asserts the community is served again: a serving write is admitted and a row write succeeds.
@@ -62,21 +101,18 @@ async fn assert_served(stack: &Stack, community: Uuid) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_repointed_at_a_neighbour_blocks_the_fence_naming_the_mismatch() {
     let (stack, cli, _worker) = with_worker("evidence", &[("BUZZ_FENCE_WAIT_SECS", "1")]).await;
-    let host = unique_host("evidence-target");
-    let neighbour_host = unique_host("evidence-neighbour");
-    let target = seed(&stack, &host, small_plan()).await;
-    let neighbour = seed(&stack, &neighbour_host, small_plan()).await;
-    let target_before = snapshot(&stack, target.community_id).await;
-    let neighbour_before = snapshot(&stack, neighbour.community_id).await;
-    let (id, digest) = cli.submit(&host, "alice", &[]).await;
+    let communities = Communities::seed(&stack, "evidence").await;
+    let (target, neighbour) = (&communities.target, &communities.neighbour);
+    let target_before = target.kept(&stack).await;
+    let (id, digest) = cli.submit(&target.host, "alice", &[]).await;
 
     // A serving write in flight holds the fence back while the row is tampered with.
-    let lease = acquire_serving_write(&stack.store, target.community_id, "slow_upload")
+    let lease = acquire_serving_write(&stack.store, target.id, "slow_upload")
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     cli.approve(&id, "bob", &digest).await.expect_code(0);
     cli.wait_status(&id, 60, |s| s["phase"] == "fencing").await;
-    point_request(&stack, &id, neighbour.community_id, &neighbour_host).await;
+    communities.repoint(&stack, &id).await;
     lease.finish().await.unwrap_or_else(|e| panic!("{e}"));
 
     let status = cli.wait_status(&id, 90, |s| !s["blocked"].is_null()).await;
@@ -84,24 +120,19 @@ async fn a_request_repointed_at_a_neighbour_blocks_the_fence_naming_the_mismatch
     assert_eq!(status["phase"], "fencing", "{status}");
     assert!(
         reason.contains("evidence does not match")
-            && reason.contains(&neighbour.community_id.to_string())
-            && reason.contains(&target.community_id.to_string())
+            && reason.contains(&neighbour.id.to_string())
+            && reason.contains(&target.id.to_string())
             && reason.contains("tampered with or a bug"),
         "the block names what differs: {reason}"
     );
     assert_eq!(
-        fence_state(&stack, neighbour.community_id).await,
+        fence(&stack, neighbour.id).await,
         FenceState::Serving,
         "the neighbour is never quiesced or fenced"
     );
-    assert_unchanged(
-        &stack,
-        neighbour.community_id,
-        &neighbour_before,
-        "neighbour",
-    )
-    .await;
-    assert_unchanged(&stack, target.community_id, &target_before, "target").await;
+    let neighbour_before = &communities.neighbour_before;
+    neighbour_before.assert_unchanged(&stack, "neighbour").await;
+    target_before.assert_unchanged(&stack, "target").await;
     let request = request_row(&stack, id.parse().unwrap_or_default()).await;
     assert!(
         request
@@ -112,18 +143,9 @@ async fn a_request_repointed_at_a_neighbour_blocks_the_fence_naming_the_mismatch
     );
 
     // Remediation: the row is restored from the approved evidence, then unblocked.
-    point_request(&stack, &id, target.community_id, &host).await;
-    cli.unblock_and_finish(&id, "carol", "restored the request row")
+    communities
+        .restore_and_finish(&stack, &cli, &id, "carol")
         .await;
-    let gone = snapshot(&stack, target.community_id).await;
-    gone.assert_gone("the target");
-    assert_unchanged(
-        &stack,
-        neighbour.community_id,
-        &neighbour_before,
-        "the neighbour is untouched, byte for byte",
-    )
-    .await;
 }
 
 /// A trigger rewrites the request row in the very transaction that binds the destructive
@@ -133,13 +155,10 @@ async fn a_request_repointed_at_a_neighbour_blocks_the_fence_naming_the_mismatch
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_block_in_object_deletion_before_the_marker_can_be_aborted() {
     let (stack, cli, _worker) = with_worker("abort-before-marker", &[]).await;
-    let host = unique_host("marker-target");
-    let neighbour_host = unique_host("marker-neighbour");
-    let target = seed(&stack, &host, small_plan()).await;
-    let neighbour = seed(&stack, &neighbour_host, small_plan()).await;
-    let target_before = snapshot(&stack, target.community_id).await;
-    let neighbour_before = snapshot(&stack, neighbour.community_id).await;
-    let (id, digest) = cli.submit(&host, "alice", &[]).await;
+    let communities = Communities::seed(&stack, "marker").await;
+    let (target, neighbour) = (&communities.target, &communities.neighbour);
+    let target_before = snapshot(&stack, target.id).await;
+    let (id, digest) = cli.submit(&target.host, "alice", &[]).await;
 
     let function = format!("deletion.tamper_{}", Uuid::new_v4().simple());
     let trigger = format!("tamper_{}", Uuid::new_v4().simple());
@@ -147,7 +166,7 @@ async fn a_block_in_object_deletion_before_the_marker_can_be_aborted() {
         format!(
             "CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
              NEW.community_id := '{}'; NEW.host := '{}'; RETURN NEW; END $$",
-            neighbour.community_id, neighbour_host
+            neighbour.id, neighbour.host
         ),
         format!(
             "CREATE TRIGGER {trigger} BEFORE UPDATE ON deletion.requests FOR EACH ROW \
@@ -176,16 +195,12 @@ async fn a_block_in_object_deletion_before_the_marker_can_be_aborted() {
     assert_eq!(status["phase"], "deleting_objects", "{status}");
     let reason = blocked_reason(&status);
     assert!(
-        reason.contains("evidence does not match")
-            && reason.contains(&neighbour.community_id.to_string()),
+        reason.contains("evidence does not match") && reason.contains(&neighbour.id.to_string()),
         "{reason}"
     );
     let request = request_row(&stack, id.parse().unwrap_or_default()).await;
     assert_eq!(request.irreversible_at, None, "blocked before the marker");
-    assert_eq!(
-        fence_state(&stack, target.community_id).await,
-        FenceState::Fenced
-    );
+    assert_eq!(fence(&stack, target.id).await, FenceState::Fenced);
 
     let aborted = cli
         .abort(&id, "carol", "request row tampered with")
@@ -194,9 +209,9 @@ async fn a_block_in_object_deletion_before_the_marker_can_be_aborted() {
     assert_eq!(aborted.json(), "aborted", "{}", aborted.stdout);
     let status = cli.wait_status(&id, 60, |s| s["phase"] == "aborted").await;
     assert_eq!(status["abort"]["actor"], "carol");
-    assert_served(&stack, target.community_id).await;
+    assert_served(&stack, target.id).await;
 
-    let target_after = snapshot(&stack, target.community_id).await;
+    let target_after = snapshot(&stack, target.id).await;
     assert_eq!(
         target_after.versions, target_before.versions,
         "no version deleted"
@@ -209,17 +224,9 @@ async fn a_block_in_object_deletion_before_the_marker_can_be_aborted() {
             before.table
         );
     }
-    assert_unchanged(
-        &stack,
-        neighbour.community_id,
-        &neighbour_before,
-        "neighbour",
-    )
-    .await;
-    assert_eq!(
-        fence_state(&stack, neighbour.community_id).await,
-        FenceState::Serving
-    );
+    let neighbour_before = &communities.neighbour_before;
+    neighbour_before.assert_unchanged(&stack, "neighbour").await;
+    assert_eq!(fence(&stack, neighbour.id).await, FenceState::Serving);
     let events = cli.inspected_audit(&id).await;
     assert!(!has_event(&events, "irreversible"), "{events:?}");
     assert!(has_event(&events, "aborted"), "{events:?}");
@@ -230,42 +237,33 @@ async fn a_block_in_object_deletion_before_the_marker_can_be_aborted() {
 /// restored and unblocked the deletion completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_the_marker_an_abort_is_refused_audited_and_the_deletion_completes_after_unblock() {
-    let (stack, cli, _worker) = with_worker(
-        "abort-after-marker",
-        &[
-            ("BUZZ_DELETE_RATE_PER_PREFIX", "2"),
-            ("BUZZ_MANIFEST_CHUNK_ENTRIES", "1"),
-        ],
-    )
-    .await;
-    let host = unique_host("late-target");
-    let neighbour_host = unique_host("late-neighbour");
-    let target = seed(&stack, &host, small_plan()).await;
-    let neighbour = seed(&stack, &neighbour_host, small_plan()).await;
-    let neighbour_before = snapshot(&stack, neighbour.community_id).await;
+    let (stack, cli, _worker) =
+        with_worker("abort-after-marker", &ONE_VERSION_PER_CHUNK_SLOWLY).await;
+    let communities = Communities::seed(&stack, "late").await;
     let (id, digest) = cli
-        .submit(&host, "alice", &["--delete-parallelism", "1"])
+        .submit(
+            &communities.target.host,
+            "alice",
+            &["--delete-parallelism", "1"],
+        )
         .await;
     let request_id: Uuid = id.parse().unwrap_or_default();
 
     cli.approve(&id, "bob", &digest).await.expect_code(0);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
-    loop {
+    let every = Duration::from_millis(100);
+    let marked = poll::until(Duration::from_secs(90), every, async || {
         let request = request_row(&stack, request_id).await;
-        if request.irreversible_at.is_some() {
-            assert_eq!(
-                request.stage, "drained",
-                "the deletion must still be running"
-            );
-            break;
+        match request.irreversible_at {
+            Some(_) => Ok(request),
+            None => Err("the marker was never set".to_owned()),
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the marker was never set"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    point_request(&stack, &id, neighbour.community_id, &neighbour_host).await;
+    })
+    .await;
+    assert_eq!(
+        marked.stage, "drained",
+        "the deletion must still be running"
+    );
+    communities.repoint(&stack, &id).await;
     let status = cli.wait_status(&id, 60, |s| !s["blocked"].is_null()).await;
     assert_eq!(status["phase"], "deleting_objects", "{status}");
     assert!(
@@ -288,27 +286,14 @@ async fn after_the_marker_an_abort_is_refused_audited_and_the_deletion_completes
         .find(|e| e["event"] == "abort_refused")
         .unwrap_or_else(|| panic!("the refusal is in the audit trail: {events:?}"));
     assert_eq!(refusal["actor"], "carol");
-    let still = cli
-        .run(&["community", "status", &id])
-        .await
-        .expect_code(1)
-        .json();
+    let still = cli.status(&id, 1).await;
     assert!(
         !still["blocked"].is_null(),
         "blocked stays blocked: {still}"
     );
     assert!(still["abort"].is_null(), "{still}");
 
-    point_request(&stack, &id, target.community_id, &host).await;
-    cli.unblock_and_finish(&id, "dave", "restored the request row")
+    communities
+        .restore_and_finish(&stack, &cli, &id, "dave")
         .await;
-    let gone = snapshot(&stack, target.community_id).await;
-    gone.assert_gone("the target");
-    assert_unchanged(
-        &stack,
-        neighbour.community_id,
-        &neighbour_before,
-        "the neighbour is untouched, byte for byte",
-    )
-    .await;
 }

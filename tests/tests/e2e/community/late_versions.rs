@@ -14,11 +14,13 @@ use std::time::Duration;
 use activities::serving::MAX_PROTECTED_OPERATION;
 use activities::taxonomy::PrefixRoot;
 use demo::writer_key;
-use serde_json::Value;
 use uuid::Uuid;
 
+use testkit::poll;
 use testkit::prelude::*;
+use testkit::records::stage_of;
 use testkit::refusal::request_row;
+use testkit::seed::{ONE_VERSION_PER_CHUNK_SLOWLY, abandoned_s3_put_lease};
 
 /// A content hash no other write uses.
 fn fresh_hash() -> String {
@@ -61,52 +63,42 @@ async fn chunks_listing(
         .collect()
 }
 
-async fn stage_of(stack: &Stack, request: Uuid) -> String {
-    request_row(stack, request).await.stage
-}
-
 /// Polls the request row until its stage is `stage` (fast: the row, not the CLI).
 async fn wait_for_stage(stack: &Stack, request: Uuid, stage: &str, secs: u64) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
+    let every = Duration::from_millis(50);
+    poll::until(Duration::from_secs(secs), every, async || {
         let current = stage_of(stack, request).await;
-        if current == stage {
-            return;
+        match current == stage {
+            true => Ok(()),
+            false => Err(format!(
+                "request {request} never reached {stage} (at {current})"
+            )),
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "request {request} never reached {stage} within {secs} s (at {current})"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
 }
 
-fn audit_events(inspection: &Value) -> Vec<Value> {
-    inspection["audit"].as_array().cloned().unwrap_or_default()
+/// A version a writer that skipped the lease library puts under the community's media prefix,
+/// with `body`: its key and version id.
+async fn land_version(stack: &Stack, community: Uuid, body: &[u8]) -> (String, String) {
+    let key = writer_key(PrefixRoot::Media, community, &fresh_hash());
+    let version = stack.objects.put_object(&key, body.to_vec()).await;
+    let version = version.unwrap_or_else(|e| panic!("putting {key}: {e}"));
+    (key, version)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_put_landing_after_its_lease_expired_and_after_the_fence_is_frozen_and_deleted() {
     let (stack, cli, _worker) = with_worker("stalled", &[]).await;
-    let host = unique_host("stalled");
-    let target = seed(&stack, &host, small_plan()).await;
-    let community = target.community_id;
+    let target = Tenant::seed(&stack, "stalled", small_plan()).await;
+    let community = target.id;
 
     // The serving process admits a write (lease of 2 s), then stalls before its PutObject: no
     // heartbeat renews the lease and nothing releases it.
-    let lease = stack
-        .store
-        .serving()
-        .acquire_serving_write_lease(
-            community,
-            "s3_put",
-            "serving:stalled-test",
-            Duration::from_secs(2),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let stalled = "serving:stalled-test";
+    let lease = abandoned_s3_put_lease(&stack, community, stalled, Duration::from_secs(2)).await;
 
-    let (id, digest) = cli.submit(&host, "alice", &[]).await;
+    let (id, digest) = cli.submit(&target.host, "alice", &[]).await;
     let request: Uuid = id.parse().unwrap_or_default();
     cli.approve(&id, "bob", &digest).await.expect_code(0);
     // The fence closes once the lease expired (it is no longer live)...
@@ -129,12 +121,7 @@ async fn a_put_landing_after_its_lease_expired_and_after_the_fence_is_frozen_and
         "fenced",
         "the manifest must not be frozen while the stalled lease is inside its bound"
     );
-    let key = writer_key(PrefixRoot::Media, community, &fresh_hash());
-    let version = stack
-        .objects
-        .put_object(&key, b"landed late".to_vec())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let (key, version) = land_version(&stack, community, b"landed late").await;
     assert_eq!(
         versions_of(&stack, community, &key).await,
         vec![version.clone()]
@@ -191,31 +178,18 @@ async fn a_version_planted_after_the_freeze_blocks_verification_and_unblock_dele
  {
     // One version per chunk and two deletes per second per prefix: object deletion takes
     // seconds, so the plant lands after the freeze and before verification.
-    let (stack, cli, _worker) = with_worker(
-        "late",
-        &[
-            ("BUZZ_MANIFEST_CHUNK_ENTRIES", "1"),
-            ("BUZZ_DELETE_RATE_PER_PREFIX", "2"),
-        ],
-    )
-    .await;
-    let host = unique_host("late");
-    let target = seed(&stack, &host, small_plan()).await;
-    let community = target.community_id;
-    let neighbour = seed(&stack, &unique_host("late-neighbour"), small_plan()).await;
-    let neighbour_before = snapshot(&stack, neighbour.community_id).await;
+    let (stack, cli, _worker) = with_worker("late", &ONE_VERSION_PER_CHUNK_SLOWLY).await;
+    let target = Tenant::seed(&stack, "late", small_plan()).await;
+    let community = target.id;
+    let neighbour = Tenant::seed(&stack, "late-neighbour", small_plan()).await;
+    let neighbour_before = neighbour.kept(&stack).await;
 
-    let (id, digest) = cli.submit(&host, "alice", &[]).await;
+    let (id, digest) = cli.submit(&target.host, "alice", &[]).await;
     let request: Uuid = id.parse().unwrap_or_default();
     cli.approve(&id, "bob", &digest).await.expect_code(0);
     wait_for_stage(&stack, request, "drained", 120).await;
     // A writer that skipped the lease library lands a version after the freeze.
-    let key = writer_key(PrefixRoot::Media, community, &fresh_hash());
-    let version = stack
-        .objects
-        .put_object(&key, b"after the freeze".to_vec())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let (key, version) = land_version(&stack, community, b"after the freeze").await;
     assert!(
         chunks_listing(&stack, request, &key, &version)
             .await
@@ -254,22 +228,17 @@ async fn a_version_planted_after_the_freeze_blocks_verification_and_unblock_dele
         versions_of(&stack, community, &key).await.is_empty(),
         "the late version survived"
     );
-    let after = snapshot(&stack, community).await;
-    after.assert_gone("the target");
-    assert_unchanged(
-        &stack,
-        neighbour.community_id,
-        &neighbour_before,
-        "the neighbour changed",
-    )
-    .await;
+    target.assert_gone(&stack, "the target").await;
+    neighbour_before
+        .assert_unchanged(&stack, "the neighbour changed")
+        .await;
     // The late version went through the manifest: one late chunk, stamped.
     let chunks = chunks_listing(&stack, request, &key, &version).await;
     assert_eq!(chunks.len(), 1, "{chunks:?}");
     let (late_chunk, late, stamped) = chunks[0];
     assert!(late && stamped, "{chunks:?}");
     let inspection = cli.inspect(&id).await;
-    let events = audit_events(&inspection);
+    let events = audit_of(&inspection);
     let appended = events
         .iter()
         .find(|e| e["event"] == "late_chunk_appended" && e["detail"]["chunk_no"] == late_chunk)

@@ -16,8 +16,10 @@ use temporalio_common::protos::temporal::api::common::v1::Payload;
 use uuid::Uuid;
 use workflows::community::CommunityDeletion;
 
+use testkit::poll;
 use testkit::prelude::*;
-use testkit::refusal::{approved_by, request_row};
+use testkit::records::{as_owner, chunk_progress};
+use testkit::refusal::{approved_by, audit_trail, request_row};
 use testkit::temporal::{dev_client, temporal_cli};
 
 /// The audit events a refused signal leaves, by signal name.
@@ -168,11 +170,8 @@ async fn durable(stack: &Stack, id: Uuid) -> Durable {
 
 /// The audit trail as (event, actor, reason).
 async fn audit(stack: &Stack, id: Uuid) -> Vec<(String, String, String)> {
-    stack
-        .store
-        .audit_events(id)
+    audit_trail(stack, id)
         .await
-        .unwrap_or_else(|e| panic!("{e}"))
         .into_iter()
         .map(|e| {
             let reason = e.detail["reason"].as_str().unwrap_or_default().to_owned();
@@ -240,20 +239,19 @@ async fn every_malformed_signal(
             sent += 1;
         }
     }
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
-    let new = loop {
+    let every = Duration::from_millis(200);
+    let new = poll::until(Duration::from_secs(90), every, async || {
         let all = refusals(stack, id).await;
         if all.len() >= refused_before + sent {
-            break all[refused_before..].to_vec();
+            return Ok(all[refused_before..].to_vec());
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
+        Err(format!(
             "{point}: {} of {sent} signals refused on record; history {:?}",
             all.len() - refused_before,
             history_event_types(&signals.workflow_id).await
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+        ))
+    })
+    .await;
     assert_eq!(new.len(), sent, "{point}: one refusal per signal: {new:#?}");
     for (name, event) in REFUSAL_EVENTS {
         let of_kind: Vec<_> = new.iter().filter(|(e, ..)| e == event).collect();
@@ -305,28 +303,38 @@ async fn every_malformed_signal(
     );
 }
 
-/// The signed JSON payload `community sign ARGS…` prints, as an operator pastes it.
-async fn signed_payload(cli: &Cli, args: &[&str], more: &[&str]) -> String {
-    let mut all = vec!["community", "sign"];
-    all.extend_from_slice(args);
-    all.extend_from_slice(more);
-    cli.run(&all).await.expect_code(0).stdout.trim().to_owned()
+impl Signals {
+    /// Sends the unblock of `id` by carol giving `reason` as the Web UI's dialog does: the
+    /// signed JSON `community sign unblock` prints, pasted as the signal's input.
+    async fn unblock(&self, cli: &Cli, id: Uuid, reason: &str) {
+        let id = id.to_string();
+        let signed = [
+            "unblock",
+            &id,
+            "--unblocked-by",
+            "carol",
+            "--reason",
+            reason,
+        ];
+        let unblock = cli.signed_payload(&signed).await;
+        self.send("unblock", &typed(&["--input", &unblock])).await;
+    }
 }
 
 /// Waits until Postgres shows `done` for the request.
 async fn wait_request(stack: &Stack, id: Uuid, what: &str, done: impl Fn(&Durable) -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
-    loop {
-        let state = durable(stack, id).await;
-        if done(&state) {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "never {what}: {state:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    poll::until(
+        Duration::from_secs(180),
+        Duration::from_millis(100),
+        async || {
+            let state = durable(stack, id).await;
+            match done(&state) {
+                true => Ok(()),
+                false => Err(format!("never {what}: {state:?}")),
+            }
+        },
+    )
+    .await;
 }
 
 /// The last manifest chunk's entries as stored.
@@ -342,16 +350,12 @@ async fn last_chunk(stack: &Stack, id: Uuid) -> (i32, String) {
 }
 
 async fn set_chunk_entries(stack: &Stack, id: Uuid, chunk_no: i32, entries: &str) {
-    sqlx::query(
+    let update = sqlx::query(
         "UPDATE deletion.manifest_chunks SET entries = $3::jsonb \
          WHERE request_id = $1 AND chunk_no = $2",
-    )
-    .bind(id)
-    .bind(chunk_no)
-    .bind(entries)
-    .execute(stack.store.pool())
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    );
+    let update = update.bind(id).bind(chunk_no).bind(entries);
+    as_owner(stack, update, "the manifest chunk's entries").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -362,7 +366,6 @@ async fn malformed_signals_at_every_point_are_refused_on_record_and_never_wedge_
         ("BUZZ_DELETE_RATE_PER_PREFIX", "15"),
     ];
     let (stack, cli, _worker) = with_worker("malformed", &worker_env).await;
-    let host = unique_host("malformed");
     let plan = SeedPlan {
         objects: 100,
         versions: 2,
@@ -371,13 +374,13 @@ async fn malformed_signals_at_every_point_are_refused_on_record_and_never_wedge_
         redis_keys: 5,
         parallelism: 16,
     };
-    let target = seed(&stack, &host, plan).await;
-    let community = target.community_id;
+    let target = Tenant::seed(&stack, "malformed", plan).await;
+    let community = target.id;
     // An unknown key shape blocks the inventory: the point before the irreversible one.
     let (stray, _) = plant_stray_key(&stack, community).await;
     let (id, _) = cli
         .submit_blocked(
-            &host,
+            &target.host,
             &[
                 "--delete-parallelism",
                 "1",
@@ -399,15 +402,7 @@ async fn malformed_signals_at_every_point_are_refused_on_record_and_never_wedge_
     every_malformed_signal(&stack, &cli, &signals, id, "", "blocked before the point").await;
     assert_unchanged(&stack, community, &untouched, "community").await;
     remove_stray_key(&stack, community, &stray).await;
-    let unblock = signed_payload(
-        &cli,
-        &["unblock", &id.to_string(), "--unblocked-by", "carol"],
-        &["--reason", "removed the stray upload"],
-    )
-    .await;
-    signals
-        .send("unblock", &typed(&["--input", &unblock]))
-        .await;
+    signals.unblock(&cli, id, "removed the stray upload").await;
     let waiting = cli
         .wait_status(&id.to_string(), 90, |s| {
             s["phase"] == "awaiting_approval" && s["blocked"].is_null()
@@ -453,12 +448,16 @@ async fn malformed_signals_at_every_point_are_refused_on_record_and_never_wedge_
     );
     every_malformed_signal(&stack, &cli, &signals, id, &digest, "awaiting approval").await;
     assert_unchanged(&stack, community, &untouched, "community").await;
-    let approve = signed_payload(
-        &cli,
-        &["approve", &id.to_string(), "--approved-by", "bob"],
-        &["--inventory-digest", &digest],
-    )
-    .await;
+    let id_arg = id.to_string();
+    let signed = [
+        "approve",
+        &id_arg,
+        "--approved-by",
+        "bob",
+        "--inventory-digest",
+        &digest,
+    ];
+    let approve = cli.signed_payload(&signed).await;
     signals
         .send("approve", &typed(&["--input", &approve]))
         .await;
@@ -470,20 +469,17 @@ async fn malformed_signals_at_every_point_are_refused_on_record_and_never_wedge_
     let foreign = original.replace(&community.to_string(), &Uuid::new_v4().to_string());
     assert_ne!(foreign, original);
     set_chunk_entries(&stack, id, last_no, &foreign).await;
-    let stamped = || async {
-        stack
-            .store
-            .chunk_progress(id)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-    };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    while stamped().await.chunks_stamped < 1 {
-        assert!(tokio::time::Instant::now() < deadline, "no chunk stamped");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    poll::until(
+        Duration::from_secs(120),
+        Duration::from_millis(100),
+        async || match chunk_progress(&stack, id).await.chunks_stamped {
+            0 => Err("no chunk stamped".to_owned()),
+            _ => Ok(()),
+        },
+    )
+    .await;
     every_malformed_signal(&stack, &cli, &signals, id, &digest, "while deleting").await;
-    let progress = stamped().await;
+    let progress = chunk_progress(&stack, id).await;
     assert!(
         progress.chunks_stamped < progress.chunks_total,
         "the deletion must still be running after the signals: {progress:?}"
@@ -506,14 +502,8 @@ async fn malformed_signals_at_every_point_are_refused_on_record_and_never_wedge_
     )
     .await;
     set_chunk_entries(&stack, id, last_no, &original).await;
-    let unblock = signed_payload(
-        &cli,
-        &["unblock", &id.to_string(), "--unblocked-by", "carol"],
-        &["--reason", "restored the manifest chunk"],
-    )
-    .await;
     signals
-        .send("unblock", &typed(&["--input", &unblock]))
+        .unblock(&cli, id, "restored the manifest chunk")
         .await;
     cli.run(&[
         "community",
@@ -525,8 +515,7 @@ async fn malformed_signals_at_every_point_are_refused_on_record_and_never_wedge_
     .await
     .expect_code(0);
 
-    let after = snapshot(&stack, community).await;
-    after.assert_gone("the target");
+    target.assert_gone(&stack, "the target").await;
     let end = durable(&stack, id).await;
     assert_eq!(
         end.approved_by.as_deref(),

@@ -17,7 +17,9 @@ use workflows::operator::{Action, Kind};
 
 use testkit::cli::exec;
 use testkit::operators::{TestOperator, fresh_operator, operator, unregistered_operator};
+use testkit::poll;
 use testkit::prelude::*;
+use testkit::records::request_rows;
 use testkit::refusal::{approved_by, audit_reasons, audit_trail, request_row};
 use testkit::temporal::{temporal_signal, temporal_update};
 
@@ -60,13 +62,7 @@ async fn refused_both_ways(
 ) {
     let before = durable(stack, id).await;
     let update = temporal_update(workflow_id, "approve", payload).await;
-    assert_ne!(update.code, 0, "update must be refused: {}", update.stdout);
-    assert!(
-        format!("{}{}", update.stdout, update.stderr).contains(expect),
-        "update refusal should name {expect:?}: {} {}",
-        update.stdout,
-        update.stderr
-    );
+    assert_update_refused(&update, expect);
     assert_eq!(
         durable(stack, id).await,
         before,
@@ -75,18 +71,15 @@ async fn refused_both_ways(
     let recorded = rejections(stack, id).await.len();
     let signal = temporal_signal(workflow_id, "approve", payload).await;
     assert_eq!(signal.code, 0, "signal sent: {}", signal.stderr);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    let reasons = loop {
+    let every = Duration::from_millis(200);
+    let reasons = poll::until(Duration::from_secs(60), every, async || {
         let reasons = rejections(stack, id).await;
-        if reasons.len() > recorded {
-            break reasons;
+        match reasons.len() > recorded {
+            true => Ok(reasons),
+            false => Err(format!("the refused signal ({expect}) was never recorded")),
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the refused signal ({expect}) was never recorded"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    })
+    .await;
     let last = reasons.last().cloned().unwrap_or_default();
     assert!(
         last.contains(expect),
@@ -96,6 +89,17 @@ async fn refused_both_ways(
         durable(stack, id).await,
         before,
         "a refused signal changed state"
+    );
+}
+
+/// Panics unless the update `temporal` sent was refused, naming `expect`.
+fn assert_update_refused(update: &CliRun, expect: &str) {
+    assert_ne!(update.code, 0, "update must be refused: {}", update.stdout);
+    assert!(
+        format!("{}{}", update.stdout, update.stderr).contains(expect),
+        "update refusal should name {expect:?}: {} {}",
+        update.stdout,
+        update.stderr
     );
 }
 
@@ -132,16 +136,13 @@ fn workflow_id_of(id: Uuid) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_nothing() {
-    let (stack, cli, _worker) = with_worker("identity", &[]).await;
-    let host = unique_host("identity");
-    let other_host = unique_host("identity-other");
-    let target = seed(&stack, &host, small_plan()).await;
-    seed(&stack, &other_host, small_plan()).await;
+    let (stack, cli, _worker, target) = with_target("identity", &[]).await;
+    let other = Tenant::seed(&stack, "identity-other", small_plan()).await;
     let alice = operator("alice").await;
     let bob = operator("bob").await;
-    let (id, digest) = cli.submit(&host, "alice", &[]).await;
+    let (id, digest) = cli.submit(&target.host, "alice", &[]).await;
     let id: Uuid = id.parse().unwrap_or_default();
-    let (other_id, other_digest) = cli.submit(&other_host, "alice", &[]).await;
+    let (other_id, other_digest) = cli.submit(&other.host, "alice", &[]).await;
     let other_id: Uuid = other_id.parse().unwrap_or_default();
     let workflow_id = workflow_id_of(id);
     let waiting = durable(&stack, id).await;
@@ -155,6 +156,9 @@ async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_n
         "only the submit signature is recorded"
     );
     let id_arg = id.to_string();
+    let refused = async |payload: Value, expect: &str| {
+        refused_both_ways(&stack, id, &workflow_id, &payload.to_string(), expect).await;
+    };
 
     // No signature at all: the JSON an operator typed before signatures existed.
     let unsigned = serde_json::json!({"approved_by": "bob", "digest": digest}).to_string();
@@ -181,14 +185,7 @@ async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_n
         .await
         .expect_refusal_naming(1, "registered as alice");
     let own_payload = signed_approval(&cli, id, &digest, &alice.key_path, &[]).await;
-    refused_both_ways(
-        &stack,
-        id,
-        &workflow_id,
-        &own_payload.to_string(),
-        "two-person rule",
-    )
-    .await;
+    refused(own_payload, "two-person rule").await;
 
     // A revoked key: registered, then revoked by the owner.
     let carol = fresh_operator("revoked").await;
@@ -211,14 +208,7 @@ async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_n
     cli.approve_with_key(&id_arg, &digest, &carol.key_path.display().to_string(), &[])
         .await
         .expect_refusal_naming(1, "was revoked");
-    refused_both_ways(
-        &stack,
-        id,
-        &workflow_id,
-        &revoked_payload.to_string(),
-        "was revoked",
-    )
-    .await;
+    refused(revoked_payload, "was revoked").await;
 
     // A key nobody registered.
     let stranger = unregistered_operator("stranger");
@@ -231,38 +221,17 @@ async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_n
     .await
     .expect_refusal_naming(1, "not a registered operator key");
     let stranger_payload = signed_approval(&cli, id, &digest, &stranger.key_path, &[]).await;
-    refused_both_ways(
-        &stack,
-        id,
-        &workflow_id,
-        &stranger_payload.to_string(),
-        "not a registered operator key",
-    )
-    .await;
+    refused(stranger_payload, "not a registered operator key").await;
 
     // Bob's signature over the other request, sent to this one.
     let mut elsewhere = signed_approval(&cli, other_id, &other_digest, &bob.key_path, &[]).await;
     elsewhere["digest"] = Value::String(digest.clone());
-    refused_both_ways(
-        &stack,
-        id,
-        &workflow_id,
-        &elsewhere.to_string(),
-        "signature is for request",
-    )
-    .await;
+    refused(elsewhere, "signature is for request").await;
 
     // Bob's signature over another digest, the message naming the frozen one.
     let mut stale = signed_approval(&cli, id, &"0".repeat(64), &bob.key_path, &[]).await;
     stale["digest"] = Value::String(digest.clone());
-    refused_both_ways(
-        &stack,
-        id,
-        &workflow_id,
-        &stale.to_string(),
-        "signature is for digest",
-    )
-    .await;
+    refused(stale, "signature is for digest").await;
 
     // Signed eleven minutes ago: outside the window by the database clock.
     let old = (chrono::Utc::now() - chrono::Duration::minutes(11))
@@ -277,14 +246,7 @@ async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_n
     .await
     .expect_refusal_naming(1, "a signature counts for 600 s");
     let expired = signed_approval(&cli, id, &digest, &bob.key_path, &["--signed-at", &old]).await;
-    refused_both_ways(
-        &stack,
-        id,
-        &workflow_id,
-        &expired.to_string(),
-        "a signature counts for 600 s",
-    )
-    .await;
+    refused(expired, "a signature counts for 600 s").await;
 
     // A signature already used: its (key, nonce) was consumed by another action first.
     let replayed = signed_approval(&cli, id, &digest, &bob.key_path, &[]).await;
@@ -308,14 +270,7 @@ async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_n
         signatures: 1,
     };
     assert_eq!(durable(&stack, id).await, waiting);
-    refused_both_ways(
-        &stack,
-        id,
-        &workflow_id,
-        &replayed.to_string(),
-        "already used",
-    )
-    .await;
+    refused(replayed, "already used").await;
 
     // The second registered key approves; the deletion completes.
     let record = cli
@@ -326,8 +281,7 @@ async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_n
     assert_eq!(record["approved_by"], "bob");
     assert_eq!(record["signed"]["operator"], bob.fingerprint.as_str());
     cli.watch_to_end(&id_arg).await;
-    let gone = snapshot(&stack, target.community_id).await;
-    gone.assert_gone("the target");
+    target.assert_gone(&stack, "the target").await;
     let status = cli.inspect(&id_arg).await;
     assert_eq!(signed_actions(&status), ["submit", "approve"], "{status}");
 
@@ -337,7 +291,7 @@ async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_n
     let script = script.display().to_string();
     let evidence_arg = evidence.display().to_string();
     let verified = exec(&script, &[&id_arg, "--keep", &evidence_arg], &[]).await;
-    assert_eq!(verified.code, 0, "{}\n{}", verified.stdout, verified.stderr);
+    let verified = verified.expect_code(0);
     assert!(
         verified
             .stdout
@@ -355,17 +309,9 @@ async fn only_a_second_registered_key_approves_and_every_bad_signature_changes_n
     let at = bytes.len() / 2;
     bytes[at] ^= 0x01;
     std::fs::write(&statement, &bytes).unwrap_or_else(|e| panic!("{e}"));
+    // One changed byte must fail.
     let tampered = exec(&script, &["--dir", &evidence_arg], &[]).await;
-    assert_eq!(
-        tampered.code, 1,
-        "one changed byte must fail: {}",
-        tampered.stdout
-    );
-    assert!(
-        tampered.stdout.contains("FAIL approve"),
-        "{}",
-        tampered.stdout
-    );
+    tampered.expect_printing(1, "FAIL approve");
     let _ = std::fs::remove_dir_all(&evidence);
     cli.abort(&other_id.to_string(), "alice", "test done")
         .await
@@ -396,9 +342,8 @@ async fn generate_key(path: &Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_held_only_by_an_ssh_agent_signs_an_approval() {
-    let (stack, cli, _worker) = with_worker("agent", &[]).await;
-    let host = unique_host("agent");
-    seed(&stack, &host, small_plan()).await;
+    let (stack, cli, _worker, target) = with_target("agent", &[]).await;
+    let host = target.host;
     let dir = std::env::temp_dir().join(format!("buzz-agent-{}", Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
     let key = dir.join("id_ed25519");
@@ -424,14 +369,17 @@ async fn a_key_held_only_by_an_ssh_agent_signs_an_approval() {
         .kill_on_drop(true)
         .spawn()
         .unwrap_or_else(|e| panic!("ssh-agent: {e}"));
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !Path::new(&socket).exists() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "ssh-agent never listened"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    poll::until(
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        async || {
+            let listening = Path::new(&socket).exists();
+            listening
+                .then_some(())
+                .ok_or("ssh-agent never listened".to_owned())
+        },
+    )
+    .await;
     let agent_env = [("SSH_AUTH_SOCK", socket.as_str())];
     exec("ssh-add", &["-q", &key.display().to_string()], &agent_env)
         .await
@@ -449,9 +397,8 @@ async fn a_key_held_only_by_an_ssh_agent_signs_an_approval() {
     assert_eq!(approved["approved_by"], name.as_str());
     // Without the agent the public key alone cannot sign.
     let (other, other_digest) = {
-        let other_host = unique_host("agent-gone");
-        seed(&stack, &other_host, small_plan()).await;
-        cli.submit(&other_host, "alice", &[]).await
+        let other = Tenant::seed(&stack, "agent-gone", small_plan()).await;
+        cli.submit(&other.host, "alice", &[]).await
     };
     let _ = agent.kill().await;
     with_agent
@@ -481,22 +428,11 @@ async fn a_user_deletion_needs_a_second_key_whatever_name_the_approval_gives() {
         "signed": alice.sign(Action::Approve, Kind::User, id, &target, Some(&digest)),
     });
     let update = temporal_update(&workflow_id, "approve", &posing.to_string()).await;
-    assert_ne!(update.code, 0, "{}", update.stdout);
-    assert!(
-        format!("{}{}", update.stdout, update.stderr).contains("two-person rule"),
-        "{} {}",
-        update.stdout,
-        update.stderr
-    );
+    assert_update_refused(&update, "two-person rule");
     cli.user_approve(&id.to_string(), "alice", &digest)
         .await
         .expect_refusal_naming(1, "two-person rule");
-    let approvals: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM deletion.approvals WHERE request_id = $1")
-            .bind(id)
-            .fetch_one(stack.store.pool())
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+    let approvals = request_rows(&stack, "deletion.approvals", id).await;
     assert_eq!(approvals, 0, "refused approvals record nothing");
 
     let approved = cli
@@ -517,7 +453,7 @@ async fn a_user_deletion_needs_a_second_key_whatever_name_the_approval_gives() {
     assert_eq!(signed_actions(&status), ["submit", "approve"], "{status}");
     let script = repo_root().join("deploy/local/verify-signatures");
     let verified = exec(&script.display().to_string(), &[&id.to_string()], &[]).await;
-    assert_eq!(verified.code, 0, "{}\n{}", verified.stdout, verified.stderr);
+    verified.expect_code(0);
 }
 
 /// The request's blocked reason and the number of `unblocked` audit events.
@@ -532,12 +468,10 @@ async fn block_state(stack: &Stack, id: Uuid) -> (Option<String>, usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_used_unblock_signature_replayed_on_the_next_block_is_refused() {
-    let (stack, cli, _worker) = with_worker("replay", &[]).await;
-    let host = unique_host("replay");
-    let target = seed(&stack, &host, small_plan()).await;
+    let (stack, cli, _worker, target) = with_target("replay", &[]).await;
     // A key of unknown shape blocks the inventory, again after every unblock until removed.
-    let _ = plant_stray_key(&stack, target.community_id).await;
-    let (id, _) = cli.submit_blocked(&host, &[]).await;
+    let _ = plant_stray_key(&stack, target.id).await;
+    let (id, _) = cli.submit_blocked(&target.host, &[]).await;
     let id_arg = id.to_string();
     let workflow_id = workflow_id_of(id);
     let unblock = cli
@@ -553,43 +487,31 @@ async fn a_used_unblock_signature_replayed_on_the_next_block_is_refused() {
     let signal = temporal_signal(&workflow_id, "unblock", &unblock).await;
     assert_eq!(signal.code, 0, "{}", signal.stderr);
     // Unblocked once, then blocked again by the same stray key.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
-    let blocked_again = loop {
-        let state = block_state(&stack, id).await;
-        if state.1 == 1 && state.0.is_some() {
-            break state;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "never re-blocked: {state:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let every = Duration::from_millis(200);
+    let blocked_again = poll::until(Duration::from_secs(90), every, async || match block_state(
+        &stack, id,
+    )
+    .await
+    {
+        state @ (Some(_), 1) => Ok(state),
+        state => Err(format!("never re-blocked: {state:?}")),
+    })
+    .await;
     cli.wait_status(&id_arg, 60, |s| !s["blocked"].is_null())
         .await;
     // The same signed payload again: as an update and as a signal, refused, still blocked.
     let update = temporal_update(&workflow_id, "unblock", &unblock).await;
-    assert_ne!(update.code, 0, "{}", update.stdout);
-    assert!(
-        format!("{}{}", update.stdout, update.stderr).contains("already used"),
-        "{} {}",
-        update.stdout,
-        update.stderr
-    );
+    assert_update_refused(&update, "already used");
     let signal = temporal_signal(&workflow_id, "unblock", &unblock).await;
     assert_eq!(signal.code, 0, "{}", signal.stderr);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
+    poll::until(Duration::from_secs(60), every, async || {
         let refusals = audit_reasons(&stack, id, "unblock_rejected").await;
-        if refusals.iter().any(|r| r.contains("already used")) {
-            break;
+        match refusals.iter().any(|r| r.contains("already used")) {
+            true => Ok(()),
+            false => Err(format!("replay never recorded: {refusals:?}")),
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "replay never recorded: {refusals:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await;
     assert_eq!(
         block_state(&stack, id).await,
         blocked_again,

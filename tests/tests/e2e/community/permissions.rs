@@ -17,10 +17,10 @@ use activities::store::FenceState;
 use activities::taxonomy::PrefixRoot;
 use serde_json::Value;
 use testkit::bucket_policy::{lift_test_policy, put_test_policy};
-use testkit::stack::bucket_policy_lock;
 use uuid::Uuid;
 
 use testkit::prelude::*;
+use testkit::records::{fence_state, read};
 use testkit::refusal::request_row;
 
 /// A bucket policy denying `action` on the objects under `prefixes`.
@@ -90,15 +90,9 @@ async fn audit_events(cli: &Cli, id: &str) -> Vec<String> {
 
 /// The community is served again: no fence held, a serving write admitted, rows writable.
 async fn assert_served(stack: &Stack, community: Uuid) {
-    let fence = stack
-        .store
-        .fence_status(community)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let fence = fence_state(stack, community).await;
     assert!(
-        fence
-            .as_ref()
-            .is_none_or(|f| f.state == FenceState::Serving),
+        fence.is_none_or(|f| f == FenceState::Serving),
         "the fence must be lifted: {fence:?}"
     );
     let guard = acquire_serving_write(&stack.serving, community, "after_abort")
@@ -116,19 +110,29 @@ struct UnderPolicy {
     aborted: Option<Value>,
 }
 
+impl UnderPolicy {
+    /// Watches request `id` of `community` under the policy, panicking at nothing (the caller
+    /// lifts the policy first): waits for its block, reads its markers and the target, aborts it
+    /// and waits for the abort.
+    async fn watch(stack: &Stack, cli: &Cli, id: &str, community: Uuid) -> UnderPolicy {
+        let blocked = poll_status(cli, id, 120, |s| !s["blocked"].is_null()).await;
+        UnderPolicy {
+            blocked,
+            markers: marker_columns(stack, id).await,
+            target_while_blocked: snapshot(stack, community).await,
+            abort: abort(cli, id).await,
+            aborted: poll_status(cli, id, 60, |s| s["phase"] == "aborted").await,
+        }
+    }
+}
+
 /// The must-show story for one permission: blocks at preflight naming it, abort serves the
 /// community again, and after the policy is lifted a resubmission completes.
 async fn missing_permission_story(permission: S3Permission, tag: &str) {
-    let _shared = outage_lock().read().await;
-    let _policy = bucket_policy_lock().lock().await;
-    let stack = stack().await;
-    let queue = unique_queue(tag);
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
-    let host = unique_host(tag);
-    let target = seed(&stack, &host, small_plan()).await;
-    let neighbour = seed(&stack, &unique_host("kept"), small_plan()).await;
-    let community = target.community_id;
+    let (stack, cli, _worker) = with_policy_worker(tag, &[]).await;
+    let target = Tenant::seed(&stack, tag, small_plan()).await;
+    let neighbour = Tenant::seed(&stack, "kept", small_plan()).await;
+    let community = target.id;
     let media = PrefixRoot::Media.prefix(community);
     // An upload in progress: what the abort permission is for.
     let upload_key = format!("{media}{:032x}{:032x}", Uuid::new_v4().as_u128(), 0u128);
@@ -138,7 +142,7 @@ async fn missing_permission_story(permission: S3Permission, tag: &str) {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let target_before = snapshot(&stack, community).await;
-    let neighbour_before = snapshot(&stack, neighbour.community_id).await;
+    let neighbour_before = neighbour.kept(&stack).await;
     assert_eq!(
         target_before.uploads.len(),
         1,
@@ -146,7 +150,7 @@ async fn missing_permission_story(permission: S3Permission, tag: &str) {
         target_before.uploads
     );
 
-    let (id, digest) = cli.submit(&host, "alice", &[]).await;
+    let (id, digest) = cli.submit(&target.host, "alice", &[]).await;
     let bucket = stack.objects.bucket().to_owned();
     put_test_policy(
         &stack,
@@ -155,14 +159,7 @@ async fn missing_permission_story(permission: S3Permission, tag: &str) {
     .await;
     // Nothing below panics until the policy is lifted.
     let approve = cli.approve(&id, "bob", &digest).await;
-    let blocked = poll_status(&cli, &id, 120, |s| !s["blocked"].is_null()).await;
-    let seen = UnderPolicy {
-        blocked,
-        markers: marker_columns(&stack, &id).await,
-        target_while_blocked: snapshot(&stack, community).await,
-        abort: abort(&cli, &id).await,
-        aborted: poll_status(&cli, &id, 60, |s| s["phase"] == "aborted").await,
-    };
+    let seen = UnderPolicy::watch(&stack, &cli, &id, community).await;
     lift_test_policy(&stack).await;
 
     approve.expect_exit(0);
@@ -215,25 +212,15 @@ async fn missing_permission_story(permission: S3Permission, tag: &str) {
     assert!(!events.iter().any(|e| e == "irreversible"), "{events:?}");
 
     // The policy is fixed: a resubmitted deletion completes, the neighbour is untouched.
-    let (again, digest) = cli.submit(&host, "alice", &[]).await;
+    let (again, digest) = cli.submit(&target.host, "alice", &[]).await;
     cli.approve_and_finish(&again, &digest).await;
-    snapshot(&stack, community).await.assert_gone("the target");
-    assert_unchanged(
-        &stack,
-        neighbour.community_id,
-        &neighbour_before,
-        "the neighbour",
-    )
-    .await;
-    assert!(
-        stack
-            .objects
-            .snapshot_prefix(&probe_key(&media))
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-            .is_empty(),
-        "the probes leave nothing behind"
-    );
+    target.assert_gone(&stack, "the target").await;
+    neighbour_before
+        .assert_unchanged(&stack, "the neighbour")
+        .await;
+    let probe = probe_key(&media);
+    let probes = read("the probes", stack.objects.snapshot_prefix(&probe)).await;
+    assert!(probes.is_empty(), "the probes leave nothing behind");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -251,17 +238,14 @@ async fn without_the_upload_abort_permission_the_request_blocks_at_preflight_and
 /// in `deleting_objects` with the marker unset, and abort serves the community again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_first_delete_refused_whole_leaves_the_marker_unset_and_the_request_abortable() {
-    let _shared = outage_lock().read().await;
-    let _policy = bucket_policy_lock().lock().await;
-    let stack = stack().await;
-    let queue = unique_queue("revoked");
-    let _worker = WorkerProcess::start(&queue, &[("BUZZ_FENCE_WAIT_SECS", "1")]).await;
-    let cli = Cli::new(&queue);
-    let host = unique_host("revoked");
-    let target = seed(&stack, &host, small_plan()).await;
-    let community = target.community_id;
+    let (stack, cli, _worker) =
+        with_policy_worker("revoked", &[("BUZZ_FENCE_WAIT_SECS", "1")]).await;
+    let target = Tenant::seed(&stack, "revoked", small_plan()).await;
+    let community = target.id;
     let target_before = snapshot(&stack, community).await;
-    let (id, digest) = cli.submit(&host, "alice", &["--retry-max-secs", "2"]).await;
+    let (id, digest) = cli
+        .submit(&target.host, "alice", &["--retry-max-secs", "2"])
+        .await;
 
     // Preflight passes; the fence waits for this lease.
     let lease = acquire_serving_write(&stack.serving, community, "slow_upload")
@@ -278,14 +262,7 @@ async fn a_first_delete_refused_whole_leaves_the_marker_unset_and_the_request_ab
     .await;
     // Nothing below panics until the policy is lifted.
     let released = lease.finish().await;
-    let blocked = poll_status(&cli, &id, 120, |s| !s["blocked"].is_null()).await;
-    let seen = UnderPolicy {
-        blocked,
-        markers: marker_columns(&stack, &id).await,
-        target_while_blocked: snapshot(&stack, community).await,
-        abort: abort(&cli, &id).await,
-        aborted: poll_status(&cli, &id, 60, |s| s["phase"] == "aborted").await,
-    };
+    let seen = UnderPolicy::watch(&stack, &cli, &id, community).await;
     lift_test_policy(&stack).await;
 
     released.unwrap_or_else(|e| panic!("{e}"));

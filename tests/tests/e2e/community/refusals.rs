@@ -3,7 +3,7 @@ use std::time::Duration;
 use activities::serving::acquire_serving_write;
 
 use testkit::prelude::*;
-use testkit::refusal::{audit_trail, stage_approval_and_audit};
+use testkit::refusal::{assert_one_event, stage_approval_and_audit};
 
 /// The request row and approval as Postgres holds them, to prove a refusal changed nothing.
 async fn durable_state(stack: &Stack, id: &str) -> (String, Option<String>, usize) {
@@ -69,17 +69,17 @@ async fn bad_submissions_are_refused_with_a_message_that_says_what_to_do() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approval_refusals_change_nothing_and_abort_before_deletion_serves_the_community_again() {
-    let (stack, cli, _worker) = with_worker("refusals", &[("BUZZ_FENCE_WAIT_SECS", "1")]).await;
-    let host = unique_host("refusals");
-    let target = seed(&stack, &host, small_plan()).await;
-    let (id, digest) = cli.submit(&host, "alice", &[]).await;
+    let fence_wait = [("BUZZ_FENCE_WAIT_SECS", "1")];
+    let (stack, cli, _worker, target) = with_target("refusals", &fence_wait).await;
+    let host = &target.host;
+    let (id, digest) = cli.submit(host, "alice", &[]).await;
 
     let second = cli
         .run(&[
             "community",
             "submit",
             "--host",
-            &host,
+            host,
             "--requested-by",
             "dave",
         ])
@@ -118,7 +118,7 @@ async fn approval_refusals_change_nothing_and_abort_before_deletion_serves_the_c
         .expect_refusal_naming(1, "not blocked");
 
     // A serving write in flight holds the fence back, so the abort lands before deletion.
-    let lease = acquire_serving_write(&stack.serving, target.community_id, "slow_upload")
+    let lease = acquire_serving_write(&stack.serving, target.id, "slow_upload")
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     cli.approve(&id, "bob", &digest).await.expect_code(0);
@@ -134,28 +134,22 @@ async fn approval_refusals_change_nothing_and_abort_before_deletion_serves_the_c
     assert_eq!(status["abort"]["actor"], "carol");
     // The audit trail keeps who aborted and the reason given: the signed abort, then the
     // abort itself, each once.
-    let audit = audit_trail(&stack, id.parse().unwrap_or_default()).await;
+    let request = id.parse().unwrap_or_default();
     for name in ["abort_signed", "aborted"] {
-        let events: Vec<_> = audit.iter().filter(|e| e.event == name).collect();
-        assert_eq!(events.len(), 1, "one {name} event: {audit:?}");
-        assert_eq!(events[0].actor, "carol", "{name}: {:?}", events[0]);
-        assert_eq!(
-            events[0].detail["reason"], "customer withdrew",
-            "{name}: {:?}",
-            events[0]
-        );
+        let reason = ("reason", "customer withdrew");
+        assert_one_event(&stack, request, name, "carol", reason).await;
     }
     lease.finish().await.unwrap_or_else(|e| panic!("{e}"));
 
     // Served again: a new serving write is admitted and rows can be written.
-    let guard = acquire_serving_write(&stack.serving, target.community_id, "after_abort")
+    let guard = acquire_serving_write(&stack.serving, target.id, "after_abort")
         .await
         .unwrap_or_else(|e| panic!("after an abort serving writes must be admitted: {e}"));
     guard.finish().await.unwrap_or_else(|e| panic!("{e}"));
-    demo::seed_rows(&stack.serving, target.community_id, 1)
+    demo::seed_rows(&stack.serving, target.id, 1)
         .await
         .unwrap_or_else(|e| panic!("after an abort row writes must succeed: {e}"));
-    let after = snapshot(&stack, target.community_id).await;
+    let after = snapshot(&stack, target.id).await;
     assert!(
         !after.versions.is_empty() && !after.keys.is_empty(),
         "an abort deletes nothing"

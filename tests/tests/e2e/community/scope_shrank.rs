@@ -17,28 +17,13 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use testkit::certificates::verified_receipt;
+use testkit::poll;
 use testkit::prelude::*;
-use testkit::private_db::{drop_private_stack, private_database};
+use testkit::private_db::{PrivateStory, exec, exec_for};
+use testkit::records::{request_rows, stage_of};
 
 /// The advisory lock every manifest chunk stamp waits for while the test holds it.
 const HOLD_STAMPS: i64 = 28_003;
-
-async fn exec(store: &Store, sql: &str) {
-    sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
-        .execute(store.pool())
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
-
-/// Runs each statement with `{target}` and `{neighbour}` replaced by the communities' ids.
-async fn exec_all(store: &Store, statements: &[&str], target: Uuid, neighbour: Uuid) {
-    for sql in statements {
-        let sql = sql
-            .replace("{target}", &target.to_string())
-            .replace("{neighbour}", &neighbour.to_string());
-        exec(store, &sql).await;
-    }
-}
 
 /// A trigger making the stamp of every manifest chunk with entries take [`HOLD_STAMPS`], and a
 /// connection holding it: the worker deletes a chunk's object versions, then waits to stamp it
@@ -74,32 +59,28 @@ async fn hold_chunk_stamps(store: &Store) -> sqlx::pool::PoolConnection<sqlx::Po
 
 /// Waits (up to 120 s) until the worker waits to stamp a chunk of `request`, then returns its
 /// stage: its object versions are being deleted.
-async fn wait_for_held_stamp(store: &Store, request: Uuid) -> String {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    loop {
-        let waiting: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_locks WHERE locktype = 'advisory' \
+async fn wait_for_held_stamp(stack: &Stack, request: Uuid) -> String {
+    poll::until(
+        Duration::from_secs(120),
+        Duration::from_millis(100),
+        async || {
+            let waiting: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_locks WHERE locktype = 'advisory' \
              AND NOT granted AND ((classid::int8 << 32) | objid::int8) = $1 \
              AND database = (SELECT oid FROM pg_catalog.pg_database \
                              WHERE datname = current_database()))",
-        )
-        .bind(HOLD_STAMPS)
-        .fetch_one(store.pool())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-        if waiting {
-            return sqlx::query_scalar("SELECT stage FROM deletion.requests WHERE id = $1")
-                .bind(request)
-                .fetch_one(store.pool())
-                .await
-                .unwrap_or_else(|e| panic!("{e}"));
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the worker never reached a chunk stamp"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+            )
+            .bind(HOLD_STAMPS)
+            .fetch_one(stack.store.pool())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+            match waiting {
+                true => Ok(stage_of(stack, request).await),
+                false => Err("the worker never reached a chunk stamp".to_owned()),
+            }
+        },
+    )
+    .await
 }
 
 /// One story: the tenant relation set up by `setup`, shrunk by `shrink` while objects are being
@@ -117,36 +98,28 @@ struct Story {
 impl Story {
     async fn run(&self) {
         let _shared = outage_lock().read().await;
-        let shared = stack().await;
-        let db = private_database(self.tag).await;
-        let name = db.name.clone();
-        let stack = db.migrated_stack(shared).await;
-        let queue = unique_queue(self.tag);
-        let worker = WorkerProcess::start(&queue, &[("DATABASE_URL", db.worker.as_str())]).await;
-        let cli = Cli::new(&queue)
-            .with_env("DATABASE_URL", &db.worker)
-            .with_env("BUZZ_OWNER_DATABASE_URL", &db.owner);
+        let story = PrivateStory::start(self.tag, &[]).await;
+        let (stack, cli) = (&story.stack, &story.cli);
 
-        let host = unique_host(self.tag);
-        let target = seed(&stack, &host, small_plan()).await.community_id;
-        let neighbour = small_community(&stack, "kept").await;
-        exec_all(&stack.store, self.setup, target, neighbour).await;
-        let neighbour_before = snapshot(&stack, neighbour).await;
-        let versions_before = object_versions(&stack, target).await.len();
+        let target = Tenant::seed(stack, self.tag, small_plan()).await;
+        let neighbour = small_community(stack, "kept").await;
+        exec_for(&stack.store, self.setup, target.id, neighbour).await;
+        let neighbour_before = Kept::now(stack, neighbour).await;
+        let versions_before = object_versions(stack, target.id).await.len();
         let mut held = hold_chunk_stamps(&stack.store).await;
 
-        let (id, digest) = cli.submit(&host, "alice", &[]).await;
+        let (id, digest) = cli.submit(&target.host, "alice", &[]).await;
         let request: Uuid = id.parse().unwrap_or_default();
         cli.approve(&id, "bob", &digest).await.expect_code(0);
-        let stage = wait_for_held_stamp(&stack.store, request).await;
+        let stage = wait_for_held_stamp(stack, request).await;
         assert_eq!(stage, "drained", "held while the objects are being deleted");
-        let versions_now = object_versions(&stack, target).await.len();
+        let versions_now = object_versions(stack, target.id).await.len();
         assert!(
             versions_now < versions_before,
             "a chunk's object versions are gone ({versions_now} of {versions_before} left): \
              past the point of no return"
         );
-        exec_all(&stack.store, self.shrink, target, neighbour).await;
+        exec_for(&stack.store, self.shrink, target.id, neighbour).await;
         sqlx::query("SELECT pg_advisory_unlock($1)")
             .bind(HOLD_STAMPS)
             .execute(&mut *held)
@@ -162,13 +135,9 @@ impl Story {
                 "the block must name {named}: {status}"
             );
         }
-        let stage: String = sqlx::query_scalar("SELECT stage FROM deletion.requests WHERE id = $1")
-            .bind(request)
-            .fetch_one(stack.store.pool())
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
-            stage, "bindings_removed",
+            stage_of(stack, request).await,
+            "bindings_removed",
             "blocked before any row was purged"
         );
         let out = std::env::temp_dir().join(format!("scope-shrank-{request}.json"));
@@ -191,29 +160,21 @@ impl Story {
             "the refusal says why: {}",
             refused.stderr
         );
-        let receipts: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM deletion.receipts WHERE request_id = $1")
-                .bind(request)
-                .fetch_one(stack.store.pool())
-                .await
-                .unwrap_or_else(|e| panic!("{e}"));
+        let receipts = request_rows(stack, "deletion.receipts", request).await;
         assert_eq!(receipts, 0, "no receipt is issued for a shrunk scope");
 
         // The operator puts the relation back: the neighbour is byte-identical, and the
         // unblocked deletion completes.
-        exec_all(&stack.store, self.restore, target, neighbour).await;
-        assert_unchanged(
-            &stack,
-            neighbour,
-            &neighbour_before,
-            "the neighbour while blocked",
-        )
-        .await;
+        exec_for(&stack.store, self.restore, target.id, neighbour).await;
+        let blocked = "the neighbour while blocked";
+        neighbour_before.assert_unchanged(stack, blocked).await;
         cli.unblock_and_finish(&id, "carol", "put the relation back")
             .await;
-        snapshot(&stack, target).await.assert_gone("the target");
-        assert_unchanged(&stack, neighbour, &neighbour_before, "the neighbour").await;
-        let receipt = verified_receipt(&cli, "community", &id).await;
+        target.assert_gone(stack, "the target").await;
+        neighbour_before
+            .assert_unchanged(stack, "the neighbour")
+            .await;
+        let receipt = verified_receipt(cli, "community", &id).await;
         let stated = |list: &Value, field: Option<&str>| {
             list.as_array().is_some_and(|items| {
                 items.iter().any(|item| {
@@ -233,8 +194,7 @@ impl Story {
             receipt["verification"]
         );
         let _ = std::fs::remove_file(&out);
-        worker.crash().await;
-        drop_private_stack(&name, stack).await;
+        story.end().await;
     }
 }
 

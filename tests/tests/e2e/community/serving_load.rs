@@ -27,8 +27,11 @@ use tokio::process::{Child, Command};
 use uuid::Uuid;
 use workflows::community::CommunityDeletion;
 
+use testkit::poll;
 use testkit::prelude::*;
-use testkit::refusal::request_row;
+use testkit::records::{community_exists, fence_state, read};
+use testkit::refusal::{audit_trail, request_row};
+use testkit::seed::abandoned_s3_put_lease;
 
 /// Temporal's name of the fence activity.
 const FENCE_ACTIVITY: &str = "community.fence";
@@ -102,18 +105,7 @@ async fn approve(cli: &Cli, id: &str, digest: &str) {
 }
 
 async fn watch(cli: &Cli, id: &str) {
-    let watched = cli
-        .run(&[
-            "community",
-            "watch",
-            id,
-            "--interval-ms",
-            "300",
-            "--timeout-secs",
-            "300",
-        ])
-        .await
-        .expect_code(0);
+    let watched = cli.watch_within(id, 300, 300).await;
     assert!(watched.stdout.contains("verified"), "{}", watched.stdout);
 }
 
@@ -124,11 +116,7 @@ fn request_id(id: &str) -> Uuid {
 
 /// When the request's audit trail first recorded `event`.
 async fn audit_time(stack: &Stack, id: &str, event: &str) -> DateTime<Utc> {
-    let trail = stack
-        .store
-        .audit_events(request_id(id))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let trail = audit_trail(stack, request_id(id)).await;
     trail
         .iter()
         .find(|e| e.event == event)
@@ -139,31 +127,22 @@ async fn audit_time(stack: &Stack, id: &str, event: &str) -> DateTime<Utc> {
         })
 }
 
-/// Waits until the community's fence is in `state`.
+/// Waits until the community's fence is in `state` (a plain loop: the slow write's spawned task
+/// waits here too, and must be `Send`).
 async fn wait_fence_state(store: &Store, community: Uuid, state: FenceState, secs: u64) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
     loop {
-        let status = store
-            .fence_status(community)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        let status = read("fence status", store.fence_status(community)).await;
         if status.as_ref().is_some_and(|s| s.state == state) {
             return;
         }
+        let waited = tokio::time::Instant::now() < deadline;
         assert!(
-            tokio::time::Instant::now() < deadline,
-            "the fence of {community} never reached {state} within {secs} s: {status:?}"
+            waited,
+            "the fence of {community} never reached {state}: {status:?}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-async fn fence_state(store: &Store, community: Uuid) -> Option<FenceState> {
-    store
-        .fence_status(community)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .map(|s| s.state)
 }
 
 /// The request's workflow as Temporal describes it (pending activities, heartbeats, failures).
@@ -218,32 +197,29 @@ async fn wait_pending_fence(
     secs: u64,
     seen: impl Fn(i32, &str, &str) -> bool,
 ) -> (i32, String, String) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    let mut last = None;
-    while tokio::time::Instant::now() < deadline {
-        last = pending_fence(stack, id).await;
-        if let Some((attempt, details, failure)) = &last
-            && seen(*attempt, details, failure)
-        {
-            return (*attempt, details.clone(), failure.clone());
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    panic!(
-        "the pending fence activity never showed the expected state within {secs} s; last: {last:?}"
+    poll::until(
+        Duration::from_secs(secs),
+        Duration::from_millis(250),
+        async || match pending_fence(stack, id).await {
+            Some((attempt, details, failure)) if seen(attempt, &details, &failure) => {
+                Ok((attempt, details, failure))
+            }
+            last => Err(format!(
+                "the pending fence activity never showed the expected state; last: {last:?}"
+            )),
+        },
     )
+    .await
 }
 
 /// Every version of `key` in the bucket.
 async fn versions_of(stack: &Stack, key: &str) -> usize {
-    stack
-        .objects
-        .snapshot_prefix(key)
-        .await
-        .unwrap_or_else(|e| panic!("list {key}: {e}"))
-        .iter()
-        .filter(|v| v.key == key)
-        .count()
+    let listed = read(
+        format_args!("list {key}"),
+        stack.objects.snapshot_prefix(key),
+    )
+    .await;
+    listed.iter().filter(|v| v.key == key).count()
 }
 
 /// The destructive manifest frozen for the request, decoded.
@@ -276,19 +252,26 @@ async fn lease_times(stack: &Stack, lease: Uuid) -> (Option<DateTime<Utc>>, Date
     .unwrap_or_else(|e| panic!("lease {lease}: {e}"))
 }
 
+/// The key a serving writer puts content number `n` of `community` under, below `root`.
+fn served_key(root: PrefixRoot, community: Uuid, n: u32) -> String {
+    writer_key(root, community, &content_hash(community, n))
+}
+
+/// A lease of `ttl` held by `owner` that its heartbeat renews every half second.
+fn heartbeating_lease(ttl: Duration, owner: &str) -> ServingLeaseConfig {
+    ServingLeaseConfig {
+        ttl,
+        renew_every: Duration::from_millis(500),
+        owner: owner.to_owned(),
+    }
+}
+
 /// Panics unless the community holds nothing in any store and its row is gone.
 async fn assert_erased(stack: &Stack, community: Uuid) {
     let after = snapshot(stack, community).await;
     after.assert_gone("the target");
-    assert!(
-        stack
-            .store
-            .community_by_id(community)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-            .is_none(),
-        "the community row itself must be gone"
-    );
+    let row_gone = !community_exists(stack, community).await;
+    assert!(row_gone, "the community row itself must be gone");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -387,28 +370,18 @@ async fn target_is_erased_under_live_traffic_and_every_admitted_neighbour_write_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_write_admitted_before_quiescing_holds_the_fence_and_its_object_is_deleted() {
-    let (stack, cli, _worker) = with_worker("slow-write", &[]).await;
-    let host = unique_host("slow-write");
-    let target = seed(&stack, &host, small_plan()).await;
-    let community = target.community_id;
-    let (id, digest) = cli.submit(&host, "alice", &[]).await;
+    let (stack, cli, _worker, target) = with_target("slow-write", &[]).await;
+    let community = target.id;
+    let (id, digest) = cli.submit(&target.host, "alice", &[]).await;
 
     // Admitted now, before quiescing; its put happens well after quiescing began and outlives the
     // lease's TTL, so only the heartbeat's renewals keep it admitted.
-    let lease = ServingLeaseConfig {
-        ttl: Duration::from_secs(3),
-        renew_every: Duration::from_millis(500),
-        owner: "slow-relay".to_owned(),
-    };
+    let lease = heartbeating_lease(Duration::from_secs(3), "slow-relay");
     let guard = acquire_serving_write_with(&stack.serving, community, "slow_s3_put", &lease)
         .await
         .unwrap_or_else(|e| panic!("admission before quiescing: {e}"));
     let lease_id = guard.lease().id;
-    let key = writer_key(
-        PrefixRoot::Media,
-        community,
-        &content_hash(community, 9_999),
-    );
+    let key = served_key(PrefixRoot::Media, community, 9_999);
     let slow_write = {
         let store = stack.store.clone();
         let objects = stack.objects.clone();
@@ -436,7 +409,7 @@ async fn a_slow_write_admitted_before_quiescing_holds_the_fence_and_its_object_i
         "the slow write must still be running: {details}"
     );
     assert_eq!(
-        fence_state(&stack.store, community).await,
+        fence_state(&stack, community).await,
         Some(FenceState::Quiescing),
         "the fence must not close while an admitted write runs"
     );
@@ -470,25 +443,15 @@ async fn a_slow_write_admitted_before_quiescing_holds_the_fence_and_its_object_i
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_abandoned_by_a_crashed_serving_process_holds_the_fence_only_until_it_expires() {
     // A short fence wait makes the fence activity fail and retry while the lease lives.
-    let (stack, cli, _worker) =
-        with_worker("abandoned-lease", &[("BUZZ_FENCE_WAIT_SECS", "2")]).await;
-    let host = unique_host("abandoned-lease");
-    let target = seed(&stack, &host, small_plan()).await;
-    let community = target.community_id;
-    let (id, digest) = cli.submit(&host, "alice", &[]).await;
+    let fence_wait = [("BUZZ_FENCE_WAIT_SECS", "2")];
+    let (stack, cli, _worker, target) = with_target("abandoned-lease", &fence_wait).await;
+    let community = target.id;
+    let (id, digest) = cli.submit(&target.host, "alice", &[]).await;
 
     // A serving process admitted a write and died: nobody renews or releases this lease.
-    let abandoned = stack
-        .serving
-        .serving()
-        .acquire_serving_write_lease(
-            community,
-            "s3_put",
-            "crashed-relay:4242",
-            Duration::from_secs(15),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let crashed = "crashed-relay:4242";
+    let abandoned = abandoned_s3_put_lease(&stack, community, crashed, Duration::from_secs(15));
+    let abandoned = abandoned.await;
     approve(&cli, &id, &digest).await;
 
     let (attempt, _, failure) = wait_pending_fence(&stack, &id, 14, |attempt, _, failure| {
@@ -497,7 +460,7 @@ async fn a_lease_abandoned_by_a_crashed_serving_process_holds_the_fence_only_unt
     .await;
     eprintln!("fence attempt {attempt} retrying after: {failure}");
     assert_eq!(
-        fence_state(&stack.store, community).await,
+        fence_state(&stack, community).await,
         Some(FenceState::Quiescing),
         "the fence must not close while the abandoned lease lives"
     );
@@ -539,31 +502,21 @@ async fn a_lease_abandoned_by_a_crashed_serving_process_holds_the_fence_only_unt
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_serving_process_cut_off_from_its_database_abandons_its_write_before_the_fence_closes() {
-    let (stack, cli, _worker) = with_worker("lost-heartbeat", &[]).await;
-    let host = unique_host("lost-heartbeat");
-    let target = seed(&stack, &host, small_plan()).await;
-    let community = target.community_id;
-    let (id, digest) = cli.submit(&host, "alice", &[]).await;
+    let (stack, cli, _worker, target) = with_target("lost-heartbeat", &[]).await;
+    let community = target.id;
+    let (id, digest) = cli.submit(&target.host, "alice", &[]).await;
 
     // The serving process has its own connection pool: closing it cuts only that process off.
     let database_url = testkit::env::required(stack_config::env::SERVING_DATABASE_URL);
     let serving_store = Store::connect(&database_url)
         .await
         .unwrap_or_else(|e| panic!("PostgreSQL: {e}"));
-    let lease = ServingLeaseConfig {
-        ttl: Duration::from_secs(4),
-        renew_every: Duration::from_millis(500),
-        owner: "partitioned-relay".to_owned(),
-    };
+    let lease = heartbeating_lease(Duration::from_secs(4), "partitioned-relay");
     let guard = acquire_serving_write_with(&serving_store, community, "s3_put", &lease)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let lease_id = guard.lease().id;
-    let key = writer_key(
-        PrefixRoot::Thumbs,
-        community,
-        &content_hash(community, 8_888),
-    );
+    let key = served_key(PrefixRoot::Thumbs, community, 8_888);
     let dropped = Arc::new(AtomicBool::new(false));
     let protected = {
         let objects = stack.objects.clone();

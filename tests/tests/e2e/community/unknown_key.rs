@@ -1,26 +1,21 @@
 use testkit::prelude::*;
-use testkit::refusal::{audit_trail, request_row};
+use testkit::refusal::{assert_one_event, request_row};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_key_shape_blocks_naming_the_key_until_removed_and_unblocked() {
     let (stack, cli, _worker) = with_worker("unknown", &[]).await;
-    let host = unique_host("stray");
-    let target = seed(&stack, &host, small_plan()).await;
+    let target = Tenant::seed(&stack, "stray", small_plan()).await;
     // A writer we do not know put this under the community's media prefix.
-    let (stray, _) = plant_stray_key(&stack, target.community_id).await;
+    let (stray, _) = plant_stray_key(&stack, target.id).await;
 
-    let (request_id, json) = cli.submit_blocked(&host, &[]).await;
+    let (request_id, json) = cli.submit_blocked(&target.host, &[]).await;
     let id = request_id.to_string();
     let reason = json["blocked"]["reason"].as_str().unwrap_or_default();
     assert!(
         reason.contains(&stray),
         "the block must name the key: {json}"
     );
-    let status = cli
-        .run(&["community", "status", &id])
-        .await
-        .expect_code(1)
-        .json();
+    let status = cli.status(&id, 1).await;
     assert!(
         status["blocked"]["reason"]
             .as_str()
@@ -52,14 +47,13 @@ async fn unknown_key_shape_blocks_naming_the_key_until_removed_and_unblocked() {
     );
 
     // The operator removes the stray key (every version), then unblocks.
-    remove_stray_key(&stack, target.community_id, &stray).await;
+    remove_stray_key(&stack, target.id, &stray).await;
     let status = cli
         .unblock_until_awaiting_approval(&id, "carol", "removed stray upload")
         .await;
     let digest = inventory_digest(&status);
     cli.approve_and_finish(&id, &digest).await;
-    let after = snapshot(&stack, target.community_id).await;
-    after.assert_gone("the target");
+    target.assert_gone(&stack, "the target").await;
     let audit = cli.inspect(&id).await["audit"].clone();
     let events: Vec<String> = audit
         .as_array()
@@ -71,21 +65,13 @@ async fn unknown_key_shape_blocks_naming_the_key_until_removed_and_unblocked() {
     assert!(events.iter().any(|e| e == "blocked"), "{events:?}");
     assert!(events.iter().any(|e| e == "unblocked"), "{events:?}");
     // The unblock keeps who acted, the remediation they gave and the block it lifted.
-    let audit = audit_trail(&stack, request_id).await;
-    let unblocked: Vec<_> = audit.iter().filter(|e| e.event == "unblocked").collect();
-    assert_eq!(unblocked.len(), 1, "{audit:?}");
-    assert_eq!(unblocked[0].actor, "carol", "{:?}", unblocked[0]);
-    assert_eq!(
-        unblocked[0].detail["remediation"], "removed stray upload",
-        "{:?}",
-        unblocked[0]
-    );
+    let remediation = ("remediation", "removed stray upload");
+    let unblocked = assert_one_event(&stack, request_id, "unblocked", "carol", remediation).await;
     assert!(
-        unblocked[0].detail["blocked_reason"]
+        unblocked.detail["blocked_reason"]
             .as_str()
             .unwrap_or_default()
             .contains(&stray),
-        "{:?}",
-        unblocked[0]
+        "{unblocked:?}"
     );
 }

@@ -10,8 +10,8 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use testkit::bucket_policy::{lift_test_policy, put_test_policy};
-use testkit::cli::audit_of;
 use testkit::prelude::*;
+use testkit::records::read;
 use testkit::refusal::request_row;
 
 /// The smallest non-final part S3 accepts: a real large upload's first part.
@@ -86,13 +86,12 @@ async fn unfinished_multipart_uploads_are_inventoried_aborted_and_verified_gone_
  {
     let (stack, cli, _worker) = with_worker("uploads", &[]).await;
 
-    let target_host = unique_host("uploads-target");
-    let target = seed(&stack, &target_host, small_plan()).await;
-    let neighbour = seed(&stack, &unique_host("uploads-neighbour"), small_plan()).await;
-    let started = start_uploads(&stack.objects, target.community_id, 0x5a).await;
-    start_uploads(&stack.objects, neighbour.community_id, 0xa5).await;
-    let neighbour_before = snapshot(&stack, neighbour.community_id).await;
-    let neighbour_uploads_before = uploads_with_parts(&stack.objects, neighbour.community_id).await;
+    let target = Tenant::seed(&stack, "uploads-target", small_plan()).await;
+    let neighbour = Tenant::seed(&stack, "uploads-neighbour", small_plan()).await;
+    let started = start_uploads(&stack.objects, target.id, 0x5a).await;
+    start_uploads(&stack.objects, neighbour.id, 0xa5).await;
+    let neighbour_before = neighbour.kept(&stack).await;
+    let neighbour_uploads_before = uploads_with_parts(&stack.objects, neighbour.id).await;
     assert_eq!(neighbour_uploads_before.len(), 6);
     let target_uploads: BTreeSet<(String, String)> = started
         .iter()
@@ -100,12 +99,8 @@ async fn unfinished_multipart_uploads_are_inventoried_aborted_and_verified_gone_
         .collect();
     assert_eq!(target_uploads.len(), 6);
 
-    let (id, digest) = cli.submit(&target_host, "alice", &[]).await;
-    let status = cli
-        .run(&["community", "status", &id])
-        .await
-        .expect_code(0)
-        .json();
+    let (id, digest) = cli.submit(&target.host, "alice", &[]).await;
+    let status = cli.status(&id, 0).await;
     assert_eq!(status["inventory"]["digest"], digest.as_str());
     let inventoried = status["inventory"]["uploads"]
         .as_array()
@@ -120,7 +115,7 @@ async fn unfinished_multipart_uploads_are_inventoried_aborted_and_verified_gone_
             )
         })
         .collect();
-    let expected: BTreeSet<(String, u64)> = tenant_prefixes(target.community_id)
+    let expected: BTreeSet<(String, u64)> = tenant_prefixes(target.id)
         .into_iter()
         .map(|prefix| (prefix, 2))
         .collect();
@@ -130,9 +125,7 @@ async fn unfinished_multipart_uploads_are_inventoried_aborted_and_verified_gone_
     cli.watch_to_end_printing(&id).await;
 
     // Rows, versions, delete markers, keys and the unfinished uploads under every prefix.
-    snapshot(&stack, target.community_id)
-        .await
-        .assert_gone("the target");
+    target.assert_gone(&stack, "the target").await;
     // The reproduced bug: a stalled serving process completing its upload after the deletion.
     for (upload, e_tag) in &started {
         if let Some(e_tag) = e_tag {
@@ -152,12 +145,7 @@ async fn unfinished_multipart_uploads_are_inventoried_aborted_and_verified_gone_
             );
         }
     }
-    assert!(
-        snapshot(&stack, target.community_id)
-            .await
-            .versions
-            .is_empty()
-    );
+    assert!(snapshot(&stack, target.id).await.versions.is_empty());
 
     let inspection = cli.inspect(&id).await;
     assert_eq!(inspection["request"]["stage"], "retention_pending");
@@ -185,15 +173,9 @@ async fn unfinished_multipart_uploads_are_inventoried_aborted_and_verified_gone_
 
     // The neighbour: rows, versions (with delete markers) and keys, and its uploads with their
     // parts' ETags (MD5 of the bytes), all as they were.
-    assert_unchanged(
-        &stack,
-        neighbour.community_id,
-        &neighbour_before,
-        "neighbour",
-    )
-    .await;
+    neighbour_before.assert_unchanged(&stack, "neighbour").await;
     assert_eq!(
-        uploads_with_parts(&stack.objects, neighbour.community_id).await,
+        uploads_with_parts(&stack.objects, neighbour.id).await,
         neighbour_uploads_before
     );
     for (upload, _) in neighbour_uploads_before {
@@ -220,31 +202,26 @@ fn deny_delete_policy(bucket: &str, key: &str) -> String {
     .to_string()
 }
 
+/// The version ids `snapshot` holds of `key`.
+fn version_ids(snapshot: &Snapshot, key: &str) -> BTreeSet<String> {
+    let of_key = snapshot.versions.iter().filter(|v| v.key == key);
+    of_key.map(|v| v.version_id.clone()).collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_per_key_access_denial_blocks_naming_the_key_until_the_policy_is_lifted() {
-    let _shared = outage_lock().read().await;
-    let _policy = testkit::stack::bucket_policy_lock().lock().await;
-    let stack = stack().await;
-    let queue = unique_queue("denied");
-    let _worker = WorkerProcess::start(&queue, &[]).await;
-    let cli = Cli::new(&queue);
-    let host = unique_host("denied");
-    let target = seed(&stack, &host, small_plan()).await;
-    let before = snapshot(&stack, target.community_id).await;
+    let (stack, cli, _worker) = with_policy_worker("denied", &[]).await;
+    let target = Tenant::seed(&stack, "denied", small_plan()).await;
+    let before = snapshot(&stack, target.id).await;
     let denied_key = before
         .versions
         .iter()
         .find(|v| v.kind == VersionKind::Object && v.key.starts_with("media/"))
         .map(|v| v.key.clone())
         .unwrap_or_else(|| panic!("the seed wrote no media object: {:?}", before.versions));
-    let denied_versions: BTreeSet<String> = before
-        .versions
-        .iter()
-        .filter(|v| v.key == denied_key)
-        .map(|v| v.version_id.clone())
-        .collect();
+    let denied_versions = version_ids(&before, &denied_key);
 
-    let (id, digest) = cli.submit(&host, "alice", &[]).await;
+    let (id, digest) = cli.submit(&target.host, "alice", &[]).await;
     // The bucket is shared: never replace someone else's policy; deny only our own key.
     let bucket = stack.objects.bucket().to_owned();
     put_test_policy(&stack, &deny_delete_policy(&bucket, &denied_key)).await;
@@ -261,7 +238,7 @@ async fn a_per_key_access_denial_blocks_naming_the_key_until_the_policy_is_lifte
         }
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
-    let left_while_blocked = snapshot(&stack, target.community_id).await;
+    let left_while_blocked = snapshot(&stack, target.id).await;
     lift_test_policy(&stack).await;
 
     let status = blocked.unwrap_or_else(|| panic!("request {id} never blocked on AccessDenied"));
@@ -282,20 +259,15 @@ async fn a_per_key_access_denial_blocks_naming_the_key_until_the_policy_is_lifte
             .contains(&denied_key),
         "the reason must be persisted in Postgres"
     );
-    let still_there: BTreeSet<String> = left_while_blocked
-        .versions
-        .iter()
-        .filter(|v| v.key == denied_key)
-        .map(|v| v.version_id.clone())
-        .collect();
     assert_eq!(
-        still_there, denied_versions,
+        version_ids(&left_while_blocked, &denied_key),
+        denied_versions,
         "the denied key's versions survive the denial"
     );
 
     cli.unblock_and_finish(&id, "carol", "lifted the bucket policy on the key")
         .await;
-    let after = snapshot(&stack, target.community_id).await;
+    let after = snapshot(&stack, target.id).await;
     assert!(
         after.versions.is_empty(),
         "versions left: {:?}",
@@ -312,20 +284,12 @@ async fn a_per_key_access_denial_blocks_naming_the_key_until_the_policy_is_lifte
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upload_of_unknown_key_shape_blocks_the_inventory_naming_it_until_aborted() {
-    let (stack, cli, _worker) = with_worker("stray-upload", &[]).await;
-    let host = unique_host("stray-upload");
-    let target = seed(&stack, &host, small_plan()).await;
+    let (stack, cli, _worker, target) = with_target("stray-upload", &[]).await;
     // No version lists it, but it sits under the tenant prefix and is no writer's shape.
-    let stray = stack
-        .objects
-        .start_upload(&format!(
-            "thumbs/{}/upload-in-progress.tmp",
-            target.community_id
-        ))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let key = format!("thumbs/{}/upload-in-progress.tmp", target.id);
+    let stray = read("the stray upload", stack.objects.start_upload(&key)).await;
 
-    let (id, json) = cli.submit_blocked(&host, &[]).await;
+    let (id, json) = cli.submit_blocked(&target.host, &[]).await;
     let id = id.to_string();
     let reason = json["blocked"]["reason"].as_str().unwrap_or_default();
     assert!(
@@ -352,6 +316,5 @@ async fn an_upload_of_unknown_key_shape_blocks_the_inventory_naming_it_until_abo
         .sum();
     assert_eq!(uploads, 0, "{}", status["inventory"]);
     cli.approve_and_finish(&id, &digest).await;
-    let after = snapshot(&stack, target.community_id).await;
-    after.assert_gone("the target");
+    target.assert_gone(&stack, "the target").await;
 }

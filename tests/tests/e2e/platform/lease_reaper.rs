@@ -7,11 +7,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use testkit::prelude::*;
-use testkit::private_db::PrivateStory;
+use testkit::seed::abandoned_s3_put_lease;
 
-use testkit::workers::metrics_port;
-
-use super::metrics::{gauge, scrape_until};
+use super::metrics::{gauge, metered_story, scrape_until};
 
 fn series(kind: &str, state: &str) -> String {
     format!("buzz_deletion_serving_leases{{kind=\"{kind}\",state=\"{state}\"}}")
@@ -52,16 +50,7 @@ async fn lease_rows(stack: &Stack, sql: &str) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_serving_run_with_abandoned_leases_leaves_no_row_past_the_window_and_the_gauges_follow() {
     let _shared = outage_lock().read().await;
-    let port = metrics_port();
-    let port_text = port.to_string();
-    let story = PrivateStory::start(
-        "reaper",
-        &[
-            ("BUZZ_METRICS_PORT", port_text.as_str()),
-            ("BUZZ_LEASE_REAP_SECS", "1"),
-        ],
-    )
-    .await;
+    let (story, port) = metered_story("reaper", &[("BUZZ_LEASE_REAP_SECS", "1")]).await;
     let stack = &story.stack;
     let cli = story
         .cli
@@ -112,17 +101,7 @@ async fn a_serving_run_with_abandoned_leases_leaves_no_row_past_the_window_and_t
     // A relay crashed with three community writes and one write for a user admitted (their
     // leases lapse in a second and are never released); another relay's write is still running.
     for _ in 0..3 {
-        stack
-            .serving
-            .serving()
-            .acquire_serving_write_lease(
-                community,
-                "s3_put",
-                "crashed-relay:7",
-                Duration::from_secs(1),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        abandoned_s3_put_lease(stack, community, "crashed-relay:7", Duration::from_secs(1)).await;
     }
     stack
         .serving

@@ -156,6 +156,16 @@ pub(super) async fn scrape_until(
     }
 }
 
+/// A story on a database of its own (so the counts are exactly its own) whose worker, given
+/// `env` too, serves `/metrics` on a port of its own; that port. Take the outage lock first.
+pub(super) async fn metered_story(tag: &str, env: &[(&str, &str)]) -> (PrivateStory, u16) {
+    let port = metrics_port();
+    let port_text = port.to_string();
+    let mut worker_env = vec![("BUZZ_METRICS_PORT", port_text.as_str())];
+    worker_env.extend_from_slice(env);
+    (PrivateStory::start(tag, &worker_env).await, port)
+}
+
 pub(super) fn gauge(samples: &HashMap<String, f64>, series: &str) -> f64 {
     samples
         .get(series)
@@ -169,16 +179,7 @@ pub(super) fn gauge(samples: &HashMap<String, f64>, series: &str) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_gauges_report_a_blocked_deletion_its_age_and_its_abort() {
     let _shared = outage_lock().read().await;
-    let port = metrics_port();
-    let port_text = port.to_string();
-    let story = PrivateStory::start(
-        "gauges",
-        &[
-            ("BUZZ_METRICS_PORT", port_text.as_str()),
-            ("BUZZ_METRICS_SAMPLE_SECS", "1"),
-        ],
-    )
-    .await;
+    let (story, port) = metered_story("gauges", &[("BUZZ_METRICS_SAMPLE_SECS", "1")]).await;
     let (stack, cli) = (&story.stack, &story.cli);
 
     let empty = scrape_until(port, "the first sample", |s| {

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use uuid::Uuid;
 
+use testkit::poll;
 use testkit::prelude::*;
+use testkit::refusal::{approved_by, audit_trail};
 
 /// `--worker-wait` of the bounded runs.
 const WAIT_SECS: u64 = 3;
@@ -51,17 +53,14 @@ fn field<'a>(value: &'a Value, path: &[&str]) -> &'a Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_worker_every_command_answers_in_bounded_time_and_held_updates_apply_once() {
-    let (stack, cli, worker) = with_worker("noworker", &[]).await;
+    let (stack, cli, worker, target) = with_target("noworker", &[]).await;
     let queue = worker.queue.clone();
-    let host = unique_host("noworker");
-    let target = seed(&stack, &host, small_plan()).await;
-    let before = snapshot(&stack, target.community_id).await;
-    let (id, digest) = cli.submit(&host, "alice", &[]).await;
+    let before = target.kept(&stack).await;
+    let (id, digest) = cli.submit(&target.host, "alice", &[]).await;
     let request_id: Uuid = id.parse().unwrap_or_default();
-    let abort_host = unique_host("noworker-abort");
-    let abort_target = seed(&stack, &abort_host, small_plan()).await;
-    let abort_before = snapshot(&stack, abort_target.community_id).await;
-    let (abort_id, _) = cli.submit(&abort_host, "alice", &[]).await;
+    let abort_target = Tenant::seed(&stack, "noworker-abort", small_plan()).await;
+    let abort_before = abort_target.kept(&stack).await;
+    let (abort_id, _) = cli.submit(&abort_target.host, "alice", &[]).await;
     let user_request = |target: String| {
         let cli = cli.clone();
         async move { cli.user_submit(&target, "alice").await }
@@ -70,8 +69,7 @@ async fn without_a_worker_every_command_answers_in_bounded_time_and_held_updates
         user_request(format!("demo:noworker-{}", Uuid::new_v4().simple())).await;
     let (unapproved_user, _) =
         user_request(format!("demo:noworker-{}", Uuid::new_v4().simple())).await;
-    let other_host = unique_host("noworker-other");
-    seed(&stack, &other_host, small_plan()).await;
+    let other = Tenant::seed(&stack, "noworker-other", small_plan()).await;
 
     worker.process.crash().await;
 
@@ -182,7 +180,7 @@ async fn without_a_worker_every_command_answers_in_bounded_time_and_held_updates
             "community",
             "submit",
             "--host",
-            &other_host,
+            &other.host,
             "--requested-by",
             "alice",
         ],
@@ -235,79 +233,46 @@ async fn without_a_worker_every_command_answers_in_bounded_time_and_held_updates
     cli.run(&["user", "status", &user_id]).await.expect_code(0);
 
     // Nothing moved meanwhile.
-    assert!(
-        stack
-            .store
-            .approval_of(request_id)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-            .is_none()
-    );
-    assert_unchanged(&stack, target.community_id, &before, "target").await;
+    assert_eq!(approved_by(&stack, request_id).await, None);
+    before.assert_unchanged(&stack, "target").await;
 
     // A worker comes back: each held update is applied once.
     let _worker = WorkerProcess::start(&queue, &[]).await;
     cli.watch_to_end(&id).await;
-    let audit = stack
-        .store
-        .audit_events(request_id)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let audit = audit_trail(&stack, request_id).await;
     let count = |event: &str| audit.iter().filter(|e| e.event == event).count();
     assert_eq!(count("approved"), 1, "approved exactly once: {audit:#?}");
     assert_eq!(count("unblocked"), 0, "the refused unblock changed nothing");
-    assert_eq!(
-        stack
-            .store
-            .approval_of(request_id)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-            .map(|a| a.approved_by)
-            .as_deref(),
-        Some("bob")
-    );
-    let gone = snapshot(&stack, target.community_id).await;
-    gone.assert_gone("the target");
+    let approver = approved_by(&stack, request_id).await;
+    assert_eq!(approver.as_deref(), Some("bob"));
+    target.assert_gone(&stack, "the target").await;
 
     let aborted = cli
         .wait_status(&abort_id, 120, |s| s["phase"] == "aborted")
         .await;
     assert_eq!(aborted["abort"]["actor"], "carol", "{aborted}");
-    let abort_audit = stack
-        .store
-        .audit_events(abort_id.parse().unwrap_or_default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let abort_audit = audit_trail(&stack, abort_id.parse().unwrap_or_default()).await;
     assert_eq!(
         abort_audit.iter().filter(|e| e.event == "aborted").count(),
         1,
         "aborted exactly once: {abort_audit:#?}"
     );
-    assert_unchanged(
-        &stack,
-        abort_target.community_id,
-        &abort_before,
-        "aborted before the irreversible point: everything kept",
+    let kept = "aborted before the irreversible point: everything kept";
+    abort_before.assert_unchanged(&stack, kept).await;
+    let user = poll::until(
+        Duration::from_secs(60),
+        Duration::from_millis(300),
+        async || {
+            let status = cli.run(&["user", "status", &user_id]).await;
+            let user = status.expect_code(0).json();
+            match user["approval"].is_null() {
+                false => Ok(user),
+                true => Err(format!(
+                    "the user approval sent meanwhile was never applied: {user}"
+                )),
+            }
+        },
     )
     .await;
-    let user = cli
-        .run(&["user", "status", &user_id])
-        .await
-        .expect_code(0)
-        .json();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    let mut user = user;
-    while user["approval"].is_null() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the user approval sent meanwhile was never applied: {user}"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        user = cli
-            .run(&["user", "status", &user_id])
-            .await
-            .expect_code(0)
-            .json();
-    }
     assert_eq!(user["approval"]["approved_by"], "bob", "{user}");
 }

@@ -39,17 +39,8 @@ impl SecretFiles {
 
     /// Writes `content` to a new file of the directory; its path.
     fn write(&self, name: &str, content: &str) -> String {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
         let path = self.dir.join(name);
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        file.write_all(content.as_bytes())
-            .unwrap_or_else(|e| panic!("{e}"));
+        testkit::env::write_private_file(&path, content.as_bytes());
         path.display().to_string()
     }
 }
@@ -160,13 +151,17 @@ fn worker_tls_env(files: &SecretFiles) -> (Vec<(&'static str, String)>, Vec<&'st
     (set, remove)
 }
 
+/// What every story here starts from: the stack's secrets (to prove none is printed), a
+/// directory for secrets' files, and the local CA's file.
+fn tls_setting() -> (Secrets, SecretFiles, String) {
+    let ca = required("BUZZ_LOCAL_CA_FILE");
+    (Secrets::read(), SecretFiles::new(), ca)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deletion_completes_with_every_service_over_verified_tls_and_secrets_from_files() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
-    let secrets = Secrets::read();
-    let files = SecretFiles::new();
-    let ca = required("BUZZ_LOCAL_CA_FILE");
+    let (_shared, stack) = shared_stack().await;
+    let (secrets, files, ca) = tls_setting();
     let queue = unique_queue("all-tls");
 
     // The worker: Temporal over mutual TLS, the rest as `worker_tls_env` says. Its stderr goes
@@ -198,30 +193,22 @@ async fn a_deletion_completes_with_every_service_over_verified_tls_and_secrets_f
         "cli-database-url",
         &verify_full(&required(stack_env::DATABASE_URL), &ca),
     );
-    let with_key = Cli::new(&queue)
-        .without_env(stack_env::DATABASE_URL)
-        .with_env("DATABASE_URL_FILE", &database_url_file)
-        .with_env(
-            stack_env::TEMPORAL_ADDRESS,
-            &required("BUZZ_TEMPORAL_API_KEY_ADDRESS"),
-        )
-        .with_env(TEMPORAL_TLS_SERVER_CA_CERT_PATH, &ca)
-        .with_env(
-            "TEMPORAL_API_KEY_FILE",
-            &required("BUZZ_TEMPORAL_API_KEY_FILE"),
-        );
+    // The CLI of the queue, reaching Postgres with the file's URL and Temporal at `address`.
+    let cli_at = |address: &'static str| {
+        Cli::new(&queue)
+            .without_env(stack_env::DATABASE_URL)
+            .with_env("DATABASE_URL_FILE", &database_url_file)
+            .with_env(stack_env::TEMPORAL_ADDRESS, &required(address))
+            .with_env(TEMPORAL_TLS_SERVER_CA_CERT_PATH, &ca)
+    };
+    let api_key = required("BUZZ_TEMPORAL_API_KEY_FILE");
+    let with_key =
+        cli_at("BUZZ_TEMPORAL_API_KEY_ADDRESS").with_env("TEMPORAL_API_KEY_FILE", &api_key);
     let (id, digest) = with_key
         .submit(&target_host, "alice", &["--reason", "over TLS"])
         .await;
     with_key.approve(&id, "bob", &digest).await.expect_code(0);
-    let tls_only = Cli::new(&queue)
-        .without_env(stack_env::DATABASE_URL)
-        .with_env("DATABASE_URL_FILE", &database_url_file)
-        .with_env(
-            stack_env::TEMPORAL_ADDRESS,
-            &required("BUZZ_TEMPORAL_TLS_ADDRESS"),
-        )
-        .with_env(TEMPORAL_TLS_SERVER_CA_CERT_PATH, &ca);
+    let tls_only = cli_at("BUZZ_TEMPORAL_TLS_ADDRESS");
     let watched = tls_only.watch_to_end_printing(&id).await;
     assert!(watched.stdout.contains("verified"), "{}", watched.stdout);
 
@@ -264,62 +251,40 @@ async fn refused_in_one_line(
     secrets.assert_absent(&stderr, "a refused start");
 }
 
+/// A worker pointed at the Temporal front `address`, trusting `ca`, refuses to start in one line
+/// saying Temporal at that address refused the connection, `why`, and the setting to `fix`.
+async fn temporal_refused(address: &str, ca: &str, (why, fix): (&str, &str), secrets: &Secrets) {
+    let refused = format!("Temporal at {address} refused the connection");
+    let set = [
+        (stack_env::TEMPORAL_ADDRESS, address),
+        (TEMPORAL_TLS_SERVER_CA_CERT_PATH, ca),
+    ];
+    refused_in_one_line(&set, &[], &[&refused, why, fix], secrets).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_tls_or_credential_mistake_stops_the_worker_in_one_line_naming_the_fix() {
-    let _shared = outage_lock().read().await;
-    let _stack = stack().await;
-    let secrets = Secrets::read();
-    let files = SecretFiles::new();
-    let ca = required("BUZZ_LOCAL_CA_FILE");
+    let (_shared, _stack) = shared_stack().await;
+    let (secrets, files, ca) = tls_setting();
     let tls = required("BUZZ_TEMPORAL_TLS_ADDRESS");
     let mtls = required("BUZZ_TEMPORAL_MTLS_ADDRESS");
 
     // Temporal: a CA that did not sign the front's certificate.
-    refused_in_one_line(
-        &[
-            (stack_env::TEMPORAL_ADDRESS, &tls),
-            (TEMPORAL_TLS_SERVER_CA_CERT_PATH, FOREIGN_CA),
-        ],
-        &[],
-        &[
-            &format!("Temporal at {tls} refused the connection"),
-            "not signed by a trusted CA",
-            TEMPORAL_TLS_SERVER_CA_CERT_PATH,
-        ],
-        &secrets,
-    )
-    .await;
+    let untrusted = (
+        "not signed by a trusted CA",
+        TEMPORAL_TLS_SERVER_CA_CERT_PATH,
+    );
+    temporal_refused(&tls, FOREIGN_CA, untrusted, &secrets).await;
     // Temporal: a frontend whose certificate has expired.
     let expired_front = required("BUZZ_TEMPORAL_EXPIRED_ADDRESS");
-    refused_in_one_line(
-        &[
-            (stack_env::TEMPORAL_ADDRESS, &expired_front),
-            (TEMPORAL_TLS_SERVER_CA_CERT_PATH, &ca),
-        ],
-        &[],
-        &[
-            &format!("Temporal at {expired_front} refused the connection"),
-            "the server's certificate has expired",
-            "renewed certificate",
-        ],
-        &secrets,
-    )
-    .await;
+    let expired = (
+        "the server's certificate has expired",
+        "renewed certificate",
+    );
+    temporal_refused(&expired_front, &ca, expired, &secrets).await;
     // Temporal: mutual TLS without a client certificate.
-    refused_in_one_line(
-        &[
-            (stack_env::TEMPORAL_ADDRESS, &mtls),
-            (TEMPORAL_TLS_SERVER_CA_CERT_PATH, &ca),
-        ],
-        &[],
-        &[
-            &format!("Temporal at {mtls} refused the connection"),
-            "no client certificate",
-            TEMPORAL_TLS_CLIENT_CERT_PATH,
-        ],
-        &secrets,
-    )
-    .await;
+    let no_client = ("no client certificate", TEMPORAL_TLS_CLIENT_CERT_PATH);
+    temporal_refused(&mtls, &ca, no_client, &secrets).await;
     // Temporal: an expired client certificate, named before any connection.
     let expired = required("BUZZ_TEMPORAL_EXPIRED_CLIENT_CERT_FILE");
     refused_in_one_line(

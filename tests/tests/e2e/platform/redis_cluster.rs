@@ -10,15 +10,16 @@ use std::time::{Duration, Instant};
 
 use activities::cache::namespace_pattern;
 use activities::taxonomy::user_keys::user_key_scan_pattern;
-use demo::user::UserSeed;
 use testkit::prelude::*;
+use testkit::records::stage_of;
 use testkit::redis_cluster::{
-    self, Node, cluster_cache, cluster_env, key_slot, node_connection, node_ports, primaries,
+    self, Node, cluster_cache, cluster_env, event_keys, keys_on_any_node, node_connection,
+    node_ports, primaries, primaries_holding, primary_ports, seed_keys,
 };
 use testkit::workers::refused_in_one_line;
 use uuid::Uuid;
 
-use crate::user::erasure::{fresh_pubkey, seed_footprint, submit_user, without_user};
+use crate::user::erasure::{fresh_pubkey, member, seed_footprint, submit_user, without_user};
 
 /// The crash test takes it for writing, the others for reading.
 fn cluster_lock() -> &'static tokio::sync::RwLock<()> {
@@ -34,58 +35,19 @@ async fn cluster_stack() -> Stack {
     }
 }
 
-/// A worker on the cluster.
-async fn cluster_worker(queue: &str) -> WorkerProcess {
+/// The story's stack with the cluster as its Redis, a worker on a queue named after `tag` and
+/// the CLI of that queue, both on the cluster too (they inherit the single-node settings
+/// otherwise). Take the outage and cluster locks first.
+async fn on_cluster(tag: &str) -> (Stack, Cli, WorkerProcess) {
+    let stack = cluster_stack().await;
+    let queue = unique_queue(tag);
     let env = cluster_env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    WorkerProcess::start(queue, &env).await
-}
-
-/// The CLI of `queue`, on the cluster too (it inherits the single-node settings otherwise).
-fn cluster_cli(queue: &str) -> Cli {
-    cluster_env()
+    let worker = WorkerProcess::start(&queue, &env).await;
+    let cli = env
         .iter()
-        .fold(Cli::new(queue), |cli, (k, v)| cli.with_env(k, v))
-}
-
-/// The ports of the primaries serving `keys`' slots.
-fn primaries_holding(keys: &[String]) -> BTreeSet<u16> {
-    let primaries = primaries();
-    keys.iter()
-        .filter_map(|key| {
-            let slot = key_slot(key);
-            primaries.iter().find(|p| p.serves(slot)).map(|p| p.port)
-        })
-        .collect()
-}
-
-fn all_primaries() -> BTreeSet<u16> {
-    primaries().iter().map(|p| p.port).collect()
-}
-
-/// Keys matching `pattern` on any node, replicas included (each node SCANned alone).
-fn keys_on_any_node(pattern: &str) -> Vec<(u16, String)> {
-    let mut found = Vec::new();
-    for port in redis_cluster::live_ports() {
-        let mut connection = node_connection(port);
-        let mut cursor = 0u64;
-        loop {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .query(&mut connection)
-                .unwrap_or_else(|e| panic!("SCAN on {port}: {e}"));
-            found.extend(keys.into_iter().map(|k| (port, k)));
-            if next == 0 {
-                break;
-            }
-            cursor = next;
-        }
-    }
-    found
+        .fold(Cli::new(&queue), |cli, (k, v)| cli.with_env(k, v));
+    (stack, cli, worker)
 }
 
 /// Writes on `primaries` held (`CLIENT PAUSE … WRITE`: reads, SCAN and the cluster bus go on)
@@ -146,18 +108,6 @@ fn primary_with_a_held_unlink(primaries: &[Node], within: Duration) -> Node {
     }
 }
 
-/// The request's stage as the database has it.
-async fn stage_of(stack: &Stack, id: &str) -> String {
-    let id: Uuid = id
-        .parse()
-        .unwrap_or_else(|e| panic!("request id {id}: {e}"));
-    sqlx::query_scalar("SELECT stage FROM deletion.requests WHERE id = $1")
-        .bind(id)
-        .fetch_one(stack.store.pool())
-        .await
-        .unwrap_or_else(|e| panic!("stage of {id}: {e}"))
-}
-
 /// Brings back the node the test crashed, even when the test fails half-way.
 struct RestartStoppedNodes;
 
@@ -175,38 +125,25 @@ async fn a_community_on_every_primary_is_deleted_while_one_crashes_mid_purge_and
     tokio::task::spawn_blocking(redis_cluster::wait_until_ready)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let stack = cluster_stack().await;
-    let queue = unique_queue("cluster");
-    let _worker = cluster_worker(&queue).await;
-    let cli = cluster_cli(&queue);
+    let (stack, cli, _worker) = on_cluster("cluster").await;
 
-    let target_host = unique_host("cluster-target");
-    let target = seed(&stack, &target_host, small_plan()).await;
+    let target = Tenant::seed(&stack, "cluster-target", small_plan()).await;
     // Keys enough that every primary holds some of the target's.
-    let extra: Vec<String> = (0..300)
-        .map(|i| namespace_pattern(target.community_id).replacen('*', &format!("event:{i}"), 1))
-        .collect();
-    for key in &extra {
-        stack
-            .cache
-            .set(key, key.as_bytes())
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-    }
-    let target_before = snapshot(&stack, target.community_id).await;
+    seed_keys(&stack.cache, &event_keys(target.id, 300)).await;
+    let target_before = snapshot(&stack, target.id).await;
     let target_keys: Vec<String> = target_before.keys.iter().map(|(k, _)| k.clone()).collect();
     assert_eq!(target_keys.len(), 307);
-    assert_eq!(primaries_holding(&target_keys), all_primaries());
+    assert_eq!(primaries_holding(&target_keys), primary_ports());
     let mut neighbours = Vec::new();
     for tag in ["cluster-left", "cluster-right"] {
-        let report = seed(&stack, &unique_host(tag), small_plan()).await;
-        neighbours.push((
-            report.community_id,
-            snapshot(&stack, report.community_id).await,
-        ));
+        let neighbour = Tenant::seed(&stack, tag, small_plan()).await;
+        neighbours.push(neighbour.kept(&stack).await);
     }
 
-    let (id, digest) = cli.submit(&target_host, "alice", &[]).await;
+    let (id, digest) = cli.submit(&target.host, "alice", &[]).await;
+    let request: Uuid = id
+        .parse()
+        .unwrap_or_else(|e| panic!("request id {id}: {e}"));
     let inventoried: i64 = sqlx::query_scalar(
         "SELECT (inventory->>'redis_keys')::bigint FROM deletion.requests WHERE id = $1::uuid",
     )
@@ -224,7 +161,7 @@ async fn a_community_on_every_primary_is_deleted_while_one_crashes_mid_purge_and
     // purge's first UNLINK waits, so the crash lands in the middle of the purge, not around it.
     let deadline = Instant::now() + Duration::from_secs(240);
     loop {
-        let stage = stage_of(&stack, &id).await;
+        let stage = stage_of(&stack, request).await;
         assert!(
             ![
                 "cache_purged",
@@ -251,7 +188,7 @@ async fn a_community_on_every_primary_is_deleted_while_one_crashes_mid_purge_and
         .await
         .unwrap_or_else(|e| panic!("{e}"))
     };
-    assert_eq!(stage_of(&stack, &id).await, "postgres_purged");
+    assert_eq!(stage_of(&stack, request).await, "postgres_purged");
 
     let _restart = RestartStoppedNodes;
     let promoted =
@@ -259,7 +196,7 @@ async fn a_community_on_every_primary_is_deleted_while_one_crashes_mid_purge_and
             .await
             .unwrap_or_else(|e| panic!("{e}"));
     drop(paused);
-    assert!(all_primaries().contains(&promoted));
+    assert!(primary_ports().contains(&promoted));
 
     cli.watch_to_end(&id).await;
     let status = cli
@@ -268,18 +205,14 @@ async fn a_community_on_every_primary_is_deleted_while_one_crashes_mid_purge_and
         .expect_code(0)
         .json();
     assert_eq!(status["phase"], "retention_pending", "{status}");
-    let after = snapshot(&stack, target.community_id).await;
-    after.assert_gone("the target");
-    for (community, before) in &neighbours {
-        assert_identical(
-            before,
-            &snapshot(&stack, *community).await,
-            &format!("neighbour {community}"),
-        );
+    target.assert_gone(&stack, "the target").await;
+    for neighbour in &neighbours {
+        let what = format!("neighbour {}", neighbour.community);
+        neighbour.assert_unchanged(&stack, &what).await;
     }
     drop(_restart);
     // The crashed node is back (a replica now); no node holds a key of the target.
-    let left = keys_on_any_node(&namespace_pattern(target.community_id));
+    let left = keys_on_any_node(&namespace_pattern(target.id));
     assert!(left.is_empty(), "keys left on nodes: {left:?}");
 }
 
@@ -287,39 +220,13 @@ async fn a_community_on_every_primary_is_deleted_while_one_crashes_mid_purge_and
 async fn a_user_with_keys_on_every_primary_is_erased_and_everyone_elses_keys_are_byte_identical() {
     let _shared = outage_lock().read().await;
     let _cluster = cluster_lock().read().await;
-    let stack = cluster_stack().await;
-    let queue = unique_queue("cluster-user");
-    let _worker = cluster_worker(&queue).await;
-    let cli = cluster_cli(&queue);
+    let (stack, cli, _worker) = on_cluster("cluster-user").await;
     let user = fresh_pubkey();
     let other = fresh_pubkey();
     let community = small_community(&stack, "cluster-user").await;
-    let seeded = seed_footprint(
-        &stack,
-        community,
-        &user,
-        &UserSeed {
-            member: true,
-            events: 2,
-            agents: 1,
-            keys: 40,
-            ..UserSeed::default()
-        },
-    )
-    .await;
-    seed_footprint(
-        &stack,
-        community,
-        &other,
-        &UserSeed {
-            member: true,
-            events: 1,
-            keys: 12,
-            ..UserSeed::default()
-        },
-    )
-    .await;
-    assert_eq!(primaries_holding(&seeded.keys), all_primaries());
+    let seeded = seed_footprint(&stack, community, &user, &member(2, 1, 40)).await;
+    seed_footprint(&stack, community, &other, &member(1, 0, 12)).await;
+    assert_eq!(primaries_holding(&seeded.keys), primary_ports());
     let before = snapshot(&stack, community).await;
 
     let submitted = submit_user(&cli, &user).await;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use activities::objects::ObjectVersionRef;
 use activities::taxonomy::tenant_prefixes;
+use serde_json::Value;
 use temporalio_client::schedules::{ScheduleDescriptionAction, ScheduleError};
 use temporalio_client::tonic::Code;
 use uuid::Uuid;
@@ -159,6 +160,17 @@ impl Drop for UnscheduleOnDrop {
     }
 }
 
+/// `sweep schedule --every EVERY --schedule-id ID` (must exit 0), which must answer `outcome`
+/// with a period of `secs`; what it printed.
+async fn schedule(cli: &Cli, id: &str, (every, secs): (&str, u64), outcome: &str) -> Value {
+    let args = ["sweep", "schedule", "--every", every, "--schedule-id", id];
+    let scheduled = cli.run(&args).await.expect_code(0).json();
+    assert_eq!(scheduled["outcome"], outcome, "{scheduled}");
+    let period = serde_json::json!([secs]);
+    assert_eq!(scheduled["every_secs"], period, "{scheduled}");
+    scheduled
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweep_schedule_creates_then_updates_a_schedule_the_server_describes_and_unschedule_removes_it()
  {
@@ -171,17 +183,7 @@ async fn sweep_schedule_creates_then_updates_a_schedule_the_server_describes_and
         id: id.clone(),
     };
 
-    let created = cli
-        .run(&["sweep", "schedule", "--every", "24h", "--schedule-id", &id])
-        .await
-        .expect_code(0)
-        .json();
-    assert_eq!(created["outcome"], "created", "{created}");
-    assert_eq!(
-        created["every_secs"],
-        serde_json::json!([86_400]),
-        "{created}"
-    );
+    let created = schedule(&cli, &id, ("24h", 86_400), "created").await;
     assert_eq!(created["workflow_type"], "TaxonomySweep", "{created}");
     assert_eq!(created["task_queue"], queue.as_str(), "{created}");
 
@@ -203,17 +205,7 @@ async fn sweep_schedule_creates_then_updates_a_schedule_the_server_describes_and
         "the next sweep must be due within a day: {first_run:?}"
     );
 
-    let updated = cli
-        .run(&["sweep", "schedule", "--every", "12h", "--schedule-id", &id])
-        .await
-        .expect_code(0)
-        .json();
-    assert_eq!(updated["outcome"], "updated", "{updated}");
-    assert_eq!(
-        updated["every_secs"],
-        serde_json::json!([43_200]),
-        "{updated}"
-    );
+    schedule(&cli, &id, ("12h", 43_200), "updated").await;
 
     cli.run(&["sweep", "unschedule", "--schedule-id", &id])
         .await

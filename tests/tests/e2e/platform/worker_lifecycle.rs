@@ -5,39 +5,39 @@ use tokio::process::Command;
 
 use stack_config::env as stack_env;
 use testkit::env::required;
+use testkit::poll;
 use testkit::prelude::*;
-use testkit::seed::{ONE_DELETE_AT_A_TIME, paced_plan};
-use testkit::workers::{worker_command, worker_exit};
+use testkit::records::chunk_progress;
+use testkit::refusal::{audit_trail, request_row};
+use testkit::story::PacedDeletion;
+use testkit::workers::{refused_naming, worker_command, worker_exit};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_refuses_to_start_naming_the_missing_variable_or_unreachable_service() {
-    let _shared = outage_lock().read().await;
-    let _stack = stack().await;
-    let (code, stderr) = worker_exit(&[], &["BUZZ_S3_BUCKET"]).await;
-    assert_eq!(code, 1, "{stderr}");
-    assert!(stderr.contains("BUZZ_S3_BUCKET is not set"), "{stderr}");
-    let (code, stderr) = worker_exit(&[("TEMPORAL_ADDRESS", "127.0.0.1:1")], &[]).await;
-    assert_eq!(code, 1, "{stderr}");
-    assert!(
-        stderr.contains("Temporal is not reachable at 127.0.0.1:1"),
-        "{stderr}"
-    );
-    let (code, stderr) = worker_exit(&[("REDIS_URL", "redis://127.0.0.1:1")], &[]).await;
-    assert_eq!(code, 1, "{stderr}");
-    assert!(stderr.contains("Redis is not reachable"), "{stderr}");
+    let (_shared, _stack) = shared_stack().await;
+    for (set, remove, named) in [
+        (vec![], vec!["BUZZ_S3_BUCKET"], "BUZZ_S3_BUCKET is not set"),
+        (
+            vec![("TEMPORAL_ADDRESS", "127.0.0.1:1")],
+            vec![],
+            "Temporal is not reachable at 127.0.0.1:1",
+        ),
+        (
+            vec![("REDIS_URL", "redis://127.0.0.1:1")],
+            vec![],
+            "Redis is not reachable",
+        ),
+    ] {
+        refused_naming(&set, &remove, &[named]).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_refuses_to_start_without_its_receipt_key_or_with_an_unlocked_archive_bucket() {
-    let _shared = outage_lock().read().await;
-    let _stack = stack().await;
+    let (_shared, _stack) = shared_stack().await;
     let key_var = activities::certificates::SIGNING_KEY_FILE_ENV;
-    let (code, stderr) = worker_exit(&[], &[key_var]).await;
-    assert_eq!(code, 1, "{stderr}");
-    assert!(
-        stderr.contains(&format!("{key_var} is not set")) && stderr.contains("keys generate"),
-        "{stderr}"
-    );
+    let not_set = format!("{key_var} is not set");
+    refused_naming(&[], &[key_var], &[&not_set, "keys generate"]).await;
     // A key file that is not a key: the variable and the file are named, nothing of its content.
     let dir = std::env::temp_dir().join(format!("buzz-bad-key-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
@@ -48,12 +48,7 @@ async fn worker_refuses_to_start_without_its_receipt_key_or_with_an_unlocked_arc
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let path = not_a_key.display().to_string();
-    let (code, stderr) = worker_exit(&[(key_var, path.as_str())], &[]).await;
-    assert_eq!(code, 1, "{stderr}");
-    assert!(
-        stderr.contains(key_var) && stderr.contains(&path),
-        "{stderr}"
-    );
+    let stderr = refused_naming(&[(key_var, path.as_str())], &[], &[key_var, &path]).await;
     assert!(
         !stderr.contains("c2VjcmV0LWJ5dGVz"),
         "key material printed: {stderr}"
@@ -61,25 +56,16 @@ async fn worker_refuses_to_start_without_its_receipt_key_or_with_an_unlocked_arc
     let _ = std::fs::remove_dir_all(&dir);
     // The tenant bucket is versioned but not under object lock: no archive there.
     let bucket = required(stack_env::S3_BUCKET);
-    let (code, stderr) = worker_exit(
-        &[(
-            activities::certificates::ARCHIVE_BUCKET_ENV,
-            bucket.as_str(),
-        )],
-        &[],
-    )
-    .await;
-    assert_eq!(code, 1, "{stderr}");
-    assert!(
-        stderr.contains("cannot archive receipts") && stderr.contains("COMPLIANCE"),
-        "{stderr}"
-    );
+    let archive = [(
+        activities::certificates::ARCHIVE_BUCKET_ENV,
+        bucket.as_str(),
+    )];
+    refused_naming(&archive, &[], &["cannot archive receipts", "COMPLIANCE"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_secret_can_come_from_a_file_and_none_is_printed() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
+    let (_shared, stack) = shared_stack().await;
     let dir = std::env::temp_dir().join(format!("buzz-secrets-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
     // Each secret in a file of its own, as a mounted Kubernetes Secret; none in the environment.
@@ -117,23 +103,15 @@ async fn every_secret_can_come_from_a_file_and_none_is_printed() {
         .assert_gone("the target");
 
     // A secret's file that cannot be read: the worker names the variable and the file.
-    let (code, stderr) = worker_exit(
+    refused_naming(
         &[("REDIS_URL_FILE", "/nonexistent/redis-url")],
         &[stack_env::REDIS_URL],
+        &["REDIS_URL_FILE=/nonexistent/redis-url: cannot read the file"],
     )
     .await;
-    assert_eq!(code, 1, "{stderr}");
-    assert!(
-        stderr.contains("REDIS_URL_FILE=/nonexistent/redis-url: cannot read the file"),
-        "{stderr}"
-    );
     // Both a value and a file: refused, naming both, printing neither value.
-    let (code, stderr) = worker_exit(&[file_env[3]], &[]).await;
-    assert_eq!(code, 1, "{stderr}");
-    assert!(
-        stderr.contains("both BUZZ_S3_SECRET_KEY and BUZZ_S3_SECRET_KEY_FILE are set"),
-        "{stderr}"
-    );
+    let both = "both BUZZ_S3_SECRET_KEY and BUZZ_S3_SECRET_KEY_FILE are set";
+    let stderr = refused_naming(&[file_env[3]], &[], &[both]).await;
     assert!(
         !stderr.contains(&required(stack_env::S3_SECRET_KEY)),
         "{stderr}"
@@ -159,8 +137,7 @@ async fn stack_check_with_s3_credentials_from(env: &[(&str, &str)]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s3_credentials_come_from_the_aws_environment_a_shared_profile_or_the_static_pair() {
-    let _shared = outage_lock().read().await;
-    let _stack = stack().await;
+    let (_shared, _stack) = shared_stack().await;
     let access = required(stack_env::S3_ACCESS_KEY);
     let secret = required(stack_env::S3_SECRET_KEY);
     // The AWS SDK's environment variables.
@@ -194,28 +171,23 @@ async fn s3_credentials_come_from_the_aws_environment_a_shared_profile_or_the_st
     .await;
     // Nothing anywhere (no instance metadata either): the worker stops at start saying what to
     // set, and prints no key.
-    let (code, stderr) = worker_exit(
+    let stderr = refused_naming(
         &[
             ("AWS_EC2_METADATA_DISABLED", "true"),
             ("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials"),
             ("AWS_CONFIG_FILE", "/nonexistent/config"),
         ],
         &[stack_env::S3_ACCESS_KEY, stack_env::S3_SECRET_KEY],
+        &["no S3 credentials", "BUZZ_S3_ACCESS_KEY"],
     )
     .await;
-    assert_eq!(code, 1, "{stderr}");
-    assert!(
-        stderr.contains("no S3 credentials") && stderr.contains("BUZZ_S3_ACCESS_KEY"),
-        "{stderr}"
-    );
     assert!(!stderr.contains(&secret), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_worker_reaches_s3_over_https_trusting_the_given_ca_and_refuses_an_unknown_issuer() {
-    let _shared = outage_lock().read().await;
-    let _stack = stack().await;
+    let (_shared, _stack) = shared_stack().await;
     let https = required("BUZZ_S3_HTTPS_ENDPOINT");
     let ca = required("BUZZ_LOCAL_CA_FILE");
     let queue = unique_queue("s3-https");
@@ -232,27 +204,22 @@ async fn the_worker_reaches_s3_over_https_trusting_the_given_ca_and_refuses_an_u
         .await
         .expect_code(0);
     // Without the CA, the gateway's certificate is from an unknown issuer: refused at start.
-    let (code, stderr) = worker_exit(&[(stack_env::S3_ENDPOINT, https.as_str())], &[]).await;
-    assert_eq!(code, 1, "{stderr}");
-    assert!(stderr.contains("S3") && stderr.contains(&https), "{stderr}");
+    let unknown_issuer = [(stack_env::S3_ENDPOINT, https.as_str())];
+    let stderr = refused_naming(&unknown_issuer, &[], &["S3", &https]).await;
     assert!(
         stderr.contains("UnknownIssuer") || stderr.contains("certificate"),
         "{stderr}"
     );
     // A CA file that cannot be read is named.
-    let (code, stderr) = worker_exit(
+    refused_naming(
         &[
             (stack_env::S3_ENDPOINT, https.as_str()),
             (stack_env::S3_CA_FILE, "/nonexistent/ca.pem"),
         ],
         &[],
+        &["BUZZ_S3_CA_FILE=/nonexistent/ca.pem"],
     )
     .await;
-    assert_eq!(code, 1, "{stderr}");
-    assert!(
-        stderr.contains("BUZZ_S3_CA_FILE=/nonexistent/ca.pem"),
-        "{stderr}"
-    );
 }
 
 /// `url` with TLS to Postgres verified against `ca` (`sslmode=verify-full`).
@@ -263,8 +230,7 @@ fn verified_tls(url: &str, ca: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_and_cli_reach_postgres_over_verified_tls_and_a_wrong_ca_stops_the_worker() {
-    let _shared = outage_lock().read().await;
-    let _stack = stack().await;
+    let (_shared, _stack) = shared_stack().await;
     let ca = required("BUZZ_LOCAL_CA_FILE");
     let url = verified_tls(&required(stack_env::DATABASE_URL), &ca);
     let queue = unique_queue("pg-tls");
@@ -310,12 +276,9 @@ async fn worker_and_cli_reach_postgres_over_verified_tls_and_a_wrong_ca_stops_th
         &required(stack_env::DATABASE_URL),
         &other_ca.display().to_string(),
     );
-    let (code, stderr) = worker_exit(&[(stack_env::DATABASE_URL, wrong.as_str())], &[]).await;
-    assert_eq!(code, 1, "{stderr}");
-    assert!(
-        stderr.contains("PostgreSQL at") && stderr.contains("not signed by a trusted CA"),
-        "{stderr}"
-    );
+    let wrong_ca = [(stack_env::DATABASE_URL, wrong.as_str())];
+    let named = ["PostgreSQL at", "not signed by a trusted CA"];
+    let stderr = refused_naming(&wrong_ca, &[], &named).await;
     assert!(
         !stderr.contains(":buzz_worker@"),
         "the password is redacted: {stderr}"
@@ -325,8 +288,7 @@ async fn worker_and_cli_reach_postgres_over_verified_tls_and_a_wrong_ca_stops_th
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_refuses_an_unmigrated_schema_and_says_to_run_migrate() {
-    let _shared = outage_lock().read().await;
-    let stack = stack().await;
+    let (_shared, stack) = shared_stack().await;
     let database = format!("buzz_unmigrated_{}", uuid::Uuid::new_v4().simple());
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {database}")))
         .execute(stack.store.pool())
@@ -349,47 +311,18 @@ async fn worker_refuses_an_unmigrated_schema_and_says_to_run_migrate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_drains_the_worker_and_it_exits_cleanly() {
-    let _shared = outage_lock().read().await;
-    let _stack = stack().await;
-    let mut child = worker_command(&[
-        ("BUZZ_TASK_QUEUE", &unique_queue("drain")),
-        ("BUZZ_SHUTDOWN_GRACE_SECS", "5"),
-    ])
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap_or_else(|e| panic!("{e}"));
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let pid = child.id().unwrap_or_default().to_string();
-    let killed = Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(killed.success());
-    let output = tokio::time::timeout(Duration::from_secs(30), async {
-        let status = child.wait().await;
-        let mut stderr = String::new();
-        if let Some(mut pipe) = child.stderr.take() {
-            use tokio::io::AsyncReadExt;
-            let _ = pipe.read_to_string(&mut stderr).await;
-        }
-        (status, stderr)
-    })
-    .await
-    .unwrap_or_else(|_| panic!("the worker did not stop within 30 s of SIGTERM"));
-    let (status, stderr) = output;
-    assert!(
-        status.map(|s| s.success()).unwrap_or(false),
-        "a drained worker exits 0: {stderr}"
-    );
+    let (_shared, _stack) = shared_stack().await;
+    let (clean, stderr) = worker_runs_until_sigterm("drain", &[]).await;
+    assert!(clean, "a drained worker exits 0: {stderr}");
     assert!(stderr.contains("drained"), "{stderr}");
 }
 
-/// Starts the worker with `overrides`, lets it poll for three seconds, SIGTERMs it; returns
-/// whether it exited 0 and its stderr.
-async fn worker_runs_until_sigterm(overrides: &[(&str, &str)]) -> (bool, String) {
+/// Starts the worker on a queue named after `tag` with `overrides`, lets it poll for three
+/// seconds, SIGTERMs it (the signal must be delivered); returns whether it exited 0 within 30 s
+/// and its stderr.
+async fn worker_runs_until_sigterm(tag: &str, overrides: &[(&str, &str)]) -> (bool, String) {
     let mut command = worker_command(&[
-        ("BUZZ_TASK_QUEUE", &unique_queue("role-flag")),
+        ("BUZZ_TASK_QUEUE", &unique_queue(tag)),
         ("BUZZ_SHUTDOWN_GRACE_SECS", "5"),
     ]);
     command.stderr(Stdio::piped());
@@ -399,7 +332,8 @@ async fn worker_runs_until_sigterm(overrides: &[(&str, &str)]) -> (bool, String)
     let mut child = command.spawn().unwrap_or_else(|e| panic!("{e}"));
     tokio::time::sleep(Duration::from_secs(3)).await;
     let pid = child.id().unwrap_or_default().to_string();
-    let _ = Command::new("kill").args(["-TERM", &pid]).status().await;
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().await;
+    assert!(killed.is_ok_and(|k| k.success()), "kill -TERM {pid}");
     tokio::time::timeout(Duration::from_secs(30), async {
         let status = child.wait().await;
         let mut stderr = String::new();
@@ -415,8 +349,7 @@ async fn worker_runs_until_sigterm(overrides: &[(&str, &str)]) -> (bool, String)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_and_cli_refuse_the_schema_owner_unless_told_the_stack_is_throwaway() {
-    let _shared = outage_lock().read().await;
-    let _stack = stack().await;
+    let (_shared, _stack) = shared_stack().await;
     let owner_url = required(stack_env::OWNER_DATABASE_URL);
     let owner = [("DATABASE_URL", owner_url.as_str())];
 
@@ -445,16 +378,19 @@ async fn worker_and_cli_refuse_the_schema_owner_unless_told_the_stack_is_throwaw
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("refusing to run"), "{stderr}");
     // With the flag it runs (and says so), then drains on SIGTERM.
-    let (clean, stderr) = worker_runs_until_sigterm(&[
-        ("DATABASE_URL", owner_url.as_str()),
-        ("BUZZ_ALLOW_PRIVILEGED_DB_ROLE", "throwaway-local-stack"),
-    ])
+    let (clean, stderr) = worker_runs_until_sigterm(
+        "role-flag",
+        &[
+            ("DATABASE_URL", owner_url.as_str()),
+            ("BUZZ_ALLOW_PRIVILEGED_DB_ROLE", "throwaway-local-stack"),
+        ],
+    )
     .await;
     assert!(clean, "the flagged worker must run and drain: {stderr}");
     assert!(stderr.contains("privileged database role"), "{stderr}");
     assert!(stderr.contains("drained"), "{stderr}");
     // On the worker role it starts without any flag.
-    let (clean, stderr) = worker_runs_until_sigterm(&[]).await;
+    let (clean, stderr) = worker_runs_until_sigterm("role-flag", &[]).await;
     assert!(clean, "{stderr}");
     assert!(!stderr.contains("privileged database role"), "{stderr}");
 
@@ -525,8 +461,7 @@ fn without_colours(text: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_predecessor_variable_yields_one_warning_and_the_pool_setting_is_honoured_and_bounded()
 {
-    let _shared = outage_lock().read().await;
-    let _stack = stack().await;
+    let (_shared, _stack) = shared_stack().await;
     let secret = "postgres://tester:topsecret@db.example/buzz";
     let mut env: Vec<(&str, &str)> = worker::predecessor::REPLACED
         .iter()
@@ -565,7 +500,7 @@ async fn each_predecessor_variable_yields_one_warning_and_the_pool_setting_is_ho
         );
     };
 
-    let (clean, stderr) = worker_runs_until_sigterm(&env).await;
+    let (clean, stderr) = worker_runs_until_sigterm("role-flag", &env).await;
     let stderr = without_colours(&stderr);
     assert!(clean, "{stderr}");
     one_warning_each(&stderr);
@@ -604,20 +539,13 @@ async fn each_predecessor_variable_yields_one_warning_and_the_pool_setting_is_ho
 /// The request's failure record: its blocked stage and reason, last error and retry count, and
 /// every audit event that reports a failure or a block.
 async fn failure_record(stack: &Stack, id: uuid::Uuid) -> (String, Vec<String>) {
-    let request = stack
-        .store
-        .get_request(id)
-        .await
-        .unwrap_or_else(|e| panic!("request {id}: {e}"));
+    let request = request_row(stack, id).await;
     let record = format!(
         "blocked_stage {:?}, blocked_reason {:?}, last_error {:?}, retry_count {}",
         request.blocked_stage, request.blocked_reason, request.last_error, request.retry_count
     );
-    let events = stack
-        .store
-        .audit_events(id)
+    let events = audit_trail(stack, id)
         .await
-        .unwrap_or_else(|e| panic!("audit trail of {id}: {e}"))
         .into_iter()
         .map(|e| e.event)
         .filter(|e| e.contains("fail") || e.contains("block"))
@@ -627,6 +555,19 @@ async fn failure_record(stack: &Stack, id: uuid::Uuid) -> (String, Vec<String>) 
 
 /// What a request that never failed shows.
 const NO_FAILURE: &str = "blocked_stage None, blocked_reason None, last_error None, retry_count 0";
+
+/// Panics unless the request records no failure and no block, `when`.
+async fn assert_no_failure(stack: &Stack, id: uuid::Uuid, when: &str) {
+    let (record, events) = failure_record(stack, id).await;
+    assert_eq!(record, NO_FAILURE, "{when}");
+    assert!(events.is_empty(), "{when}: {events:?}");
+}
+
+/// SIGTERMs the worker: it must drain and exit 0.
+async fn sigterm(worker: WorkerProcess) {
+    let drained = worker.terminate().await;
+    assert!(drained, "a SIGTERMed worker drains and exits 0");
+}
 
 /// SIGTERM in the middle of the object deletion: the worker drains, cancels the phase once its
 /// one-second grace is over and exits 0. That is not a failure of the deletion: nothing is
@@ -643,60 +584,25 @@ async fn sigterm_mid_phase_hands_the_phase_to_the_next_worker_without_recording_
     ];
     let mut first_env = paced.to_vec();
     first_env.push(("BUZZ_SHUTDOWN_GRACE_SECS", "1"));
-    let (stack, cli, first) = with_worker("term-phase", &first_env).await;
-    let queue = first.queue.clone();
-    let host = unique_host("term-phase");
-    let plan = paced_plan(150);
-    let target = seed(&stack, &host, plan).await;
-    let (id, digest) = cli.submit(&host, "alice", &ONE_DELETE_AT_A_TIME).await;
-    cli.approve(&id, "bob", &digest).await.expect_code(0);
-    let request_id: uuid::Uuid = id.parse().unwrap_or_else(|e| panic!("{id}: {e}"));
-    let progress = async || {
-        stack
-            .store
-            .chunk_progress(request_id)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-    };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    while progress().await.chunks_stamped == 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no chunk was ever stamped"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let deletion = PacedDeletion::start("term-phase", &first_env, 150).await;
+    let (stack, request_id) = (&deletion.stack, deletion.request);
+    deletion.wait_for_a_stamped_chunk().await;
 
-    assert!(
-        first.process.terminate().await,
-        "a SIGTERMed worker drains and exits 0"
-    );
-    let cut = progress().await;
+    sigterm(deletion.worker.process).await;
+    let cut = chunk_progress(stack, request_id).await;
     assert!(
         cut.chunks_stamped < cut.chunks_total,
         "the phase must still have been running when the grace ran out: {cut:?}"
     );
-    let (record, events) = failure_record(&stack, request_id).await;
-    assert_eq!(record, NO_FAILURE, "after the SIGTERM");
-    assert!(events.is_empty(), "after the SIGTERM: {events:?}");
+    assert_no_failure(stack, request_id, "after the SIGTERM").await;
 
-    let _second = WorkerProcess::start(&queue, &paced).await;
-    cli.watch_to_end(&id).await;
-    snapshot(&stack, target.community_id)
-        .await
-        .assert_gone("the target");
-    let (record, events) = failure_record(&stack, request_id).await;
-    assert_eq!(record, NO_FAILURE, "after the next worker finished");
-    assert!(
-        events.is_empty(),
-        "after the next worker finished: {events:?}"
-    );
+    let _second = WorkerProcess::start(&deletion.worker.queue, &paced).await;
+    deletion.cli.watch_to_end(&deletion.id).await;
+    deletion.target.assert_gone(stack, "the target").await;
+    assert_no_failure(stack, request_id, "after the next worker finished").await;
 
-    let stamps: Vec<(u64, i64)> = stack
-        .store
-        .audit_events(request_id)
+    let stamps: Vec<(u64, i64)> = audit_trail(stack, request_id)
         .await
-        .unwrap_or_else(|e| panic!("{e}"))
         .into_iter()
         .filter(|e| e.event == "chunk_stamped")
         .map(|e| {
@@ -708,7 +614,7 @@ async fn sigterm_mid_phase_hands_the_phase_to_the_next_worker_without_recording_
         .collect();
     let mut chunks: Vec<u64> = stamps.iter().map(|(chunk, _)| *chunk).collect();
     chunks.sort_unstable();
-    let total = progress().await.chunks_total;
+    let total = chunk_progress(stack, request_id).await.chunks_total;
     assert_eq!(
         chunks,
         (0..total).collect::<Vec<_>>(),
@@ -742,7 +648,6 @@ async fn user_rows(stack: &Stack, id: uuid::Uuid) -> Vec<(String, String, i32, O
 async fn sigterm_mid_handler_records_no_stage_failure_and_the_next_worker_runs_the_row_again() {
     let (stack, cli, first) =
         with_worker("term-handler", &[("BUZZ_SHUTDOWN_GRACE_SECS", "1")]).await;
-    let queue = first.queue.clone();
     let target = format!("demo:term-{}", uuid::Uuid::new_v4().simple());
     let id = cli.user_submit_and_approve(&target, "alice", "bob").await;
     let request_id: uuid::Uuid = id.parse().unwrap_or_else(|e| panic!("{id}: {e}"));
@@ -760,33 +665,25 @@ async fn sigterm_mid_handler_records_no_stage_failure_and_the_next_worker_runs_t
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("user run: {e}"));
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
+    let every = Duration::from_millis(50);
+    poll::until(Duration::from_secs(60), every, async || {
         let rows = user_rows(&stack, request_id).await;
-        if rows.first().is_some_and(|r| r.1 == "running") {
-            break;
+        match rows.first() {
+            Some((_, status, ..)) if status == "running" => Ok(()),
+            _ => Err(format!("the gate never started running: {rows:?}")),
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the gate never started running: {rows:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
 
-    assert!(
-        first.process.terminate().await,
-        "a SIGTERMed worker drains and exits 0"
-    );
+    sigterm(first.process).await;
     assert_eq!(
         user_rows(&stack, request_id).await,
         vec![("gate_user".to_owned(), "running".to_owned(), 1, None)],
         "the interrupted row is not failed"
     );
-    let (record, events) = failure_record(&stack, request_id).await;
-    assert_eq!(record, NO_FAILURE, "after the SIGTERM");
-    assert!(events.is_empty(), "after the SIGTERM: {events:?}");
+    assert_no_failure(&stack, request_id, "after the SIGTERM").await;
 
-    let _second = WorkerProcess::start(&queue, &[]).await;
+    let _second = WorkerProcess::start(&first.queue, &[]).await;
     let stepped = tokio::time::timeout(Duration::from_secs(120), step.wait_with_output())
         .await
         .unwrap_or_else(|_| panic!("user run --next-step did not end within 120 s"))
@@ -804,7 +701,5 @@ async fn sigterm_mid_handler_records_no_stage_failure_and_the_next_worker_runs_t
             .all(|(_, status, _, error)| status == "completed" && error.is_none()),
         "{rows:?}"
     );
-    let (record, events) = failure_record(&stack, request_id).await;
-    assert_eq!(record, NO_FAILURE, "after the run completed");
-    assert!(events.is_empty(), "after the run completed: {events:?}");
+    assert_no_failure(&stack, request_id, "after the run completed").await;
 }

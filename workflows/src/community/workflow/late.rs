@@ -10,11 +10,10 @@
 //! retry verification as every phase does.
 
 use temporalio_common::error::IncomingError;
-use temporalio_sdk::{ActivityExecutionError, WorkflowCancellationToken, WorkflowContext};
+use temporalio_sdk::{ActivityExecutionError, WorkflowContext};
 
 use super::{CommunityDeletion, PhaseOutput, Stop, failure_reason};
 use crate::community::contracts::{DeleteLateVersions, LateVersionsReport, RequestRef, Verify};
-use crate::community::options::Paced;
 use crate::community::phase::Phase;
 use crate::contract::LATE_OBJECT_VERSION_FAILURE_TYPE;
 
@@ -25,19 +24,10 @@ impl CommunityDeletion {
         ctx: &WorkflowContext<Self>,
         request: RequestRef,
     ) -> Result<(), Stop> {
-        if let Some(abort) = ctx.state(Self::pending_abort) {
-            return Err(Stop::Abort(Box::new(abort)));
-        }
-        Self::enter(ctx, Phase::Verifying);
+        Self::enter_unless_aborted(ctx, Phase::Verifying)?;
         loop {
-            let call_cancellation = WorkflowCancellationToken::new();
-            let options = Self::options(ctx, Verify::PACE, call_cancellation.clone());
-            let call = ctx.execute_activity(Verify, request.clone(), options);
-            match Self::guarded(ctx, call, Some(&call_cancellation)).await? {
-                Ok(report) => {
-                    ctx.state_mut(|s| report.record(s));
-                    return Ok(());
-                }
+            match Self::attempt(ctx, Verify, request.clone()).await? {
+                Ok(()) => return Ok(()),
                 Err(failure) => {
                     let late = is_late_object_version(&failure);
                     Self::block(ctx, Phase::Verifying, failure_reason(&failure)).await?;

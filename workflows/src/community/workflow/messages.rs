@@ -24,14 +24,9 @@ impl CommunityDeletion {
     /// payload is taken and decoded here, see `decode`) is recorded as a rejected attempt.
     pub(super) async fn approve_from_signal(ctx: &WorkflowContext<Self>, input: RawValue) {
         let rejected = |actor, reason| RequestEvent::ApprovalRejected { actor, reason };
-        let Some(request) = Self::decode_signal::<ApproveRequest>(ctx, &input, rejected).await
-        else {
-            return;
-        };
-        let actor = request.approved_by.clone();
         // Every refusal is recorded: a rule, or the activity's verdict on the signature.
-        let accepted = Self::accept_approval(ctx, request).await;
-        Self::record_refusal(ctx, accepted, actor, rejected).await;
+        let accept = |request| Self::accept_approval(ctx, request);
+        Self::act_on_signal(ctx, &input, rejected, accept).await;
     }
 
     /// The `abort` signal: as the update; every refusal, a malformed payload included, is
@@ -49,13 +44,29 @@ impl CommunityDeletion {
     /// rejected.
     pub(super) async fn unblock_from_signal(ctx: &WorkflowContext<Self>, input: RawValue) {
         let rejected = |actor, reason| RequestEvent::UnblockRejected { actor, reason };
-        let Some(request) = Self::decode_signal::<UnblockRequest>(ctx, &input, rejected).await
-        else {
+        let release = |request| Self::release(ctx, request);
+        Self::act_on_signal(ctx, &input, rejected, release).await;
+    }
+
+    /// A signalled message acted on: decoded (a malformed one is recorded as the event
+    /// `rejected` builds), then `act`ed on; its refusal is recorded the same way under the
+    /// message's actor (a signal has no caller to tell).
+    async fn act_on_signal<M, T, Fut>(
+        ctx: &WorkflowContext<Self>,
+        input: &RawValue,
+        rejected: impl Fn(String, String) -> RequestEvent,
+        act: impl FnOnce(M) -> Fut,
+    ) where
+        M: Message,
+        Fut: Future<Output = Result<T, MessageError>>,
+    {
+        let Some(request) = Self::decode_signal::<M>(ctx, input, &rejected).await else {
             return;
         };
-        let actor = request.actor.clone();
-        let released = Self::release(ctx, request).await;
-        Self::record_refusal(ctx, released, actor, rejected).await;
+        let actor = request.actor().to_owned();
+        if let Err(refusal) = act(request).await {
+            Self::record_event(ctx, rejected(actor, refusal.to_string())).await;
+        }
     }
 
     /// A signal's payload decoded as `M`; a malformed one is recorded as the event `rejected`
@@ -71,19 +82,6 @@ impl CommunityDeletion {
                 Self::record_event(ctx, rejected(actor, reason)).await;
                 None
             }
-        }
-    }
-
-    /// Records a signalled message's refusal, if `outcome` is one, as the event `rejected` builds
-    /// from the message's `actor` and the refusal (a signal has no caller to tell).
-    async fn record_refusal<T>(
-        ctx: &WorkflowContext<Self>,
-        outcome: Result<T, MessageError>,
-        actor: String,
-        rejected: impl FnOnce(String, String) -> RequestEvent,
-    ) {
-        if let Err(refusal) = outcome {
-            Self::record_event(ctx, rejected(actor, refusal.to_string())).await;
         }
     }
 
@@ -145,14 +143,7 @@ impl CommunityDeletion {
                 request
             }
             Err(refusal) => {
-                if from_signal || matches!(refusal, AbortRefusal::PastIrreversiblePoint { .. }) {
-                    let event = RequestEvent::AbortRefused {
-                        actor: request.actor,
-                        reason: refusal.to_string(),
-                    };
-                    Self::record_event(ctx, event).await;
-                }
-                return Err(refusal.into());
+                return Err(Self::refuse_abort(ctx, request.actor, refusal, from_signal).await);
             }
         };
         // The phase may have moved while the signature was recorded.
@@ -169,14 +160,7 @@ impl CommunityDeletion {
         let undecided = match accepted {
             Ok(undecided) => undecided,
             Err(refusal) => {
-                if from_signal || matches!(refusal, AbortRefusal::PastIrreversiblePoint { .. }) {
-                    let event = RequestEvent::AbortRefused {
-                        actor: request.actor,
-                        reason: refusal.to_string(),
-                    };
-                    Self::record_event(ctx, event).await;
-                }
-                return Err(refusal.into());
+                return Err(Self::refuse_abort(ctx, request.actor, refusal, from_signal).await);
             }
         };
         if undecided {
@@ -260,6 +244,24 @@ impl CommunityDeletion {
             return Err(AbortRefusal::RefusedByDatabase { reason }.into());
         }
         Err(Self::abort_not_taken(ctx, from_signal, actor, "could not be decided", reason).await)
+    }
+
+    /// The error of an abort the rules refuse; the refusal is recorded in the audit trail when
+    /// the abort came as a signal (no caller to tell) or past the irreversible point.
+    async fn refuse_abort(
+        ctx: &WorkflowContext<Self>,
+        actor: String,
+        refusal: AbortRefusal,
+        from_signal: bool,
+    ) -> MessageError {
+        if from_signal || matches!(refusal, AbortRefusal::PastIrreversiblePoint { .. }) {
+            let event = RequestEvent::AbortRefused {
+                actor,
+                reason: refusal.to_string(),
+            };
+            Self::record_event(ctx, event).await;
+        }
+        refusal.into()
     }
 
     /// The error of an abort that changed nothing (`what_happened`: why, in a few words); a

@@ -216,89 +216,76 @@ fn empty_history_has_not_started() {
     assert!(progress.current().is_none());
 }
 
-#[test]
-fn unknown_stage_fails_reconstruction() {
-    let mut rows = run_to_end(&|_| true)[1].clone();
-    rows[2].stage = "purge_media".into();
-    assert!(matches!(
-        reconstruct(&inventory(), &rows),
-        Err(ReconstructionError::Policy(
-            PolicyError::UnknownStage { .. }
-        ))
-    ));
-}
+/// How a test breaks a saved history, and whether reconstruction refused it as it must.
+type Alteration = fn(&mut Vec<StageRecord>);
+type Expected = fn(&ReconstructionError) -> bool;
 
 #[test]
-fn missing_predecessor_fails_reconstruction() {
-    let mut rows = run_to_end(&|_| true)[2].clone();
-    rows.remove(1);
-    assert!(matches!(
-        reconstruct(&inventory(), &rows),
-        Err(ReconstructionError::MissingPredecessor { .. })
-    ));
-}
-
-#[test]
-fn forked_or_doubly_rooted_history_fails_reconstruction() {
-    let rows = run_to_end(&|_| true)[1].clone();
-    let mut forked = rows.clone();
-    let mut twin = rows[2].clone();
-    twin.id = Uuid::from_u128(0x9999);
-    forked.push(twin);
-    assert!(matches!(
-        reconstruct(&inventory(), &forked),
-        Err(ReconstructionError::SeveralSuccessors { .. })
-    ));
-    let mut two_roots = rows.clone();
-    two_roots[1].previous_stage_id = None;
-    assert!(matches!(
-        reconstruct(&inventory(), &two_roots),
-        Err(ReconstructionError::SeveralInitialStages { .. })
-    ));
-}
-
-#[test]
-fn cycle_unreachable_from_the_gate_fails_reconstruction() {
-    let mut rows = run_to_end(&|_| true)[2].clone();
-    // B purge_agents and C purge_db point at each other: neither is reachable from the gate.
-    rows[2].previous_stage_id = Some(rows[3].id);
-    assert!(matches!(
-        reconstruct(&inventory(), &rows),
-        Err(ReconstructionError::Disconnected { .. })
-    ));
-}
-
-#[test]
-fn a_saved_decision_that_contradicts_the_saved_result_fails_reconstruction() {
-    let mut rows = run_to_end(&|_| true)[2].clone();
-    // B's purge_db says has_agents=true and led to purge_agents; rewrite its result.
-    rows[1].result = Some(json!({"has_agents": false}));
-    assert!(matches!(
-        reconstruct(&inventory(), &rows),
-        Err(ReconstructionError::DecisionDiffers { .. })
-    ));
-}
-
-#[test]
-fn a_current_row_before_the_end_fails_reconstruction() {
-    let mut rows = run_to_end(&|_| true)[1].clone();
-    rows[0].is_current = true;
-    assert!(matches!(
-        reconstruct(&inventory(), &rows),
-        Err(ReconstructionError::LeftWithoutDecision { .. })
-    ));
-}
-
-#[test]
-fn community_outside_the_inventory_fails_reconstruction() {
-    let mut rows = run_to_end(&|_| true)[1].clone();
-    rows[2].community_id = Some(Uuid::from_u128(0xd));
-    assert!(matches!(
-        reconstruct(&inventory(), &rows),
-        Err(ReconstructionError::Policy(
-            PolicyError::CommunityNotInInventory { .. }
-        ))
-    ));
+fn broken_histories_fail_reconstruction() {
+    use ReconstructionError as E;
+    let cases: [(&str, usize, Alteration, Expected); 8] = [
+        (
+            "an unknown stage",
+            1,
+            |rows| rows[2].stage = "purge_media".into(),
+            |e| matches!(e, E::Policy(PolicyError::UnknownStage { .. })),
+        ),
+        (
+            "a missing predecessor",
+            2,
+            |rows| drop(rows.remove(1)),
+            |e| matches!(e, E::MissingPredecessor { .. }),
+        ),
+        (
+            "a forked history",
+            1,
+            |rows| {
+                let mut twin = rows[2].clone();
+                twin.id = Uuid::from_u128(0x9999);
+                rows.push(twin);
+            },
+            |e| matches!(e, E::SeveralSuccessors { .. }),
+        ),
+        (
+            "a doubly rooted history",
+            1,
+            |rows| rows[1].previous_stage_id = None,
+            |e| matches!(e, E::SeveralInitialStages { .. }),
+        ),
+        (
+            // B purge_agents and C purge_db point at each other: neither is reachable from the
+            // gate.
+            "a cycle unreachable from the gate",
+            2,
+            |rows| rows[2].previous_stage_id = Some(rows[3].id),
+            |e| matches!(e, E::Disconnected { .. }),
+        ),
+        (
+            // B's purge_db says has_agents=true and led to purge_agents; rewrite its result.
+            "a saved decision that contradicts the saved result",
+            2,
+            |rows| rows[1].result = Some(json!({"has_agents": false})),
+            |e| matches!(e, E::DecisionDiffers { .. }),
+        ),
+        (
+            "a current row before the end",
+            1,
+            |rows| rows[0].is_current = true,
+            |e| matches!(e, E::LeftWithoutDecision { .. }),
+        ),
+        (
+            "a community outside the inventory",
+            1,
+            |rows| rows[2].community_id = Some(Uuid::from_u128(0xd)),
+            |e| matches!(e, E::Policy(PolicyError::CommunityNotInInventory { .. })),
+        ),
+    ];
+    for (what, transitions, alter, expected) in cases {
+        let mut rows = run_to_end(&|_| true)[transitions].clone();
+        alter(&mut rows);
+        let refused = reconstruct(&inventory(), &rows);
+        assert!(refused.as_ref().is_err_and(expected), "{what}: {refused:?}");
+    }
 }
 
 #[test]

@@ -16,10 +16,11 @@ use super::{
     registration_failed, retry_policy, store_options,
 };
 use crate::user::contracts::{ExecuteStage, ExecuteStageInput, StageOutcome};
+use crate::user::contracts::{InterruptStage, ResumeRequest};
 use crate::user::inventory::UserInventory;
 use crate::user::messages::{RunOptions, UserDeletionInput, UserPhase};
-use crate::user::resume::{ResumeCause, ResumeInput, ResumeRequest, StartMode};
-use crate::user::stop::{HandlerAtStop, InterruptStage, InterruptStageInput};
+use crate::user::resume::{ResumeCause, ResumeInput, StartMode};
+use crate::user::stop::{HandlerAtStop, InterruptStageInput};
 use crate::user::target::real_user_pubkey;
 
 /// Reads the request from Postgres (bumping its execution generation, which fences out every

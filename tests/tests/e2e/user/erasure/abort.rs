@@ -2,11 +2,10 @@
 //! first purge), and an abort after it is refused.
 
 use activities::store::is_user_fenced_write;
-use demo::user::UserSeed;
 use testkit::prelude::*;
 use uuid::Uuid;
 
-use super::{fresh_pubkey, seed_footprint};
+use super::{events_of, fresh_pubkey, member, seed_footprint};
 
 /// Writes one event as `pubkey` in `community` as the serving role.
 async fn write_as(stack: &Stack, community: Uuid, pubkey: &str) -> Result<(), sqlx::Error> {
@@ -21,33 +20,13 @@ async fn write_as(stack: &Stack, community: Uuid, pubkey: &str) -> Result<(), sq
     .map(|_| ())
 }
 
-async fn events_of(stack: &Stack, pubkey: &str) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM buzz.events WHERE pubkey = $1")
-        .bind(pubkey)
-        .fetch_one(stack.store.pool())
-        .await
-        .unwrap_or_else(|e| panic!("events: {e}"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abort_after_the_gate_lifts_the_fence_and_abort_after_a_purge_started_is_refused() {
     let (stack, cli, _worker) = with_worker("user-abort", &[]).await;
     let user = fresh_pubkey();
     let community = small_community(&stack, "abort").await;
-    seed_footprint(
-        &stack,
-        community,
-        &user,
-        &UserSeed {
-            member: true,
-            events: 3,
-            keys: 1,
-            // An agent: after purge_db, purge_agents is still to run, so the request is open.
-            agents: 1,
-            ..UserSeed::default()
-        },
-    )
-    .await;
+    // An agent: after purge_db, purge_agents is still to run, so the request is open.
+    seed_footprint(&stack, community, &user, &member(3, 1, 1)).await;
     let target = format!("user:{user}");
 
     // Gate only: the user is fenced.

@@ -12,13 +12,13 @@ use std::collections::BTreeMap;
 
 use activities::store::Store;
 use demo::user::UserSeed;
-use testkit::db_scan::every_row;
+use testkit::db_scan::{every_row, relation_rows};
 use testkit::prelude::*;
 use testkit::private_db::PrivateStory;
 use uuid::Uuid;
 use workflows::user::inventory::{DEMO_FORMER_PARTICIPANT_COMMUNITY, DEMO_PARTICIPANT_COMMUNITY};
 
-use super::{fresh_pubkey, seed_footprint};
+use super::{fresh_pubkey, member, seed_footprint};
 
 /// The evidence tables a real handler would write first: fences and leases.
 const FENCE_TABLES: [&str; 3] = [
@@ -30,12 +30,7 @@ const FENCE_TABLES: [&str; 3] = [
 async fn fence_rows(store: &Store) -> BTreeMap<&'static str, Vec<String>> {
     let mut rows = BTreeMap::new();
     for table in FENCE_TABLES {
-        let sql = format!("SELECT to_jsonb(t)::text FROM {table} t ORDER BY 1");
-        let found: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-            .fetch_all(store.pool())
-            .await
-            .unwrap_or_else(|e| panic!("{table}: {e}"));
-        rows.insert(table, found);
+        rows.insert(table, relation_rows(store, table).await);
     }
     rows
 }
@@ -61,21 +56,12 @@ async fn a_demo_request_on_the_production_worker_changes_nothing() {
             .execute(stack.store.pool())
             .await
             .unwrap_or_else(|e| panic!("community {community}: {e}"));
-        seed_footprint(
-            stack,
-            community,
-            &user,
-            &UserSeed {
-                member: true,
-                events: 2,
-                allowlisted: true,
-                agents: 1,
-                uploads: vec![format!("{user} in {community}").into_bytes()],
-                keys: 3,
-                ..UserSeed::default()
-            },
-        )
-        .await;
+        let footprint = UserSeed {
+            allowlisted: true,
+            uploads: vec![format!("{user} in {community}").into_bytes()],
+            ..member(2, 1, 3)
+        };
+        seed_footprint(stack, community, &user, &footprint).await;
     }
     let mut before = BTreeMap::new();
     for community in communities {

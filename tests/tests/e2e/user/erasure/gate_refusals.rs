@@ -4,19 +4,32 @@
 
 use demo::user::media_key;
 use testkit::prelude::*;
+use testkit::records::{as_owner, as_serving};
+use uuid::Uuid;
 
 use super::{
-    fresh_pubkey, member_with_events, rows_left, run_until_blocked, seed_footprint, submit_user,
-    unblock_and_run_to_end,
+    events_of, fresh_pubkey, member_with_events, rows_left, run_until_blocked, seed_footprint,
+    submit_user, unblock_and_run_to_end,
 };
+
+/// A fresh user who posted two events in a community named after `first`, and a second
+/// community named after `second`, where the user has nothing (yet).
+async fn user_and_two_communities(
+    stack: &Stack,
+    first: &str,
+    second: &str,
+) -> (String, Uuid, Uuid) {
+    let user = fresh_pubkey();
+    let first = small_community(stack, first).await;
+    let second = small_community(stack, second).await;
+    seed_footprint(stack, first, &user, &member_with_events(2)).await;
+    (user, first, second)
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upload_row_naming_another_tenants_object_blocks_before_anything_is_deleted() {
     let (stack, cli, _worker) = with_worker("user-foreign", &[]).await;
-    let user = fresh_pubkey();
-    let home = small_community(&stack, "home").await;
-    let other = small_community(&stack, "other").await;
-    seed_footprint(&stack, home, &user, &member_with_events(2)).await;
+    let (user, home, other) = user_and_two_communities(&stack, "home", "other").await;
     // Another tenant's object, and an upload row of the user in `home` that names it.
     let body = b"another tenant's picture".to_vec();
     let (foreign_key, sha) = media_key(other, &body);
@@ -25,19 +38,18 @@ async fn an_upload_row_naming_another_tenants_object_blocks_before_anything_is_d
         .put_object(&foreign_key, body)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let row = uuid::Uuid::new_v4();
-    sqlx::query(
+    let row = Uuid::new_v4();
+    let upload = sqlx::query(
         "INSERT INTO buzz.media_uploads (id, community_id, sha256, object_key, bytes, uploader_pubkey) \
          VALUES ($1, $2, $3, $4, 1, $5)",
-    )
-    .bind(row)
-    .bind(home)
-    .bind(&sha)
-    .bind(&foreign_key)
-    .bind(&user)
-    .execute(stack.serving.pool())
-    .await
-    .unwrap_or_else(|e| panic!("upload row: {e}"));
+    );
+    let upload = upload
+        .bind(row)
+        .bind(home)
+        .bind(&sha)
+        .bind(&foreign_key)
+        .bind(&user);
+    as_serving(&stack, upload, "upload row").await;
 
     let submitted = submit_user(&cli, &user).await;
     cli.user_approve(&submitted.id, "bob", &submitted.digest)
@@ -54,22 +66,15 @@ async fn an_upload_row_naming_another_tenants_object_blocks_before_anything_is_d
         .get_object_version(&foreign_key, &version)
         .await
         .unwrap_or_else(|e| panic!("the other tenant's object must be untouched: {e}"));
-    let events: i64 = sqlx::query_scalar("SELECT count(*) FROM buzz.events WHERE pubkey = $1")
-        .bind(&user)
-        .fetch_one(stack.store.pool())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
-        events, 2,
+        events_of(&stack, &user).await,
+        2,
         "nothing of the user was deleted before the refusal"
     );
 
     // Remedy: the bad row goes (by the owner: the user is fenced), then unblock and run.
-    sqlx::query("DELETE FROM buzz.media_uploads WHERE id = $1")
-        .bind(row)
-        .execute(stack.store.pool())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let remove = sqlx::query("DELETE FROM buzz.media_uploads WHERE id = $1").bind(row);
+    as_owner(&stack, remove, "the upload row").await;
     unblock_and_run_to_end(
         &cli,
         &submitted.id,
@@ -86,10 +91,7 @@ async fn an_upload_row_naming_another_tenants_object_blocks_before_anything_is_d
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn data_written_in_a_community_the_inventory_does_not_list_blocks_at_the_gate() {
     let (stack, cli, _worker) = with_worker("user-uninventoried", &[]).await;
-    let user = fresh_pubkey();
-    let listed = small_community(&stack, "listed").await;
-    let later = small_community(&stack, "later").await;
-    seed_footprint(&stack, listed, &user, &member_with_events(2)).await;
+    let (user, listed, later) = user_and_two_communities(&stack, "listed", "later").await;
     let submitted = submit_user(&cli, &user).await;
     assert!(submitted.footprint(later).is_null(), "{}", submitted.json);
     // After the inventory was frozen, the user joins another community and posts there.

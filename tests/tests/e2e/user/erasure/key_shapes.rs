@@ -13,7 +13,7 @@ use demo::user::{UserSeed, media_key, user_key};
 use testkit::prelude::*;
 
 use super::{
-    fresh_pubkey, run_until_blocked, seed_footprint, submit_user, unblock_and_run_to_end,
+    fresh_pubkey, member, run_until_blocked, seed_footprint, submit_user, unblock_and_run_to_end,
     user_submit, without_user,
 };
 
@@ -29,37 +29,22 @@ async fn every_declared_key_shape_goes_and_an_undeclared_key_blocks_naming_it() 
     let own_too = b"only the user uploaded this one too".to_vec();
     let shared = b"both uploaded this".to_vec();
     let keys = u32::try_from(USER_KEY_SHAPES.len()).unwrap_or(4);
-    seed_footprint(
-        &stack,
-        community,
-        &user,
-        &UserSeed {
-            member: true,
-            events: 1,
-            uploads: vec![
-                own.clone(),
-                own_too.clone(),
-                own.clone(),
-                own_too.clone(),
-                shared.clone(),
-            ],
-            keys,
-            ..UserSeed::default()
-        },
-    )
-    .await;
-    seed_footprint(
-        &stack,
-        community,
-        &other,
-        &UserSeed {
-            member: true,
-            uploads: vec![shared.clone()],
-            keys,
-            ..UserSeed::default()
-        },
-    )
-    .await;
+    let mine = UserSeed {
+        uploads: vec![
+            own.clone(),
+            own_too.clone(),
+            own.clone(),
+            own_too.clone(),
+            shared.clone(),
+        ],
+        ..member(1, 0, keys)
+    };
+    seed_footprint(&stack, community, &user, &mine).await;
+    let theirs = UserSeed {
+        uploads: vec![shared.clone()],
+        ..member(0, 0, keys)
+    };
+    seed_footprint(&stack, community, &other, &theirs).await;
     let bare = user_key(community, &user, 0);
     assert_eq!(
         bare,

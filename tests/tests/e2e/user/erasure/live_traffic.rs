@@ -10,10 +10,9 @@ use chrono::{DateTime, Utc};
 use demo::simulator::{
     AdmittedWrite, AuthoredOutcome, AuthoredWrite, CommunityReport, SimulationPlan, simulate,
 };
-use demo::user::UserSeed;
 use testkit::prelude::*;
 
-use super::{fresh_pubkey, seed_footprint};
+use super::{fresh_pubkey, member, seed_footprint};
 
 /// Whether an admitted write is still stored.
 async fn stored(stack: &Stack, write: &AdmittedWrite) -> bool {
@@ -57,18 +56,7 @@ async fn writes_as_the_user_are_refused_from_the_gate_on_and_the_others_are_all_
         let host = unique_host(tag);
         let community = seed(&stack, &host, small_plan()).await.community_id;
         for author in std::iter::once(&user).chain(others.iter()) {
-            seed_footprint(
-                &stack,
-                community,
-                author,
-                &UserSeed {
-                    member: true,
-                    events: 2,
-                    keys: 1,
-                    ..UserSeed::default()
-                },
-            )
-            .await;
+            seed_footprint(&stack, community, author, &member(2, 0, 1)).await;
         }
         hosts.push(host);
         communities.push(community);

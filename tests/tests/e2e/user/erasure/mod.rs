@@ -117,6 +117,15 @@ pub async fn unblock_and_run_to_end(cli: &Cli, id: &str, reason: &str) {
     cli.user_run(id).await.expect_exit(0);
 }
 
+/// How many events `pubkey` has, in every community.
+pub async fn events_of(stack: &Stack, pubkey: &str) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM buzz.events WHERE pubkey = $1")
+        .bind(pubkey)
+        .fetch_one(stack.store.pool())
+        .await
+        .unwrap_or_else(|e| panic!("events of {pubkey}: {e}"))
+}
+
 /// The rows of `pubkey` left in `community`, per declared table (zeros included).
 pub async fn rows_left(stack: &Stack, community: Uuid, pubkey: &str) -> BTreeMap<String, u64> {
     stack
@@ -126,13 +135,20 @@ pub async fn rows_left(stack: &Stack, community: Uuid, pubkey: &str) -> BTreeMap
         .unwrap_or_else(|e| panic!("rows of {pubkey} left in {community}: {e}"))
 }
 
-/// A member who posted `events` events, and nothing else.
-pub fn member_with_events(events: u32) -> UserSeed {
+/// A member who posted `events` events, with `agents` agents and `keys` Redis keys of their own.
+pub fn member(events: u32, agents: u32, keys: u32) -> UserSeed {
     UserSeed {
         member: true,
         events,
+        agents,
+        keys,
         ..UserSeed::default()
     }
+}
+
+/// A member who posted `events` events, and nothing else.
+pub fn member_with_events(events: u32) -> UserSeed {
+    member(events, 0, 0)
 }
 
 /// How much of each the three-community story seeds; the stories telling it differ only here.
@@ -172,37 +188,18 @@ pub async fn seed_three_communities(
     let mut uploads = own.to_vec();
     uploads.push(shared.to_vec());
     let in_a = UserSeed {
-        member: true,
-        events: counts.a_user_events,
         allowlisted: true,
         uploads,
-        keys: a_keys,
-        ..UserSeed::default()
+        ..member(counts.a_user_events, 0, a_keys)
     };
     seed_footprint(stack, a, user, &in_a).await;
     let other_in_a = UserSeed {
-        member: true,
-        events: 2,
         uploads: vec![shared.to_vec()],
-        keys: 1,
-        ..UserSeed::default()
+        ..member(2, 0, 1)
     };
     seed_footprint(stack, a, other, &other_in_a).await;
-    let in_b = UserSeed {
-        member: true,
-        events: 2,
-        agents: 2,
-        keys: b_keys,
-        ..UserSeed::default()
-    };
-    let b_user = seed_footprint(stack, b, user, &in_b).await;
-    let other_in_b = UserSeed {
-        member: true,
-        events: 1,
-        agents: 1,
-        keys: counts.b_other_keys,
-        ..UserSeed::default()
-    };
+    let b_user = seed_footprint(stack, b, user, &member(2, 2, b_keys)).await;
+    let other_in_b = member(1, 1, counts.b_other_keys);
     seed_footprint(stack, b, other, &other_in_b).await;
     let former_in_c = UserSeed {
         events: 2,

@@ -4,8 +4,12 @@
 //! block; the approver chooses to delete it as a child community deletion, which has its own
 //! frozen inventory, digest and two-person approval, and removes the whole community.
 
+use std::time::Duration;
+
 use demo::user::UserSeed;
+use testkit::poll;
 use testkit::prelude::*;
+use testkit::records::{as_serving, community_exists, read};
 use uuid::Uuid;
 
 use super::{
@@ -23,13 +27,9 @@ async fn role_of(stack: &Stack, community: Uuid, pubkey: &str) -> Option<String>
 }
 
 async fn set_role(stack: &Stack, community: Uuid, pubkey: &str, role: &str) {
-    sqlx::query("UPDATE buzz.memberships SET role = $3 WHERE community_id = $1 AND pubkey = $2")
-        .bind(community)
-        .bind(pubkey)
-        .bind(role)
-        .execute(stack.serving.pool())
-        .await
-        .unwrap_or_else(|e| panic!("set role {role}: {e}"));
+    let sql = "UPDATE buzz.memberships SET role = $3 WHERE community_id = $1 AND pubkey = $2";
+    let update = sqlx::query(sql).bind(community).bind(pubkey).bind(role);
+    as_serving(stack, update, &format!("set role {role}")).await;
 }
 
 /// `user approve ID` by bob of `digest`, choosing the community of `host` (owned by the user)
@@ -99,24 +99,16 @@ async fn owned_communities_block_until_transferred_or_go_as_a_child_community_de
         .unwrap_or_else(|| panic!("no child request in {approved}"));
     // The child registers its own frozen inventory; it needs its own second operator (the
     // child's requester is the user deletion's approver, bob).
-    let child_digest = {
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
-        loop {
-            let request = stack
-                .store
-                .find_request(child_id)
-                .await
-                .unwrap_or_else(|e| panic!("{e}"));
-            if let Some(digest) = request.and_then(|r| r.inventory_digest) {
-                break digest;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the child never registered"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-        }
-    };
+    let child_digest = poll::until_some(
+        Duration::from_secs(60),
+        Duration::from_millis(300),
+        "the child never registered",
+        async || {
+            let request = read("the child request", stack.store.find_request(child_id)).await;
+            request.and_then(|r| r.inventory_digest)
+        },
+    )
+    .await;
     assert_ne!(child_digest, digest, "the child has a digest of its own");
     let child_id = child_id.to_string();
     cli.approve(&child_id, "bob", &child_digest)
@@ -127,12 +119,7 @@ async fn owned_communities_block_until_transferred_or_go_as_a_child_community_de
         .expect_code(0);
     cli.watch_to_end(&child_id).await;
     assert!(
-        stack
-            .store
-            .community_by_id(alone)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-            .is_none(),
+        !community_exists(&stack, alone).await,
         "the child deletion removed the community the user owned alone"
     );
 
@@ -182,11 +169,6 @@ async fn owned_communities_block_until_transferred_or_go_as_a_child_community_de
 }
 
 async fn stack_host_alone(stack: &Stack, community: Uuid) -> String {
-    stack
-        .store
-        .community_by_id(community)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .map(|c| c.host)
-        .unwrap_or_default()
+    let row = read("community row", stack.store.community_by_id(community)).await;
+    row.map(|c| c.host).unwrap_or_default()
 }

@@ -9,16 +9,10 @@
 
 use activities::store::Store;
 use testkit::prelude::*;
-use testkit::private_db::PrivateStory;
+use testkit::private_db::{PrivateStory, exec};
+use testkit::records::as_serving;
 
 use super::{fresh_pubkey, member_with_events, seed_footprint, submit_user};
-
-async fn exec(store: &Store, sql: &str) {
-    sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
-        .execute(store.pool())
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
 
 async fn reactions_of(store: &Store, pubkey: &str) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM buzz.reactions WHERE pubkey = $1")
@@ -72,14 +66,10 @@ async fn a_table_added_without_a_declaration_blocks_the_inventory_naming_it() {
         "ALTER TABLE buzz.reactions ENABLE ALWAYS TRIGGER buzz_write_fence",
     )
     .await;
+    let sql = "INSERT INTO buzz.reactions (community_id, pubkey, emoji) VALUES ($1, $2, $3)";
     for (pubkey, emoji) in [(&user, "+"), (&user, "!"), (&other, "+")] {
-        sqlx::query("INSERT INTO buzz.reactions (community_id, pubkey, emoji) VALUES ($1, $2, $3)")
-            .bind(community)
-            .bind(pubkey)
-            .bind(emoji)
-            .execute(stack.serving.pool())
-            .await
-            .unwrap_or_else(|e| panic!("reaction: {e}"));
+        let reaction = sqlx::query(sql).bind(community).bind(pubkey).bind(emoji);
+        as_serving(stack, reaction, "reaction").await;
     }
 
     let target = format!("user:{user}");

@@ -20,6 +20,7 @@ use activities::taxonomy::derived_keys;
 use demo::user::media_key;
 use sqlx::PgPool;
 use testkit::prelude::*;
+use testkit::records::as_serving;
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -254,29 +255,24 @@ async fn user_row_counts(
 /// events by `pubkey` in `community`, and `agents` agents (rows only, no keys).
 async fn seed_bulk(stack: &Stack, community: Uuid, pubkey: &str, events: i64, agents: i64) {
     let salt = Uuid::new_v4().to_string();
-    sqlx::query(
+    let bulk_events = sqlx::query(
         "INSERT INTO buzz.events (id, community_id, pubkey, kind, content) \
          SELECT encode(sha256(convert_to($3 || g::text, 'UTF8')), 'hex'), $1, $2, 1, \
                 'bulk note ' || g \
          FROM generate_series(1, $4::int8) AS g",
-    )
-    .bind(community)
-    .bind(pubkey)
-    .bind(&salt)
-    .bind(events)
-    .execute(stack.serving.pool())
-    .await
-    .unwrap_or_else(|e| panic!("bulk events in {community}: {e}"));
-    sqlx::query(
+    );
+    let bulk_events = bulk_events
+        .bind(community)
+        .bind(pubkey)
+        .bind(&salt)
+        .bind(events);
+    as_serving(stack, bulk_events, &format!("bulk events in {community}")).await;
+    let bulk_agents = sqlx::query(
         "INSERT INTO buzz.agents (id, community_id, pubkey, name) \
          SELECT gen_random_uuid(), $1, $2, 'bulk agent ' || g FROM generate_series(1, $3::int8) AS g",
-    )
-    .bind(community)
-    .bind(pubkey)
-    .bind(agents)
-    .execute(stack.serving.pool())
-    .await
-    .unwrap_or_else(|e| panic!("bulk agents in {community}: {e}"));
+    );
+    let bulk_agents = bulk_agents.bind(community).bind(pubkey).bind(agents);
+    as_serving(stack, bulk_agents, &format!("bulk agents in {community}")).await;
 }
 
 /// Where the kill of the attempt of generation `generation` on `stage_id` landed.

@@ -11,23 +11,11 @@ use uuid::Uuid;
 use workflows::user::inventory::DEMO_PARTICIPANT_COMMUNITY as B;
 use workflows::user::{RunOutcome, UserPhase};
 
-use super::{assert_no_handler_ran, run, target, with_one_worker, with_stack};
-use testkit::cli::CliRun;
+use super::{
+    B_AGENTS, B_DB, GATE, assert_no_handler_ran, assert_positions, run, submit, target, up_to,
+    with_approved, with_one_worker, with_stack,
+};
 use testkit::user::{ApprovedRequest, UserStack, approve, submit_and_approve};
-
-/// `user submit --target T --requested-by operator-a [extra…]`.
-async fn submit(stack: &UserStack, target: &str, extra: &[&str]) -> CliRun {
-    let mut args = vec![
-        "user",
-        "submit",
-        "--target",
-        target,
-        "--requested-by",
-        "operator-a",
-    ];
-    args.extend_from_slice(extra);
-    stack.cli(&args).await
-}
 
 /// Submits with `--demo-communities n` and approves; returns the id and the submit document.
 async fn submit_sized_and_approve(stack: &UserStack, label: &str, n: u32) -> (Uuid, Value) {
@@ -42,6 +30,44 @@ async fn submit_sized_and_approve(stack: &UserStack, label: &str, n: u32) -> (Uu
         .expect_exit(0);
     (id, document)
 }
+
+/// Someone with owner rights drops community C from the stored inventory after approval.
+const DROP_C_FROM_INVENTORY: &str = "UPDATE deletion.requests \
+     SET inventory = jsonb_set(inventory, '{communities}', (inventory -> 'communities') - 1) \
+     WHERE id = $1";
+
+/// The stored inventory claims version 3, which this build does not know.
+const INVENTORY_VERSION_3: &str = "UPDATE deletion.requests \
+     SET inventory = jsonb_set(inventory, '{version}', '3') WHERE id = $1";
+
+/// 10,001 left rows in one chain.
+const TEN_THOUSAND_AND_ONE_ROWS: &str = "INSERT INTO deletion.user_stage_history \
+         (id, request_id, stage, status, is_current, attempt, first_started_at, \
+          started_at, finished_at, inputs, result, transition, previous_stage_id) \
+     SELECT md5($1::text || n)::uuid, $1, 'gate_user', 'completed', false, 1, now(), \
+            now(), now(), '{}', '{}', '{}', \
+            CASE WHEN n = 1 THEN NULL ELSE md5($1::text || (n - 1))::uuid END \
+     FROM generate_series(1, 10001) AS n";
+
+/// The request row says it is running.
+const SET_RUNNING: &str = "UPDATE deletion.requests SET stage = 'running' WHERE id = $1";
+
+/// The saved retry deadline moved an hour forward.
+const DEADLINE_AN_HOUR_LATER: &str = "UPDATE deletion.requests \
+     SET next_attempt_at = next_attempt_at + interval '1 hour' WHERE id = $1";
+
+/// The saved retry deadline passed a second ago.
+const DEADLINE_PASSED: &str = "UPDATE deletion.requests \
+     SET next_attempt_at = now() - interval '1 second' WHERE id = $1";
+
+/// The stored inventory claims version 7, which this build does not know.
+const INVENTORY_VERSION_7: &str = "UPDATE deletion.requests \
+     SET inventory = jsonb_set(inventory, '{version}', '7') WHERE id = $1";
+
+/// The current row's inputs give its community the role of a former participant.
+const FORMER_ROLE_ON_CURRENT_ROW: &str = "UPDATE deletion.user_stage_history \
+     SET inputs = jsonb_set(inputs, '{role}', '\"former_participant\"') \
+     WHERE request_id = $1 AND is_current";
 
 async fn owner_execute(stack: &UserStack, sql: &'static str, id: Uuid) {
     sqlx::query(sql)
@@ -62,19 +88,11 @@ async fn approved_digest(stack: &UserStack, id: Uuid) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inventory_edited_in_postgres_after_approval_blocks_and_no_handler_runs() {
-    with_one_worker(async |stack| {
-        let ApprovedRequest { id } = submit_and_approve(stack, &target("tampered")).await;
+    with_approved("tampered", async |stack, id| {
         let approved = approved_digest(stack, id).await;
         run(stack, id, &["--next-step"]).await.expect_exit(0);
 
-        // Someone with owner rights drops community C from the stored inventory after approval.
-        owner_execute(
-            stack,
-            "UPDATE deletion.requests SET inventory = jsonb_set(inventory, '{communities}', \
-                 (inventory -> 'communities') - 1) WHERE id = $1",
-            id,
-        )
-        .await;
+        owner_execute(stack, DROP_C_FROM_INVENTORY, id).await;
         let edited_digest = {
             let inventory: workflows::user::UserInventory =
                 serde_json::from_value(stack.snapshot(id).await.request.inventory.unwrap())
@@ -84,23 +102,11 @@ async fn an_inventory_edited_in_postgres_after_approval_blocks_and_no_handler_ru
         };
         let before = stack.snapshot(id).await;
 
-        let blocked = run(stack, id, &[]).await;
-        blocked.expect_exit(1);
-        assert!(
-            blocked.stderr.contains("changed after approval"),
-            "{}",
-            blocked.stderr
-        );
-        assert!(
-            blocked.stderr.contains(&approved),
-            "names the approved digest: {}",
-            blocked.stderr
-        );
-        assert!(
-            blocked.stderr.contains(&edited_digest),
-            "names the stored digest: {}",
-            blocked.stderr
-        );
+        // The refusal names the approved digest and the stored one.
+        let named = ["changed after approval", &approved, &edited_digest];
+        run(stack, id, &[])
+            .await
+            .expect_refusal_naming_all(1, &named);
         let after = stack.snapshot(id).await;
         assert_eq!(after.rows, before.rows, "no handler ran and no row moved");
         assert_eq!(
@@ -127,24 +133,13 @@ async fn an_inventory_edited_in_postgres_after_approval_blocks_and_no_handler_ru
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inventory_version_this_build_does_not_know_blocks_before_the_first_stage() {
-    with_one_worker(async |stack| {
-        let ApprovedRequest { id } = submit_and_approve(stack, &target("version")).await;
-        owner_execute(
-            stack,
-            "UPDATE deletion.requests SET inventory = jsonb_set(inventory, '{version}', '3') \
-             WHERE id = $1",
-            id,
-        )
-        .await;
+    with_approved("version", async |stack, id| {
+        owner_execute(stack, INVENTORY_VERSION_3, id).await;
         let blocked = run(stack, id, &["--next-step"]).await;
-        blocked.expect_exit(1);
-        assert!(
-            blocked.stderr.contains(
-                "inventory version 3 is not understood by this build (it knows [1, 2]); deploy \
-                 a build that knows it"
-            ),
-            "{}",
-            blocked.stderr
+        blocked.expect_refusal_naming(
+            1,
+            "inventory version 3 is not understood by this build (it knows [1, 2]); deploy a \
+             build that knows it",
         );
         let after = stack.snapshot(id).await;
         assert!(after.rows.is_empty(), "no stage row was created");
@@ -158,13 +153,7 @@ async fn an_inventory_version_this_build_does_not_know_blocks_before_the_first_s
 async fn submit_freezes_at_most_a_thousand_communities_and_a_thousand_run() {
     with_one_worker(async |stack| {
         let refused = submit(stack, &target("too-big"), &["--demo-communities", "1001"]).await;
-        refused.expect_exit(2);
-        assert!(
-            refused.stderr.contains("--demo-communities 1001")
-                && refused.stderr.contains("1 to 1000 communities"),
-            "{}",
-            refused.stderr
-        );
+        refused.expect_refusal_naming_all(2, &["--demo-communities 1001", "1 to 1000 communities"]);
 
         let (id, document) = submit_sized_and_approve(stack, "thousand", 1_000).await;
         let communities = document["inventory"]["communities"].as_array().unwrap();
@@ -172,20 +161,9 @@ async fn submit_freezes_at_most_a_thousand_communities_and_a_thousand_run() {
         assert_eq!(communities[0]["community_id"], json!(B));
         run(stack, id, &["--next-step"]).await.expect_exit(0);
         run(stack, id, &["--next-step"]).await.expect_exit(0);
-        let after = stack.snapshot(id).await;
-        assert_eq!(
-            after
-                .rows
-                .iter()
-                .map(|r| (r.stage.as_str(), r.community_id, r.status.as_str()))
-                .collect::<Vec<_>>(),
-            vec![
-                ("gate_user", None, "completed"),
-                ("purge_db", Some(B), "completed"),
-                ("purge_agents", Some(B), "pending"),
-            ],
-            "the 1,000-community approved inventory is read and run"
-        );
+        let read_and_run = "the 1,000-community approved inventory is read and run";
+        let b_agents_next = up_to(&[GATE, B_DB], B_AGENTS, "pending");
+        assert_positions(stack, id, b_agents_next, read_and_run).await;
     })
     .await;
 }
@@ -261,27 +239,10 @@ async fn a_run_over_fifty_one_communities_pauses_after_exactly_one_hundred_handl
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn more_than_ten_thousand_stage_rows_block_the_request_and_nothing_runs() {
-    with_one_worker(async |stack| {
-        let ApprovedRequest { id } = submit_and_approve(stack, &target("stages")).await;
-        // 10,001 left rows in one chain, written directly as the owner.
-        owner_execute(
-            stack,
-            "INSERT INTO deletion.user_stage_history \
-                 (id, request_id, stage, status, is_current, attempt, first_started_at, \
-                  started_at, finished_at, inputs, result, transition, previous_stage_id) \
-             SELECT md5($1::text || n)::uuid, $1, 'gate_user', 'completed', false, 1, now(), \
-                    now(), now(), '{}', '{}', '{}', \
-                    CASE WHEN n = 1 THEN NULL ELSE md5($1::text || (n - 1))::uuid END \
-             FROM generate_series(1, 10001) AS n",
-            id,
-        )
-        .await;
-        owner_execute(
-            stack,
-            "UPDATE deletion.requests SET stage = 'running' WHERE id = $1",
-            id,
-        )
-        .await;
+    with_approved("stages", async |stack, id| {
+        // Written directly as the owner.
+        owner_execute(stack, TEN_THOUSAND_AND_ONE_ROWS, id).await;
+        owner_execute(stack, SET_RUNNING, id).await;
         let counts = async || -> (i64, i64, i64) {
             sqlx::query_as(
                 "SELECT count(*), sum(h.attempt)::bigint, max(r.exec_generation) \
@@ -296,32 +257,22 @@ async fn more_than_ten_thousand_stage_rows_block_the_request_and_nothing_runs() 
         let before = counts().await;
         assert_eq!(before.0, 10_001);
 
-        let blocked = run(stack, id, &[]).await;
-        blocked.expect_exit(1);
-        assert!(
-            blocked.stderr.contains("more than 10000 stage rows"),
-            "{}",
-            blocked.stderr
-        );
+        let too_many = "more than 10000 stage rows";
+        run(stack, id, &[]).await.expect_refusal_naming(1, too_many);
         assert_eq!(counts().await, before, "no row added, no handler started");
         let request = stack.store.request_view(id).await.unwrap().unwrap();
         assert!(
             request
                 .last_error
                 .as_deref()
-                .is_some_and(|e| e.contains("more than 10000 stage rows")),
+                .is_some_and(|e| e.contains(too_many)),
             "{:?}",
             request.last_error
         );
         assert_eq!(stack.workflow_status(id).await.phase, UserPhase::Blocked);
 
         let status = stack.cli(&["user", "status", &id.to_string()]).await;
-        status.expect_exit(1);
-        assert!(
-            status.stderr.contains("more than 10000 stage rows"),
-            "{}",
-            status.stderr
-        );
+        status.expect_refusal_naming(1, too_many);
         let listed = stack
             .cli(&["user", "list", "--state", "blocked", "--limit", "1000"])
             .await;
@@ -333,8 +284,7 @@ async fn more_than_ten_thousand_stage_rows_block_the_request_and_nothing_runs() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_store_refuses_an_early_start_even_when_the_workflow_clock_says_the_deadline_passed() {
-    with_one_worker(async |stack| {
-        let ApprovedRequest { id } = submit_and_approve(stack, &target("early")).await;
+    with_approved("early", async |stack, id| {
         run(stack, id, &["--fail-stage", "purge_db"])
             .await
             .expect_exit(1);
@@ -342,13 +292,7 @@ async fn the_store_refuses_an_early_start_even_when_the_workflow_clock_says_the_
         let first_deadline = failed.request.next_attempt_at.unwrap();
 
         // The deadline moves an hour forward in Postgres; the workflow still knows the old one.
-        owner_execute(
-            stack,
-            "UPDATE deletion.requests SET next_attempt_at = next_attempt_at + interval '1 hour' \
-             WHERE id = $1",
-            id,
-        )
-        .await;
+        owner_execute(stack, DEADLINE_AN_HOUR_LATER, id).await;
         let moved = stack.snapshot(id).await;
         let moved_deadline =
             activities::user::store::rfc3339(moved.request.next_attempt_at.unwrap());
@@ -364,13 +308,9 @@ async fn the_store_refuses_an_early_start_even_when_the_workflow_clock_says_the_
         stack.skip_time(Duration::from_secs(31)).await;
 
         let early = run(stack, id, &[]).await;
-        early.expect_exit(1);
-        assert!(
-            early.stderr.contains("retry deadline has not passed")
-                && early.stderr.contains(&moved_deadline),
-            "refused with the saved deadline: {}",
-            early.stderr
-        );
+        // Refused with the saved deadline.
+        let early =
+            early.expect_refusal_naming_all(1, &["retry deadline has not passed", &moved_deadline]);
         let report = &early.json()["run"];
         assert_eq!(report["outcome"]["outcome"], json!("retry_not_due"));
         assert_eq!(
@@ -394,13 +334,7 @@ async fn the_store_refuses_an_early_start_even_when_the_workflow_clock_says_the_
         );
 
         // When both clocks have passed the deadline, the same row resumes and the request ends.
-        owner_execute(
-            stack,
-            "UPDATE deletion.requests SET next_attempt_at = now() - interval '1 second' \
-             WHERE id = $1",
-            id,
-        )
-        .await;
+        owner_execute(stack, DEADLINE_PASSED, id).await;
         stack.skip_time(Duration::from_secs(3_700)).await;
         run(stack, id, &[]).await.expect_exit(0);
         let finished = stack.snapshot(id).await;
@@ -419,13 +353,7 @@ async fn user_list_filters_by_state_like_community_list() {
         run(stack, done, &[]).await.expect_exit(0);
         let ApprovedRequest { id: blocked } =
             submit_and_approve(stack, &target("list-blocked")).await;
-        owner_execute(
-            stack,
-            "UPDATE deletion.requests SET inventory = jsonb_set(inventory, '{version}', '7') \
-             WHERE id = $1",
-            blocked,
-        )
-        .await;
+        owner_execute(stack, INVENTORY_VERSION_7, blocked).await;
         run(stack, blocked, &[]).await.expect_exit(1);
 
         let listed = async |state: &str| -> Vec<Uuid> {
@@ -472,18 +400,10 @@ async fn user_list_filters_by_state_like_community_list() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stage_row_whose_inputs_are_not_the_approved_inventorys_blocks_naming_the_row() {
-    with_one_worker(async |stack| {
-        let ApprovedRequest { id } = submit_and_approve(stack, &target("inputs")).await;
+    with_approved("inputs", async |stack, id| {
         run(stack, id, &["--next-step"]).await.expect_exit(0);
         // The pending B purge_db row is given a role the approved inventory does not give B.
-        owner_execute(
-            stack,
-            "UPDATE deletion.user_stage_history \
-             SET inputs = jsonb_set(inputs, '{role}', '\"former_participant\"') \
-             WHERE request_id = $1 AND is_current",
-            id,
-        )
-        .await;
+        owner_execute(stack, FORMER_ROLE_ON_CURRENT_ROW, id).await;
         let before = stack.snapshot(id).await;
         let tampered = before.rows[1].clone();
         assert_eq!(
@@ -491,16 +411,14 @@ async fn a_stage_row_whose_inputs_are_not_the_approved_inventorys_blocks_naming_
             ("purge_db", Some(B))
         );
 
-        let blocked = run(stack, id, &[]).await;
-        blocked.expect_exit(1);
-        assert!(
-            blocked.stderr.contains(&tampered.id.to_string())
-                && blocked
-                    .stderr
-                    .contains("are not what the approved inventory gives"),
-            "the refusal names the row: {}",
-            blocked.stderr
-        );
+        // The refusal names the row.
+        let named = [
+            &tampered.id.to_string(),
+            "are not what the approved inventory gives",
+        ];
+        run(stack, id, &[])
+            .await
+            .expect_refusal_naming_all(1, &named);
         assert_no_handler_ran(stack, id, &before, "the row's handler did not run").await;
         assert_eq!(stack.workflow_status(id).await.phase, UserPhase::Blocked);
     })

@@ -4,36 +4,36 @@
 //! row claims it is running with no stage row is refused rather than gated a second time. Once the
 //! row is restored, the next run continues.
 
+use testkit::records::read;
 use testkit::user::{ApprovedRequest, UserStack, submit_and_approve};
 use uuid::Uuid;
 
-use super::{assert_no_handler_ran, run, target, with_one_worker};
+use super::{assert_no_handler_ran, run, target, with_approved};
 
 async fn set_lifecycle(stack: &UserStack, id: Uuid, stage: &str) {
-    sqlx::query("UPDATE deletion.requests SET stage = $2 WHERE id = $1")
+    let sql = "UPDATE deletion.requests SET stage = $2 WHERE id = $1";
+    let update = sqlx::query(sql)
         .bind(id)
         .bind(stage)
-        .execute(stack.store.pool())
-        .await
-        .unwrap_or_else(|e| panic!("setting the lifecycle of {id} to {stage}: {e}"));
+        .execute(stack.store.pool());
+    read(
+        format_args!("setting the lifecycle of {id} to {stage}"),
+        update,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_row_that_disagrees_with_its_stage_chain_blocks_before_any_handler() {
-    with_one_worker(async |stack| {
-        // A started chain whose row claims completion.
-        let ApprovedRequest { id } = submit_and_approve(stack, &target("lifecycle")).await;
+    // A started chain whose row claims completion.
+    with_approved("lifecycle", async |stack, id| {
         run(stack, id, &["--next-step"]).await.expect_exit(0);
         set_lifecycle(stack, id, "completed").await;
         let before = stack.snapshot(id).await;
-        let blocked = run(stack, id, &[]).await;
-        blocked.expect_exit(1);
-        assert!(
-            blocked.stderr.contains("lifecycle is 'completed'")
-                && blocked.stderr.contains("current stage row"),
-            "{}",
-            blocked.stderr
-        );
+        let named = ["lifecycle is 'completed'", "current stage row"];
+        run(stack, id, &[])
+            .await
+            .expect_refusal_naming_all(1, &named);
         assert_no_handler_ran(stack, id, &before, "no handler ran, no row moved").await;
         set_lifecycle(stack, id, "running").await;
         run(stack, id, &[]).await.expect_exit(0);
@@ -42,9 +42,9 @@ async fn a_request_row_that_disagrees_with_its_stage_chain_blocks_before_any_han
         // An approved request with no stage row whose row claims it is running.
         let ApprovedRequest { id } = submit_and_approve(stack, &target("second-gate")).await;
         set_lifecycle(stack, id, "running").await;
-        let blocked = run(stack, id, &[]).await;
-        blocked.expect_exit(1);
-        assert!(blocked.stderr.contains("second gate"), "{}", blocked.stderr);
+        run(stack, id, &[])
+            .await
+            .expect_refusal_naming(1, "second gate");
         assert!(
             stack.snapshot(id).await.rows.is_empty(),
             "no gate was started"

@@ -32,17 +32,52 @@ use workflows::user::inventory::{
 /// Longest any single scenario may take before the test fails instead of hanging.
 const SCENARIO_TIMEOUT: Duration = Duration::from_secs(180);
 
+/// A stage of the demo chain: its name and its community (`None`: the gate).
+type Stage = (&'static str, Option<Uuid>);
+
+const GATE: Stage = ("gate_user", None);
+const B_DB: Stage = ("purge_db", Some(B));
+const B_AGENTS: Stage = ("purge_agents", Some(B));
+const C_DB: Stage = ("purge_db", Some(C));
+const C_AGENTS: Stage = ("purge_agents", Some(C));
+
+/// The five stages of the demo inventory, in chain order.
+const CHAIN: [Stage; 5] = [GATE, B_DB, B_AGENTS, C_DB, C_AGENTS];
+
+/// A stage row's position: stage, community, status, whether it is current.
+type Position = (String, Option<Uuid>, String, bool);
+
 fn target(label: &str) -> String {
     format!("demo:{label}-{}", Uuid::new_v4().simple())
 }
 
-fn row(
-    stage: &str,
-    community: Option<Uuid>,
-    status: &str,
-    current: bool,
-) -> (String, Option<Uuid>, String, bool) {
+fn row(stage: &str, community: Option<Uuid>, status: &str, current: bool) -> Position {
     (stage.to_string(), community, status.to_string(), current)
+}
+
+/// `stages`, each completed and not current.
+fn completed(stages: &[Stage]) -> Vec<Position> {
+    let done = |(stage, community): &Stage| row(stage, *community, "completed", false);
+    stages.iter().map(done).collect()
+}
+
+/// `stages` completed, then `current` in `status`, the current row.
+fn up_to(stages: &[Stage], (stage, community): Stage, status: &str) -> Vec<Position> {
+    let mut rows = completed(stages);
+    rows.push(row(stage, community, status, true));
+    rows
+}
+
+/// The request as Postgres holds it, once its rows are asserted to stand at `expected`.
+async fn assert_positions(
+    stack: &UserStack,
+    id: Uuid,
+    expected: Vec<Position>,
+    what: &str,
+) -> RequestSnapshot {
+    let snapshot = stack.snapshot(id).await;
+    assert_eq!(snapshot.positions(), expected, "{what}");
+    snapshot
 }
 
 async fn run(stack: &UserStack, id: Uuid, extra: &[&str]) -> CliRun {
@@ -62,6 +97,16 @@ async fn with_one_worker(body: impl AsyncFnOnce(&UserStack)) {
     .await;
 }
 
+/// Runs `body` with one worker on a request for a fresh demo target named after `label`,
+/// submitted by `operator-a` and approved by `operator-b`.
+async fn with_approved(label: &str, body: impl AsyncFnOnce(&UserStack, Uuid)) {
+    with_one_worker(async |stack| {
+        let ApprovedRequest { id } = submit_and_approve(stack, &target(label)).await;
+        body(stack, id).await;
+    })
+    .await;
+}
+
 /// Runs `body` on a fresh stack (no worker yet), within [`SCENARIO_TIMEOUT`].
 async fn with_stack(body: impl AsyncFnOnce(&UserStack)) {
     let stack = UserStack::start().await;
@@ -71,36 +116,21 @@ async fn with_stack(body: impl AsyncFnOnce(&UserStack)) {
     stack.stop().await;
 }
 
+/// `user submit --target TARGET --requested-by operator-a EXTRA…`.
+async fn submit(stack: &UserStack, target: &str, extra: &[&str]) -> CliRun {
+    let mut args = vec!["user", "submit", "--target", target];
+    args.extend_from_slice(&["--requested-by", "operator-a"]);
+    args.extend_from_slice(extra);
+    stack.cli(&args).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn submit_refuses_non_demo_targets_and_approval_binds_the_frozen_digest() {
     with_one_worker(async |stack| {
-        let refused = stack
-            .cli(&[
-                "user",
-                "submit",
-                "--target",
-                "npub1realuser",
-                "--requested-by",
-                "operator-a",
-            ])
-            .await;
-        refused.expect_exit(2);
-        assert!(
-            refused.stderr.contains("names no kind of user"),
-            "{}",
-            refused.stderr
-        );
+        let refused = submit(stack, "npub1realuser", &[]).await;
+        refused.expect_refusal_naming(2, "names no kind of user");
 
-        let submitted = stack
-            .cli(&[
-                "user",
-                "submit",
-                "--target",
-                &target("digest"),
-                "--requested-by",
-                "operator-a",
-            ])
-            .await;
+        let submitted = submit(stack, &target("digest"), &[]).await;
         submitted.expect_exit(0);
         let document = submitted.json();
         let id: Uuid = document["request_id"].as_str().unwrap().parse().unwrap();
@@ -120,26 +150,11 @@ async fn submit_refuses_non_demo_targets_and_approval_binds_the_frozen_digest() 
         );
 
         let wrong_digest = approve(stack, id, "operator-b", &"0".repeat(64)).await;
-        wrong_digest.expect_exit(1);
-        assert!(
-            wrong_digest
-                .stderr
-                .contains("does not match the frozen digest"),
-            "{}",
-            wrong_digest.stderr
-        );
+        wrong_digest.expect_refusal_naming(1, "does not match the frozen digest");
         let self_approval = approve(stack, id, "operator-a", &digest).await;
-        self_approval.expect_exit(1);
-        assert!(
-            self_approval.stderr.contains("two-person rule"),
-            "{}",
-            self_approval.stderr
-        );
-        assert_eq!(
-            stack.snapshot(id).await,
-            before,
-            "refused approvals change nothing"
-        );
+        self_approval.expect_refusal_naming(1, "two-person rule");
+        let refused = "refused approvals change nothing";
+        assert_eq!(stack.snapshot(id).await, before, "{refused}");
 
         approve(stack, id, "operator-b", &digest)
             .await
@@ -148,11 +163,9 @@ async fn submit_refuses_non_demo_targets_and_approval_binds_the_frozen_digest() 
         assert_eq!(approved.request.stage, "approved");
         assert_eq!(approved.approvals, 1);
         let approval = approved.approval.as_ref().unwrap();
+        let (by, frozen) = (&approval.approved_by, &approval.inventory_digest);
         assert_eq!(
-            (
-                approval.approved_by.as_str(),
-                approval.inventory_digest.as_str()
-            ),
+            (by.as_str(), frozen.as_str()),
             ("operator-b", digest.as_str())
         );
         assert!(approved.rows.is_empty(), "approval creates no stage rows");
@@ -162,40 +175,15 @@ async fn submit_refuses_non_demo_targets_and_approval_binds_the_frozen_digest() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn next_step_advances_one_stage_at_a_time_as_in_reference_003_and_a_rerun_changes_nothing() {
-    with_one_worker(async |stack| {
-        let ApprovedRequest { id } = submit_and_approve(stack, &target("steps")).await;
-        let done = |stage: &str, community| row(stage, community, "completed", false);
-        let pending = |stage: &str, community| row(stage, community, "pending", true);
+    with_approved("steps", async |stack, id| {
         // The invocation table of reference 003: after each `--next-step`, the handler that ran is
         // completed and non-current, and its successor is pending and current.
-        let expected = [
-            vec![done("gate_user", None), pending("purge_db", Some(B))],
-            vec![
-                done("gate_user", None),
-                done("purge_db", Some(B)),
-                pending("purge_agents", Some(B)),
-            ],
-            vec![
-                done("gate_user", None),
-                done("purge_db", Some(B)),
-                done("purge_agents", Some(B)),
-                pending("purge_db", Some(C)),
-            ],
-            vec![
-                done("gate_user", None),
-                done("purge_db", Some(B)),
-                done("purge_agents", Some(B)),
-                done("purge_db", Some(C)),
-                pending("purge_agents", Some(C)),
-            ],
-            vec![
-                done("gate_user", None),
-                done("purge_db", Some(B)),
-                done("purge_agents", Some(B)),
-                done("purge_db", Some(C)),
-                done("purge_agents", Some(C)),
-            ],
-        ];
+        let expected: Vec<Vec<Position>> = (0..CHAIN.len())
+            .map(|ran| match CHAIN.get(ran + 1) {
+                Some(next) => up_to(&CHAIN[..=ran], *next, "pending"),
+                None => completed(&CHAIN),
+            })
+            .collect();
         let expected_decisions = [
             "enter_communities",
             "purge_agents",
@@ -204,16 +192,11 @@ async fn next_step_advances_one_stage_at_a_time_as_in_reference_003_and_a_rerun_
             "community_complete",
         ];
         let mut generation = stack.snapshot(id).await.request.exec_generation;
-        for (invocation, rows) in expected.iter().enumerate() {
+        for (invocation, rows) in expected.into_iter().enumerate() {
             let step = run(stack, id, &["--next-step"]).await;
             step.expect_exit(0);
-            let snapshot = stack.snapshot(id).await;
-            assert_eq!(
-                &snapshot.positions(),
-                rows,
-                "rows after invocation {}",
-                invocation + 1
-            );
+            let what = format!("rows after invocation {}", invocation + 1);
+            let snapshot = assert_positions(stack, id, rows, &what).await;
             assert_eq!(
                 snapshot.decision(invocation).as_deref(),
                 Some(expected_decisions[invocation])
@@ -226,19 +209,11 @@ async fn next_step_advances_one_stage_at_a_time_as_in_reference_003_and_a_rerun_
                 "every step claims a new generation"
             );
             generation = snapshot.request.exec_generation;
-            let last = invocation == expected.len() - 1;
-            assert_eq!(
-                snapshot.request.stage,
-                if last { "completed" } else { "running" }
-            );
-            assert_eq!(snapshot.request.completed_at.is_some(), last);
-            assert_eq!(
-                (
-                    snapshot.request.retry_count,
-                    snapshot.request.next_attempt_at
-                ),
-                (0, None)
-            );
+            let last = invocation == CHAIN.len() - 1;
+            let request = &snapshot.request;
+            assert_eq!(request.stage, if last { "completed" } else { "running" });
+            assert_eq!(request.completed_at.is_some(), last);
+            assert_eq!((request.retry_count, request.next_attempt_at), (0, None));
             assert_eq!(snapshot.approvals, 1);
             let outcome = &step.json()["run"]["outcome"];
             assert_eq!(
@@ -280,13 +255,7 @@ async fn next_step_advances_one_stage_at_a_time_as_in_reference_003_and_a_rerun_
             .collect();
         assert_eq!(
             chain,
-            [
-                "gate_user",
-                "purge_db",
-                "purge_agents",
-                "purge_db",
-                "purge_agents"
-            ],
+            CHAIN.map(|(stage, _)| stage),
             "status lists the rows along the predecessor chain"
         );
         let table = stack
@@ -298,45 +267,47 @@ async fn next_step_advances_one_stage_at_a_time_as_in_reference_003_and_a_rerun_
     .await;
 }
 
+/// The request as Postgres holds it after a run told `--demo-no-agents-in` each of
+/// `no_agents`, once asserted: every other stage completed, no `purge_agents` row for those
+/// communities, each of their `purge_db` rows deciding `community_complete` with no agents
+/// found, the request completed.
+async fn assert_agents_skipped(
+    stack: &UserStack,
+    id: Uuid,
+    no_agents: &[Uuid],
+    what: &str,
+) -> RequestSnapshot {
+    let without_agents = |(_, community): &Stage| community.is_some_and(|c| no_agents.contains(&c));
+    let skipped = |stage: &&Stage| stage.0 == "purge_agents" && without_agents(stage);
+    let stages: Vec<Stage> = CHAIN.iter().filter(|s| !skipped(s)).copied().collect();
+    let snapshot = assert_positions(stack, id, completed(&stages), what).await;
+    for (index, stage) in stages.iter().enumerate() {
+        if stage.0 == "purge_db" && without_agents(stage) {
+            let result = snapshot.rows[index].result.as_ref().unwrap();
+            assert_eq!(result["has_agents"], json!(false), "row {index}");
+            let decision = snapshot.decision(index);
+            assert_eq!(
+                decision.as_deref(),
+                Some("community_complete"),
+                "row {index}"
+            );
+        }
+    }
+    assert_eq!(snapshot.request.stage, "completed");
+    snapshot
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_agents_in_c_finishes_with_four_completed_rows_and_c_decided_community_complete() {
-    with_one_worker(async |stack| {
-        let ApprovedRequest { id } = submit_and_approve(stack, &target("branch-c")).await;
+    with_approved("branch-c", async |stack, id| {
         let c = C.to_string();
-        run(
-            stack,
-            id,
-            &["--executor-id", "worker-a", "--demo-no-agents-in", &c],
-        )
-        .await
-        .expect_exit(0);
-        let snapshot = stack.snapshot(id).await;
-        assert_eq!(
-            snapshot.positions(),
-            vec![
-                row("gate_user", None, "completed", false),
-                row("purge_db", Some(B), "completed", false),
-                row("purge_agents", Some(B), "completed", false),
-                row("purge_db", Some(C), "completed", false),
-            ],
-            "no purge_agents row for C"
-        );
-        assert_eq!(
-            snapshot.rows[3].result.as_ref().unwrap()["has_agents"],
-            json!(false)
-        );
-        assert_eq!(snapshot.decision(3).as_deref(), Some("community_complete"));
-        assert_eq!(
-            snapshot.rows[3].transition.as_ref().unwrap()["next"],
-            json!(null)
-        );
-        assert!(
-            snapshot
-                .rows
-                .iter()
-                .all(|r| r.executor_id.as_deref() == Some("worker-a"))
-        );
-        assert_eq!(snapshot.request.stage, "completed");
+        let flags = ["--executor-id", "worker-a", "--demo-no-agents-in", &c];
+        run(stack, id, &flags).await.expect_exit(0);
+        let snapshot = assert_agents_skipped(stack, id, &[C], "no purge_agents row for C").await;
+        let last = snapshot.rows[3].transition.as_ref().unwrap();
+        assert_eq!(last["next"], json!(null));
+        let executors = snapshot.rows.iter().map(|r| r.executor_id.as_deref());
+        assert!(executors.into_iter().all(|e| e == Some("worker-a")));
     })
     .await;
 }
@@ -345,47 +316,20 @@ async fn no_agents_in_c_finishes_with_four_completed_rows_and_c_decided_communit
 /// gets a `purge_agents` row (a parser that kept only the last value would leave B's).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_agents_in_b_and_c_given_together_skips_both_agent_purges() {
-    with_one_worker(async |stack| {
-        let ApprovedRequest { id } = submit_and_approve(stack, &target("branch-bc")).await;
+    with_approved("branch-bc", async |stack, id| {
         let (b, c) = (B.to_string(), C.to_string());
-        run(
-            stack,
-            id,
-            &["--demo-no-agents-in", &b, "--demo-no-agents-in", &c],
-        )
-        .await
-        .expect_exit(0);
-        let snapshot = stack.snapshot(id).await;
-        assert_eq!(
-            snapshot.positions(),
-            vec![
-                row("gate_user", None, "completed", false),
-                row("purge_db", Some(B), "completed", false),
-                row("purge_db", Some(C), "completed", false),
-            ],
-            "no purge_agents row for B nor for C"
-        );
-        for index in [1, 2] {
-            assert_eq!(
-                snapshot.rows[index].result.as_ref().unwrap()["has_agents"],
-                json!(false),
-                "row {index}"
-            );
-            assert_eq!(
-                snapshot.decision(index).as_deref(),
-                Some("community_complete"),
-                "row {index}"
-            );
-        }
-        assert_eq!(snapshot.request.stage, "completed");
+        let flags = ["--demo-no-agents-in", &b, "--demo-no-agents-in", &c];
+        run(stack, id, &flags).await.expect_exit(0);
+        let what = "no purge_agents row for B nor for C";
+        assert_agents_skipped(stack, id, &[B, C], what).await;
     })
     .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_completed_user_deletion_has_a_certificate_that_verifies_offline_and_names_no_one() {
+    let who = target("certified");
     with_one_worker(async |stack| {
-        let who = target("certified");
         let ApprovedRequest { id } = submit_and_approve(stack, &who).await;
         run(stack, id, &["--executor-id", "worker-a"])
             .await
@@ -410,13 +354,8 @@ async fn a_completed_user_deletion_has_a_certificate_that_verifies_offline_and_n
             let mut command = std::process::Command::new(testkit::env::bin("buzz-deletion"));
             command
                 .env_clear()
-                .args([
-                    "certificate",
-                    "verify",
-                    &file_arg,
-                    "--public-key",
-                    &public_key,
-                ])
+                .args(["certificate", "verify", &file_arg])
+                .args(["--public-key", &public_key])
                 .args(extra);
             CliRun::from_output(&command.output().unwrap_or_else(|e| panic!("{e}")))
         };
@@ -436,38 +375,22 @@ async fn a_completed_user_deletion_has_a_certificate_that_verifies_offline_and_n
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_saved_no_agents_decision_for_b_stands_when_the_run_resumes_without_the_flag() {
-    with_one_worker(async |stack| {
-        let ApprovedRequest { id } = submit_and_approve(stack, &target("branch-b")).await;
-        let b = B.to_string();
+    with_approved("branch-b", async |stack, id| {
         run(stack, id, &["--next-step"]).await.expect_exit(0);
+        let b = B.to_string();
         run(stack, id, &["--next-step", "--demo-no-agents-in", &b])
             .await
             .expect_exit(0);
-        let after_b = stack.snapshot(id).await;
-        assert_eq!(
-            after_b.positions(),
-            vec![
-                row("gate_user", None, "completed", false),
-                row("purge_db", Some(B), "completed", false),
-                row("purge_db", Some(C), "pending", true),
-            ],
-            "B purge_db transitions directly to C purge_db"
-        );
+        let direct = "B purge_db transitions directly to C purge_db";
+        let b_done = up_to(&[GATE, B_DB], C_DB, "pending");
+        let after_b = assert_positions(stack, id, b_done, direct).await;
         assert_eq!(after_b.decision(1).as_deref(), Some("community_complete"));
         let b_decision = after_b.rows[1].clone();
 
         run(stack, id, &[]).await.expect_exit(0);
-        let finished = stack.snapshot(id).await;
-        assert_eq!(
-            finished.positions(),
-            vec![
-                row("gate_user", None, "completed", false),
-                row("purge_db", Some(B), "completed", false),
-                row("purge_db", Some(C), "completed", false),
-                row("purge_agents", Some(C), "completed", false),
-            ],
-            "no B purge_agents row appears after the resume"
-        );
+        let no_b_agents = "no B purge_agents row appears after the resume";
+        let all_but_b_agents = completed(&[GATE, B_DB, C_DB, C_AGENTS]);
+        let finished = assert_positions(stack, id, all_but_b_agents, no_b_agents).await;
         assert_eq!(
             finished.rows[1], b_decision,
             "the saved B row and decision are unchanged"
@@ -480,36 +403,20 @@ async fn a_saved_no_agents_decision_for_b_stands_when_the_run_resumes_without_th
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_handler_keeps_its_row_current_refuses_early_runs_and_resumes_after_the_deadline()
 {
-    with_one_worker(async |stack| {
-        let ApprovedRequest { id } = submit_and_approve(stack, &target("retry")).await;
-        let failed = run(
-            stack,
-            id,
-            &["--executor-id", "worker-a", "--fail-stage", "purge_db"],
-        )
-        .await;
+    with_approved("retry", async |stack, id| {
+        let failing = ["--executor-id", "worker-a", "--fail-stage", "purge_db"];
+        let failed = run(stack, id, &failing).await;
         failed.expect_exit(1);
 
-        let after_failure = stack.snapshot(id).await;
-        assert_eq!(
-            after_failure.positions(),
-            vec![
-                row("gate_user", None, "completed", false),
-                row("purge_db", Some(B), "failed", true),
-            ],
-            "the gate transitioned; B purge_db is failed and current"
-        );
+        let failed_b = "the gate transitioned; B purge_db is failed and current";
+        let failed_rows = up_to(&[GATE], B_DB, "failed");
+        let after_failure = assert_positions(stack, id, failed_rows, failed_b).await;
         let failed_row = after_failure.rows[1].clone();
         let request = &after_failure.request;
         assert_eq!(request.stage, "retry_wait");
         assert_eq!(request.retry_count, 1);
-        assert!(
-            request
-                .last_error
-                .as_deref()
-                .unwrap()
-                .contains("--fail-stage purge_db")
-        );
+        let error = request.last_error.as_deref().unwrap();
+        assert!(error.contains("--fail-stage purge_db"));
         assert_eq!(failed_row.last_error, request.last_error);
         let deadline = request.next_attempt_at.expect("a saved retry deadline");
         assert_eq!(
@@ -529,12 +436,7 @@ async fn a_failed_handler_keeps_its_row_current_refuses_early_runs_and_resumes_a
         );
 
         let early = run(stack, id, &["--executor-id", "worker-b"]).await;
-        early.expect_exit(1);
-        assert!(
-            early.stderr.contains("retry deadline has not passed"),
-            "{}",
-            early.stderr
-        );
+        early.expect_refusal_naming(1, "retry deadline has not passed");
         assert_eq!(
             stack.snapshot(id).await,
             after_failure,
@@ -566,13 +468,7 @@ async fn a_failed_handler_keeps_its_row_current_refuses_early_runs_and_resumes_a
         );
         assert!(resumed.started_at > failed_row.started_at);
         assert_eq!(resumed.executor_id.as_deref(), Some("worker-b"));
-        assert_eq!(finished.rows.len(), 5);
-        assert!(
-            finished
-                .rows
-                .iter()
-                .all(|r| r.status == "completed" && !r.is_current)
-        );
+        assert_all_completed(&finished);
         let request = &finished.request;
         assert_eq!(request.stage, "completed");
         assert_eq!(
@@ -586,6 +482,13 @@ async fn a_failed_handler_keeps_its_row_current_refuses_early_runs_and_resumes_a
         );
     })
     .await;
+}
+
+/// Five stage rows, every one completed and none current.
+fn assert_all_completed(finished: &RequestSnapshot) {
+    assert_eq!(finished.rows.len(), 5);
+    let done = |r: &activities::user::StageRowView| r.status == "completed" && !r.is_current;
+    assert!(finished.rows.iter().all(done));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -608,10 +511,7 @@ async fn a_worker_killed_mid_handler_is_replaced_and_the_same_row_finishes_then_
             .output();
         let runner = tokio::spawn(runner);
 
-        let interrupted = wait_for(stack, id, |s| {
-            s.rows.first().is_some_and(|r| r.status == "running")
-        })
-        .await;
+        let interrupted = wait_for(stack, id, |s| row_running(s, 0)).await;
         let gate_attempt_1 = interrupted.rows[0].clone();
         assert_eq!(gate_attempt_1.attempt, 1);
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -638,13 +538,7 @@ async fn a_worker_killed_mid_handler_is_replaced_and_the_same_row_finishes_then_
         );
         assert_eq!(gate.first_started_at, gate_attempt_1.first_started_at);
         assert!(gate.started_at > gate_attempt_1.started_at);
-        assert_eq!(finished.rows.len(), 5);
-        assert!(
-            finished
-                .rows
-                .iter()
-                .all(|r| r.status == "completed" && !r.is_current)
-        );
+        assert_all_completed(&finished);
         assert!(finished.rows[1..].iter().all(|r| r.attempt == 1));
         assert_eq!(finished.request.stage, "completed");
 
@@ -669,6 +563,14 @@ async fn assert_no_handler_ran(stack: &UserStack, id: Uuid, before: &RequestSnap
         after.request.exec_generation,
         before.request.exec_generation
     );
+}
+
+/// Whether the request's row at `index` (in chain order) is running.
+fn row_running(snapshot: &RequestSnapshot, index: usize) -> bool {
+    snapshot
+        .rows
+        .get(index)
+        .is_some_and(|r| r.status == "running")
 }
 
 /// Polls Postgres until `ready` holds for request `id`.

@@ -15,18 +15,12 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 use workflows::user::UserPhase;
 
-use super::{B, C, row, run, target, wait_for, with_one_worker, with_stack};
+use super::{
+    B, B_AGENTS, B_DB, CHAIN, GATE, assert_positions, completed, row_running, run, target, up_to,
+    wait_for, with_approved, with_stack,
+};
 use testkit::cli::CliRun;
 use testkit::user::{ApprovedRequest, RequestSnapshot, UserStack, submit_and_approve};
-
-/// The five stages of the demo inventory, in chain order.
-const CHAIN: [(&str, Option<Uuid>); 5] = [
-    ("gate_user", None),
-    ("purge_db", Some(B)),
-    ("purge_agents", Some(B)),
-    ("purge_db", Some(C)),
-    ("purge_agents", Some(C)),
-];
 
 /// Starts `user run ID <extra>` without waiting for it.
 fn spawn_run(stack: &UserStack, id: Uuid, extra: &[&str]) -> tokio::process::Child {
@@ -39,6 +33,38 @@ fn spawn_run(stack: &UserStack, id: Uuid, extra: &[&str]) -> tokio::process::Chi
         .stderr(Stdio::piped())
         .spawn()
         .expect("starting the CLI")
+}
+
+/// Starts `user run ID` with a 60 s delay in every handler, and waits until the row at `index`
+/// (in chain order) is running; returns the run and what Postgres then holds.
+async fn spawn_delayed_run(
+    stack: &UserStack,
+    id: Uuid,
+    index: usize,
+) -> (tokio::process::Child, RequestSnapshot) {
+    let child = spawn_run(stack, id, &["--stage-delay-ms", "60000"]);
+    let running = wait_for(stack, id, |s| row_running(s, index)).await;
+    (child, running)
+}
+
+/// How many `user.resumed` audit events of `cause` the request has.
+async fn resumes(stack: &UserStack, id: Uuid, cause: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM deletion.audit_events \
+         WHERE request_id = $1 AND event = 'user.resumed' AND detail->>'cause' = $2",
+    )
+    .bind(id)
+    .bind(cause)
+    .fetch_one(stack.store.pool())
+    .await
+    .expect("counting resumes")
+}
+
+/// Saving `result` for `row` under `generation` is refused as stale: a fenced-out attempt.
+async fn assert_stale_save(stack: &UserStack, id: Uuid, row: Uuid, generation: i64, result: Value) {
+    let late = stack.store.save_stage_result(id, row, generation, &result);
+    let late = late.await.expect_err("a fenced-out attempt cannot save");
+    assert!(late.is_stale_generation(), "{late}");
 }
 
 /// Waits for a spawned CLI (bounded) and collects what it printed.
@@ -66,16 +92,24 @@ fn send_signal(child: &tokio::process::Child, signal: &str) {
 
 /// The request's rows are exactly the demo chain, each completed once and none current.
 fn assert_every_row_exactly_once(snapshot: &RequestSnapshot) {
-    let done: Vec<_> = CHAIN
-        .iter()
-        .map(|(stage, community)| row(stage, *community, "completed", false))
-        .collect();
-    assert_eq!(
-        snapshot.positions(),
-        done,
-        "every stage row exactly once, completed"
-    );
+    let exactly_once = "every stage row exactly once, completed";
+    assert_eq!(snapshot.positions(), completed(&CHAIN), "{exactly_once}");
     assert_eq!(snapshot.request.stage, "completed");
+}
+
+/// How many of the request's stage rows are completed.
+fn completed_rows(snapshot: &RequestSnapshot) -> usize {
+    let rows = snapshot.rows.iter();
+    rows.filter(|r| r.status == "completed").count()
+}
+
+/// `user run ID` to the end (exit 0); the request as Postgres then holds it, every row of the
+/// chain there exactly once.
+async fn run_to_the_end(stack: &UserStack, id: Uuid) -> RequestSnapshot {
+    run(stack, id, &[]).await.expect_exit(0);
+    let finished = stack.snapshot(id).await;
+    assert_every_row_exactly_once(&finished);
+    finished
 }
 
 /// The current row's position, and that nothing follows it.
@@ -89,15 +123,10 @@ fn current_only(snapshot: &RequestSnapshot) -> (String, Option<Uuid>, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_during_a_delayed_handler_stops_at_that_row_and_the_next_run_completes() {
-    with_one_worker(async |stack| {
-        let ApprovedRequest { id } = submit_and_approve(stack, &target("ctrl-c")).await;
+    with_approved("ctrl-c", async |stack, id| {
         run(stack, id, &["--next-step"]).await.expect_exit(0);
 
-        let child = spawn_run(stack, id, &["--stage-delay-ms", "60000"]);
-        let running = wait_for(stack, id, |s| {
-            s.rows.get(1).is_some_and(|r| r.status == "running")
-        })
-        .await;
+        let (child, running) = spawn_delayed_run(stack, id, 1).await;
         let interrupted_row = running.rows[1].clone();
         tokio::time::sleep(Duration::from_millis(500)).await;
         send_signal(&child, "INT");
@@ -117,31 +146,22 @@ async fn ctrl_c_during_a_delayed_handler_stops_at_that_row_and_the_next_run_comp
         assert_eq!(report["handler"], "interrupted");
 
         // Well within the 60 s handler: the stop ended the run, it did not wait for the handler.
-        let stopped = stack.snapshot(id).await;
-        assert_eq!(
-            stopped.positions(),
-            vec![
-                row("gate_user", None, "completed", false),
-                row("purge_db", Some(B), "running", true),
-            ],
-            "exactly the interrupted row is current, nothing after it"
-        );
+        let only_it = "exactly the interrupted row is current, nothing after it";
+        let stopped = assert_positions(stack, id, up_to(&[GATE], B_DB, "running"), only_it).await;
         assert_eq!(stopped.rows[1].id, interrupted_row.id);
         assert_eq!(stack.workflow_status(id).await.phase, UserPhase::Stopped);
         // The stop fenced the cancelled attempt out: whatever it still tries to save is refused.
         let attempt_generation = interrupted_row.exec_generation.expect("a started row");
         assert!(stopped.request.exec_generation > attempt_generation);
-        let late = stack
-            .store
-            .save_stage_result(
-                id,
-                interrupted_row.id,
-                attempt_generation,
-                &serde_json::json!({}),
-            )
-            .await
-            .expect_err("the interrupted attempt cannot save after the stop");
-        assert!(late.is_stale_generation(), "{late}");
+        let cancelled = interrupted_row.id;
+        assert_stale_save(
+            stack,
+            id,
+            cancelled,
+            attempt_generation,
+            serde_json::json!({}),
+        )
+        .await;
         // Nothing else executes after the stop.
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert_eq!(
@@ -151,9 +171,7 @@ async fn ctrl_c_during_a_delayed_handler_stops_at_that_row_and_the_next_run_comp
         );
 
         // A new run is not refused as "in progress": it resumes the row and completes.
-        run(stack, id, &[]).await.expect_exit(0);
-        let finished = stack.snapshot(id).await;
-        assert_every_row_exactly_once(&finished);
+        let finished = run_to_the_end(stack, id).await;
         assert_eq!(
             finished.rows[1].id, interrupted_row.id,
             "the same row resumed"
@@ -169,14 +187,9 @@ async fn ctrl_c_during_a_delayed_handler_stops_at_that_row_and_the_next_run_comp
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn user_stop_from_another_terminal_stops_the_run_and_is_idempotent() {
-    with_one_worker(async |stack| {
-        let ApprovedRequest { id } = submit_and_approve(stack, &target("stop")).await;
+    with_approved("stop", async |stack, id| {
         let id_arg = id.to_string();
-        let child = spawn_run(stack, id, &["--stage-delay-ms", "60000"]);
-        let running = wait_for(stack, id, |s| {
-            s.rows.first().is_some_and(|r| r.status == "running")
-        })
-        .await;
+        let (child, running) = spawn_delayed_run(stack, id, 0).await;
         let gate = running.rows[0].clone();
 
         let stop = stack.cli(&["user", "stop", &id_arg]).await;
@@ -210,9 +223,7 @@ async fn user_stop_from_another_terminal_stops_the_run_and_is_idempotent() {
         );
         assert_eq!(stack.snapshot(id).await, stopped);
 
-        run(stack, id, &[]).await.expect_exit(0);
-        let finished = stack.snapshot(id).await;
-        assert_every_row_exactly_once(&finished);
+        let finished = run_to_the_end(stack, id).await;
         assert_eq!(finished.rows[0].id, gate.id);
         assert_eq!(finished.rows[0].attempt, 2);
         assert!(finished.rows[1..].iter().all(|r| r.attempt == 1));
@@ -222,41 +233,26 @@ async fn user_stop_from_another_terminal_stops_the_run_and_is_idempotent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_web_ui_stop_signal_stops_the_run_like_user_stop() {
-    with_one_worker(async |stack| {
-        let ApprovedRequest { id } = submit_and_approve(stack, &target("signal")).await;
-        let child = spawn_run(stack, id, &["--stage-delay-ms", "60000"]);
-        wait_for(stack, id, |s| {
-            s.rows.first().is_some_and(|r| r.status == "running")
-        })
-        .await;
+    with_approved("signal", async |stack, id| {
+        let (child, _) = spawn_delayed_run(stack, id, 0).await;
         stack.signal_stop(id).await;
         let runner = finish(child).await;
         runner.expect_exit(0);
         let outcome = &runner.json()["run"]["outcome"];
         assert_eq!(outcome["outcome"], "stopped", "{outcome}");
         assert_eq!(outcome["handler"], "interrupted");
-        let stopped = stack.snapshot(id).await;
-        assert_eq!(
-            stopped.positions(),
-            vec![row("gate_user", None, "running", true)],
-            "the gate stays current, nothing after it"
-        );
+        let gate_current = "the gate stays current, nothing after it";
+        assert_positions(stack, id, up_to(&[], GATE, "running"), gate_current).await;
         assert_eq!(stack.workflow_status(id).await.phase, UserPhase::Stopped);
-        run(stack, id, &[]).await.expect_exit(0);
-        assert_every_row_exactly_once(&stack.snapshot(id).await);
+        run_to_the_end(stack, id).await;
     })
     .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_stops_the_run_and_exits_143() {
-    with_one_worker(async |stack| {
-        let ApprovedRequest { id } = submit_and_approve(stack, &target("sigterm")).await;
-        let child = spawn_run(stack, id, &["--stage-delay-ms", "60000"]);
-        wait_for(stack, id, |s| {
-            s.rows.first().is_some_and(|r| r.status == "running")
-        })
-        .await;
+    with_approved("sigterm", async |stack, id| {
+        let (child, _) = spawn_delayed_run(stack, id, 0).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         send_signal(&child, "TERM");
         let stopped = finish(child).await;
@@ -265,10 +261,13 @@ async fn sigterm_stops_the_run_and_exits_143() {
             stopped.json()["stop"]["report"]["outcome"]["outcome"],
             "stopped"
         );
-        assert_eq!(
-            stack.snapshot(id).await.positions(),
-            vec![row("gate_user", None, "running", true)]
-        );
+        assert_positions(
+            stack,
+            id,
+            up_to(&[], GATE, "running"),
+            "the gate stays current",
+        )
+        .await;
     })
     .await;
 }
@@ -296,16 +295,11 @@ async fn a_stop_after_the_result_was_saved_keeps_that_row_current_and_it_never_r
         assert_eq!(outcome["outcome"], "stopped", "{outcome}");
         assert_eq!(outcome["handler"], "result_saved");
         finish(child).await.expect_exit(0);
-        let stopped = stack.snapshot(id).await;
-        assert_eq!(
-            stopped.positions(),
-            vec![row("gate_user", None, "completed", true)],
-            "completed and current: the transition is not committed after the stop"
-        );
+        let uncommitted = "completed and current: the transition is not committed after the stop";
+        let gate_completed = up_to(&[], GATE, "completed");
+        let stopped = assert_positions(stack, id, gate_completed, uncommitted).await;
 
-        run(stack, id, &[]).await.expect_exit(0);
-        let finished = stack.snapshot(id).await;
-        assert_every_row_exactly_once(&finished);
+        let finished = run_to_the_end(stack, id).await;
         assert_eq!(
             finished.rows[0].attempt, 1,
             "the saved result was reused, not recomputed"
@@ -317,8 +311,7 @@ async fn a_stop_after_the_result_was_saved_keeps_that_row_current_and_it_never_r
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_terminated_workflow_is_resumed_from_postgres_and_the_old_run_is_fenced_out() {
-    with_one_worker(async |stack| {
-        let ApprovedRequest { id } = submit_and_approve(stack, &target("resume")).await;
+    with_approved("resume", async |stack, id| {
         let id_arg = id.to_string();
         run(stack, id, &["--next-step"]).await.expect_exit(0);
 
@@ -326,26 +319,13 @@ async fn a_terminated_workflow_is_resumed_from_postgres_and_the_old_run_is_fence
         stack.terminate(id).await;
         let resumed_by_run = run(stack, id, &["--next-step"]).await;
         resumed_by_run.expect_exit(0);
-        assert!(
-            resumed_by_run.stderr.contains("resuming it from Postgres"),
-            "{}",
-            resumed_by_run.stderr
-        );
-        assert_eq!(
-            stack.snapshot(id).await.positions(),
-            vec![
-                row("gate_user", None, "completed", false),
-                row("purge_db", Some(B), "completed", false),
-                row("purge_agents", Some(B), "pending", true),
-            ]
-        );
+        let from_postgres = resumed_by_run.stderr.contains("resuming it from Postgres");
+        assert!(from_postgres, "{}", resumed_by_run.stderr);
+        let b_agents_next = up_to(&[GATE, B_DB], B_AGENTS, "pending");
+        assert_positions(stack, id, b_agents_next, "resumed by the run").await;
 
         // Lost during a handler: the request is stranded with a running current row.
-        let child = spawn_run(stack, id, &["--stage-delay-ms", "60000"]);
-        let running = wait_for(stack, id, |s| {
-            s.rows.get(2).is_some_and(|r| r.status == "running")
-        })
-        .await;
+        let (child, running) = spawn_delayed_run(stack, id, 2).await;
         let old = running.rows[2].clone();
         let old_generation = old.exec_generation.expect("a started row has a generation");
         stack.terminate(id).await;
@@ -377,17 +357,8 @@ async fn a_terminated_workflow_is_resumed_from_postgres_and_the_old_run_is_fence
         );
 
         // A late write of the terminated run's attempt is refused as stale.
-        let late = stack
-            .store
-            .save_stage_result(
-                id,
-                old.id,
-                old_generation,
-                &serde_json::json!({"late": true}),
-            )
-            .await
-            .expect_err("the old run's write must be refused");
-        assert!(late.is_stale_generation(), "{late}");
+        let late = serde_json::json!({"late": true});
+        assert_stale_save(stack, id, old.id, old_generation, late).await;
         // So is a handler start on behalf of the terminated execution (an attempt it had already
         // dispatched), although a start claims a new generation of its own.
         let old_token = old
@@ -410,16 +381,10 @@ async fn a_terminated_workflow_is_resumed_from_postgres_and_the_old_run_is_fence
         );
 
         let again = stack.cli(&["user", "resume", &id_arg]).await;
-        again.expect_exit(1);
-        assert!(
-            again.stderr.contains("is running for request"),
-            "a running workflow is never replaced: {}",
-            again.stderr
-        );
+        // A running workflow is never replaced.
+        again.expect_refusal_naming(1, "is running for request");
 
-        run(stack, id, &[]).await.expect_exit(0);
-        let finished = stack.snapshot(id).await;
-        assert_every_row_exactly_once(&finished);
+        let finished = run_to_the_end(stack, id).await;
         assert_eq!(
             finished.rows[2].id, old.id,
             "the stranded row itself finished"
@@ -431,15 +396,7 @@ async fn a_terminated_workflow_is_resumed_from_postgres_and_the_old_run_is_fence
                 .as_ref()
                 .is_some_and(|r| r.get("late").is_none())
         );
-        let resumes: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM deletion.audit_events \
-             WHERE request_id = $1 AND event = 'user.resumed' AND detail->>'cause' = 'operator'",
-        )
-        .bind(id)
-        .fetch_one(stack.store.pool())
-        .await
-        .expect("counting resumes");
-        assert_eq!(resumes, 2);
+        assert_eq!(resumes(stack, id, "operator").await, 2);
     })
     .await;
 }
@@ -498,11 +455,7 @@ async fn next_step_executes_exactly_one_handler_when_the_worker_is_killed_at_eac
             let output = finish(child).await;
             output.expect_exit(0);
             let snapshot = stack.snapshot(id).await;
-            let completed = snapshot
-                .rows
-                .iter()
-                .filter(|r| r.status == "completed")
-                .count();
+            let completed = completed_rows(&snapshot);
             assert_eq!(
                 completed,
                 step + 1,
@@ -548,8 +501,7 @@ async fn next_step_executes_exactly_one_handler_when_the_worker_is_killed_at_eac
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn continue_as_new_after_every_run_completes_the_request_with_every_row_once() {
-    with_one_worker(async |stack| {
-        let ApprovedRequest { id } = submit_and_approve(stack, &target("can")).await;
+    with_approved("can", async |stack, id| {
         let id_arg = id.to_string();
         // The registered workflow serves 50 runs per execution; take it over with one that
         // continues as new after every run.
@@ -562,11 +514,7 @@ async fn continue_as_new_after_every_run_completes_the_request_with_every_row_on
         for step in 0..CHAIN.len() {
             run(stack, id, &["--next-step"]).await.expect_exit(0);
             let snapshot = stack.snapshot(id).await;
-            let completed = snapshot
-                .rows
-                .iter()
-                .filter(|r| r.status == "completed")
-                .count();
+            let completed = completed_rows(&snapshot);
             assert_eq!(
                 completed,
                 step + 1,
@@ -584,17 +532,9 @@ async fn continue_as_new_after_every_run_completes_the_request_with_every_row_on
             "a new execution after each of the first four runs: {executions:?}"
         );
         assert_every_row_exactly_once(&stack.snapshot(id).await);
-        let continued: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM deletion.audit_events \
-             WHERE request_id = $1 AND event = 'user.resumed' \
-               AND detail->>'cause' = 'continue_as_new'",
-        )
-        .bind(id)
-        .fetch_one(stack.store.pool())
-        .await
-        .expect("counting resumes");
         assert_eq!(
-            continued, 4,
+            resumes(stack, id, "continue_as_new").await,
+            4,
             "each continued execution took the request up from Postgres"
         );
     })

@@ -3,11 +3,11 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::closed_world::facts::{
+use crate::catalog::closed_world::facts::{
     KeyFact, PublicationFact, ReadsFact, RelationFact, RuleFact, TriggerFact,
 };
-use crate::closed_world::scope::{Scope, ScopePlan};
-use crate::tenant_tree::{RelationKind, TenantRelation};
+use crate::catalog::closed_world::scope::{Scope, ScopePlan};
+use crate::catalog::tenant_tree::{RelationKind, TenantRelation};
 
 fn relation(oid: i64, schema: &str, name: &str, relkind: &str, community_id: bool) -> RelationFact {
     RelationFact {

@@ -4,6 +4,7 @@
 //! shrinking too), and is counted with the scope plan's own predicate — the one the inventory's
 //! counts and the purge batches use.
 
+use crate::CatalogError;
 use sqlx::PgConnection;
 use uuid::Uuid;
 use workflows::community::contracts::TableCount;
@@ -26,7 +27,7 @@ fn outside_plan(plan: &ScopePlan, relation: &InventoriedRelation) -> Option<Stri
 }
 
 /// The community's rows in each of `frozen`, by inventoried name, in `frozen`'s order. Refuses
-/// with [`StoreError::ScopeShrank`] when any of them left the scope, and with the catalogue
+/// with [`CatalogError::ScopeShrank`] when any of them left the scope, and with the catalogue
 /// checks' own errors when the live catalogue is refused.
 pub(crate) async fn count_inventoried(
     conn: &mut PgConnection,
@@ -41,7 +42,9 @@ pub(crate) async fn count_inventoried(
         .filter_map(|r| outside_plan(plan, r))
         .collect();
     if !outside.is_empty() {
-        return Err(StoreError::ScopeShrank { problems: outside });
+        return Err(StoreError::Catalog(CatalogError::ScopeShrank {
+            problems: outside,
+        }));
     }
     let mut counts = Vec::with_capacity(frozen.len());
     for relation in frozen {

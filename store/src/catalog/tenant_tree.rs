@@ -10,14 +10,14 @@
 //! first by name.
 //!
 //! The discovery itself judges nothing: the fence and foreign-key rules are in
-//! [`super::catalog_rules`].
+//! [`crate::catalog::rules`].
 
 use std::collections::BTreeSet;
 
 use sqlx::PgConnection;
 
-use super::error::StoreResult;
-use super::quote_ident;
+use crate::error::StoreResult;
+use crate::quote_ident;
 
 /// The serving schema.
 pub const TENANT_SCHEMA: &str = "buzz";
@@ -234,7 +234,7 @@ pub(crate) async fn count_table_rows(
     let mut total = 0u64;
     for heap in table.heaps() {
         let rows = count_heap_rows(conn, heap, community_id).await?;
-        total = total.saturating_add(super::count_u64(rows));
+        total = total.saturating_add(crate::count_u64(rows));
     }
     Ok(total)
 }

@@ -25,8 +25,8 @@ use serde::{Deserialize, Serialize};
 
 use super::declaration::{Declaration, GRAMMAR, PREFIX, parse};
 use super::facts::{CatalogFacts, KeyFact, RelationFact, TriggerFact};
+use crate::catalog::tenant_tree::{TENANT_SCHEMA, TenantTable};
 use crate::error::CatalogRefusal;
-use crate::tenant_tree::{TENANT_SCHEMA, TenantTable};
 
 /// The schema of the deletion's own evidence: never tenant data, never judged.
 pub(crate) const EVIDENCE_SCHEMA: &str = "deletion";

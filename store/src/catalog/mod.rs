@@ -1,12 +1,16 @@
 //! Tenant tables discovered from the catalog, never from a hand-kept list.
 //!
 //! A tenant table is any ordinary or partitioned table in schema `buzz` with a `community_id`
-//! column that does not descend from another one (see [`super::tenant_tree`]: its partitions and
+//! column that does not descend from another one (see [`tenant_tree`]: its partitions and
 //! inheritance children are part of it), so a table or partition added later is inventoried and
-//! purged too. Every scan checks the two catalog rules of [`super::catalog_rules`] and fails
+//! purged too. Every scan checks the two catalog rules of [`rules`] and fails
 //! closed, before anything irreversible: each relation's `buzz_write_fence` must fire on every
 //! write in every session, and no foreign key may let the purge cascade into non-tenant data.
 //! `buzz.communities` itself is keyed by `id`, is not a tenant table, and is deleted last.
+
+pub mod closed_world;
+pub(crate) mod rules;
+pub(crate) mod tenant_tree;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,14 +20,13 @@ use uuid::Uuid;
 use workflows::community::contracts::TableCount;
 
 use super::Store;
-use super::catalog_rules::{
-    foreign_keys, require_fenced, require_no_cascade_out_of_tenant_data, tenant_edges,
-};
-use super::closed_world::summary::{ClosedWorldSummary, InventoriedRelation};
-use super::closed_world::{self, CheckedWorld, Scope, count_in_scope};
 use super::error::{StoreError, StoreResult};
-pub(crate) use super::tenant_tree::TenantTable;
-use super::tenant_tree::{RelationKind, count_table_rows, tenant_tables};
+use closed_world::classify::NamedRelation;
+use closed_world::summary::{ClosedWorldSummary, InventoriedRelation};
+use closed_world::{CheckedWorld, Scope, count_in_scope};
+use rules::{foreign_keys, require_fenced, require_no_cascade_out_of_tenant_data, tenant_edges};
+pub(crate) use tenant_tree::TenantTable;
+use tenant_tree::{RelationKind, count_table_rows, tenant_tables};
 
 /// The community row's table (keyed by `id`, deleted after every tenant table).
 pub const COMMUNITIES_TABLE: &str = "buzz.communities";
@@ -57,15 +60,15 @@ impl CatalogInventory {
         if now == then {
             return self.require_same_closed_world(frozen);
         }
-        Err(StoreError::CatalogDrift {
+        Err(StoreError::Catalog(CatalogError::Drift {
             added: now.difference(&then).map(|t| (*t).clone()).collect(),
             removed: then.difference(&now).map(|t| (*t).clone()).collect(),
-        })
+        }))
     }
 }
 
 impl CatalogInventory {
-    /// Refuses ([`StoreError::CatalogDrift`]) a closed world that differs from the frozen one:
+    /// Refuses ([`CatalogError::Drift`]) a closed world that differs from the frozen one:
     /// a purge-set relation (partition, key child, archive) or a declaration added or removed
     /// since the approval. Inventories frozen before the closed world was recorded have nothing
     /// to compare.
@@ -106,14 +109,14 @@ impl CatalogInventory {
         if added.is_empty() && removed.is_empty() {
             return Ok(());
         }
-        Err(StoreError::CatalogDrift { added, removed })
+        Err(StoreError::Catalog(CatalogError::Drift { added, removed }))
     }
 }
 
 /// Tenant tables that satisfy the fence and key rules and the closed-world check, with the
 /// "referencing before referenced" edges between them. Fails closed with
-/// [`StoreError::CatalogUnfenced`], [`StoreError::CatalogCascadingReference`] or
-/// [`StoreError::CatalogRefused`].
+/// [`CatalogError::Unfenced`], [`CatalogError::CascadingReferences`] or
+/// [`CatalogError::Refused`].
 pub(crate) async fn checked_tenant_tables(conn: &mut PgConnection) -> StoreResult<CheckedCatalog> {
     let tables = tenant_tables(conn).await?;
     require_fenced(&tables)?;
@@ -176,9 +179,9 @@ fn purge_order(
             .cloned()
             .collect();
         if ready.is_empty() {
-            return Err(StoreError::CatalogCycle {
+            return Err(StoreError::Catalog(CatalogError::Cycle {
                 tables: by_name.values().map(TenantTable::qualified).collect(),
-            });
+            }));
         }
         for name in ready {
             if let Some(table) = by_name.remove(&name) {
@@ -194,8 +197,8 @@ fn purge_order(
 
 /// Scans the catalog on the given connection (so a test can scan inside a transaction holding an
 /// uncommitted table): tenant tables, fenced tables, the community's row counts (every heap of
-/// each table counted once, with `ONLY`). Fails closed with [`StoreError::CatalogUnfenced`] if a
-/// relation's fence would not fire and [`StoreError::CatalogCascadingReference`] if a foreign key
+/// each table counted once, with `ONLY`). Fails closed with [`CatalogError::Unfenced`] if a
+/// relation's fence would not fire and [`CatalogError::CascadingReferences`] if a foreign key
 /// would carry the purge into non-tenant data.
 pub async fn catalog_scan_in(
     conn: &mut PgConnection,
@@ -231,7 +234,7 @@ fn relkind_of(kind: RelationKind) -> String {
 }
 
 /// The closed world as the inventory records it; refuses cross-tenant references
-/// ([`StoreError::CrossTenantReferences`]).
+/// ([`CatalogError::CrossTenantReferences`]).
 async fn closed_world_summary(
     conn: &mut PgConnection,
     tables: &[TenantTable],
@@ -269,64 +272,21 @@ async fn closed_world_summary(
     });
     let mut key_children = Vec::new();
     for child in &world.key_children {
-        let name = child.relation.qualified();
-        relations.push(InventoriedRelation {
-            oid: child.relation.oid,
-            relation: name.clone(),
-            role: format!("key child through {}", child.key),
-            root: name.clone(),
-            relkind: "r".to_owned(),
-            tenant_column: None,
-        });
+        let role = format!("key child through {}", child.key);
+        relations.push(own_root(&child.relation, role, None));
         let predicate = plan.predicate(child.relation.oid, "k", Scope::Community, 0);
-        key_children.push(TableCount {
-            table: name,
-            rows: count_in_scope(
-                conn,
-                &child.relation.sql_name(),
-                &child.relation.qualified(),
-                &predicate,
-                community_id,
-            )
-            .await?,
-        });
+        key_children.push(count_relation(conn, &child.relation, &predicate, community_id).await?);
     }
     let mut archives = Vec::new();
     for archive in &world.archives {
-        let name = archive.relation.qualified();
-        relations.push(InventoriedRelation {
-            oid: archive.relation.oid,
-            relation: name.clone(),
-            role: "archive table".to_owned(),
-            root: name.clone(),
-            relkind: "r".to_owned(),
-            tenant_column: Some("community_id".to_owned()),
-        });
-        archives.push(TableCount {
-            table: name,
-            rows: count_in_scope(
-                conn,
-                &archive.relation.sql_name(),
-                &archive.relation.qualified(),
-                "k.community_id = $1",
-                community_id,
-            )
-            .await?,
-        });
+        let role = "archive table".to_owned();
+        relations.push(own_root(&archive.relation, role, Some("community_id")));
+        archives.push(count_relation(conn, &archive.relation, IN_COMMUNITY, community_id).await?);
     }
     let mut refreshed_views = Vec::new();
     for view in &world.refreshed_views {
-        refreshed_views.push(TableCount {
-            table: view.relation.qualified(),
-            rows: count_in_scope(
-                conn,
-                &view.relation.sql_name(),
-                &view.relation.qualified(),
-                "k.community_id = $1",
-                community_id,
-            )
-            .await?,
-        });
+        let count = count_relation(conn, &view.relation, IN_COMMUNITY, community_id).await?;
+        refreshed_views.push(count);
     }
     let cross_references =
         closed_world::cross_reference_counts(conn, plan, Scope::Community, community_id, None)
@@ -344,6 +304,40 @@ async fn closed_world_summary(
     .sorted())
 }
 
+/// The scope predicate of a relation with a `community_id` column, on alias `k`.
+const IN_COMMUNITY: &str = "k.community_id = $1";
+
+/// How the inventory records a relation the purge empties as a root of its own (a key child, an
+/// archive table): an ordinary table, named `role`, whose rows of the community `tenant_column`
+/// names (none for a key child, reached through its key).
+fn own_root(
+    relation: &NamedRelation,
+    role: String,
+    tenant_column: Option<&str>,
+) -> InventoriedRelation {
+    let name = relation.qualified();
+    InventoriedRelation {
+        oid: relation.oid,
+        relation: name.clone(),
+        role,
+        root: name,
+        relkind: "r".to_owned(),
+        tenant_column: tenant_column.map(str::to_owned),
+    }
+}
+
+/// The community's rows in `relation`, counted through `predicate` (on alias `k`).
+async fn count_relation(
+    conn: &mut PgConnection,
+    relation: &NamedRelation,
+    predicate: &str,
+    community_id: Uuid,
+) -> StoreResult<TableCount> {
+    let name = relation.qualified();
+    let rows = count_in_scope(conn, &relation.sql_name(), &name, predicate, community_id).await?;
+    Ok(TableCount { table: name, rows })
+}
+
 impl Store {
     /// Scans the catalog for the community: see [`catalog_scan_in`].
     pub async fn catalog_scan(&self, community_id: Uuid) -> StoreResult<CatalogInventory> {
@@ -351,6 +345,127 @@ impl Store {
         catalog_scan_in(&mut conn, community_id).await
     }
 }
+
+/// Why a store call failed because the tenant catalogue is not one the deletion understands, or a purge statement failed on it: one part of [`crate::StoreError`].
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    /// A relation of a tenant table has no write-fence trigger that fires for every write in
+    /// every session; deleting could race live writes.
+    #[error(
+        "tenant table(s) without a buzz_write_fence trigger that fires on every write: {}; give \
+         each the trigger BEFORE INSERT OR UPDATE FOR EACH ROW EXECUTE FUNCTION \
+         buzz.refuse_fenced_write(), without WHEN or column list, enabled with ALTER TABLE … \
+         ENABLE ALWAYS TRIGGER buzz_write_fence, and unblock",
+        .problems.join("; ")
+    )]
+    Unfenced {
+        /// Schema-qualified relations (tables, partitions, inheritance children) whose fence
+        /// would not fire.
+        tables: Vec<String>,
+        /// One line per relation: its name and what is wrong with its fence.
+        problems: Vec<String>,
+    },
+    /// A relation of a tenant table does not declare (soundly) which column holds the pubkey of
+    /// the user a row belongs to, or that it holds no user data (migration 0011), or its declared
+    /// column is not guaranteed to hold the pubkey in canonical form (migration 0016).
+    #[error(
+        "tenant table(s) without a sound user-data declaration: {}; give each relation the \
+         trigger BEFORE INSERT OR UPDATE FOR EACH ROW EXECUTE FUNCTION buzz.user_data('<the text \
+         column holding the user's 64-hex pubkey>' or 'none'), named buzz_user_data and enabled \
+         with ALTER TABLE … ENABLE ALWAYS TRIGGER buzz_user_data, and guarantee a declared \
+         column's canonical form with a CHECK (<column> ~ '^[0-9a-f]{{64}}$') \
+         (docs/data-model.md, \"User data declarations\")",
+        .problems.join("; ")
+    )]
+    UserDataUndeclared {
+        /// Schema-qualified relations whose declaration is missing or unsound.
+        tables: Vec<String>,
+        /// One line per relation: its name and what is wrong.
+        problems: Vec<String>,
+    },
+    /// A foreign key from a table that is not tenant data would change that table's rows when
+    /// tenant rows are purged.
+    #[error(
+        "foreign key(s) from non-tenant tables into tenant tables would change non-tenant rows \
+         during the purge: {}; drop the constraint (or change its ON DELETE action to NO ACTION \
+         or RESTRICT) and unblock",
+        .references.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    CascadingReferences {
+        /// The refused constraints.
+        references: Vec<crate::error::CascadingReference>,
+    },
+    /// The closed-world catalogue check found objects the deletion does not understand: each
+    /// refusal names the object, what it could do to a tenant's rows, and the remedy.
+    #[error(
+        "the catalogue holds {} object(s) the deletion does not understand, refused before \
+         anything is deleted: {}; after the remedy, unblock (or abort and submit again) \
+         (docs/operations.md, \"Catalogue refusals\")",
+        .refusals.len(),
+        .refusals.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    Refused {
+        /// One entry per refused object.
+        refusals: Vec<crate::error::CatalogRefusal>,
+    },
+    /// Rows of another owner reference the target's rows through a foreign key between two
+    /// tenant relations: purging would delete, change or be refused by them.
+    #[error(
+        "{} row(s) of other owners reference the target's rows: {}; remove or re-point those \
+         rows (or drop the key), then unblock (docs/operations.md, \"Cross-tenant references\")",
+        .references.iter().map(|r| r.rows).sum::<u64>(),
+        .references.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    CrossTenantReferences {
+        /// One entry per constraint with referencing rows.
+        references: Vec<crate::error::CrossReferenceCount>,
+    },
+    /// A relation the approved inventory covered is no longer where it was (renamed, moved to
+    /// another schema, detached, its tenant column dropped, its kind changed): purging or
+    /// verifying without it would silently shrink the scope.
+    #[error(
+        "the deletion's scope shrank since the inventory was approved: {}; restore each \
+         relation (rename or move it back, re-attach the partition, restore the column), then \
+         unblock (docs/operations.md, \"Scope shrank\")",
+        .problems.join("; ")
+    )]
+    ScopeShrank {
+        /// One line per relation: its inventoried name and what changed.
+        problems: Vec<String>,
+    },
+    /// A purge or verification statement failed in a way the store classified: it names the
+    /// step, the relation and the remedy, never only a raw database message.
+    #[error("{step} on {relation} failed: {reason} (SQLSTATE {sqlstate}); {remedy}")]
+    PurgeStatementFailed {
+        /// What was being done (`purging rows`, `verifying rows`, `refreshing a view`).
+        step: &'static str,
+        /// The relation, `schema.name`.
+        relation: String,
+        /// The SQLSTATE.
+        sqlstate: String,
+        /// What it means.
+        reason: String,
+        /// What the operator does.
+        remedy: String,
+    },
+    /// The tenant catalog changed since the inventory was frozen.
+    #[error("tenant catalog drifted since the inventory: added {added:?}, removed {removed:?}")]
+    Drift {
+        /// Tenant tables present now but not in the inventory.
+        added: Vec<String>,
+        /// Tenant tables in the inventory but gone now.
+        removed: Vec<String>,
+    },
+    /// Tenant tables reference each other in a cycle, so no delete order exists.
+    #[error("tenant tables reference each other in a cycle: {tables:?}")]
+    Cycle {
+        /// The tables left unordered.
+        tables: Vec<String>,
+    },
+}
+
+// Every one is permanent: retrying cannot change the answer.
+crate::failure::permanent_failure!(CatalogError);
 
 #[cfg(test)]
 mod tests {
@@ -397,7 +512,7 @@ mod tests {
         ];
         assert!(matches!(
             purge_order(tables, &edges),
-            Err(StoreError::CatalogCycle { .. })
+            Err(StoreError::Catalog(CatalogError::Cycle { .. }))
         ));
     }
 
@@ -414,7 +529,7 @@ mod tests {
             ..frozen.clone()
         };
         match live.require_unchanged_since(&frozen) {
-            Err(StoreError::CatalogDrift { added, removed }) => {
+            Err(StoreError::Catalog(CatalogError::Drift { added, removed })) => {
                 assert_eq!(added, vec!["buzz.c".to_owned()]);
                 assert_eq!(removed, vec!["buzz.a".to_owned()]);
             }

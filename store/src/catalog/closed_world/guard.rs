@@ -1,8 +1,9 @@
 //! Scope can never shrink after approval: before each destructive step the relations the frozen
 //! inventory lists are looked up again by oid, and one that left (dropped, renamed, moved to
 //! another schema, detached from its tree, its tenant column dropped, its kind changed) refuses
-//! the step with [`StoreError::ScopeShrank`], naming it — never a silent skip.
+//! the step with [`CatalogError::ScopeShrank`], naming it — never a silent skip.
 
+use crate::CatalogError;
 use sqlx::PgConnection;
 
 use super::summary::InventoriedRelation;
@@ -51,7 +52,7 @@ fn problem(frozen: &InventoriedRelation, live: Option<&LiveRelation>) -> Option<
     None
 }
 
-/// Refuses with [`StoreError::ScopeShrank`] when any inventoried relation left the scope.
+/// Refuses with [`CatalogError::ScopeShrank`] when any inventoried relation left the scope.
 pub(crate) async fn require_scope_intact(
     conn: &mut PgConnection,
     frozen: &[InventoriedRelation],
@@ -89,7 +90,7 @@ pub(crate) async fn require_scope_intact(
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(StoreError::ScopeShrank { problems })
+        Err(StoreError::Catalog(CatalogError::ScopeShrank { problems }))
     }
 }
 

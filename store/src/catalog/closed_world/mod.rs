@@ -22,14 +22,15 @@ pub(crate) mod scope;
 pub mod summary;
 pub(crate) mod verify;
 
+use crate::CatalogError;
 use sqlx::PgConnection;
 
 pub(crate) use classify::{ClosedWorld, NamedRelation};
 pub(crate) use scope::{Scope, ScopePlan};
 
+use crate::catalog::tenant_tree::TenantTable;
 use crate::count_u64;
 use crate::error::{CrossReferenceCount, StoreError, StoreResult};
-use crate::tenant_tree::TenantTable;
 
 /// The classified catalogue: the closed world and its scope plan.
 #[derive(Debug, Clone)]
@@ -39,14 +40,14 @@ pub(crate) struct CheckedWorld {
 }
 
 /// Reads and classifies the catalogue around `tenant`, failing closed with
-/// [`StoreError::CatalogRefused`].
+/// [`CatalogError::Refused`].
 pub(crate) async fn check(
     conn: &mut PgConnection,
     tenant: &[TenantTable],
 ) -> StoreResult<CheckedWorld> {
     let facts = facts::read_facts(conn).await?;
     let world = classify::classify(&facts, tenant)
-        .map_err(|refusals| StoreError::CatalogRefused { refusals })?;
+        .map_err(|refusals| StoreError::Catalog(CatalogError::Refused { refusals }))?;
     let communities = facts
         .relations
         .iter()
@@ -107,14 +108,16 @@ pub(crate) async fn cross_reference_counts(
     Ok(counts)
 }
 
-/// Refuses ([`StoreError::CrossTenantReferences`]) any non-zero count.
+/// Refuses ([`CatalogError::CrossTenantReferences`]) any non-zero count.
 pub(crate) fn require_no_cross_references(counts: &[CrossReferenceCount]) -> StoreResult<()> {
     let references: Vec<CrossReferenceCount> =
         counts.iter().filter(|c| c.rows > 0).cloned().collect();
     if references.is_empty() {
         Ok(())
     } else {
-        Err(StoreError::CrossTenantReferences { references })
+        Err(StoreError::Catalog(CatalogError::CrossTenantReferences {
+            references,
+        }))
     }
 }
 

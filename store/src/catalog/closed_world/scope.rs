@@ -13,8 +13,8 @@
 use std::collections::BTreeMap;
 
 use super::classify::{ClosedWorld, CrossKey, KeyChild, NamedRelation};
+use crate::catalog::tenant_tree::TenantTable;
 use crate::quote_ident;
-use crate::tenant_tree::TenantTable;
 
 /// Whose rows a statement deletes or counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

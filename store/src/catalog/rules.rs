@@ -12,12 +12,13 @@
 //! non-tenant rows silently. It is refused, naming the constraint and both tables, unless the
 //! referencing table is itself a relation of a tenant table.
 
+use crate::CatalogError;
 use std::collections::BTreeSet;
 
 use sqlx::PgConnection;
 
-use super::error::{CascadingReference, StoreError, StoreResult};
-use super::tenant_tree::{RelationKind, TenantRelation, TenantTable};
+use crate::catalog::tenant_tree::{RelationKind, TenantRelation, TenantTable};
+use crate::error::{CascadingReference, StoreError, StoreResult};
 
 /// Trigger type bits (`pg_trigger.h`).
 const TRIGGER_ROW: i32 = 1;
@@ -84,7 +85,7 @@ pub(crate) fn fence_problem(relation: &TenantRelation) -> Option<String> {
     }
 }
 
-/// Fails closed with [`StoreError::CatalogUnfenced`] naming every relation whose fence would not
+/// Fails closed with [`CatalogError::Unfenced`] naming every relation whose fence would not
 /// fire, and why.
 pub(crate) fn require_fenced(tables: &[TenantTable]) -> StoreResult<()> {
     let mut unfenced = Vec::new();
@@ -99,10 +100,10 @@ pub(crate) fn require_fenced(tables: &[TenantTable]) -> StoreResult<()> {
     if unfenced.is_empty() {
         Ok(())
     } else {
-        Err(StoreError::CatalogUnfenced {
+        Err(StoreError::Catalog(CatalogError::Unfenced {
             tables: unfenced,
             problems,
-        })
+        }))
     }
 }
 
@@ -156,7 +157,7 @@ fn changing_action(on_delete: &str) -> Option<&'static str> {
     }
 }
 
-/// Refuses ([`StoreError::CatalogCascadingReference`]) a foreign key from a non-tenant table
+/// Refuses ([`CatalogError::CascadingReferences`]) a foreign key from a non-tenant table
 /// whose delete action would change its rows when a tenant row is purged.
 pub(crate) fn require_no_cascade_out_of_tenant_data(
     tables: &[TenantTable],
@@ -183,7 +184,9 @@ pub(crate) fn require_no_cascade_out_of_tenant_data(
     if references.is_empty() {
         Ok(())
     } else {
-        Err(StoreError::CatalogCascadingReference { references })
+        Err(StoreError::Catalog(CatalogError::CascadingReferences {
+            references,
+        }))
     }
 }
 
@@ -206,7 +209,7 @@ pub(crate) fn tenant_edges(tables: &[TenantTable], keys: &[ForeignKey]) -> Vec<(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tenant_tree::FenceTrigger;
+    use crate::catalog::tenant_tree::FenceTrigger;
 
     fn relation(oid: i64, fence: Option<FenceTrigger>) -> TenantRelation {
         TenantRelation {
@@ -228,6 +231,13 @@ mod tests {
         }
     }
 
+    /// [`sound`] changed by `change`.
+    fn sound_but(change: impl FnOnce(&mut FenceTrigger)) -> FenceTrigger {
+        let mut trigger = sound();
+        change(&mut trigger);
+        trigger
+    }
+
     #[test]
     fn only_an_always_enabled_unconditional_before_row_fence_is_sound() {
         assert_eq!(fence_problem(&relation(1, Some(sound()))), None);
@@ -242,31 +252,28 @@ mod tests {
                 "{enabled}"
             );
         }
-        let when = FenceTrigger {
-            has_when: true,
-            ..sound()
-        };
-        assert!(fence_problem(&relation(1, Some(when))).is_some());
-        let columns = FenceTrigger {
-            has_columns: true,
-            ..sound()
-        };
-        assert!(fence_problem(&relation(1, Some(columns))).is_some());
-        let after = FenceTrigger {
-            tgtype: TRIGGER_ROW | TRIGGER_INSERT | TRIGGER_UPDATE,
-            ..sound()
-        };
-        assert!(fence_problem(&relation(1, Some(after))).is_some());
-        let insert_only = FenceTrigger {
-            tgtype: TRIGGER_ROW | TRIGGER_BEFORE | TRIGGER_INSERT,
-            ..sound()
-        };
-        assert!(fence_problem(&relation(1, Some(insert_only))).is_some());
-        let other_function = FenceTrigger {
-            runs_fence_function: false,
-            ..sound()
-        };
-        assert!(fence_problem(&relation(1, Some(other_function))).is_some());
+        let unsound = [
+            ("when", sound_but(|t| t.has_when = true)),
+            ("columns", sound_but(|t| t.has_columns = true)),
+            (
+                "after",
+                sound_but(|t| t.tgtype = TRIGGER_ROW | TRIGGER_INSERT | TRIGGER_UPDATE),
+            ),
+            (
+                "insert only",
+                sound_but(|t| t.tgtype = TRIGGER_ROW | TRIGGER_BEFORE | TRIGGER_INSERT),
+            ),
+            (
+                "other function",
+                sound_but(|t| t.runs_fence_function = false),
+            ),
+        ];
+        for (what, trigger) in unsound {
+            assert!(
+                fence_problem(&relation(1, Some(trigger))).is_some(),
+                "{what}"
+            );
+        }
     }
 
     fn key(referencing: i64, referenced: i64, on_delete: &str) -> ForeignKey {
@@ -290,7 +297,7 @@ mod tests {
         for action in ["c", "n", "d"] {
             let refused = require_no_cascade_out_of_tenant_data(&tables, &[key(9, 2, action)]);
             match refused {
-                Err(StoreError::CatalogCascadingReference { references }) => {
+                Err(StoreError::Catalog(CatalogError::CascadingReferences { references })) => {
                     assert_eq!(references.len(), 1);
                     assert_eq!(references[0].constraint, "fk_9_2");
                 }

@@ -7,14 +7,17 @@
 //! 2. lock the key-only children's rows referencing them, top-down through every chain;
 //! 3. count rows *outside* the scope that reference any locked row through a cross key — with
 //!    the rows locked, that count cannot grow before the delete — and refuse any
-//!    ([`StoreError::CrossTenantReferences`]: nothing of this batch is deleted);
+//!    ([`CatalogError::CrossTenantReferences`]: nothing of this batch is deleted);
 //! 4. delete bottom-up: the deepest key children first, the heap's rows last;
 //! 5. refuse a delete that removed fewer rows than it locked (a rule or trigger suppressed it).
 //!
 //! Statement failures are classified ([`classify_statement_error`]): the block names the step,
 //! the relation and the remedy.
 
-use sqlx::PgConnection;
+use crate::CatalogError;
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::query::QueryAs;
+use sqlx::{PgConnection, Postgres};
 use uuid::Uuid;
 
 use super::scope::{Scope, ScopePlan, columns_of};
@@ -32,6 +35,21 @@ pub(crate) struct BatchScope<'a> {
     pub scope: Scope<'a>,
     pub community_id: Uuid,
     pub pubkey: Option<&'a str>,
+}
+
+impl<'a> BatchScope<'a> {
+    /// `sql` as a query with the scope's parameters bound ([`bind_scope`]).
+    fn query_as<'q, O>(&self, sql: String) -> QueryAs<'q, Postgres, O, PgArguments>
+    where
+        'a: 'q,
+        O: for<'r> sqlx::FromRow<'r, PgRow>,
+    {
+        bind_scope(
+            sqlx::query_as(sqlx::AssertSqlSafe(sql)),
+            self.community_id,
+            self.pubkey,
+        )
+    }
 }
 
 /// What one batch deleted.
@@ -116,15 +134,12 @@ pub(crate) async fn delete_batch(
     let first = scope.scope.first_free_param();
     let lock =
         format!("SELECT d0.ctid::text FROM ONLY {heap_sql} d0 WHERE {predicate} LIMIT ${first}");
-    let chosen: Vec<(String,)> = bind_scope(
-        sqlx::query_as(sqlx::AssertSqlSafe(lock)),
-        scope.community_id,
-        scope.pubkey,
-    )
-    .bind(batch)
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(|e| classify_statement_error(step, heap_name, e))?;
+    let chosen: Vec<(String,)> = scope
+        .query_as(lock)
+        .bind(batch)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(|e| classify_statement_error(step, heap_name, e))?;
     if chosen.is_empty() {
         return Ok(BatchDeleted::default());
     }
@@ -139,15 +154,12 @@ pub(crate) async fn delete_batch(
             node.filter,
             alias = node.alias
         );
-        let rows: Vec<(String,)> = bind_scope(
-            sqlx::query_as(sqlx::AssertSqlSafe(sql)),
-            scope.community_id,
-            scope.pubkey,
-        )
-        .bind(&ctids)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(|e| classify_statement_error(step, &node.name, e))?;
+        let rows: Vec<(String,)> = scope
+            .query_as(sql)
+            .bind(&ctids)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(|e| classify_statement_error(step, &node.name, e))?;
         let child_rows: Vec<String> = rows.into_iter().map(|(c,)| c).collect();
         if !child_rows.is_empty() {
             lock_rows(conn, node.oid, &node.name, &child_rows).await?;
@@ -169,17 +181,14 @@ pub(crate) async fn delete_batch(
                 node.filter
             );
             let sql = scope.plan.cross_reference_sql(key, scope.scope, &inside);
-            let (rows, communities): (i64, Vec<String>) = bind_scope(
-                sqlx::query_as(sqlx::AssertSqlSafe(sql)),
-                scope.community_id,
-                scope.pubkey,
-            )
-            .bind(&ctids)
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(|e| {
-                classify_statement_error("checking cross-tenant references", &node.name, e)
-            })?;
+            let (rows, communities): (i64, Vec<String>) = scope
+                .query_as(sql)
+                .bind(&ctids)
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(|e| {
+                    classify_statement_error("checking cross-tenant references", &node.name, e)
+                })?;
             references.push(CrossReferenceCount {
                 constraint: key.name.clone(),
                 referencing: scope.plan.name(key.referencing_oid),
@@ -217,7 +226,7 @@ pub(crate) async fn delete_batch(
         .map_err(|e| classify_statement_error(step, heap_name, e))?
         .rows_affected();
     if deleted.rows < locked {
-        return Err(StoreError::PurgeStatementFailed {
+        return Err(StoreError::Catalog(CatalogError::PurgeStatementFailed {
             step,
             relation: heap_name.to_owned(),
             sqlstate: "00000".to_owned(),
@@ -228,7 +237,7 @@ pub(crate) async fn delete_batch(
             remedy: "drop the rule or trigger that keeps deleted rows (or its declaration, so the \
                      catalogue check refuses it), then unblock"
                 .to_owned(),
-        });
+        }));
     }
     Ok(deleted)
 }
@@ -308,11 +317,11 @@ pub(crate) fn classify_statement_error(
                 .to_owned(),
         ),
     };
-    StoreError::PurgeStatementFailed {
+    StoreError::Catalog(CatalogError::PurgeStatementFailed {
         step,
         relation: relation.to_owned(),
         sqlstate: code,
         reason,
         remedy,
-    }
+    })
 }
