@@ -103,28 +103,44 @@ mod tests {
 
     use super::*;
 
-    fn full_env() -> HashMap<&'static str, String> {
-        [
-            (REDIS_URL, "redis://127.0.0.1:56379"),
-            (S3_ENDPOINT, "http://127.0.0.1:57480"),
-            (S3_BUCKET, "buzz-media"),
-            (S3_REGION, "eu-west-3"),
-            (S3_ACCESS_KEY, "access"),
-            (S3_SECRET_KEY, "secret"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k, v.to_owned()))
-        .collect()
-    }
+    /// A stack environment the settings read, changed one variable at a time.
+    #[derive(Clone, Default)]
+    struct Env(HashMap<&'static str, String>);
 
-    fn reader(env: &HashMap<&'static str, String>) -> StackEnv<impl Fn(&str) -> Option<String>> {
-        StackEnv::new(move |name: &str| env.get(name).cloned())
+    impl Env {
+        /// Every S3 and Redis variable set.
+        fn full() -> Self {
+            Env::default()
+                .with(REDIS_URL, "redis://127.0.0.1:56379")
+                .with(S3_ENDPOINT, "http://127.0.0.1:57480")
+                .with(S3_BUCKET, "buzz-media")
+                .with(S3_REGION, "eu-west-3")
+                .with(S3_ACCESS_KEY, "access")
+                .with(S3_SECRET_KEY, "secret")
+        }
+
+        /// The same environment with `name` set to `value`.
+        fn with(mut self, name: &'static str, value: &str) -> Self {
+            self.0.insert(name, value.to_owned());
+            self
+        }
+
+        /// The same environment without `name`.
+        fn without(mut self, name: &'static str) -> Self {
+            self.0.remove(name);
+            self
+        }
+
+        /// The environment as the stack's configuration reads it.
+        fn read(&self) -> StackEnv<impl Fn(&str) -> Option<String>> {
+            StackEnv::new(move |name: &str| self.0.get(name).cloned())
+        }
     }
 
     #[test]
     fn a_full_environment_is_read_exactly() {
         assert_eq!(
-            reader(&full_env()).s3(),
+            Env::full().read().s3(),
             Ok(S3Config {
                 endpoint: "http://127.0.0.1:57480".into(),
                 bucket: "buzz-media".into(),
@@ -138,7 +154,7 @@ mod tests {
             })
         );
         assert_eq!(
-            reader(&full_env()).redis(),
+            Env::full().read().redis(),
             Ok(RedisConfig::url("redis://127.0.0.1:56379"))
         );
     }
@@ -146,94 +162,79 @@ mod tests {
     #[test]
     fn each_missing_required_variable_is_named() {
         for missing in [S3_ENDPOINT, S3_BUCKET, S3_ACCESS_KEY, S3_SECRET_KEY] {
-            let mut env = full_env();
-            env.remove(missing);
-            let error = reader(&env).s3().expect_err("a missing required variable");
+            let env = Env::full().without(missing);
+            let error = env.read().s3().expect_err("a missing required variable");
             assert_eq!(error, StackEnvError::Missing { name: missing });
         }
-        let mut env = full_env();
-        env.remove(REDIS_URL);
-        let error = reader(&env).redis().expect_err("no REDIS_URL");
+        let env = Env::full().without(REDIS_URL);
+        let error = env.read().redis().expect_err("no REDIS_URL");
         assert_eq!(error, StackEnvError::Missing { name: REDIS_URL });
     }
 
     #[test]
     fn the_task_queue_defaults_to_the_workflows_queue_when_unset_or_blank() {
         for queue in [None, Some(""), Some(" \t")] {
-            let mut env = full_env();
-            if let Some(queue) = queue {
-                env.insert(TASK_QUEUE, queue.to_owned());
-            }
-            assert_eq!(
-                reader(&env).task_queue(),
-                workflows::TASK_QUEUE,
-                "{queue:?}"
-            );
+            let env = match queue {
+                None => Env::full(),
+                Some(queue) => Env::full().with(TASK_QUEUE, queue),
+            };
+            assert_eq!(env.read().task_queue(), workflows::TASK_QUEUE, "{queue:?}");
         }
-        let mut env = full_env();
-        env.insert(TASK_QUEUE, " e2e-queue\n".into());
-        assert_eq!(reader(&env).task_queue(), "e2e-queue");
+        let env = Env::full().with(TASK_QUEUE, " e2e-queue\n");
+        assert_eq!(env.read().task_queue(), "e2e-queue");
     }
 
     #[test]
     fn an_unset_region_is_left_to_the_aws_standard_places() {
         for region in [None, Some(""), Some("  ")] {
-            let mut env = full_env();
-            match region {
-                None => env.remove(S3_REGION),
-                Some(blank) => env.insert(S3_REGION, blank.to_owned()),
+            let env = match region {
+                None => Env::full().without(S3_REGION),
+                Some(blank) => Env::full().with(S3_REGION, blank),
             };
-            let s3 = reader(&env).s3().expect("the region is optional");
+            let s3 = env.read().s3().expect("the region is optional");
             assert_eq!(s3.region, None, "{region:?}");
         }
     }
 
     #[test]
     fn without_the_static_pair_the_aws_default_chain_signs() {
-        let mut env = full_env();
-        env.remove(S3_ACCESS_KEY);
-        env.remove(S3_SECRET_KEY);
-        let s3 = reader(&env).s3().expect("the static pair is optional");
+        let env = Env::full().without(S3_ACCESS_KEY).without(S3_SECRET_KEY);
+        let s3 = env.read().s3().expect("the static pair is optional");
         assert_eq!(s3.credentials, S3Credentials::DefaultChain);
         // Half a pair is a mistake, not a request for the chain.
-        let mut env = full_env();
-        env.remove(S3_SECRET_KEY);
-        let error = reader(&env).s3().expect_err("half a pair");
+        let env = Env::full().without(S3_SECRET_KEY);
+        let error = env.read().s3().expect_err("half a pair");
         assert_eq!(error.name(), S3_SECRET_KEY);
         // The secret is never printed, even in a Debug of the configuration.
-        let debug = format!("{:?}", reader(&full_env()).s3());
+        let debug = format!("{:?}", Env::full().read().s3());
         assert!(!debug.contains("\"secret\""), "{debug}");
     }
 
     #[test]
     fn addressing_is_path_unless_virtual_and_anything_else_is_refused() {
-        let mut env = full_env();
-        assert_eq!(
-            reader(&env).s3().map(|s3| s3.addressing),
-            Ok(S3Addressing::Path)
-        );
-        env.insert(S3_ADDRESSING, "virtual".into());
-        assert_eq!(
-            reader(&env).s3().map(|s3| s3.addressing),
-            Ok(S3Addressing::VirtualHosted)
-        );
-        env.insert(S3_ADDRESSING, "dns".into());
-        let error = reader(&env).s3().expect_err("unknown style");
+        let env = Env::full();
+        let addressing = |env: &Env| env.read().s3().map(|s3| s3.addressing);
+        assert_eq!(addressing(&env), Ok(S3Addressing::Path));
+        let env = env.with(S3_ADDRESSING, "virtual");
+        assert_eq!(addressing(&env), Ok(S3Addressing::VirtualHosted));
+        let env = env.with(S3_ADDRESSING, "dns");
+        let error = env.read().s3().expect_err("unknown style");
         assert_eq!(error.name(), S3_ADDRESSING);
         assert!(error.to_string().contains("path"), "{error}");
     }
 
     #[test]
     fn the_redis_mode_is_single_unless_cluster_and_anything_else_is_refused() {
-        let mut env = full_env();
-        assert_eq!(reader(&env).redis().map(|r| r.mode), Ok(RedisMode::Single));
-        env.insert(REDIS_MODE, " cluster ".into());
-        env.insert(REDIS_URL, "redis://a:1,redis://b:2".into());
-        let redis = reader(&env).redis().expect("cluster mode");
+        let env = Env::full();
+        assert_eq!(env.read().redis().map(|r| r.mode), Ok(RedisMode::Single));
+        let env = env
+            .with(REDIS_MODE, " cluster ")
+            .with(REDIS_URL, "redis://a:1,redis://b:2");
+        let redis = env.read().redis().expect("cluster mode");
         assert_eq!(redis.mode, RedisMode::Cluster);
         assert_eq!(redis.urls(), ["redis://a:1", "redis://b:2"]);
-        env.insert(REDIS_MODE, "sentinel".into());
-        let error = reader(&env).redis().expect_err("unknown mode");
+        let env = env.with(REDIS_MODE, "sentinel");
+        let error = env.read().redis().expect_err("unknown mode");
         assert_eq!(error.name(), REDIS_MODE);
         assert!(error.to_string().contains("single") && error.to_string().contains("cluster"));
     }

@@ -3,6 +3,7 @@
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
+use testkit::process::checked_output;
 use tokio::process::Command;
 
 use crate::stack::env;
@@ -64,26 +65,18 @@ async fn temporal_json(args: &[&str]) -> Result<Value> {
         .unwrap_or_else(|| "temporal".to_owned());
     let address = env("TEMPORAL_ADDRESS")?;
     let namespace = stack_config::env::StackEnv::process().temporal_namespace();
-    let output = Command::new(&exe)
-        .args(args)
-        .args([
-            "--output",
-            "json",
-            "--address",
-            &address,
-            "--namespace",
-            &namespace,
-        ])
-        .output()
-        .await
-        .with_context(|| format!("run {exe} (set TEMPORAL_CLI_EXE; `source .state/env`)"))?;
-    if !output.status.success() {
-        bail!(
-            "{exe} {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-    }
+    let mut command = Command::new(&exe);
+    command.args(args).args([
+        "--output",
+        "json",
+        "--address",
+        &address,
+        "--namespace",
+        &namespace,
+    ]);
+    let what = format!("{exe} {}", args.join(" "));
+    let cannot_run = format!("run {exe} (set TEMPORAL_CLI_EXE; `source .state/env`)");
+    let output = checked_output(&mut command, &what, &cannot_run).await?;
     serde_json::from_slice(&output.stdout)
         .with_context(|| format!("{exe} {} printed no JSON", args.join(" ")))
 }

@@ -16,7 +16,6 @@ mod stack;
 mod workflow;
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -52,13 +51,7 @@ async fn main() -> ExitCode {
 async fn run(mut args: BenchArgs) -> Result<bool> {
     args.sizes.sort_unstable();
     args.sizes.dedup();
-    let bin_dir = match &args.bin_dir {
-        Some(dir) => dir.clone(),
-        None => std::env::current_exe()?
-            .parent()
-            .map(PathBuf::from)
-            .context("this binary has no directory")?,
-    };
+    let bin_dir = testkit::process::bin_dir(args.bin_dir.as_deref())?;
     let connected = Stack::connect().await?;
     let stack = &connected;
     let started_at = chrono::Utc::now().format("%Y-%m-%d %H:%M").to_string();

@@ -58,18 +58,9 @@ async fn chaos(args: ChaosArgs) -> Result<bool> {
         println!("{}", serde_json::to_string_pretty(&schedule)?);
         return Ok(true);
     }
-    let bin_dir = match &args.bin_dir {
-        Some(dir) => dir.clone(),
-        None => std::env::current_exe()?
-            .parent()
-            .map(PathBuf::from)
-            .context("this binary has no directory")?,
-    };
+    let bin_dir = testkit::process::bin_dir(args.bin_dir.as_deref())?;
     let state_dir = PathBuf::from(stack::env("BUZZ_STATE_DIR")?);
-    let repo_root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(PathBuf::from)
-        .context("the chaos crate has no parent directory")?;
+    let repo_root = testkit::env::repo_root();
     let settings = Settings {
         bin_dir,
         keys_dir: args

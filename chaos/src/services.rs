@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 use std::process::Stdio;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
+use testkit::process::checked_output;
 use tokio::process::Command;
 use tokio::sync::Mutex;
 
@@ -37,22 +38,15 @@ impl Services {
 
     async fn script(&self, name: &str, args: &[&str]) -> Result<()> {
         let _turn = self.one_at_a_time.lock().await;
-        let output = Command::new("bash")
+        let mut command = Command::new("bash");
+        command
             .arg(self.repo_root.join("deploy/local").join(name))
             .args(args)
             .env("BUZZ_STATE_DIR", &self.state_dir)
-            .stdin(Stdio::null())
-            .output()
-            .await
-            .with_context(|| format!("cannot run deploy/local/{name}"))?;
-        if !output.status.success() {
-            bail!(
-                "deploy/local/{name} {} failed ({}): {}",
-                args.join(" "),
-                output.status,
-                String::from_utf8_lossy(&output.stderr).trim()
-            );
-        }
+            .stdin(Stdio::null());
+        let what = format!("deploy/local/{name} {}", args.join(" "));
+        let cannot_run = format!("cannot run deploy/local/{name}");
+        checked_output(&mut command, &what, &cannot_run).await?;
         Ok(())
     }
 

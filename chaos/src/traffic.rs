@@ -4,17 +4,17 @@
 //! with SIGTERM at the end, it prints its report as JSON.
 
 use std::path::Path;
-use std::process::Stdio;
 
 use anyhow::{Context, Result, bail};
 use demo::simulator::SimulationReport;
+use testkit::process::demo_serve;
 use tokio::io::AsyncReadExt;
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
 /// Writes recorded per community: far above what a run admits, so nothing is truncated (the
 /// checker reports a truncated recording as a violation).
-const RECORD_LIMIT: &str = "1000000";
+const RECORD_LIMIT: u64 = 1_000_000;
 
 /// The running serving process.
 pub struct Traffic {
@@ -27,25 +27,9 @@ impl Traffic {
     pub fn start(cli: &Path, hosts: &[String], rate: u32, log: &Path) -> Result<Traffic> {
         let log_file =
             std::fs::File::create(log).with_context(|| format!("create {}", log.display()))?;
-        let mut child = Command::new(cli)
-            .args([
-                "--output",
-                "json",
-                "demo",
-                "serve",
-                "--hosts",
-                &hosts.join(","),
-                "--rate",
-                &rate.to_string(),
-                "--in-flight",
-                "2",
-                "--record-admitted",
-                RECORD_LIMIT,
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
+        let mut child = demo_serve(cli, hosts, rate, RECORD_LIMIT)
+            .args(["--output", "json", "--in-flight", "2"])
             .stderr(log_file)
-            .kill_on_drop(true)
             .spawn()
             .with_context(|| format!("start {} demo serve", cli.display()))?;
         let mut pipe = child

@@ -14,6 +14,7 @@ pub mod env;
 pub mod operators;
 pub mod poll;
 pub mod private_db;
+pub mod process;
 pub mod records;
 pub mod redis_cluster;
 pub mod refusal;

@@ -1,24 +1,12 @@
-//! Abort: an operator's signed abort accepted, then the fence lifted and the request ended
-//! aborted — refused once the irreversible point was marked.
+//! Abort: once the operator's signed abort is accepted (`accept_abort`, a store call of the
+//! activity table), the fence lifted and the request ended aborted — refused once the
+//! irreversible point was marked.
 
-use workflows::community::{AbortInput, AbortOutcome, AbortRequest};
-
-use crate::identity::consumer_of;
+use workflows::community::{AbortInput, AbortOutcome};
 
 use super::Attempt;
 use super::failure::PhaseResult;
 use super::fence::reported_fence_generation;
-
-/// Verifies and records an abort's signature; returns the abort under the registered name.
-pub async fn accept_abort(
-    (acts, ctx): Attempt<'_>,
-    input: AbortInput,
-) -> PhaseResult<AbortRequest> {
-    Ok(acts
-        .store
-        .accept_abort(input.request_id, &input.abort, &consumer_of(ctx))
-        .await?)
-}
 
 /// Lifts quiescing/fence (bumping the generation) and ends the request aborted; refused once the
 /// irreversible point was marked.

@@ -32,6 +32,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::TryFutureExt;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use workflows::community::{
     self as contract, AbortInput, AbortOutcome, AbortRequest, ApprovalInput, ApprovalRecord,
@@ -42,6 +43,7 @@ use workflows::community::{
 
 use crate::activity_impl::activities_impl;
 use crate::cache::Cache;
+use crate::identity::consumer_of;
 use crate::metrics::DeletionMetrics;
 use crate::objects::ObjectStore;
 use crate::store::{ExecToken, Store};
@@ -145,8 +147,9 @@ activities_impl! {
     register(RegisterInput) -> RegisteredRequest = contract::Register => register::register((acts, &ctx), input);
     /// Takes and freezes the inventory with its digest.
     inventory(RequestRef) -> InventorySummary = contract::Inventory => inventory::inventory((acts, &ctx), input);
-    /// Persists approval evidence bound to the frozen digest.
-    record_approval(ApprovalInput) -> ApprovalRecord = contract::RecordApproval => approval::record_approval((acts, &ctx), input);
+    /// Persists approval evidence bound to the frozen digest (the store re-checks digest,
+    /// two-person rule and stage).
+    record_approval(ApprovalInput) -> ApprovalRecord = contract::RecordApproval => acts.store.record_approval(input.request_id, &input.approval, &consumer_of(&ctx)).map_err(PhaseError::from);
     /// Appends an operator event to the audit trail.
     record_event(EventInput) -> () = contract::RecordEvent => approval::record_event((acts, &ctx), input);
     /// Checks list permission and catalog drift.
@@ -171,8 +174,9 @@ activities_impl! {
     complete(RequestRef) -> () = contract::Complete => complete::complete((acts, &ctx), input);
     /// Lifts the fence and ends the request aborted.
     abort(AbortInput) -> AbortOutcome = contract::Abort => abort::abort((acts, &ctx), input);
-    /// Verifies and records an abort's signature before the abort counts.
-    accept_abort(AbortInput) -> AbortRequest = contract::AcceptAbort => abort::accept_abort((acts, &ctx), input);
+    /// Verifies and records an abort's signature before the abort counts; returns the abort
+    /// under the registered name.
+    accept_abort(AbortInput) -> AbortRequest = contract::AcceptAbort => acts.store.accept_abort(input.request_id, &input.abort, &consumer_of(&ctx)).map_err(PhaseError::from);
 }
 
 #[cfg(test)]

@@ -71,40 +71,55 @@ impl Default for PrefixPacer {
 mod tests {
     use super::*;
 
+    /// Reserves each `(prefix, versions, at)` in turn on a pacer of `per_second`, asserting the
+    /// wait each call is given.
+    fn assert_waits(per_second: u32, calls: &[(&str, usize, Instant, Option<Duration>)]) {
+        let pacer = PrefixPacer::new(per_second);
+        for (call, &(prefix, versions, at, wait)) in calls.iter().enumerate() {
+            assert_eq!(pacer.reserve(prefix, versions, at), wait, "call {call}");
+        }
+    }
+
     #[test]
     fn calls_on_one_prefix_are_spaced_by_their_share_of_the_rate() {
-        let pacer = PrefixPacer::new(2_000);
         let now = Instant::now();
-        assert_eq!(pacer.reserve("media/a/", 1_000, now), None);
-        assert_eq!(
-            pacer.reserve("media/a/", 1_000, now),
-            Some(Duration::from_millis(500))
-        );
-        assert_eq!(
-            pacer.reserve("media/a/", 500, now),
-            Some(Duration::from_millis(1_000))
+        let ms = Duration::from_millis;
+        assert_waits(
+            2_000,
+            &[
+                ("media/a/", 1_000, now, None),
+                ("media/a/", 1_000, now, Some(ms(500))),
+                ("media/a/", 500, now, Some(ms(1_000))),
+            ],
         );
     }
 
     #[test]
     fn prefixes_have_independent_budgets() {
-        let pacer = PrefixPacer::new(1_000);
         let now = Instant::now();
-        assert_eq!(pacer.reserve("media/a/", 1_000, now), None);
-        assert_eq!(pacer.reserve("thumbs/a/", 1_000, now), None);
-        assert!(pacer.reserve("media/a/", 1_000, now).is_some());
+        let second = Some(Duration::from_secs(1));
+        let calls = [
+            ("media/a/", 1_000, now, None),
+            ("thumbs/a/", 1_000, now, None),
+        ];
+        assert_waits(
+            1_000,
+            &[calls[0], calls[1], ("media/a/", 1_000, now, second)],
+        );
     }
 
     #[test]
     fn an_idle_prefix_does_not_bank_credit_beyond_one_call() {
-        let pacer = PrefixPacer::new(1_000);
         let start = Instant::now();
-        assert_eq!(pacer.reserve("media/a/", 1_000, start), None);
         let later = start + Duration::from_secs(10);
-        assert_eq!(pacer.reserve("media/a/", 1_000, later), None);
-        assert_eq!(
-            pacer.reserve("media/a/", 1_000, later),
-            Some(Duration::from_secs(1))
+        let second = Some(Duration::from_secs(1));
+        assert_waits(
+            1_000,
+            &[
+                ("media/a/", 1_000, start, None),
+                ("media/a/", 1_000, later, None),
+                ("media/a/", 1_000, later, second),
+            ],
         );
     }
 

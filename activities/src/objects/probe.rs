@@ -350,6 +350,26 @@ mod tests {
 
     /// The refusal must be a permanent `PermissionMissing` of `permission` whose message names
     /// the action, the prefix and the statement to add.
+    /// The version-delete probe's verdict on `answer`.
+    fn judge_version(
+        answer: Result<BulkDeleteOutcome, ObjectStoreError>,
+    ) -> Result<(), ObjectStoreError> {
+        judge_version_delete(
+            &version_probe(),
+            answer,
+            missing(S3Permission::DeleteObjectVersion),
+        )
+    }
+
+    /// The upload-abort probe's verdict on `answer`.
+    fn judge_abort(answer: Result<AbortOutcome, ObjectStoreError>) -> Result<(), ObjectStoreError> {
+        judge_upload_abort(
+            &upload_probe(),
+            answer,
+            missing(S3Permission::AbortMultipartUpload),
+        )
+    }
+
     fn assert_missing(result: Result<(), ObjectStoreError>, permission: S3Permission) {
         let error = result.expect_err("a denial must refuse");
         assert!(
@@ -369,11 +389,7 @@ mod tests {
     #[test]
     fn the_version_probe_acknowledged_or_no_such_version_proves_the_delete_permission() {
         for answer in [answered(None, ""), answered(Some("NoSuchVersion"), "")] {
-            let judged = judge_version_delete(
-                &version_probe(),
-                Ok(answer),
-                missing(S3Permission::DeleteObjectVersion),
-            );
+            let judged = judge_version(Ok(answer));
             assert!(judged.is_ok(), "{judged:?}");
         }
     }
@@ -381,19 +397,11 @@ mod tests {
     #[test]
     fn a_denied_version_probe_names_the_delete_permission_per_key_or_whole() {
         assert_missing(
-            judge_version_delete(
-                &version_probe(),
-                Ok(answered(Some("AccessDenied"), "AccessDenied")),
-                missing(S3Permission::DeleteObjectVersion),
-            ),
+            judge_version(Ok(answered(Some("AccessDenied"), "AccessDenied"))),
             S3Permission::DeleteObjectVersion,
         );
         assert_missing(
-            judge_version_delete(
-                &version_probe(),
-                Err(denied(S3Operation::DeleteObjects)),
-                missing(S3Permission::DeleteObjectVersion),
-            ),
+            judge_version(Err(denied(S3Operation::DeleteObjects))),
             S3Permission::DeleteObjectVersion,
         );
     }
@@ -410,12 +418,7 @@ mod tests {
             },
         ];
         for outcome in outcomes {
-            let error = judge_version_delete(
-                &version_probe(),
-                Ok(outcome),
-                missing(S3Permission::DeleteObjectVersion),
-            )
-            .expect_err("inconclusive");
+            let error = judge_version(Ok(outcome)).expect_err("inconclusive");
             assert!(
                 matches!(error, ObjectStoreError::ProbeInconclusive { .. }),
                 "{error:?}"
@@ -431,23 +434,15 @@ mod tests {
             status: 503,
             code: Some("SlowDown".into()),
         };
-        let judged = judge_version_delete(
-            &version_probe(),
-            Err(busy),
-            missing(S3Permission::DeleteObjectVersion),
-        );
+        let judged = judge_version(Err(busy));
         assert!(
             matches!(judged, Err(ObjectStoreError::Busy { status: 503, .. })),
             "{judged:?}"
         );
-        let judged = judge_upload_abort(
-            &upload_probe(),
-            Err(ObjectStoreError::NoSuchBucket {
-                operation: S3Operation::AbortMultipartUpload,
-                bucket: "b".into(),
-            }),
-            missing(S3Permission::AbortMultipartUpload),
-        );
+        let judged = judge_abort(Err(ObjectStoreError::NoSuchBucket {
+            operation: S3Operation::AbortMultipartUpload,
+            bucket: "b".into(),
+        }));
         assert!(
             matches!(judged, Err(ObjectStoreError::NoSuchBucket { .. })),
             "{judged:?}"
@@ -457,19 +452,11 @@ mod tests {
     #[test]
     fn the_abort_probe_no_such_upload_proves_the_abort_permission_and_403_names_it() {
         for outcome in [AbortOutcome::AlreadyGone, AbortOutcome::Aborted] {
-            let judged = judge_upload_abort(
-                &upload_probe(),
-                Ok(outcome),
-                missing(S3Permission::AbortMultipartUpload),
-            );
+            let judged = judge_abort(Ok(outcome));
             assert!(judged.is_ok(), "{judged:?}");
         }
         assert_missing(
-            judge_upload_abort(
-                &upload_probe(),
-                Err(denied(S3Operation::AbortMultipartUpload)),
-                missing(S3Permission::AbortMultipartUpload),
-            ),
+            judge_abort(Err(denied(S3Operation::AbortMultipartUpload))),
             S3Permission::AbortMultipartUpload,
         );
     }

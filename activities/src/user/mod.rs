@@ -353,11 +353,8 @@ impl UserActivities {
             .ok_or(StageFailure::Real(erasure::ErasureError::NotConfigured))?;
         let handled = match (stage, run.community_id) {
             (StageKind::GateUser, _) => erasure::gate_user(eraser, run, inventory).await,
-            (StageKind::PurgeDb, Some(community)) => {
-                erasure::purge_db(eraser, run, inventory, community).await
-            }
-            (StageKind::PurgeAgents, Some(community)) => {
-                erasure::purge_agents(eraser, run, inventory, community).await
+            (StageKind::PurgeDb | StageKind::PurgeAgents, Some(community)) => {
+                erasure::purge_community(eraser, run, inventory, stage, community).await
             }
             (_, None) => Err(erasure::ErasureError::NoCommunity(
                 stage.as_str().to_owned(),

@@ -7,7 +7,7 @@
 //! Tests that change the topology (failover, migration) hold [`topology_lock`] for writing, the
 //! others for reading: each proves its own story, not a neighbour test's timing.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -17,15 +17,13 @@ use activities::failure::{Classified, Severity};
 use activities::taxonomy::user_keys::{
     user_key_prefix, user_key_scan_pattern, user_key_shape, user_keys_everywhere_pattern,
 };
-use futures::{StreamExt, TryStreamExt, stream};
+use futures::StreamExt;
 use testkit::redis_cluster::{
-    self, SLOTS, cluster_cache, fail_over, finish_migration, key_slot, node_connection, node_ports,
-    owner_of, primaries, start_migration,
+    self, SeededPair, cluster_cache, fail_over, finish_migration, key_slot,
+    keys_in_every_slot_range, keys_on_node, namespace_key, node_connection, node_ports, owner_of,
+    primaries, primaries_holding, seed_keys, start_migration,
 };
 use uuid::Uuid;
-
-/// Slot ranges a community's keys must all reach: 64 ranges of 256 slots.
-const RANGES: u16 = 64;
 
 fn topology_lock() -> &'static tokio::sync::RwLock<()> {
     static LOCK: OnceLock<tokio::sync::RwLock<()>> = OnceLock::new();
@@ -38,107 +36,6 @@ async fn topology_changing() -> (tokio::sync::RwLockWriteGuard<'static, ()>, Cac
     let exclusive = topology_lock().write().await;
     redis_cluster::wait_until_ready();
     (exclusive, cluster_cache().await)
-}
-
-fn namespace_key(community: Uuid, suffix: &str) -> String {
-    namespace_pattern(community).replacen('*', suffix, 1)
-}
-
-/// Keys `buzz:{c}:event:{i}` until every one of the [`RANGES`] slot ranges holds at least
-/// `per_range` of them.
-fn keys_in_every_slot_range(community: Uuid, per_range: usize) -> Vec<String> {
-    let mut per = BTreeMap::<u16, usize>::new();
-    let mut keys = Vec::new();
-    let mut i = 0u64;
-    while per.len() < usize::from(RANGES) || per.values().any(|n| *n < per_range) {
-        let key = namespace_key(community, &format!("event:{i}"));
-        *per.entry(key_slot(&key) / (SLOTS / RANGES)).or_default() += 1;
-        keys.push(key);
-        i += 1;
-    }
-    keys
-}
-
-async fn seed(cache: &Cache, keys: &[String]) {
-    stream::iter(keys)
-        .map(|key| async move { cache.set(key, format!("value of {key}").as_bytes()).await })
-        .buffer_unordered(64)
-        .try_collect::<Vec<()>>()
-        .await
-        .unwrap_or_else(|e| panic!("seeding the cluster: {e}"));
-}
-
-/// A target and a neighbour community with keys seeded on the cluster, and the neighbour's keys
-/// and values as they were before the test touched anything.
-struct SeededPair {
-    target: Uuid,
-    neighbour: Uuid,
-    target_keys: Vec<String>,
-    neighbour_before: Vec<(String, Vec<u8>)>,
-}
-
-impl SeededPair {
-    /// Seeds `target_keys` of `target` and `neighbour_keys` of `neighbour`; snapshots the
-    /// neighbour.
-    async fn seed(
-        cache: &Cache,
-        (target, target_keys): (Uuid, Vec<String>),
-        (neighbour, neighbour_keys): (Uuid, Vec<String>),
-    ) -> SeededPair {
-        seed(cache, &target_keys).await;
-        seed(cache, &neighbour_keys).await;
-        let neighbour_before = cache.snapshot_namespace(neighbour).await.unwrap();
-        SeededPair {
-            target,
-            neighbour,
-            target_keys,
-            neighbour_before,
-        }
-    }
-
-    /// The neighbour's keys and values are byte-identical to what they were when seeded.
-    async fn assert_neighbour_byte_identical(&self, cache: &Cache) {
-        assert_eq!(
-            cache.snapshot_namespace(self.neighbour).await.unwrap(),
-            self.neighbour_before
-        );
-    }
-}
-
-/// Two fresh communities, the target with at least `target_per_range` keys in every slot range
-/// and the neighbour with `neighbour_per_range`, seeded.
-async fn seeded_pair(
-    cache: &Cache,
-    target_per_range: usize,
-    neighbour_per_range: usize,
-) -> SeededPair {
-    let target = Uuid::new_v4();
-    let neighbour = Uuid::new_v4();
-    let target_keys = keys_in_every_slot_range(target, target_per_range);
-    let neighbour_keys = keys_in_every_slot_range(neighbour, neighbour_per_range);
-    SeededPair::seed(cache, (target, target_keys), (neighbour, neighbour_keys)).await
-}
-
-/// Keys matching `pattern` on the node at `port`, by SCAN of that node alone.
-fn keys_on_node(port: u16, pattern: &str) -> Vec<String> {
-    let mut connection = node_connection(port);
-    let mut cursor = 0u64;
-    let mut found = Vec::new();
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(pattern)
-            .arg("COUNT")
-            .arg(1000)
-            .query(&mut connection)
-            .unwrap_or_else(|e| panic!("SCAN on {port}: {e}"));
-        found.extend(keys);
-        if next == 0 {
-            return found;
-        }
-        cursor = next;
-    }
 }
 
 /// Waits (at most 10 s) until no node, replicas included, holds a key matching `pattern`.
@@ -162,16 +59,6 @@ async fn assert_no_node_holds(pattern: &str) {
         "keys of {pattern} are left on nodes: {:?}",
         &left[..left.len().min(5)]
     );
-}
-
-fn ports_holding(keys: &[String]) -> BTreeSet<u16> {
-    let primaries = primaries();
-    keys.iter()
-        .filter_map(|key| {
-            let slot = key_slot(key);
-            primaries.iter().find(|p| p.serves(slot)).map(|p| p.port)
-        })
-        .collect()
 }
 
 #[tokio::test]
@@ -212,12 +99,12 @@ async fn a_community_with_keys_in_every_slot_range_is_purged_and_verified_and_a_
         format!("xbuzz:{target}:k"),
         format!("buzz:{}:k", target.to_string().to_uppercase()),
     ];
-    seed(&cache, &target_keys).await;
-    seed(&cache, &neighbour_keys).await;
-    seed(&cache, &lookalikes).await;
+    seed_keys(&cache, &target_keys).await;
+    seed_keys(&cache, &neighbour_keys).await;
+    seed_keys(&cache, &lookalikes).await;
     let all_primaries: BTreeSet<u16> = primaries().iter().map(|p| p.port).collect();
-    assert_eq!(ports_holding(&target_keys), all_primaries);
-    assert_eq!(ports_holding(&neighbour_keys), all_primaries);
+    assert_eq!(primaries_holding(&target_keys), all_primaries);
+    assert_eq!(primaries_holding(&neighbour_keys), all_primaries);
     let total = target_keys.len() as u64;
     // What a single-node client would have seen: one shard's share.
     let one_shard = keys_on_node(*all_primaries.first().unwrap(), &namespace_pattern(target));
@@ -307,10 +194,10 @@ async fn a_user_with_keys_on_every_primary_is_found_purged_by_declared_shape_and
         mine.extend(user_keys(community, &user));
         theirs.extend(user_keys(community, &other));
     }
-    seed(&cache, &mine).await;
-    seed(&cache, &theirs).await;
+    seed_keys(&cache, &mine).await;
+    seed_keys(&cache, &theirs).await;
     let all_primaries: BTreeSet<u16> = primaries().iter().map(|p| p.port).collect();
-    assert_eq!(ports_holding(&mine), all_primaries);
+    assert_eq!(primaries_holding(&mine), all_primaries);
     let others_before = user_keys_of(&cache, &communities, &other).await;
     assert_eq!(others_before.len(), theirs.len());
 
@@ -380,7 +267,7 @@ async fn user_keys_of(cache: &Cache, communities: &[Uuid], user: &str) -> Vec<(S
 #[tokio::test]
 async fn a_primary_failed_over_between_purge_pages_leaves_no_key_and_the_purge_completes() {
     let (_exclusive, cache) = topology_changing().await;
-    let pair = seeded_pair(&cache, 40, 4).await;
+    let pair = SeededPair::in_every_slot_range(&cache, 40, 4).await;
     let target = pair.target;
     let before = primaries();
     // The primary SCANned last (by address): its shard is purged after the failover.
@@ -422,7 +309,7 @@ impl Drop for RestartStoppedNodes {
 #[tokio::test]
 async fn a_primary_that_crashes_mid_purge_and_is_replaced_by_its_replica_leaves_no_key() {
     let (_exclusive, cache) = topology_changing().await;
-    let pair = seeded_pair(&cache, 40, 4).await;
+    let pair = SeededPair::in_every_slot_range(&cache, 40, 4).await;
     let target = pair.target;
     // The primary SCANned last crashes after the first page; its replica must hold what it
     // held (replication is asynchronous: wait until it does, so that the count is exact).

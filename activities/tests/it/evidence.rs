@@ -41,6 +41,18 @@ async fn assert_rows_unchanged(
     assert_eq!(rows_now(store, community).await, before);
 }
 
+/// The neighbour is still serving (never fenced) and every row of it is byte-identical to
+/// `before`.
+async fn assert_neighbour_untouched(
+    store: &Store,
+    neighbour: Uuid,
+    before: &[activities::store::TableSnapshot],
+) {
+    let fence = store.fence_status(neighbour).await.expect("fence");
+    assert_eq!(fence_state(fence), FenceState::Serving);
+    assert_rows_unchanged(store, neighbour, before).await;
+}
+
 /// Attacker (a): points the request row at `to` (community id and host).
 async fn repoint_request(store: &Store, request_id: Uuid, to: &Community) {
     sqlx::query("UPDATE deletion.requests SET community_id = $2, host = $3 WHERE id = $1")
@@ -137,11 +149,7 @@ async fn a_whole_inventory_swapped_for_a_neighbours_is_refused_by_the_approval_d
         store.claim(fixture.request_id, &[Stage::Approved]).await,
         &[&approved_digest, &forged_digest],
     );
-    assert_eq!(
-        fence_state(store.fence_status(neighbour.id).await.expect("fence")),
-        FenceState::Serving
-    );
-    assert_rows_unchanged(&store, neighbour.id, &neighbour_rows).await;
+    assert_neighbour_untouched(&store, neighbour.id, &neighbour_rows).await;
 }
 
 #[tokio::test]
@@ -232,11 +240,7 @@ async fn a_repointed_request_cannot_cross_the_irreversible_point_or_purge_and_ca
     demo::seed_rows(&store, fixture.community.id, 1)
         .await
         .expect("the target is served again");
-    assert_eq!(
-        fence_state(store.fence_status(neighbour.id).await.expect("fence")),
-        FenceState::Serving
-    );
-    assert_rows_unchanged(&store, neighbour.id, &neighbour_rows).await;
+    assert_neighbour_untouched(&store, neighbour.id, &neighbour_rows).await;
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ use crate::store_support;
 use activities::identity::{
     IdentityError, MAX_SIGNATURE_AGE_SECS, add_operator, consume_signature, revoke_operator,
 };
-use activities::store::{StoreError, is_append_only_refusal};
+use activities::store::StoreError;
 use store_support::operators::{TestOperator, operator_in, unregistered_operator};
 use store_support::*;
 use uuid::Uuid;
@@ -62,9 +62,7 @@ async fn consume(
 
 #[tokio::test]
 async fn only_the_owner_writes_the_registry_and_keys_are_revoked_never_deleted_or_changed() {
-    let owner = store().await;
-    let worker = worker_store().await;
-    let serving = serving_store().await;
+    let (owner, worker, serving) = every_role().await;
     let operator = own_operator("registry").await;
     let public = std::fs::read_to_string(&operator.public_path).expect("public key");
 
@@ -100,19 +98,12 @@ async fn only_the_owner_writes_the_registry_and_keys_are_revoked_never_deleted_o
     assert!(hidden.to_string().contains("permission denied"), "{hidden}");
 
     // Not even the owner deletes a key or rewrites one.
-    let deleted = sqlx::query("DELETE FROM deletion.operators WHERE fingerprint = $1")
-        .bind(&operator.fingerprint)
-        .execute(owner.pool())
-        .await
-        .expect_err("a key is never deleted");
-    assert!(is_append_only_refusal(&deleted), "{deleted}");
-    let renamed =
-        sqlx::query("UPDATE deletion.operators SET name = 'someone-else' WHERE fingerprint = $1")
-            .bind(&operator.fingerprint)
-            .execute(owner.pool())
-            .await
-            .expect_err("a key is never rewritten");
-    assert!(is_append_only_refusal(&renamed), "{renamed}");
+    for sql in [
+        "DELETE FROM deletion.operators WHERE fingerprint = $1",
+        "UPDATE deletion.operators SET name = 'someone-else' WHERE fingerprint = $1",
+    ] {
+        assert_append_only(&owner, sql, &operator.fingerprint).await;
+    }
 
     // Registering again is idempotent; another name for the same key is refused.
     let again = add_operator(owner.pool(), &operator.name, &public, false)
@@ -133,14 +124,10 @@ async fn only_the_owner_writes_the_registry_and_keys_are_revoked_never_deleted_o
     assert!(revoked.revoked_at.is_some());
     assert_eq!(revoked.revoke_reason.as_deref(), Some("lost laptop"));
     assert!(revoked.revoked_by.is_some());
-    let unrevoke = sqlx::query(
-        "UPDATE deletion.operators SET revoked_at = NULL, revoked_by = NULL WHERE fingerprint = $1",
-    )
-    .bind(&operator.fingerprint)
-    .execute(owner.pool())
-    .await
-    .expect_err("a revocation is final");
-    assert!(is_append_only_refusal(&unrevoke), "{unrevoke}");
+    // A revocation is final.
+    let unrevoke =
+        "UPDATE deletion.operators SET revoked_at = NULL, revoked_by = NULL WHERE fingerprint = $1";
+    assert_append_only(&owner, unrevoke, &operator.fingerprint).await;
     let back = add_operator(owner.pool(), &operator.name, &public, false).await;
     assert_matches!(back, Err(IdentityError::DuplicateKey { revoked: true, .. }));
     let gone = revoke_operator(owner.pool(), &operator.name, "again").await;
@@ -201,14 +188,8 @@ async fn a_signature_counts_once_an_activity_retry_is_a_repeat_and_bad_ones_are_
     );
 
     // Consumed signatures are evidence: not even the owner rewrites or deletes them.
-    let rewrite = sqlx::query(
-        "UPDATE deletion.operator_signatures SET statement = 'x' WHERE fingerprint = $1",
-    )
-    .bind(&operator.fingerprint)
-    .execute(owner.pool())
-    .await
-    .expect_err("append-only");
-    assert!(is_append_only_refusal(&rewrite), "{rewrite}");
+    let rewrite = "UPDATE deletion.operator_signatures SET statement = 'x' WHERE fingerprint = $1";
+    assert_append_only(&owner, rewrite, &operator.fingerprint).await;
 }
 
 #[tokio::test]
@@ -256,14 +237,7 @@ async fn an_approval_row_needs_a_stored_approve_signature_of_a_second_live_key()
 
     // Through the store, the requester's key is refused and a second key approves.
     let requester = operator_in(owner.pool(), REQUESTER).await;
-    let mut self_approval = signed_approval(
-        &owner,
-        fixture.request_id,
-        &fixture.community.host,
-        APPROVER,
-        &digest,
-    )
-    .await;
+    let mut self_approval = fixture.signed_approval(APPROVER, &digest).await;
     self_approval.signed = Some(requester.sign(
         Action::Approve,
         Kind::Community,
@@ -275,14 +249,7 @@ async fn an_approval_row_needs_a_stored_approve_signature_of_a_second_live_key()
         .record_approval(fixture.request_id, &self_approval, "wf/run/approve")
         .await;
     assert_matches!(refused, Err(StoreError::Identity(_)));
-    let approval = signed_approval(
-        &owner,
-        fixture.request_id,
-        &fixture.community.host,
-        APPROVER,
-        &digest,
-    )
-    .await;
+    let approval = fixture.signed_approval(APPROVER, &digest).await;
     let record = owner
         .record_approval(fixture.request_id, &approval, "wf/run/approve")
         .await

@@ -242,13 +242,12 @@ async fn evidence_is_intact(owner: &Store, evidence: &Evidence) {
         ),
         "evidence was changed"
     );
-    let counted: i64 = sqlx::query_scalar(
+    let counted: i64 = scalar_for(
+        owner,
         "SELECT rows_deleted FROM deletion.purge_progress WHERE request_id = $1",
+        evidence.request_id,
     )
-    .bind(evidence.request_id)
-    .fetch_one(owner.pool())
-    .await
-    .expect("read the purge count");
+    .await;
     assert_eq!(counted, 5, "a purge count was lowered");
 }
 
@@ -328,13 +327,9 @@ async fn the_worker_can_still_stamp_an_unstamped_chunk_and_leave_a_completed_cur
             .as_deref(),
         Some(APPEND_ONLY)
     );
-    let unstamped_left: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM deletion.manifest_chunks WHERE request_id = $1 AND deleted_at IS NULL",
-    )
-    .bind(evidence.request_id)
-    .fetch_one(owner.pool())
-    .await
-    .expect("count");
+    let unstamped = "SELECT count(*) FROM deletion.manifest_chunks \
+                     WHERE request_id = $1 AND deleted_at IS NULL";
+    let unstamped_left: i64 = scalar_for(&owner, unstamped, evidence.request_id).await;
     assert_eq!(
         unstamped_left, 0,
         "chunk {} was stamped",
@@ -397,9 +392,7 @@ async fn the_worker_can_still_stamp_an_unstamped_chunk_and_leave_a_completed_cur
 
 #[tokio::test]
 async fn a_completed_stage_history_row_is_final_for_every_role_and_the_owners_bypass_is_recorded() {
-    let owner = store().await;
-    let worker = worker_store().await;
-    let serving = serving_store().await;
+    let (owner, worker, serving) = every_role().await;
     let evidence = evidence(&owner).await;
     let rewrite = "UPDATE deletion.user_stage_history SET result = '{\"revoked\": 0}' \
                    WHERE request_id = $1 AND id = $2";
@@ -571,12 +564,12 @@ async fn the_serving_role_writes_tenant_rows_and_leases_only_through_the_lease_f
             .await
             .expect("release")
     );
-    let released: Option<chrono::DateTime<chrono::Utc>> =
-        sqlx::query_scalar("SELECT released_at FROM deletion.serving_write_leases WHERE id = $1")
-            .bind(lease.id)
-            .fetch_one(owner.pool())
-            .await
-            .expect("lease row");
+    let released: Option<chrono::DateTime<chrono::Utc>> = scalar_for(
+        &owner,
+        "SELECT released_at FROM deletion.serving_write_leases WHERE id = $1",
+        lease.id,
+    )
+    .await;
     assert!(released.is_some(), "the release reached the lease row");
     // A lease nobody could ever renew past a day is refused by the function itself.
     let forever = serving

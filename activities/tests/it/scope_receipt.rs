@@ -142,14 +142,11 @@ async fn a_relation_that_left_blocks_the_purge_and_the_verification_naming_it() 
         named.contains("buzz.parted_target") && named.contains("no longer belongs to buzz.parted"),
         "{named}"
     );
-    exec(
-        store,
-        &format!(
-            "ALTER TABLE buzz.parted ATTACH PARTITION buzz.parted_target FOR VALUES IN ('{}')",
-            target.id
-        ),
-    )
-    .await;
+    let id = target.id;
+    let attach = format!(
+        "ALTER TABLE buzz.parted ATTACH PARTITION buzz.parted_target FOR VALUES IN ('{id}')"
+    );
+    exec(store, &attach).await;
     let counts = store.verify_scope(&token).await.expect("verify scope");
     assert!(
         counts.iter().any(|c| c.table == "buzz.parted_target")
@@ -220,14 +217,11 @@ async fn a_row_of_the_target_left_after_the_purge_fails_the_verification_naming_
         "a scope with a row left is not recorded as verified"
     );
 
-    exec(
-        store,
-        &format!(
-            "DELETE FROM buzz.notes WHERE community_id = '{}'",
-            target.id
-        ),
-    )
-    .await;
+    let straggler = format!(
+        "DELETE FROM buzz.notes WHERE community_id = '{}'",
+        target.id
+    );
+    exec(store, &straggler).await;
     let verified = store.verify_scope(&token).await.expect("verify scope");
     assert!(left(&verified).is_empty(), "{verified:?}");
     assert!(

@@ -168,13 +168,12 @@ async fn the_freeze_gate_holds_an_expired_unreleased_lease_until_expiry_plus_the
         .reap_serving_write_leases(Duration::ZERO)
         .await
         .expect("reap");
-    let kept: bool = sqlx::query_scalar(
+    let kept: bool = scalar_for(
+        &store,
         "SELECT EXISTS (SELECT 1 FROM deletion.serving_write_leases WHERE id = $1)",
+        stalled.id,
     )
-    .bind(stalled.id)
-    .fetch_one(store.pool())
-    .await
-    .expect("query");
+    .await;
     assert!(kept, "the reaper removed a lease the drain still needs");
 
     // Past expiry + bound on the database clock: the gate opens.

@@ -13,7 +13,7 @@ use activities::serving::ServingError;
 use activities::store::certificates::CertificateStoreError;
 use activities::store::{
     FenceState, RequestFilter, Stage, StoreError, TaxonomySweepInput, catalog_scan_in,
-    is_append_only_refusal, is_fenced_write,
+    is_fenced_write,
 };
 use activities::taxonomy::tenant_prefixes;
 use store_support::*;
@@ -514,12 +514,7 @@ async fn audit_trail_and_approvals_refuse_update_and_delete() {
         "DELETE FROM deletion.audit_events WHERE request_id = $1",
         "DELETE FROM deletion.approvals WHERE request_id = $1",
     ] {
-        let refused = sqlx::query(sql)
-            .bind(fixture.request_id)
-            .execute(store.pool())
-            .await;
-        let error = refused.expect_err(sql);
-        assert!(is_append_only_refusal(&error), "{sql}: {error}");
+        assert_append_only(&store, sql, fixture.request_id).await;
     }
 
     let after = fixture.audit_events().await;

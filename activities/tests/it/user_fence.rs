@@ -263,9 +263,7 @@ async fn the_user_fence_goes_serving_quiescing_fenced_and_back_for_its_request_o
 
 #[tokio::test]
 async fn row_writes_naming_a_fenced_user_are_refused_and_the_neighbours_kept() {
-    let owner = store().await;
-    let worker = worker_store().await;
-    let serving = serving_store().await;
+    let (owner, worker, serving) = every_role().await;
     let community = community(&owner).await.id;
     let (alice, bob, request) = (user(), user(), Uuid::new_v4());
 
@@ -522,9 +520,7 @@ async fn partitions_and_inheritance_children_refuse_only_the_fenced_users_rows()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fence_cannot_commit_past_a_write_that_passed_the_trigger_even_without_a_fence_row() {
-    let owner = store().await;
-    let worker = worker_store().await;
-    let serving = serving_store().await;
+    let (owner, worker, serving) = every_role().await;
     let community = community(&owner).await.id;
     let (carol, request) = (user(), Uuid::new_v4());
 
@@ -608,9 +604,7 @@ async fn the_fence_cannot_commit_past_a_write_that_passed_the_trigger_even_witho
 
 #[tokio::test]
 async fn user_leases_are_refused_while_the_user_quiesces_or_is_fenced_and_others_are_not() {
-    let owner = store().await;
-    let worker = worker_store().await;
-    let serving = serving_store().await;
+    let (owner, worker, serving) = every_role().await;
     let community = community(&owner).await.id;
     let (dave, erin, request) = (user(), user(), Uuid::new_v4());
     let relay = config("relay-u");
@@ -730,9 +724,7 @@ async fn user_leases_are_refused_while_the_user_quiesces_or_is_fenced_and_others
 
 #[tokio::test]
 async fn a_user_lease_left_unreleased_at_the_fence_is_refused_and_holds_the_drain() {
-    let owner = store().await;
-    let worker = worker_store().await;
-    let serving = serving_store().await;
+    let (owner, worker, serving) = every_role().await;
     let community = community(&owner).await.id;
     let (frank, request) = (user(), Uuid::new_v4());
 
@@ -918,9 +910,7 @@ fn admitted_as(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_simulated_author_fenced_mid_run_is_refused_from_the_fence_on_and_the_others_kept() {
-    let owner = store().await;
-    let worker = worker_store().await;
-    let serving = serving_store().await;
+    let (owner, worker, serving) = every_role().await;
     let (objects, cache) = (object_store().await, cache().await);
     let community = community(&owner).await;
     // Three authors, so each one's writes (seq % 3) cover every kind of the rotation (seq % 4).

@@ -292,30 +292,10 @@ impl Store {
         destructive_manifest_in(&mut conn, request_id).await
     }
 
-    /// Up to `limit` unstamped chunks, lowest number first. Generation-checked (read only).
-    pub async fn pending_chunks(
-        &self,
-        token: &ExecToken,
-        limit: u32,
-    ) -> StoreResult<Vec<ManifestChunk>> {
-        self.pending_chunks_after(token, None, limit).await
-    }
-
-    /// Up to `limit` unstamped chunks numbered above `after` (from the first when `None`),
-    /// lowest number first, so a caller streaming the manifest reads each chunk once while
-    /// earlier ones are still being deleted. Generation-checked (read only).
-    pub async fn pending_chunks_after(
-        &self,
-        token: &ExecToken,
-        after: Option<u32>,
-        limit: u32,
-    ) -> StoreResult<Vec<ManifestChunk>> {
-        self.pending_chunks_of(token, ChunkSet::Frozen, after, limit)
-            .await
-    }
-
-    /// As [`Store::pending_chunks_after`], over the frozen or the late chunks (each set only at
-    /// the stages it is deleted in).
+    /// Up to `limit` unstamped chunks of `set` numbered above `after` (from the first when
+    /// `None`), lowest number first, so a caller streaming the manifest reads each chunk once
+    /// while earlier ones are still being deleted. Each set is read only at the stages it is
+    /// deleted in. Generation-checked (read only).
     pub async fn pending_chunks_of(
         &self,
         token: &ExecToken,
@@ -327,44 +307,34 @@ impl Store {
         read_for_token(&mut conn, token)
             .await?
             .require_stage(set.stages())?;
-        let rows: Vec<(i32, String, sqlx::types::Json<Vec<String>>)> = sqlx::query_as(
-            "SELECT chunk_no, prefix, entries FROM deletion.manifest_chunks \
-             WHERE request_id = $1 AND deleted_at IS NULL AND chunk_no > $3 \
-               AND (late_at IS NOT NULL) = $4 \
-             ORDER BY chunk_no LIMIT $2",
-        )
-        .bind(token.request_id)
-        .bind(i64::from(limit.max(1)))
-        .bind(after.map_or(-1, i64::from))
-        .bind(set == ChunkSet::Late)
-        .fetch_all(&mut *conn)
-        .await?;
-        rows.into_iter()
-            .map(|(chunk_no, prefix, entries)| {
-                Ok(ManifestChunk {
-                    chunk_no: stored_chunk_no(chunk_no)?,
-                    prefix,
-                    entries: entries.0,
-                })
-            })
-            .collect()
+        unstamped_chunks(&mut conn, token.request_id, set, after, limit).await
     }
 
-    /// Stamps the chunk as deleted: every version acknowledged (`deleted + already_missing` must
-    /// equal its entry count). Generation- and fence-checked; requires the irreversible point
-    /// recorded. Returns `false`, counting nothing, if the chunk was already stamped: no chunk is
-    /// stamped twice.
-    pub async fn stamp_chunk(
+    /// [`Store::pending_chunks_of`] the frozen manifest.
+    pub async fn pending_chunks_after(
         &self,
         token: &ExecToken,
-        chunk_no: u32,
-        ack: ChunkAck,
-    ) -> StoreResult<bool> {
-        self.stamp_chunk_of(token, ChunkSet::Frozen, chunk_no, ack)
+        after: Option<u32>,
+        limit: u32,
+    ) -> StoreResult<Vec<ManifestChunk>> {
+        self.pending_chunks_of(token, ChunkSet::Frozen, after, limit)
             .await
     }
 
-    /// As [`Store::stamp_chunk`], for a chunk of `set` (refused for a chunk of the other set).
+    /// Up to `limit` unstamped chunks of the frozen manifest, lowest number first
+    /// ([`Store::pending_chunks_of`]).
+    pub async fn pending_chunks(
+        &self,
+        token: &ExecToken,
+        limit: u32,
+    ) -> StoreResult<Vec<ManifestChunk>> {
+        self.pending_chunks_after(token, None, limit).await
+    }
+
+    /// Stamps the chunk of `set` as deleted (refused for a chunk of the other set): every version
+    /// acknowledged (`deleted + already_missing` must equal its entry count). Generation- and
+    /// fence-checked; requires the irreversible point recorded. Returns `false`, counting
+    /// nothing, if the chunk was already stamped: no chunk is stamped twice.
     pub async fn stamp_chunk_of(
         &self,
         token: &ExecToken,
@@ -424,6 +394,17 @@ impl Store {
         });
         token.commit_event(tx, "chunk_stamped", &detail).await?;
         Ok(true)
+    }
+
+    /// [`Store::stamp_chunk_of`] a chunk of the frozen manifest.
+    pub async fn stamp_chunk(
+        &self,
+        token: &ExecToken,
+        chunk_no: u32,
+        ack: ChunkAck,
+    ) -> StoreResult<bool> {
+        self.stamp_chunk_of(token, ChunkSet::Frozen, chunk_no, ack)
+            .await
     }
 
     /// Chunks and versions in the manifest, and how many are stamped.
@@ -569,6 +550,37 @@ async fn check_stored_digests(
         ));
     }
     Ok(())
+}
+
+/// Up to `limit` (at least 1) unstamped chunks of `set` numbered above `after`, lowest first.
+async fn unstamped_chunks(
+    conn: &mut PgConnection,
+    request_id: Uuid,
+    set: ChunkSet,
+    after: Option<u32>,
+    limit: u32,
+) -> StoreResult<Vec<ManifestChunk>> {
+    let rows: Vec<(i32, String, sqlx::types::Json<Vec<String>>)> = sqlx::query_as(
+        "SELECT chunk_no, prefix, entries FROM deletion.manifest_chunks \
+         WHERE request_id = $1 AND deleted_at IS NULL AND chunk_no > $3 \
+           AND (late_at IS NOT NULL) = $4 \
+         ORDER BY chunk_no LIMIT $2",
+    )
+    .bind(request_id)
+    .bind(i64::from(limit.max(1)))
+    .bind(after.map_or(-1, i64::from))
+    .bind(set == ChunkSet::Late)
+    .fetch_all(conn)
+    .await?;
+    rows.into_iter()
+        .map(|(chunk_no, prefix, entries)| {
+            Ok(ManifestChunk {
+                chunk_no: stored_chunk_no(chunk_no)?,
+                prefix,
+                entries: entries.0,
+            })
+        })
+        .collect()
 }
 
 /// Chunk progress, read on the caller's connection.

@@ -5,7 +5,7 @@ use uuid::Uuid;
 use workflows::user::stop::InterruptedStage;
 
 use super::error::UserStoreError;
-use super::{UserStore, UserStoreResult, audit};
+use super::{UserStore, UserStoreResult, commit_audited};
 use crate::claim::{RequestKind, claim_request};
 
 impl UserStore {
@@ -36,19 +36,13 @@ impl UserStore {
             stage_id,
         })?;
         let result_saved = status == "completed";
-        audit(
-            &mut tx,
-            request_id,
-            requested_by.unwrap_or("operator"),
-            "user.run_stopped",
-            json!({
-                "stage_id": stage_id,
-                "result_saved": result_saved,
-                "exec_generation": exec_generation,
-            }),
-        )
-        .await?;
-        tx.commit().await?;
+        let detail = json!({
+            "stage_id": stage_id,
+            "result_saved": result_saved,
+            "exec_generation": exec_generation,
+        });
+        let actor = requested_by.unwrap_or("operator");
+        commit_audited(tx, request_id, actor, "user.run_stopped", detail).await?;
         Ok(InterruptedStage {
             result_saved,
             exec_generation,

@@ -83,6 +83,19 @@ async fn audit(
     Ok(())
 }
 
+/// [`audit`] as the last write of `tx`, then commits it.
+async fn commit_audited(
+    mut tx: sqlx::Transaction<'_, sqlx::Postgres>,
+    request_id: Uuid,
+    actor: &str,
+    event: &str,
+    detail: serde_json::Value,
+) -> UserStoreResult<()> {
+    audit(&mut tx, request_id, actor, event, detail).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
 /// Runs `update` (an `UPDATE deletion.requests … WHERE id = $1`) on the request and records the
 /// audit event that explains it, inside the caller's transaction.
 async fn update_request_audited(

@@ -13,8 +13,8 @@ use workflows::operator::{Action, Expected, Kind, check_binding};
 
 use super::error::UserStoreError;
 use super::{
-    StoredApproval, UserStore, UserStoreResult, audit, consume_statement, consume_user_action,
-    rfc3339, update_request_audited,
+    StoredApproval, UserStore, UserStoreResult, audit, commit_audited, consume_statement,
+    consume_user_action, rfc3339, update_request_audited,
 };
 use crate::identity::{IdentityError, consume_signature};
 
@@ -294,16 +294,8 @@ impl UserStore {
         if updated == 0 {
             return Err(UserStoreError::UnknownRequest(request_id));
         }
-        audit(
-            &mut tx,
-            request_id,
-            "workflow",
-            "user.blocked",
-            json!({"reason": reason}),
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(())
+        let detail = json!({"reason": reason});
+        commit_audited(tx, request_id, "workflow", "user.blocked", detail).await
     }
 }
 

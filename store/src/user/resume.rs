@@ -7,7 +7,7 @@ use workflows::user::resume::ResumeInput;
 use workflows::user::{ResumedRequest, UserInventory};
 
 use super::error::UserStoreError;
-use super::{StoredApproval, UserStore, UserStoreResult, audit, retry_state};
+use super::{StoredApproval, UserStore, UserStoreResult, commit_audited, retry_state};
 use crate::claim::{RequestKind, claim_request};
 
 /// The request columns a resume reads.
@@ -70,20 +70,13 @@ impl UserStore {
             .bind(&input.run_id)
             .execute(&mut *tx)
             .await?;
-        audit(
-            &mut tx,
-            request_id,
-            "workflow",
-            "user.resumed",
-            json!({
-                "cause": input.cause.as_str(),
-                "workflow_id": input.workflow_id,
-                "run_id": input.run_id,
-                "exec_generation": exec_generation,
-            }),
-        )
-        .await?;
-        tx.commit().await?;
+        let detail = json!({
+            "cause": input.cause.as_str(),
+            "workflow_id": input.workflow_id,
+            "run_id": input.run_id,
+            "exec_generation": exec_generation,
+        });
+        commit_audited(tx, request_id, "workflow", "user.resumed", detail).await?;
         Ok(ResumedRequest {
             target,
             requested_by,

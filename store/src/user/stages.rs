@@ -15,7 +15,7 @@ use workflows::user::{
 
 use super::error::UserStoreError;
 use super::views::{StageRowView, select_stage_rows, stage_columns};
-use super::{UserStore, UserStoreResult, audit, retry_state, rfc3339};
+use super::{UserStore, UserStoreResult, audit, commit_audited, retry_state, rfc3339};
 use crate::claim::{RequestKind, claim_request};
 use crate::user::faults::FaultPoint;
 
@@ -466,8 +466,7 @@ impl UserStore {
                 json!({"stage_id": stage_id, "reason": error}),
             ),
         };
-        audit(&mut tx, request_id, "workflow", event, detail).await?;
-        tx.commit().await?;
+        commit_audited(tx, request_id, "workflow", event, detail).await?;
         Ok(retry_state(retry_count, next_attempt_at))
     }
 }

@@ -8,10 +8,9 @@
 use serde_json::{Value, json};
 use uuid::Uuid;
 use workflows::user::footprint::{AGENTS_TABLE, agent_key_pattern};
-use workflows::user::inventory::UserInventory;
 
 use super::purge_db::{erase_rows, erased_summary, record_community_purged};
-use super::verify::{require_declarations_unchanged, verify_community};
+use super::verify::verify_community;
 use super::{Eraser, ErasureError, HandlerRun};
 use crate::store::user::erasure::PurgeLogKind;
 use crate::store::user::erasure::rows::RowScope;
@@ -20,10 +19,8 @@ use crate::store::user::erasure::rows::RowScope;
 pub(crate) async fn purge_agents(
     eraser: &Eraser,
     run: &HandlerRun<'_>,
-    inventory: &UserInventory,
     community_id: Uuid,
 ) -> Result<Value, ErasureError> {
-    require_declarations_unchanged(eraser, inventory).await?;
     let agents = eraser
         .store
         .user_agent_ids(community_id, run.pubkey)

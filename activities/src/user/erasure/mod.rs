@@ -15,6 +15,8 @@ use std::time::Duration;
 use serde::Serialize;
 use temporalio_sdk::activities::ActivityContext;
 use uuid::Uuid;
+use workflows::user::StageKind;
+use workflows::user::inventory::UserInventory;
 
 use crate::cache::Cache;
 use crate::objects::ObjectStore;
@@ -106,6 +108,21 @@ impl HandlerRun<'_> {
     }
 }
 
-pub(crate) use agents::purge_agents;
 pub(crate) use gate::gate_user;
-pub(crate) use purge_db::purge_db;
+
+/// Runs a community stage of `community_id` (`purge_agents`, else `purge_db`) and returns the
+/// result to save; refused first under declarations other than the approved inventory's.
+pub(crate) async fn purge_community(
+    eraser: &Eraser,
+    run: &HandlerRun<'_>,
+    inventory: &UserInventory,
+    stage: StageKind,
+    community_id: Uuid,
+) -> Result<serde_json::Value, ErasureError> {
+    verify::require_declarations_unchanged(eraser, inventory).await?;
+    if stage == StageKind::PurgeAgents {
+        agents::purge_agents(eraser, run, community_id).await
+    } else {
+        purge_db::purge_db(eraser, run, community_id).await
+    }
+}

@@ -6,10 +6,9 @@
 use serde_json::{Value, json};
 use uuid::Uuid;
 use workflows::user::footprint::AGENTS_TABLE;
-use workflows::user::inventory::UserInventory;
 
 use super::media::erase_media;
-use super::verify::{require_declarations_unchanged, verify_community};
+use super::verify::verify_community;
 use super::{Eraser, ErasureError, HandlerRun};
 use crate::cache::CacheError;
 use crate::store::user::erasure::PurgeLogKind;
@@ -20,10 +19,8 @@ use crate::taxonomy::user_keys::{user_key_scan_pattern, user_key_shape};
 pub(crate) async fn purge_db(
     eraser: &Eraser,
     run: &HandlerRun<'_>,
-    inventory: &UserInventory,
     community_id: Uuid,
 ) -> Result<Value, ErasureError> {
-    require_declarations_unchanged(eraser, inventory).await?;
     // Objects first: their decisions read the user's upload rows, which the row step deletes.
     let media = erase_media(eraser, run, community_id).await?;
     erase_rows(

@@ -11,6 +11,7 @@ use activities::serving::{ServingError, ServingWriteLease};
 use activities::store::{
     AuditEvent, CatalogInventory, ChunkAck, ChunkProgress, Community, ExecToken, FenceStatus,
     FrozenInventory, Request, RequestError, Stage, Store, StoreError, StoreResult,
+    is_append_only_refusal,
 };
 use activities::taxonomy::{KeyStreamDigest, ManifestEntry, VersionKind, tenant_prefixes};
 use std::time::Duration;
@@ -57,6 +58,11 @@ pub async fn store() -> Store {
     testkit::role_stores::owner_store(POOL).await
 }
 
+/// A store as each role: the schema owner, the worker and the serving role, in that order.
+pub async fn every_role() -> (Store, Store, Store) {
+    (store().await, worker_store().await, serving_store().await)
+}
+
 /// A fresh community under a unique host.
 pub async fn community(store: &Store) -> Community {
     let host = format!("t-{}.test.example", Uuid::new_v4().simple());
@@ -77,6 +83,12 @@ impl Fixture {
     /// The request row.
     pub async fn request(&self) -> Request {
         must(self.store.get_request(self.request_id), "get request").await
+    }
+
+    /// An approval of `digest` for this request, signed by `approved_by`'s test key.
+    pub async fn signed_approval(&self, approved_by: &str, digest: &str) -> ApproveRequest {
+        let host = &self.community.host;
+        signed_approval(&self.store, self.request_id, host, approved_by, digest).await
     }
 
     /// The request's community stage.
@@ -207,11 +219,7 @@ pub async fn seeded_community(store: &Store, rows: u64) -> Community {
     community
 }
 
-/// Runs one statement on `store`, panicking with the statement when it fails.
-pub async fn exec(store: &Store, sql: &str) {
-    let mut conn = store.pool().acquire().await.expect("a pooled session");
-    exec_in(&mut conn, sql).await;
-}
+pub use testkit::private_db::exec;
 
 /// Runs one statement on `conn` (a transaction's, so that what it creates is seen by no other
 /// test), panicking with the statement when it fails.
@@ -222,6 +230,18 @@ pub async fn exec_in(conn: &mut sqlx::PgConnection, sql: &str) {
         .unwrap_or_else(|e| panic!("{sql}: {e}"));
 }
 
+/// The one value `sql` selects for `id` (bound as `$1`), read through `store`.
+pub async fn scalar_for<T>(store: &Store, sql: &'static str, id: Uuid) -> T
+where
+    T: Send + Unpin + for<'r> sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+{
+    sqlx::query_scalar(sql)
+        .bind(id)
+        .fetch_one(store.pool())
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
 /// Asserts that no row of `community_id` is left in any tenant table.
 pub async fn assert_no_rows_left(store: &Store, community_id: Uuid) {
     let left = store
@@ -229,6 +249,20 @@ pub async fn assert_no_rows_left(store: &Store, community_id: Uuid) {
         .await
         .expect("count the community's rows");
     assert!(left.iter().all(|count| count.rows == 0), "{left:?}");
+}
+
+/// Asserts that `store` refuses `sql` (with `key` bound as `$1`) as a change to an append-only
+/// table.
+pub async fn assert_append_only<'q, K>(store: &Store, sql: &'q str, key: K)
+where
+    K: 'q + Send + sqlx::Encode<'q, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+{
+    let refused = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(key)
+        .execute(store.pool())
+        .await
+        .expect_err(sql);
+    assert!(is_append_only_refusal(&refused), "{sql}: {refused}");
 }
 
 /// Runs `sql` on `store`, which must refuse it: the SQLSTATE of the refusal, and the refusal.
@@ -373,14 +407,7 @@ pub async fn approved(store: &Store, rows: u64) -> Fixture {
     store
         .record_approval(
             fixture.request_id,
-            &signed_approval(
-                store,
-                fixture.request_id,
-                &fixture.community.host,
-                APPROVER,
-                &digest,
-            )
-            .await,
+            &fixture.signed_approval(APPROVER, &digest).await,
             "store-test/approve",
         )
         .await

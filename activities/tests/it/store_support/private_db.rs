@@ -7,7 +7,7 @@
 //! drops it at the end.
 
 use activities::store::Store;
-use testkit::private_db::{drop_database, private_database};
+use testkit::private_db::{PrivateDatabase, drop_database, private_database};
 
 /// A migrated database of the test's own; call [`PrivateDb::drop_database`] at the end.
 pub struct PrivateDb {
@@ -18,11 +18,19 @@ pub struct PrivateDb {
     name: String,
 }
 
+/// Creates `<shared database>_<tag>_<random>` and migrates it through an owner store of
+/// `connections`, which it returns.
+async fn created(tag: &str, connections: u32) -> (PrivateDatabase, Store) {
+    let db = private_database(tag).await;
+    let owner = db.migrated_owner_store(connections).await;
+    (db, owner)
+}
+
 /// Creates and migrates `<shared database>_<tag>_<random>`.
 pub async fn private_db(tag: &str) -> PrivateDb {
-    let db = private_database(tag).await;
+    let (db, store) = created(tag, 4).await;
     PrivateDb {
-        store: db.migrated_owner_store(4).await,
+        store,
         url: db.owner,
         name: db.name,
     }
@@ -48,10 +56,11 @@ pub struct RoleStores {
 
 /// Creates and migrates `<shared database>_<tag>_<random>`, connected as owner and worker.
 pub async fn private_db_as_worker(tag: &str) -> RoleStores {
-    let db = private_database(tag).await;
+    let (db, owner) = created(tag, 2).await;
+    let worker = db.worker_store(2).await;
     RoleStores {
-        owner: db.migrated_owner_store(2).await,
-        worker: db.worker_store(2).await,
+        owner,
+        worker,
         name: db.name,
     }
 }

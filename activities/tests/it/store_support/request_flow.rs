@@ -7,7 +7,7 @@ use activities::taxonomy::tenant_prefixes;
 use certificate::receipt::Receipt;
 use workflows::community::contracts::PurgeReport;
 
-use super::{APPROVER, Fixture, empty_prefix, media_manifest, register_and_claim, signed_approval};
+use super::{APPROVER, Fixture, empty_prefix, media_manifest, register_and_claim};
 
 /// Registers a request for `community` and claims it at `submitted`.
 pub async fn submit(store: &Store, community: &Community) -> Fixture {
@@ -38,14 +38,7 @@ impl Fixture {
         self.store
             .record_approval(
                 self.request_id,
-                &signed_approval(
-                    &self.store,
-                    self.request_id,
-                    &self.community.host,
-                    APPROVER,
-                    &inventory.digest(),
-                )
-                .await,
+                &self.signed_approval(APPROVER, &inventory.digest()).await,
                 "store-test/approve",
             )
             .await

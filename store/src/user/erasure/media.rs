@@ -158,8 +158,7 @@ impl Store {
         object_key: &str,
         listed: &[ObjectVersionRef],
     ) -> StoreResult<MediaDecision> {
-        let mut tx = self.pool.begin().await?;
-        attempt.require_current(&mut tx).await?;
+        let mut tx = self.begin_attempt(attempt).await?;
         let (others, own): (i64, i64) = sqlx::query_as(
             "SELECT count(*) FILTER (WHERE uploader_pubkey IS DISTINCT FROM $3), \
                     count(*) FILTER (WHERE uploader_pubkey = $3) \
@@ -223,8 +222,7 @@ impl Store {
         deleted: u64,
         per_key: &[(String, u64)],
     ) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
-        attempt.require_current(&mut tx).await?;
+        let mut tx = self.begin_attempt(attempt).await?;
         let stamped = sqlx::query(
             "UPDATE deletion.user_media_decisions \
              SET deleted_at = clock_timestamp(), deleted_versions = $4 \

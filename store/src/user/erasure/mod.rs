@@ -11,9 +11,10 @@ pub mod media;
 pub mod rows;
 
 use crate::RequestError;
-use sqlx::PgConnection;
+use sqlx::{PgConnection, Postgres, Transaction};
 use uuid::Uuid;
 
+use crate::community::audit::commit_audited;
 use crate::error::{StoreError, StoreResult};
 
 /// One handler attempt of a user deletion: the request, the stage row it runs, and the
@@ -81,6 +82,9 @@ impl ErasureAttempt {
     }
 }
 
+/// A transaction of the store's pool.
+type Tx = Transaction<'static, Postgres>;
+
 /// What one purge-log row counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PurgeLogKind {
@@ -107,6 +111,15 @@ impl PurgeLogKind {
 }
 
 impl crate::Store {
+    /// Opens a transaction in which `attempt` is current ([`ErasureAttempt::require_current`]:
+    /// its request row is held `FOR SHARE` until the transaction ends): the start of every
+    /// write of an attempt.
+    pub(crate) async fn begin_attempt(&self, attempt: &ErasureAttempt) -> StoreResult<Tx> {
+        let mut tx = self.pool.begin().await?;
+        attempt.require_current(&mut tx).await?;
+        Ok(tx)
+    }
+
     /// Logs a batch of keys (or object versions) an external call removed, generation-checked:
     /// the call itself cannot be in the transaction, so this records it right after it was
     /// acknowledged, and refuses when a newer attempt took over meanwhile. A batch of zero is
@@ -119,8 +132,7 @@ impl crate::Store {
         subject: &str,
         removed: u64,
     ) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
-        attempt.require_current(&mut tx).await?;
+        let mut tx = self.begin_attempt(attempt).await?;
         attempt
             .log(&mut tx, community_id, what, subject, removed)
             .await?;
@@ -184,8 +196,7 @@ impl crate::Store {
         event: &str,
         detail: &serde_json::Value,
     ) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
-        attempt.require_current(&mut tx).await?;
+        let mut tx = self.begin_attempt(attempt).await?;
         let written: bool = sqlx::query_scalar(
             "SELECT EXISTS (SELECT 1 FROM deletion.audit_events \
                             WHERE request_id = $1 AND event = $2 AND detail ->> 'stage_id' = $3)",
@@ -202,10 +213,7 @@ impl crate::Store {
         if let serde_json::Value::Object(fields) = &mut detail {
             fields.insert("stage_id".into(), attempt.stage_id.to_string().into());
         }
-        crate::chain::append_chained(&mut tx, attempt.request_id, "workflow", event, &detail)
-            .await?;
-        tx.commit().await?;
-        Ok(())
+        commit_audited(tx, attempt.request_id, "workflow", event, &detail).await
     }
 
     /// What the stage row's attempts removed, per (what, subject), from the purge log.

@@ -109,8 +109,7 @@ impl Store {
         pubkey: &str,
         batch: u32,
     ) -> StoreResult<u64> {
-        let mut tx = self.pool.begin().await?;
-        attempt.require_current(&mut tx).await?;
+        let mut tx = self.begin_attempt(attempt).await?;
         let scope = BatchScope {
             plan: &target.world.plan,
             scope: Scope::User(&target.columns),
