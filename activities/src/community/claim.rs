@@ -1,7 +1,6 @@
 //! A phase's claim on its request, then its work, heartbeating the progress it reports: the
 //! opening every claiming phase shares.
 
-use temporalio_sdk::activities::ActivityContext;
 use uuid::Uuid;
 
 use crate::store::{ExecToken, Stage};
@@ -15,12 +14,27 @@ use super::{Attempt, CommunityActivities};
 pub(super) struct Claim<'s> {
     request_id: Uuid,
     stages: &'s [Stage],
+    /// Whether the work may start only under the fence (see [`Claim::fenced_at`]).
+    fenced: bool,
 }
 
 impl<'s> Claim<'s> {
     /// The request `request_id`, claimed at one of `stages` (see `Store::claim`).
     pub(super) fn at(request_id: Uuid, stages: &'s [Stage]) -> Self {
-        Self { request_id, stages }
+        Self {
+            request_id,
+            stages,
+            fenced: false,
+        }
+    }
+
+    /// [`Claim::at`] for a phase past the fence: before its work, the frozen inventory is re-read
+    /// (refusing a damaged one) and the attempt's claim must still hold the fence.
+    pub(super) fn fenced_at(request_id: Uuid, stages: &'s [Stage]) -> Self {
+        Self {
+            fenced: true,
+            ..Self::at(request_id, stages)
+        }
     }
 
     /// Claims the request for this attempt (bumping its generation).
@@ -37,7 +51,7 @@ pub(super) async fn claimed<T>(
     work: impl AsyncFnOnce(ExecToken, &ProgressCell) -> PhaseResult<T>,
 ) -> PhaseResult<T> {
     let token = claim.take(acts).await?;
-    heartbeating_with(ctx, token, work).await
+    heartbeating_with((acts, ctx), claim, token, work).await
 }
 
 /// [`claimed`] for a phase that leaves the request at the last stage of its claim: a claim that
@@ -53,15 +67,24 @@ pub(super) async fn resumable<T>(
     if claim.stages.last() == Some(&token.stage) {
         return finished(token).await;
     }
-    heartbeating_with(ctx, token, work).await
+    heartbeating_with((acts, ctx), claim, token, work).await
 }
 
-/// Runs `work` with the claim's token and a fresh progress cell, heartbeating it.
+/// Runs `work` with the claim's token and a fresh progress cell, heartbeating it; a fenced claim
+/// first checks the frozen inventory and the fence.
 async fn heartbeating_with<T>(
-    ctx: &ActivityContext,
+    (acts, ctx): Attempt<'_>,
+    claim: Claim<'_>,
     token: ExecToken,
     work: impl AsyncFnOnce(ExecToken, &ProgressCell) -> PhaseResult<T>,
 ) -> PhaseResult<T> {
     let progress = ProgressCell::default();
-    heartbeating(ctx, &progress, work(token, &progress)).await
+    heartbeating(ctx, &progress, async {
+        if claim.fenced {
+            acts.store.load_frozen_inventory(token.request_id).await?;
+            acts.store.verify_fence(&token).await?;
+        }
+        work(token, &progress).await
+    })
+    .await
 }

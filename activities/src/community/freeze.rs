@@ -47,9 +47,8 @@ pub async fn freeze_manifest(
             .load_destructive_manifest(token.request_id)
             .await?)
     };
-    let claim = Claim::at(input.request_id, &[Stage::Fenced, Stage::Drained]);
+    let claim = Claim::fenced_at(input.request_id, &[Stage::Fenced, Stage::Drained]);
     resumable((acts, ctx), claim, finished, async |token, progress| {
-        acts.frozen_and_fenced(&token).await?;
         // The drain waited for stalled leases; refuse (transiently) to list before it did.
         acts.store
             .require_no_stalled_serving_writes(token.community_id, MAX_PROTECTED_OPERATION)

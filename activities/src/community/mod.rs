@@ -17,8 +17,8 @@ mod purge_cache;
 mod purge_rows;
 mod register;
 mod verify;
-// … and what several phases share: the failure type, heartbeats, the irreversible marker, the
-// per-prefix pacer, version listing and upload scans.
+// … and what several phases share: the claim that opens each phase, the failure type,
+// heartbeats, the irreversible marker, the per-prefix pacer, version listing and upload scans.
 mod chunk_writer;
 mod claim;
 mod failure;
@@ -46,7 +46,7 @@ use crate::cache::Cache;
 use crate::identity::consumer_of;
 use crate::metrics::DeletionMetrics;
 use crate::objects::ObjectStore;
-use crate::store::{ExecToken, Store};
+use crate::store::Store;
 
 pub use failure::{PhaseError, PhaseResult, into_activity_error};
 pub use heartbeat::PhaseProgress;
@@ -113,13 +113,6 @@ impl CommunityActivities {
     pub fn with_receipt_archive(mut self, archive: ObjectStore) -> Self {
         self.archive = Some(archive);
         self
-    }
-
-    /// Re-reads the request's frozen inventory (refusing a damaged one) and checks that this
-    /// attempt's claim still holds the fence.
-    async fn frozen_and_fenced(&self, token: &ExecToken) -> PhaseResult<()> {
-        self.store.load_frozen_inventory(token.request_id).await?;
-        Ok(self.store.verify_fence(token).await?)
     }
 
     /// Runs one phase of an activity attempt, records its duration and outcome, and maps its

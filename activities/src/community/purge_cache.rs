@@ -13,12 +13,9 @@ use super::heartbeat::PhaseProgress;
 /// SCAN + UNLINK of `buzz:{community}:*`, then the `postgres_purged → cache_purged` advance.
 pub async fn purge_cache((acts, ctx): Attempt<'_>, input: RequestRef) -> PhaseResult<CacheReport> {
     let finished = async |_| Ok(CacheReport { keys_unlinked: 0 });
-    let claim = Claim::at(
-        input.request_id,
-        &[Stage::PostgresPurged, Stage::CachePurged],
-    );
+    let stages = [Stage::PostgresPurged, Stage::CachePurged];
+    let claim = Claim::fenced_at(input.request_id, &stages);
     resumable((acts, ctx), claim, finished, async |token, progress| {
-        acts.frozen_and_fenced(&token).await?;
         let unlinked = acts
             .cache
             .purge_namespace(token.community_id, |so_far| {

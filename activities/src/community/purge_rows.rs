@@ -25,12 +25,9 @@ pub async fn purge_postgres(
             rows_deleted,
         })
     };
-    let claim = Claim::at(
-        input.request_id,
-        &[Stage::BindingsRemoved, Stage::PostgresPurged],
-    );
+    let stages = [Stage::BindingsRemoved, Stage::PostgresPurged];
+    let claim = Claim::fenced_at(input.request_id, &stages);
     resumable((acts, ctx), claim, finished, async |token, progress| {
-        acts.frozen_and_fenced(&token).await?;
         let report = acts
             .store
             .purge_postgres(&token, input.batch_rows, |table, rows| {
