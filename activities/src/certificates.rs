@@ -8,7 +8,7 @@ use std::path::Path;
 use uuid::Uuid;
 
 use crate::failure::{Classified, Severity};
-use crate::objects::{ObjectStore, ObjectStoreError};
+use crate::s3::{ObjectStore, ObjectStoreError};
 use crate::store::Store;
 pub use crate::store::certificates::{CertificateAudit, ReceiptKey};
 use crate::store::certificates::{CertificateStoreError, ReceiptArchive};

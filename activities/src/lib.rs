@@ -4,13 +4,13 @@
 #![deny(unsafe_code)]
 
 mod activity_impl;
-pub mod cache;
 pub mod certificates;
 pub mod community;
 pub mod failure;
 pub mod identity;
 pub mod metrics;
-pub mod objects;
+pub mod redis;
+pub mod s3;
 pub mod serving;
 pub mod stack_check;
 pub mod stack_settings;

@@ -7,8 +7,8 @@ use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use uuid::Uuid;
 use workflows::stack_check::{StackCheckInput, TouchReport};
 
-use crate::cache::Cache;
-use crate::objects::{ObjectStore, ObjectVersionRef};
+use crate::redis::Cache;
+use crate::s3::{ObjectStore, ObjectVersionRef};
 use crate::store::Store;
 
 /// Key prefix of the probe object: outside every tenant prefix, so no deletion ever lists it.

@@ -9,8 +9,8 @@ use stack_config::env::{
     S3_ENDPOINT, S3_REGION, S3_SECRET_KEY, StackEnv, StackEnvError, TASK_QUEUE,
 };
 
-use crate::cache::{RedisConfig, RedisMode};
-use crate::objects::{S3Addressing, S3Config, S3Credentials};
+use crate::redis::{RedisConfig, RedisMode};
+use crate::s3::{S3Addressing, S3Config, S3Credentials};
 
 /// The settings of [`StackEnv`] that build `activities`' types (bring it into scope to call
 /// `StackEnv::process().s3()`).

@@ -18,7 +18,7 @@ use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use workflows::sweep::{SWEEP_UNKNOWN_KEY_SAMPLE, SweepInput, SweepRecord};
 
 use crate::failure::{Classified, Report, Severity, activity_error};
-use crate::objects::{ObjectStore, ObjectStoreError};
+use crate::s3::{ObjectStore, ObjectStoreError};
 use crate::stack_check::PROBE_PREFIX;
 use crate::store::{Store, StoreError, TaxonomySweep, TaxonomySweepInput};
 use crate::taxonomy::{KeyShape, classify_key};

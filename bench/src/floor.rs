@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use activities::objects::{MAX_VERSIONS_PER_DELETE, ObjectStore, ObjectVersionRef};
+use activities::s3::{MAX_VERSIONS_PER_DELETE, ObjectStore, ObjectVersionRef};
 use activities::taxonomy::tenant_prefixes;
 use anyhow::{Result, bail};
 use futures::StreamExt;

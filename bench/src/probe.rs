@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use activities::objects::ObjectStore;
+use activities::s3::ObjectStore;
 use activities::taxonomy::{PrefixRoot, tenant_prefixes};
 use anyhow::{Result, bail};
 use demo::{content_hash, writer_key};

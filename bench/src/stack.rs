@@ -1,8 +1,8 @@
 //! Connections to the local stack's three data stores, from the same environment variables the
 //! worker reads. An unreachable server fails the run with its name and how to start it.
 
-use activities::cache::Cache;
-use activities::objects::ObjectStore;
+use activities::redis::Cache;
+use activities::s3::ObjectStore;
 use activities::stack_settings::StackSettings;
 use activities::store::Store;
 use anyhow::{Context, Result, anyhow};

@@ -167,9 +167,8 @@ pub fn whole(
     }
 
     // Object versions (compared without `is_latest`, which a newer admitted version flips).
-    let identity = |v: &activities::objects::ObjectVersion| {
-        (v.key.clone(), v.version_id.clone(), v.kind, v.size)
-    };
+    let identity =
+        |v: &activities::s3::ObjectVersion| (v.key.clone(), v.version_id.clone(), v.kind, v.size);
     let was: BTreeSet<_> = before.versions.iter().map(identity).collect();
     let now: BTreeSet<_> = after.versions.iter().map(identity).collect();
     let lost: Vec<_> = was.difference(&now).collect();
@@ -501,7 +500,7 @@ async fn receipt_is_sound(stores: &Stores, request_id: Uuid) -> Vec<Violation> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use activities::objects::{ObjectVersion, ObjectVersionRef};
+    use activities::s3::{ObjectVersion, ObjectVersionRef};
     use activities::store::TableSnapshot;
     use activities::taxonomy::VersionKind;
     use demo::simulator::AdmittedRow;

@@ -88,7 +88,7 @@ pub async fn seed(stores: &Stores, host: &str, shape: Shape) -> Result<Seeded> {
                         .upload_part(&upload, 1, vec![7u8; 5 * 1024 * 1024])
                         .await?;
                 }
-                Ok::<(), activities::objects::ObjectStoreError>(())
+                Ok::<(), activities::s3::ObjectStoreError>(())
             })
             .await?;
         written.with_context(|| format!("extra objects of {host}"))?;

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use activities::cache::RedisMode;
+use activities::redis::RedisMode;
 use activities::stack_settings::StackSettings;
 use anyhow::{Context, Result, anyhow};
 use stack_config::env as stack_env;

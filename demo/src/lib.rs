@@ -17,8 +17,8 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 use workflows::community::TableCount;
 
-use activities::cache::{Cache, CacheError};
-use activities::objects::{ObjectStore, ObjectStoreError};
+use activities::redis::{Cache, CacheError};
+use activities::s3::{ObjectStore, ObjectStoreError};
 use activities::store::{Store, StoreError};
 use activities::taxonomy::PrefixRoot;
 use serving::{ServingError, acquire_serving_write};

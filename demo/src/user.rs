@@ -12,8 +12,8 @@
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use activities::cache::Cache;
-use activities::objects::ObjectStore;
+use activities::redis::Cache;
+use activities::s3::ObjectStore;
 use activities::store::Store;
 use activities::taxonomy::derived_keys;
 use activities::taxonomy::user_keys::user_key_prefix;

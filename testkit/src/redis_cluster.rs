@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use activities::cache::{Cache, RedisConfig, namespace_pattern};
+use activities::redis::{Cache, RedisConfig, namespace_pattern};
 use futures::{StreamExt, TryStreamExt, stream};
 use stack_config::env::{REDIS_MODE, REDIS_URL};
 use uuid::Uuid;

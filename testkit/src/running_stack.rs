@@ -2,8 +2,8 @@
 //! its variables read through `stack_config::env`, and every failure an error naming what is
 //! missing or unreachable, never a panic.
 
-use activities::cache::Cache;
-use activities::objects::ObjectStore;
+use activities::redis::Cache;
+use activities::s3::ObjectStore;
 use activities::stack_settings::StackSettings;
 use activities::store::Store;
 use anyhow::{Context, Result, anyhow};

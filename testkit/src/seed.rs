@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use activities::objects::ObjectVersionRef;
+use activities::s3::ObjectVersionRef;
 use activities::serving::ServingWriteLease;
 use demo::{SeedPlan, SeedReport, seed_community};
 use uuid::Uuid;

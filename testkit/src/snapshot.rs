@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use activities::cache::Cache;
-use activities::objects::{MultipartUpload, ObjectStore, ObjectVersion};
+use activities::redis::Cache;
+use activities::s3::{MultipartUpload, ObjectStore, ObjectVersion};
 use activities::store::{Store, TableSnapshot};
 use activities::taxonomy::{VersionKind, tenant_prefixes};
 use anyhow::Context;

@@ -4,8 +4,8 @@
 
 use std::sync::OnceLock;
 
-use activities::cache::Cache;
-use activities::objects::ObjectStore;
+use activities::redis::Cache;
+use activities::s3::ObjectStore;
 use activities::stack_settings::StackSettings;
 use activities::store::Store;
 use serving::ServingDb;

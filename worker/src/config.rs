@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use activities::objects::S3Config;
+use activities::s3::S3Config;
 use activities::stack_settings::StackSettings;
 use stack_config::env::{StackEnv, StackEnvError};
 
@@ -56,7 +56,7 @@ pub struct WorkerConfig {
     /// `BUZZ_PG_POOL_SIZE`, `BUZZ_PG_*_TIMEOUT_MS`; see [`crate::capacity`]).
     pub capacity: crate::capacity::Capacity,
     /// Redis connection string.
-    pub redis: activities::cache::RedisConfig,
+    pub redis: activities::redis::RedisConfig,
     /// The S3 bucket holding tenant objects.
     pub s3: S3Config,
     /// Port of the Prometheus `/metrics` endpoint (0 disables it).

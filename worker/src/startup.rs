@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use activities::cache::{Cache, CacheError};
 use activities::certificates::ReceiptKey;
 use activities::community::{CommunityActivities, Settings};
-use activities::objects::{ObjectStore, ObjectStoreError};
+use activities::redis::{Cache, CacheError};
+use activities::s3::{ObjectStore, ObjectStoreError};
 use activities::stack_check::StackCheckActivities;
 use activities::store::Store;
 use activities::sweep::SweepActivities;

@@ -3,7 +3,7 @@
 
 use std::future::Future;
 
-use crate::objects::ObjectVersion;
+use crate::s3::ObjectVersion;
 use crate::taxonomy::ManifestEntry;
 
 use super::failure::PhaseResult;

@@ -7,9 +7,7 @@ use futures::stream::FuturesUnordered;
 use uuid::Uuid;
 use workflows::community::{DeleteChunksInput, DeleteProgress};
 
-use crate::objects::{
-    BulkDeleteOutcome, DeleteFailureKind, MAX_VERSIONS_PER_DELETE, ObjectVersionRef,
-};
+use crate::s3::{BulkDeleteOutcome, DeleteFailureKind, MAX_VERSIONS_PER_DELETE, ObjectVersionRef};
 use crate::store::{ChunkAck, ChunkProgress, ChunkSet, ExecToken, ManifestChunk, Stage};
 use crate::taxonomy::{ManifestEntry, is_tenant_owned_key};
 
@@ -486,7 +484,7 @@ mod tests {
             deleted: 1,
             failed: codes
                 .iter()
-                .map(|(key, code)| crate::objects::DeleteFailure {
+                .map(|(key, code)| crate::s3::DeleteFailure {
                     key: (*key).into(),
                     version_id: format!("v-{key}"),
                     code: (*code).into(),
@@ -538,7 +536,7 @@ mod tests {
         let outcome = BulkDeleteOutcome {
             requested: 2,
             deleted: 1,
-            failed: vec![crate::objects::DeleteFailure {
+            failed: vec![crate::s3::DeleteFailure {
                 key: "k".into(),
                 version_id: "v".into(),
                 code: "InternalError".into(),

@@ -6,9 +6,9 @@ use workflows::contract::{
     ABORT_REFUSED_FAILURE_TYPE, LATE_OBJECT_VERSION_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE,
 };
 
-use crate::cache::CacheError;
 use crate::failure::{Classified, Report, Severity, activity_error, variants};
-use crate::objects::{MissingPermission, ObjectStoreError};
+use crate::redis::CacheError;
+use crate::s3::{MissingPermission, ObjectStoreError};
 use crate::store::StoreError;
 use crate::taxonomy::TaxonomyError;
 

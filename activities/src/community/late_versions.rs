@@ -11,7 +11,7 @@
 
 use workflows::community::{LateVersionsReport, RequestRef};
 
-use crate::objects::ObjectVersion;
+use crate::s3::ObjectVersion;
 use crate::store::{ChunkSet, ExecToken, MANIFEST_CHUNK_MAX_ENTRIES, Store};
 use crate::taxonomy::ManifestEntry;
 

@@ -5,7 +5,7 @@
 use uuid::Uuid;
 use workflows::community::PrefixSummary;
 
-use crate::objects::{ObjectStore, ObjectVersion};
+use crate::s3::{ObjectStore, ObjectVersion};
 use crate::taxonomy::{KeyStreamDigest, is_tenant_owned_key, tenant_prefixes};
 
 use super::failure::{PhaseError, PhaseResult};

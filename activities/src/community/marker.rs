@@ -16,7 +16,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use crate::objects::{AbortOutcome, BulkDeleteOutcome, ObjectStoreError};
+use crate::s3::{AbortOutcome, BulkDeleteOutcome, ObjectStoreError};
 use crate::store::ExecToken;
 
 use super::CommunityActivities;
@@ -217,7 +217,7 @@ impl<'a> Marker<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::objects::{DeleteFailure, ObjectVersionRef, S3Operation};
+    use crate::s3::{DeleteFailure, ObjectVersionRef, S3Operation};
 
     fn refused(code: &str) -> DeleteFailure {
         DeleteFailure {

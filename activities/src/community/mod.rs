@@ -42,10 +42,10 @@ use workflows::community::{
 };
 
 use crate::activity_impl::activities_impl;
-use crate::cache::Cache;
 use crate::identity::consumer_of;
 use crate::metrics::DeletionMetrics;
-use crate::objects::ObjectStore;
+use crate::redis::Cache;
+use crate::s3::ObjectStore;
 use crate::store::Store;
 
 pub use failure::{PhaseError, PhaseResult, into_activity_error};

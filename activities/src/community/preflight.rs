@@ -3,7 +3,7 @@
 
 use workflows::community::RequestRef;
 
-use crate::objects::{ObjectStoreError, S3Permission};
+use crate::s3::{ObjectStoreError, S3Permission};
 use crate::store::Stage;
 use crate::taxonomy::tenant_prefixes;
 
@@ -14,7 +14,7 @@ use super::{Attempt, CommunityActivities};
 
 /// Proves, on every tenant prefix and without deleting anything, each S3 permission the
 /// destructive phase needs ([`S3Permission::ALL`]: list versions, list uploads, delete versions,
-/// abort uploads; see `objects::probe`), and that the catalog has not drifted since the
+/// abort uploads; see `s3::probe`), and that the catalog has not drifted since the
 /// inventory (a drift is permanent: the approval no longer describes what would be deleted).
 /// Every missing permission is collected and the request blocks naming them all
 /// ([`PhaseError::PermissionsMissing`]), before the fence and the irreversible marker.

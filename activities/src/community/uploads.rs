@@ -11,7 +11,7 @@
 use uuid::Uuid;
 use workflows::community::UploadSummary;
 
-use crate::objects::{AbortOutcome, MultipartUpload, ObjectStore};
+use crate::s3::{AbortOutcome, MultipartUpload, ObjectStore};
 use crate::store::{ExecToken, UploadAbortRecord};
 use crate::taxonomy::{KeyStreamDigest, encode_upload, is_tenant_owned_key, tenant_prefixes};
 

@@ -43,7 +43,7 @@ pub struct UserActivities {
     store: UserStore,
     faults: FaultPoints,
     /// The object-lock bucket signed receipts are copied to, when configured.
-    archive: Option<crate::objects::ObjectStore>,
+    archive: Option<crate::s3::ObjectStore>,
     /// The real handlers of `user:` targets (Postgres, S3, Redis); `None` on a worker that can
     /// only run demo targets.
     eraser: Option<erasure::Eraser>,
@@ -73,7 +73,7 @@ impl UserActivities {
     }
 
     /// The same activities copying every signed receipt to `archive` (an object-lock bucket).
-    pub fn with_receipt_archive(mut self, archive: crate::objects::ObjectStore) -> Self {
+    pub fn with_receipt_archive(mut self, archive: crate::s3::ObjectStore) -> Self {
         self.archive = Some(archive);
         self
     }

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use activities::cache::{Cache, CacheError, control_channel, namespace_pattern};
 use activities::failure::{Classified, Severity};
+use activities::redis::{Cache, CacheError, control_channel, namespace_pattern};
 use futures::StreamExt;
 use testkit::env::{HOW_TO_START, required};
 use uuid::Uuid;

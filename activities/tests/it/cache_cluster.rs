@@ -12,8 +12,8 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use activities::cache::{Cache, CacheError, RedisConfig, namespace_pattern};
 use activities::failure::{Classified, Severity};
+use activities::redis::{Cache, CacheError, RedisConfig, namespace_pattern};
 use activities::taxonomy::user_keys::{
     user_key_prefix, user_key_scan_pattern, user_key_shape, user_keys_everywhere_pattern,
 };
@@ -477,7 +477,7 @@ async fn the_disconnect_message_reaches_a_subscriber_on_another_node() {
         let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap();
         let mut pubsub = client.get_async_pubsub().await.unwrap();
         pubsub
-            .subscribe(activities::cache::control_channel(community))
+            .subscribe(activities::redis::control_channel(community))
             .await
             .unwrap();
         subscribers.push(pubsub);

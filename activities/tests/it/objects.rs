@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use activities::failure::{Classified, Severity};
-use activities::objects::{
+use activities::s3::{
     AbortOutcome, DeleteFailureKind, MAX_VERSIONS_PER_DELETE, MultipartUpload, ObjectStore,
     ObjectStoreError, ObjectVersion, ObjectVersionRef, S3Config, S3Credentials, S3Permission,
     probe_key,

@@ -12,9 +12,9 @@ use activities::store::FenceError;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use activities::cache::Cache;
 use activities::failure::{Classified, Severity};
-use activities::objects::{ObjectStore, ObjectVersionRef};
+use activities::redis::Cache;
+use activities::s3::{ObjectStore, ObjectVersionRef};
 use activities::serving::{ServingError, ServingLeaseConfig, acquire_user_serving_write_with};
 use activities::stack_settings::StackSettings;
 use activities::store::{FenceState, Store, StoreError, is_fenced_write, is_user_fenced_write};

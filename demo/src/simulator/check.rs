@@ -5,8 +5,8 @@ use std::collections::HashSet;
 
 use serde::Serialize;
 
-use activities::cache::Cache;
-use activities::objects::{ObjectStore, ObjectVersionRef};
+use activities::redis::Cache;
+use activities::s3::{ObjectStore, ObjectVersionRef};
 use activities::store::{Store, StoreError};
 use activities::taxonomy::tenant_prefixes;
 

@@ -25,8 +25,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use activities::cache::{Cache, CacheError};
-use activities::objects::{ObjectStore, ObjectStoreError};
+use activities::redis::{Cache, CacheError};
+use activities::s3::{ObjectStore, ObjectStoreError};
 use activities::store::{Store, StoreError, validate_user_pubkey};
 use serving::ServingLeaseConfig;
 

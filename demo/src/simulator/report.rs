@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use activities::objects::ObjectVersionRef;
+use activities::s3::ObjectVersionRef;
 
 /// Failure messages kept per community: enough to diagnose, bounded however long the run.
 const FAILURE_SAMPLES: usize = 5;

@@ -17,8 +17,8 @@ use sqlx::query::Query;
 use uuid::Uuid;
 
 use crate::{content_hash, writer_key};
-use activities::cache::Cache;
-use activities::objects::{ObjectStore, ObjectVersionRef};
+use activities::redis::Cache;
+use activities::s3::{ObjectStore, ObjectVersionRef};
 use activities::store::{Store, is_fenced_write};
 use activities::taxonomy::PrefixRoot;
 use serving::{ServingLeaseConfig, acquire_serving_write_with, acquire_user_serving_write_with};

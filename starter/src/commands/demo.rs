@@ -1,7 +1,7 @@
 //! `buzz-deletion demo …`: demo data written through the serving API.
 
-use activities::cache::{Cache, CacheError};
-use activities::objects::{ObjectStore, S3Config};
+use activities::redis::{Cache, CacheError};
+use activities::s3::{ObjectStore, S3Config};
 use activities::stack_settings::StackSettings;
 use demo::{SeedPlan, seed_community};
 use stack_config::env::StackEnv;

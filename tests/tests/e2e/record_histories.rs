@@ -15,7 +15,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use activities::objects::ObjectVersionRef;
+use activities::s3::ObjectVersionRef;
 use temporalio_client::{
     Client, UntypedWorkflowHandle, WorkflowCancelOptions, WorkflowExecutionInfo,
     WorkflowExecutionStatus,

@@ -5,9 +5,9 @@
 use crate::store::RequestError;
 use uuid::Uuid;
 
-use crate::cache::CacheError;
 use crate::failure::{Classified, Report, Severity, variants};
-use crate::objects::ObjectStoreError;
+use crate::redis::CacheError;
+use crate::s3::ObjectStoreError;
 use crate::store::StoreError;
 
 use super::inventory::UndeclaredKeys;

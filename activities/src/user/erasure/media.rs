@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use uuid::Uuid;
 
 use super::{Eraser, ErasureError, HandlerRun};
-use crate::objects::{MAX_VERSIONS_PER_DELETE, ObjectVersionRef};
+use crate::s3::{MAX_VERSIONS_PER_DELETE, ObjectVersionRef};
 use crate::store::user::erasure::media::{MediaDecision, MediaDecisionKind};
 use crate::taxonomy::derived_keys;
 

@@ -18,8 +18,8 @@ use uuid::Uuid;
 use workflows::user::StageKind;
 use workflows::user::inventory::UserInventory;
 
-use crate::cache::Cache;
-use crate::objects::ObjectStore;
+use crate::redis::Cache;
+use crate::s3::ObjectStore;
 use crate::store::Store;
 use crate::store::user::erasure::ErasureAttempt;
 

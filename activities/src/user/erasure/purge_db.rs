@@ -10,7 +10,7 @@ use workflows::user::footprint::AGENTS_TABLE;
 use super::media::erase_media;
 use super::verify::verify_community;
 use super::{Eraser, ErasureError, HandlerRun};
-use crate::cache::CacheError;
+use crate::redis::CacheError;
 use crate::store::user::erasure::PurgeLogKind;
 use crate::store::user::erasure::rows::RowScope;
 use crate::taxonomy::user_keys::{user_key_scan_pattern, user_key_shape};

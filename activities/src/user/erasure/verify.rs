@@ -12,7 +12,7 @@ use workflows::user::inventory::UserInventory;
 
 use super::media::exact_versions;
 use super::{Eraser, ErasureError, HandlerRun};
-use crate::cache::CacheError;
+use crate::redis::CacheError;
 use crate::store::user::erasure::PurgeLogKind;
 use crate::store::user::erasure::media::MediaDecisionKind;
 use crate::taxonomy::user_keys::user_key_scan_pattern;

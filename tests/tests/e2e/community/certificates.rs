@@ -217,7 +217,7 @@ async fn a_finished_deletion_exports_a_certificate_that_verifies_offline_and_no_
     assert_eq!(copy["signature"], certificate["signature"]);
     assert_eq!(copy["receipt"], certificate["receipt"]);
     let attempt = archive
-        .delete_versions(&[activities::objects::ObjectVersionRef {
+        .delete_versions(&[activities::s3::ObjectVersionRef {
             key: key.clone(),
             version_id: version.clone(),
         }])

@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use activities::objects::{S3Permission, probe_key};
+use activities::s3::{S3Permission, probe_key};
 use activities::serving::acquire_serving_write;
 use activities::store::FenceState;
 use activities::taxonomy::PrefixRoot;

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use activities::objects::{MultipartUpload, ObjectStore, ObjectStoreError, UploadedPart};
+use activities::s3::{MultipartUpload, ObjectStore, ObjectStoreError, UploadedPart};
 use activities::taxonomy::{PrefixRoot, VersionKind, tenant_prefixes};
 use serde_json::Value;
 use uuid::Uuid;

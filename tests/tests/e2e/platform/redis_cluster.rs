@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use activities::cache::namespace_pattern;
+use activities::redis::namespace_pattern;
 use activities::taxonomy::user_keys::user_key_scan_pattern;
 use testkit::prelude::*;
 use testkit::records::stage_of;

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use activities::objects::ObjectVersionRef;
+use activities::s3::ObjectVersionRef;
 use activities::taxonomy::tenant_prefixes;
 use serde_json::Value;
 use temporalio_client::schedules::{ScheduleDescriptionAction, ScheduleError};

@@ -288,8 +288,8 @@ fn code_or_none(code: Option<&str>) -> &str {
 mod tests {
     use super::*;
     use crate::failure::{Classified, Severity};
-    use crate::objects::DeleteFailure;
-    use crate::objects::S3Operation;
+    use crate::s3::DeleteFailure;
+    use crate::s3::S3Operation;
 
     const PREFIX: &str = "media/0b7e4b6c-3c1e-4c55-9d6b-6f1f5a1c2d3e/";
 
