@@ -8,8 +8,6 @@
 
 use std::time::Duration;
 
-use futures::StreamExt;
-
 use demo::SeedPlan;
 use serde_json::Value;
 use temporalio_client::{Client, UntypedSignal, WorkflowSignalOptions};
@@ -25,9 +23,6 @@ use testkit::refusal::{approved_by, audit_trail, request_row};
 use testkit::temporal::{dev_client, temporal_cli};
 
 /// The audit events a refused signal leaves, by signal name.
-/// How many malformed signals are in flight at once.
-const SIGNALS_IN_FLIGHT: usize = 6;
-
 const REFUSAL_EVENTS: [(&str, &str); 3] = [
     ("approve", "approval_rejected"),
     ("abort", "abort_refused"),
@@ -237,22 +232,13 @@ async fn every_malformed_signal(
 ) {
     let before = durable(stack, id).await;
     let refused_before = refusals(stack, id).await.len();
-    // Sent several at a time: the refusals are counted by kind, not by arrival order, and
-    // each typed signal is a `temporal` CLI process of its own.
-    let all: Vec<(&str, Case)> = REFUSAL_EVENTS
-        .iter()
-        .flat_map(|(name, _)| {
-            cases(name, digest)
-                .into_iter()
-                .map(move |case| (*name, case))
-        })
-        .collect();
-    let sent = all.len();
-    futures::stream::iter(&all)
-        .for_each_concurrent(SIGNALS_IN_FLIGHT, |(name, case)| {
-            signals.send(name, &case.input)
-        })
-        .await;
+    let mut sent = 0;
+    for (name, _) in REFUSAL_EVENTS {
+        for case in cases(name, digest) {
+            signals.send(name, &case.input).await;
+            sent += 1;
+        }
+    }
     let every = Duration::from_millis(200);
     let new = poll::until(Duration::from_secs(90), every, async || {
         let all = refusals(stack, id).await;
