@@ -6,13 +6,17 @@
 //! consistency proofs (a later log extends an earlier one, nothing removed or changed) are the
 //! RFC 6962 audit paths, each node written as 64 lowercase hex characters.
 //!
-//! The tree is rebuilt in memory from the stored leaf digests for every root or proof: O(n)
-//! time and memory per call, 32 bytes per receipt plus the internal nodes. That is fine for the
-//! volume of deletion receipts (thousands, not billions); a tiled log would be the upgrade.
+//! Roots come from the log's right edge ([`Frontier`]): one pass over the leaves, O(log n)
+//! memory, and every prefix's root along the way. Proofs rebuild the tree in memory from the
+//! stored leaf digests: O(n) time and memory per proof, 32 bytes per receipt plus the internal
+//! nodes, fine for the volume of deletion receipts (thousands, not billions).
 
 use ct_merkle::mem_backed_tree::MemoryBackedTree;
 use ct_merkle::{ConsistencyProof, InclusionProof, RootHash};
 use sha2_ct::Sha256;
+
+mod frontier;
+pub use frontier::Frontier;
 
 /// A log digest as ct-merkle holds it.
 type Node = ct_merkle::digest::Output<Sha256>;
@@ -138,8 +142,8 @@ fn parse_proof(proof: &[String]) -> Result<Vec<u8>, MerkleError> {
 }
 
 /// Generic root over byte-string leaves (used by the RFC test vectors too).
-fn root_of<L: AsRef<[u8]> + Clone>(leaves: &[L]) -> String {
-    hex::encode(tree(leaves).root().as_bytes())
+fn root_of<L: AsRef<[u8]>>(leaves: &[L]) -> String {
+    Frontier::of(leaves).root_hex()
 }
 
 /// The root hash (hex) of the log of these leaves; SHA-256("") for an empty log.

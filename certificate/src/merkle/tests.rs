@@ -239,6 +239,25 @@ fn malformed_inputs_are_refused_not_panicking() {
     assert!(verify_consistency(5, &r, 5, &r, &proof[..1]).is_err());
 }
 
+/// The roots the proofs are built on (ct-merkle's tree) and the roots the log signs (the
+/// frontier) are the same for every size up to 300, and equal RFC 6962's MTH: a checkpoint never
+/// signs a root its own proofs cannot reach.
+#[test]
+fn frontier_roots_equal_the_tree_roots_and_mth_at_every_size() {
+    let leaves: Vec<[u8; 32]> = (0..300u32).map(|i| h(&[&i.to_be_bytes()])).collect();
+    let mut frontier = Frontier::new();
+    for size in 0..=leaves.len() {
+        assert_eq!(frontier.size(), u(size));
+        let expected = hex::encode(tree(&leaves[..size]).root().as_bytes());
+        assert_eq!(frontier.root_hex(), expected, "size {size}");
+        assert_eq!(frontier.root(), mth(&leaves[..size]), "size {size}");
+        assert_eq!(Frontier::of(&leaves[..size]), frontier, "size {size}");
+        if let Some(leaf) = leaves.get(size) {
+            frontier.push(leaf);
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 

@@ -1,7 +1,7 @@
 //! The transparency log in Postgres: one leaf per receipt (its digest), a signed checkpoint after
 //! every append. Appends are serialised by one advisory lock, so leaf indexes have no gaps and
-//! every checkpoint covers exactly the leaves before it. The tree is rebuilt from the stored
-//! leaves for each root and proof (32 bytes per deletion; `certificate::merkle`).
+//! every checkpoint covers exactly the leaves before it. Roots come from the log's right edge,
+//! one pass over the stored leaves (`certificate::merkle::Frontier`); proofs rebuild the tree.
 
 use certificate::checkpoint::Checkpoint;
 use certificate::keys::ReceiptSigningKey;
@@ -28,9 +28,10 @@ pub(crate) async fn append(
         .bind(LOG_LOCK_KEY)
         .execute(&mut *conn)
         .await?;
-    let mut leaves = leaves(conn).await?;
-    require_latest_checkpoint_matches(conn, &leaves).await?;
-    let leaf_index = leaves.len() as u64;
+    let leaves = leaves(conn).await?;
+    let mut edge = merkle::Frontier::of(&leaves);
+    require_latest_checkpoint_matches(conn, &edge).await?;
+    let leaf_index = edge.size();
     sqlx::query(
         "INSERT INTO deletion.transparency_log (leaf_index, receipt_digest, request_id) \
          VALUES ($1, $2, $3)",
@@ -40,9 +41,9 @@ pub(crate) async fn append(
     .bind(request_id)
     .execute(&mut *conn)
     .await?;
-    leaves.push(*digest);
-    let tree_size = leaves.len() as u64;
-    let root_hash = merkle::root(&leaves);
+    edge.push(digest);
+    let tree_size = edge.size();
+    let root_hash = edge.root_hex();
     let checkpoint = Checkpoint::sign(key, tree_size, root_hash.clone(), signed_at)
         .map_err(|e| CertificateStoreError::certificate("signing the checkpoint", e))?;
     sqlx::query(
@@ -62,10 +63,10 @@ pub(crate) async fn append(
 /// append-only triggers lifted) would otherwise be papered over by the next checkpoint.
 async fn require_latest_checkpoint_matches(
     conn: &mut PgConnection,
-    leaves: &[[u8; 32]],
+    stored: &merkle::Frontier,
 ) -> CertificateResult<()> {
-    let stored_size = leaves.len() as u64;
-    let stored_root = merkle::root(leaves);
+    let stored_size = stored.size();
+    let stored_root = stored.root_hex();
     let (signed_size, signed_root) = match latest_checkpoint(conn).await? {
         Some(checkpoint) => (checkpoint.tree_size, checkpoint.root_hash),
         None => (0, merkle::root(&[])),
