@@ -99,13 +99,20 @@ async fn writes_as_the_user_are_refused_from_the_gate_on_and_the_others_are_all_
         .unwrap_or_else(|e| panic!("simulator: {e}"))
         .unwrap_or_else(|e| panic!("simulator: {e}"));
 
+    // The gate closes when the fence transaction holds the user's fence row, not when it began
+    // (the row's `updated_at` is `now()`, the transaction's start: a write checked in between
+    // passes the trigger and is purged). The `user.fenced` audit event is written in that
+    // transaction after the row is locked, at `clock_timestamp()`: every write started later
+    // waits for the commit and meets `fenced`.
     let fenced_at: DateTime<Utc> = sqlx::query_scalar(
-        "SELECT updated_at FROM deletion.user_fences WHERE pubkey = $1 AND state = 'fenced'",
+        "SELECT a.at FROM deletion.audit_events a JOIN deletion.user_fences f \
+           ON f.request_id = a.request_id AND f.state = 'fenced' \
+         WHERE f.pubkey = $1 AND a.event = 'user.fenced'",
     )
     .bind(&user)
     .fetch_one(stack.store.pool())
     .await
-    .unwrap_or_else(|e| panic!("the user is fenced: {e}"));
+    .unwrap_or_else(|e| panic!("the user is fenced, on record: {e}"));
 
     for (host, community) in hosts.iter().zip(&communities) {
         let served = report
