@@ -136,24 +136,25 @@ pub async fn run(schedule: Schedule, settings: Settings) -> Result<RunRecord> {
         schedule.params.workers,
         schedule.faults.len()
     );
-    let mut pairs: Vec<(Seeded, Seeded)> = Vec::new();
-    for plan in &schedule.deletions {
-        let base = format!("s{}-{tag}-{}", schedule.seed, plan.index);
-        let target =
-            population::seed(&stores, &format!("t{base}.chaos.example"), plan.target).await?;
-        let neighbour =
-            population::seed(&stores, &format!("n{base}.chaos.example"), plan.neighbour).await?;
-        pairs.push((target, neighbour));
-    }
-    let mut before: BTreeMap<Uuid, Snapshot> = BTreeMap::new();
-    for (target, neighbour) in &pairs {
-        for seeded in [target, neighbour] {
-            before.insert(
-                seeded.community_id,
-                population::snapshot(&stores, seeded.community_id).await?,
-            );
-        }
-    }
+    // The pairs are seeded and snapshotted side by side: each waits mostly on the gateway.
+    let pairs: Vec<(Seeded, Seeded)> =
+        futures::future::try_join_all(schedule.deletions.iter().map(|plan| {
+            let (stores, base) = (&stores, format!("s{}-{tag}-{}", schedule.seed, plan.index));
+            async move {
+                let target =
+                    population::seed(stores, &format!("t{base}.chaos.example"), plan.target)
+                        .await?;
+                let neighbour =
+                    population::seed(stores, &format!("n{base}.chaos.example"), plan.neighbour)
+                        .await?;
+                Ok::<_, anyhow::Error>((target, neighbour))
+            }
+        }))
+        .await?;
+    let seeded_ids = pairs
+        .iter()
+        .flat_map(|(target, neighbour)| [target.community_id, neighbour.community_id]);
+    let before = snapshots(&stores, seeded_ids).await?;
     eprintln!("chaos: seeded {} communities", pairs.len() * 2);
 
     let mut proxies = BTreeMap::new();
@@ -468,6 +469,18 @@ async fn read_end(stores: &Stores, request_id: Uuid, t0: Instant) -> Option<End>
 }
 
 /// Every invariant, over every deletion.
+/// Snapshots of `communities`, taken side by side.
+async fn snapshots(
+    stores: &Stores,
+    communities: impl IntoIterator<Item = Uuid>,
+) -> Result<BTreeMap<Uuid, Snapshot>> {
+    let taken = futures::future::try_join_all(communities.into_iter().map(|id| async move {
+        Ok::<_, anyhow::Error>((id, population::snapshot(stores, id).await?))
+    }))
+    .await?;
+    Ok(taken.into_iter().collect())
+}
+
 async fn check(
     stores: &Stores,
     deletions: &[DeletionOutcome],
@@ -487,6 +500,16 @@ async fn check(
             .unwrap_or(&empty);
         invariants::whole(invariant, host, before, after, writes)
     };
+    let after = snapshots(
+        stores,
+        deletions.iter().flat_map(|d| [d.target_id, d.neighbour_id]),
+    )
+    .await?;
+    let after_of = |id: Uuid, host: &str| {
+        after
+            .get(&id)
+            .ok_or_else(|| anyhow!("no snapshot of {host} after the run"))
+    };
     for deletion in deletions {
         let subject = deletion
             .request
@@ -499,8 +522,8 @@ async fn check(
                 detail: format!("the operator could not drive it: {error}"),
             });
         }
-        let target_after = population::snapshot(stores, deletion.target_id).await?;
-        let neighbour_after = population::snapshot(stores, deletion.neighbour_id).await?;
+        let target_after = after_of(deletion.target_id, &deletion.target_host)?;
+        let neighbour_after = after_of(deletion.neighbour_id, &deletion.neighbour_host)?;
         let target_before = before
             .get(&deletion.target_id)
             .ok_or_else(|| anyhow!("no snapshot of {}", deletion.target_host))?;
@@ -511,13 +534,13 @@ async fn check(
             "every neighbour is its snapshot plus its admitted writes",
             &deletion.neighbour_host,
             neighbour_before,
-            &neighbour_after,
+            neighbour_after,
         ));
         match deletion.end.as_ref().map(|e| &e.state) {
             Some(EndState::Completed) => {
                 found.extend(invariants::target_is_empty(
                     &deletion.target_host,
-                    &target_after,
+                    target_after,
                 ));
                 if deletion.plan.abort == Some(AbortPoint::BeforeApproval) {
                     found.push(Violation {
@@ -532,7 +555,7 @@ async fn check(
                     "every aborted target is whole and served again",
                     &deletion.target_host,
                     target_before,
-                    &target_after,
+                    target_after,
                 ));
                 found.extend(
                     invariants::served_again(stores, &deletion.target_host, deletion.target_id)

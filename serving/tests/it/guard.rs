@@ -140,22 +140,36 @@ impl std::future::Future for PausingWrite {
 #[tokio::test]
 async fn a_writer_resuming_from_a_pause_past_its_bound_never_polls_its_write_again() {
     let guard = bounded_guard().await;
-    let polls = Arc::new(std::sync::atomic::AtomicU32::new(0));
-    let write = PausingWrite {
-        polls: Arc::clone(&polls),
-        pause: Duration::from_millis(600),
-    };
-    let outcome = guard
-        .protect_within(Duration::from_millis(200), write)
-        .await;
+    // The bound starts before the lease is verified; on a loaded machine that round trip can
+    // outlast it, and then the write is (rightly) never polled at all, which proves nothing about
+    // a resumed pause. Such an attempt is repeated; every attempt must poll at most once.
+    let mut paused_once = false;
+    for _attempt in 0..5 {
+        let polls = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let write = PausingWrite {
+            polls: Arc::clone(&polls),
+            pause: Duration::from_millis(1_500),
+        };
+        let outcome = guard
+            .protect_within(Duration::from_millis(1_000), write)
+            .await;
+        assert!(
+            matches!(outcome, Err(ServingError::OperationTooLong { .. })),
+            "{outcome:?}"
+        );
+        let polled = polls.load(Ordering::SeqCst);
+        assert!(
+            polled <= 1,
+            "the write was polled again after its bound ({polled} polls)"
+        );
+        if polled == 1 {
+            paused_once = true;
+            break;
+        }
+    }
     assert!(
-        matches!(outcome, Err(ServingError::OperationTooLong { .. })),
-        "{outcome:?}"
-    );
-    assert_eq!(
-        polls.load(Ordering::SeqCst),
-        1,
-        "the write was polled again after its bound"
+        paused_once,
+        "no attempt polled the write before its bound: the machine is too loaded"
     );
     guard.finish().await.expect("finish");
 }
