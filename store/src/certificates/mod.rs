@@ -81,12 +81,19 @@ impl Store {
             .await
     }
 
-    /// Runs `read` inside a transaction of its own, committed once `read` succeeded.
+    /// Runs `read` inside a read-only transaction of its own on one snapshot (REPEATABLE READ),
+    /// committed once `read` succeeded. One snapshot matters: a deletion completing meanwhile
+    /// appends a leaf and its checkpoint in one transaction, and under READ COMMITTED the log's
+    /// leaves read before that commit and its checkpoints read after it disagree, so an audit
+    /// reported a removed receipt that was only a newer one.
     async fn read_in_transaction<T>(
         &self,
         read: impl AsyncFnOnce(&mut PgConnection) -> CertificateResult<T>,
     ) -> CertificateResult<T> {
         let mut tx = self.pool.begin().await?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .execute(&mut *tx)
+            .await?;
         let value = read(&mut tx).await?;
         tx.commit().await?;
         Ok(value)
