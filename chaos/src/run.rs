@@ -468,7 +468,6 @@ async fn read_end(stores: &Stores, request_id: Uuid, t0: Instant) -> Option<End>
     })
 }
 
-/// Every invariant, over every deletion.
 /// Snapshots of `communities`, taken side by side.
 async fn snapshots(
     stores: &Stores,
@@ -481,6 +480,7 @@ async fn snapshots(
     Ok(taken.into_iter().collect())
 }
 
+/// Every invariant, over every deletion.
 async fn check(
     stores: &Stores,
     deletions: &[DeletionOutcome],
