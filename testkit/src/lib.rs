@@ -26,6 +26,7 @@ pub mod snapshot;
 pub mod stack;
 pub mod story;
 pub mod temporal;
+pub mod test_server;
 pub mod user;
 pub mod workers;
 

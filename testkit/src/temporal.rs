@@ -8,11 +8,11 @@ use stack_config::env as stack_env;
 use temporalio_client::{Client, ClientOptions, ConnectionOptions};
 use temporalio_common::protos::temporal::api::enums::v1::IndexedValueType;
 use temporalio_common::protos::temporal::api::operatorservice::v1::AddSearchAttributesRequest;
-use temporalio_sdk_core::ephemeral_server::{EphemeralExe, EphemeralServer, TestServerConfig};
 use tokio::process::Command;
 
 use crate::cli::CliRun;
 use crate::env::{HOW_TO_START, required, temporal_namespace};
+use crate::test_server::TestServer;
 
 /// Connects to the Temporal server at `address` in `namespace`, as `identity` when given.
 pub async fn connect(address: &str, namespace: &str, identity: Option<&str>) -> Client {
@@ -84,16 +84,11 @@ pub async fn web_ui_signal(workflow_id: &str, name: &str, payload: &str) {
 
 /// A fresh time-skipping test server (`TEMPORAL_TEST_SERVER_EXE`) with every search attribute
 /// of `workflows::search` registered in `default`, and a client of it (as `identity` when given).
-pub async fn start_test_server(identity: Option<&str>) -> (EphemeralServer, Client) {
+pub async fn start_test_server(identity: Option<&str>) -> (TestServer, Client) {
     let exe = required("TEMPORAL_TEST_SERVER_EXE");
-    let server = TestServerConfig::builder()
-        .exe(EphemeralExe::ExistingPath(exe.clone()))
-        .build()
-        .start_server()
+    let server = TestServer::start(&exe)
         .await
-        .unwrap_or_else(|e| {
-            panic!("the Temporal test server {exe} did not start ({e}); {HOW_TO_START}")
-        });
+        .unwrap_or_else(|e| panic!("the Temporal test server did not start: {e}; {HOW_TO_START}"));
     let client = connect(&server.target, "default", identity).await;
     let search_attributes = workflows::search::ALL
         .iter()

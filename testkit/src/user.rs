@@ -20,7 +20,6 @@ use temporalio_client::{
 use temporalio_common::data_converters::RawValue;
 use temporalio_common::protos::temporal::api::testservice::v1::SleepRequest;
 use temporalio_sdk::{Runtime, Worker, WorkerOptions};
-use temporalio_sdk_core::ephemeral_server::EphemeralServer;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 use workflows::user::{UserApprovalRecord, UserDeletion, UserDeletionStatus, workflow_id};
@@ -29,6 +28,7 @@ use crate::cli::{Cli, CliRun};
 use crate::env::required;
 use crate::stack::owner_pool;
 use crate::temporal::{connect, start_test_server};
+use crate::test_server::TestServer;
 
 /// The identity of the user-deletion tests' Temporal clients.
 const IDENTITY: &str = "user-deletion-e2e";
@@ -40,7 +40,7 @@ pub struct UserStack {
     pub store: UserStore,
     /// The worker role's URL (DATABASE_URL): workers and the CLI connect with it.
     database_url: String,
-    server: EphemeralServer,
+    server: TestServer,
     client: Client,
 }
 
@@ -61,7 +61,7 @@ impl UserStack {
 
     /// Stops the test server.
     pub async fn stop(mut self) {
-        let _ = self.server.shutdown().await;
+        self.server.shutdown().await;
     }
 
     /// The workflow's answer to the `status` query.

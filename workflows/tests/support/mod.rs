@@ -3,6 +3,9 @@
 //! concurrently.
 
 pub mod fakes;
+// The test kit's test-server process, compiled in here: the test kit itself links I/O crates.
+#[path = "../../../testkit/src/test_server.rs"]
+mod test_server;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -27,7 +30,6 @@ use temporalio_common::{HasWorkflowDefinition, SignalDefinition, UpdateDefinitio
 use temporalio_sdk::runtime::RuntimeOptions;
 use temporalio_sdk::workflow_replayer::{WorkflowReplayer, WorkflowReplayerOptions};
 use temporalio_sdk::{Runtime, Worker, WorkerOptions};
-use temporalio_sdk_core::ephemeral_server::{EphemeralExe, TestServerConfig};
 use uuid::Uuid;
 use workflows::community::{
     AbortRequest, ApprovalRecord, ApproveRequest, CommunityDeletion, CommunityDeletionInput,
@@ -87,12 +89,9 @@ where
     F: FnOnce(Deletion) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let mut server = TestServerConfig::builder()
-        .exe(EphemeralExe::ExistingPath(test_server_exe()))
-        .build()
-        .start_server()
+    let mut server = test_server::TestServer::start(&test_server_exe())
         .await
-        .expect("start the temporal-test-server (time-skipping Temporal server)");
+        .unwrap_or_else(|e| panic!("the time-skipping Temporal test server: {e}"));
     let client = connect(&server.target).await;
     register_search_attributes(&client).await;
 
@@ -143,7 +142,7 @@ where
             PATIENCE * 2
         )
     });
-    server.shutdown().await.expect("stop test server");
+    server.shutdown().await;
 }
 
 /// [`run_deletion`] with the default tuning.

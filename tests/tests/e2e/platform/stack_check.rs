@@ -75,5 +75,5 @@ async fn an_hour_long_timer_finishes_in_seconds_on_the_time_skipping_server() {
         .unwrap_or_else(|e| panic!("workflow failed: {e}"));
     assert_eq!(report.slept_secs, 3600);
     assert_eq!(report.touched.s3_echo, "time-skip");
-    let _ = server.shutdown().await;
+    server.shutdown().await;
 }
