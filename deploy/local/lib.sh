@@ -76,6 +76,22 @@ buzz_save_ports() {
   mv "$BUZZ_PORTS_FILE.tmp" "$BUZZ_PORTS_FILE"
 }
 
+# The fault stack: a second local stack, with its own state directory and ports, on which
+# deploy/local/test runs the tests that stop and restart servers (the chaos run and the outage
+# test) while the rest of the suite runs on the main stack. Its ports lie below the kernel's
+# ephemeral range (32768-60999), so no connection of the main stack's tests can take one while
+# a fault has its server stopped, and above the 20000-29999 the tests give their workers.
+# Exports BUZZ_STATE_DIR and every port for the scripts and binaries started after it; call it
+# in a subshell (the variables this file derived from the old state directory are not redone).
+buzz_use_fault_stack() {
+  export BUZZ_STATE_DIR=$BUZZ_REPO_ROOT/.state-faults
+  export BUZZ_TEMPORAL_PORT=7333 BUZZ_TEMPORAL_UI_PORT=8333 BUZZ_TEMPORAL_HTTP_PORT=7343 \
+    BUZZ_TEMPORAL_METRICS_PORT=7344 BUZZ_PG_PORT=31432 BUZZ_REDIS_PORT=31379 \
+    BUZZ_CEPH_MON_PORT=31789 BUZZ_RGW_PORT=31480 BUZZ_RGW_TLS_PORT=31443 \
+    BUZZ_TEMPORAL_TLS_PORT=31233 BUZZ_TEMPORAL_MTLS_PORT=31234 BUZZ_TEMPORAL_API_KEY_PORT=31235 \
+    BUZZ_TEMPORAL_EXPIRED_PORT=31236 BUZZ_REDIS_TLS_PORT=31380 BUZZ_REDIS_CLUSTER_PORT=31001
+}
+
 buzz_log() { printf '[buzz-local] %s\n' "$*" >&2; }
 buzz_die() {
   printf '[buzz-local] ERROR: %s\n' "$*" >&2
