@@ -24,9 +24,12 @@ pub async fn connect(address: &str, namespace: &str, identity: Option<&str>) -> 
             .build(),
         None => ConnectionOptions::new(url).build(),
     };
-    Client::connect(connection, ClientOptions::new(namespace.to_owned()).build())
-        .await
-        .unwrap_or_else(|e| panic!("Temporal not reachable at {address}: {e}\n{HOW_TO_START}"))
+    stack_config::temporal::client_connect(
+        connection,
+        ClientOptions::new(namespace.to_owned()).build(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("Temporal not reachable at {address}: {e}\n{HOW_TO_START}"))
 }
 
 /// A client of the shared dev server (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE).

@@ -6,13 +6,14 @@
 //! that brings an HTTP client and three archive formats into every test build (about 25 CPU-
 //! seconds of a clean build). This file is also compiled into the `workflows` crate's tests
 //! (`#[path]`), which must not link the I/O crates of the rest of the test kit: it needs only
-//! tokio and the Temporal client.
+//! tokio, the Temporal client and `stack-config`'s boxed connection.
 
 use std::net::{TcpListener, TcpStream};
 use std::process::Stdio;
 use std::time::Duration;
 
-use temporalio_client::{Connection, ConnectionOptions, Url};
+use stack_config::temporal::client_connect;
+use temporalio_client::{ClientOptions, ConnectionOptions, Url};
 use tokio::process::{Child, Command};
 
 /// How long a starting server may take to answer: it starts in under a second alone, but the
@@ -50,7 +51,8 @@ impl TestServer {
             if let Ok(Some(status)) = child.try_wait() {
                 return Err(format!("{exe} exited at start ({status})"));
             }
-            let error = match Connection::connect(options.clone()).await {
+            let probe = client_connect(options.clone(), ClientOptions::new("default").build());
+            let error = match probe.await {
                 Ok(_) => return Ok(Self { target, child }),
                 Err(e) => e,
             };

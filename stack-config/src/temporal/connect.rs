@@ -7,6 +7,8 @@
 //! Cloud refusing the API key or the client certificate). Never a match on message text.
 
 use std::error::Error as StdError;
+use std::future::Future;
+use std::pin::Pin;
 use std::time::{Duration, SystemTime};
 
 use rustls::AlertDescription;
@@ -107,6 +109,21 @@ pub fn connection_options(
         .build()
 }
 
+/// The SDK's connection future, boxed.
+pub type ClientConnecting =
+    Pin<Box<dyn Future<Output = Result<Client, ClientConnectError>> + Send>>;
+
+/// `Client::connect`, the one place the workspace compiles it: every Temporal client of the
+/// worker, the CLI, bench, chaos and the tests is made through here.
+///
+/// The state machine of an async function is compiled into every crate that awaits it, and this
+/// one (the gRPC channel, TLS and retry layers under it) is large: about 16 CPU-seconds of a
+/// dev build in each crate and test target that awaited it directly. Behind a box, only this
+/// crate compiles it; the others poll it through the box.
+pub fn client_connect(connection: ConnectionOptions, client: ClientOptions) -> ClientConnecting {
+    Box::pin(Client::connect(connection, client))
+}
+
 /// Connects within `timeout`: checks the TLS files, connects, and makes the SDK's first call.
 pub async fn connect(
     address: &str,
@@ -123,7 +140,7 @@ pub async fn connect(
         .transpose()?;
     let options = connection_options(url, identity, access, material.as_ref());
     let client_options = ClientOptions::new(namespace.to_owned()).build();
-    match tokio::time::timeout(timeout, Client::connect(options, client_options)).await {
+    match tokio::time::timeout(timeout, client_connect(options, client_options)).await {
         Ok(Ok(client)) => Ok(client),
         Ok(Err(error)) => Err(explain(address, access, &error)),
         Err(_) => Err(TemporalConnectError::Unreachable {

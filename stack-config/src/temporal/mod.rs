@@ -11,5 +11,5 @@ pub mod connect;
 pub mod material;
 pub mod settings;
 
-pub use connect::{TemporalConnectError, connect};
+pub use connect::{ClientConnecting, TemporalConnectError, client_connect, connect};
 pub use settings::{Secret, TemporalAccess};

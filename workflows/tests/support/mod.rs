@@ -527,7 +527,7 @@ async fn connect(target: &str) -> Client {
     let connection = ConnectionOptions::new(url)
         .identity("community-timeskip-test".to_string())
         .build();
-    Client::connect(connection, ClientOptions::new("default").build())
+    stack_config::temporal::client_connect(connection, ClientOptions::new("default").build())
         .await
         .unwrap_or_else(|e| panic!("connect to the temporal-test-server at {target}: {e}"))
 }
