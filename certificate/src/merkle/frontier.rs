@@ -33,9 +33,23 @@ impl Frontier {
         frontier
     }
 
+    /// The edge of a log of `size` leaves from its stored peaks, largest first, as
+    /// [`Frontier::peaks`] gave them: `None` unless there is exactly one per set bit of `size`.
+    /// (Whether they are the right peaks is for the caller to check against a signed root.)
+    pub fn from_peaks(size: u64, peaks: Vec<[u8; 32]>) -> Option<Self> {
+        let expected = usize::try_from(size.count_ones()).ok()?;
+        (peaks.len() == expected).then_some(Self { size, peaks })
+    }
+
     /// Leaves appended so far.
     pub fn size(&self) -> u64 {
         self.size
+    }
+
+    /// The roots of the perfect subtrees the leaves decompose into, largest (leftmost) first:
+    /// what a store keeps to append without reading the leaves ([`Frontier::from_peaks`]).
+    pub fn peaks(&self) -> &[[u8; 32]] {
+        &self.peaks
     }
 
     /// Appends one leaf (its bytes; the log's leaves are 32-byte receipt digests).

@@ -258,6 +258,39 @@ fn frontier_roots_equal_the_tree_roots_and_mth_at_every_size() {
     }
 }
 
+/// An edge restored from its stored peaks is the same edge: same root, and the same roots after
+/// every further append; a peak list of the wrong length for its size is refused.
+#[test]
+fn a_frontier_restored_from_its_peaks_appends_as_the_original() {
+    let leaves: Vec<[u8; 32]> = (0..200u32).map(|i| h(&[&i.to_be_bytes()])).collect();
+    let mut original = Frontier::new();
+    for (size, leaf) in leaves.iter().enumerate() {
+        let mut restored = Frontier::from_peaks(original.size(), original.peaks().to_vec())
+            .unwrap_or_else(|| panic!("size {size}: its own peaks refused"));
+        assert_eq!(restored, original, "size {size}");
+        original.push(leaf);
+        restored.push(leaf);
+        assert_eq!(restored.root(), original.root(), "size {}", size + 1);
+        assert_eq!(restored.root(), mth(&leaves[..=size]), "size {}", size + 1);
+        let mut short = original.peaks().to_vec();
+        short.pop();
+        assert_eq!(
+            Frontier::from_peaks(original.size(), short),
+            None,
+            "size {}",
+            size + 1
+        );
+        let mut long = original.peaks().to_vec();
+        long.push([0; 32]);
+        assert_eq!(
+            Frontier::from_peaks(original.size(), long),
+            None,
+            "size {}",
+            size + 1
+        );
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 

@@ -1,7 +1,15 @@
 //! The transparency log in Postgres: one leaf per receipt (its digest), a signed checkpoint after
 //! every append. Appends are serialised by one advisory lock, so leaf indexes have no gaps and
-//! every checkpoint covers exactly the leaves before it. Roots come from the log's right edge,
-//! one pass over the stored leaves (`certificate::merkle::Frontier`); proofs rebuild the tree.
+//! every checkpoint covers exactly the leaves before it.
+//!
+//! Each checkpoint row keeps the log's right edge at its size (`certificate::merkle::Frontier`,
+//! one hash per set bit of the size), so an append reads one checkpoint and the highest leaf
+//! index instead of every leaf: O(log n) whatever the log's size. The stored edge is trusted only
+//! when it folds to the root the latest checkpoint signed, and the leaves stored must be exactly
+//! as many as it covers; otherwise the log was rewritten and nothing is appended. A leaf changed
+//! in place (same count) is not read here, but cannot be papered over either: the next
+//! checkpoint extends the signed edge, not the stored leaves, and the audit and every exported
+//! proof over that leaf fail. Proofs and the audit still rebuild the tree from the leaves.
 
 use certificate::checkpoint::Checkpoint;
 use certificate::keys::ReceiptSigningKey;
@@ -28,9 +36,7 @@ pub(crate) async fn append(
         .bind(LOG_LOCK_KEY)
         .execute(&mut *conn)
         .await?;
-    let leaves = leaves(conn).await?;
-    let mut edge = merkle::Frontier::of(&leaves);
-    require_latest_checkpoint_matches(conn, &edge).await?;
+    let mut edge = signed_edge(conn).await?;
     let leaf_index = edge.size();
     sqlx::query(
         "INSERT INTO deletion.transparency_log (leaf_index, receipt_digest, request_id) \
@@ -46,40 +52,74 @@ pub(crate) async fn append(
     let root_hash = edge.root_hex();
     let checkpoint = Checkpoint::sign(key, tree_size, root_hash.clone(), signed_at)
         .map_err(|e| CertificateStoreError::certificate("signing the checkpoint", e))?;
+    let peaks: Vec<String> = edge.peaks().iter().map(hex::encode).collect();
     sqlx::query(
-        "INSERT INTO deletion.log_checkpoints (tree_size, root_hash, checkpoint) \
-         VALUES ($1, $2, $3)",
+        "INSERT INTO deletion.log_checkpoints (tree_size, root_hash, checkpoint, frontier) \
+         VALUES ($1, $2, $3, $4)",
     )
     .bind(to_i64(tree_size)?)
     .bind(&root_hash)
     .bind(sqlx::types::Json(&checkpoint))
+    .bind(peaks)
     .execute(&mut *conn)
     .await?;
     Ok(())
 }
 
-/// Refuses to extend a log whose stored leaves are not exactly what its latest signed checkpoint
-/// covers: a receipt removed, changed or inserted since (only the schema owner can, with the
-/// append-only triggers lifted) would otherwise be papered over by the next checkpoint.
-async fn require_latest_checkpoint_matches(
-    conn: &mut PgConnection,
-    stored: &merkle::Frontier,
-) -> CertificateResult<()> {
-    let stored_size = stored.size();
-    let stored_root = stored.root_hex();
-    let (signed_size, signed_root) = match latest_checkpoint(conn).await? {
-        Some(checkpoint) => (checkpoint.tree_size, checkpoint.root_hash),
-        None => (0, merkle::root(&[])),
+/// The log's right edge as its latest signed checkpoint left it, after checking that the stored
+/// leaves are as many as it covers (one index lookup). A checkpoint signed before edges were
+/// stored gives way to the edge of every stored leaf, checked against its root, once.
+async fn signed_edge(conn: &mut PgConnection) -> CertificateResult<merkle::Frontier> {
+    let latest: Option<(sqlx::types::Json<Checkpoint>, Option<Vec<String>>)> = sqlx::query_as(
+        "SELECT checkpoint, frontier FROM deletion.log_checkpoints \
+         ORDER BY tree_size DESC LIMIT 1",
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    let stored_size: i64 = sqlx::query_scalar(
+        "SELECT COALESCE(max(leaf_index) + 1, 0) FROM deletion.transparency_log",
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    let (signed, peaks) = match latest {
+        Some((checkpoint, peaks)) => (Some(checkpoint.0), peaks),
+        None => (None, None),
     };
-    if signed_size == stored_size && signed_root == stored_root {
-        return Ok(());
+    let edge = match (&signed, peaks) {
+        (None, _) => merkle::Frontier::new(),
+        (Some(checkpoint), Some(peaks)) => {
+            edge_from_peaks(checkpoint.tree_size, &peaks).unwrap_or_default()
+        }
+        (Some(_), None) => merkle::Frontier::of(&leaves(conn).await?),
+    };
+    let (signed_size, signed_root) = signed
+        .map(|checkpoint| (checkpoint.tree_size, checkpoint.root_hash))
+        .unwrap_or_else(|| (0, merkle::root(&[])));
+    if edge.size() == signed_size
+        && edge.root_hex() == signed_root
+        && u64::try_from(stored_size).ok() == Some(signed_size)
+    {
+        return Ok(edge);
     }
+    // Refused: the message names what the stored leaves are now (read in full, once).
+    let stored = merkle::Frontier::of(&leaves(conn).await?);
     Err(CertificateStoreError::LogRewritten {
         signed_size,
         signed_root,
-        stored_size,
-        stored_root,
+        stored_size: stored.size(),
+        stored_root: stored.root_hex(),
     })
+}
+
+/// The edge stored with a checkpoint of `size` leaves, or `None` when the stored text is not one
+/// 32-byte hex hash per set bit of the size (the table's CHECK refuses that; a None here is then
+/// refused as a rewritten log by the caller, since the empty edge folds to no signed root).
+fn edge_from_peaks(size: u64, peaks: &[String]) -> Option<merkle::Frontier> {
+    let peaks = peaks
+        .iter()
+        .map(|peak| decode_digest(peak).ok())
+        .collect::<Option<Vec<[u8; 32]>>>()?;
+    merkle::Frontier::from_peaks(size, peaks)
 }
 
 /// Every leaf of the log, in index order.
