@@ -81,20 +81,16 @@ async fn signed_edge(conn: &mut PgConnection) -> CertificateResult<merkle::Front
     )
     .fetch_one(&mut *conn)
     .await?;
-    let (signed, peaks) = match latest {
-        Some((checkpoint, peaks)) => (Some(checkpoint.0), peaks),
-        None => (None, None),
-    };
-    let edge = match (&signed, peaks) {
-        (None, _) => merkle::Frontier::new(),
-        (Some(checkpoint), Some(peaks)) => {
-            edge_from_peaks(checkpoint.tree_size, &peaks).unwrap_or_default()
+    let (edge, signed_size, signed_root) = match latest {
+        None => (merkle::Frontier::new(), 0, merkle::root(&[])),
+        Some((sqlx::types::Json(checkpoint), peaks)) => {
+            let edge = match peaks {
+                Some(peaks) => edge_from_peaks(checkpoint.tree_size, &peaks).unwrap_or_default(),
+                None => merkle::Frontier::of(&leaves(conn).await?),
+            };
+            (edge, checkpoint.tree_size, checkpoint.root_hash)
         }
-        (Some(_), None) => merkle::Frontier::of(&leaves(conn).await?),
     };
-    let (signed_size, signed_root) = signed
-        .map(|checkpoint| (checkpoint.tree_size, checkpoint.root_hash))
-        .unwrap_or_else(|| (0, merkle::root(&[])));
     if edge.size() == signed_size
         && edge.root_hex() == signed_root
         && u64::try_from(stored_size).ok() == Some(signed_size)
