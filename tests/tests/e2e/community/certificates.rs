@@ -2,7 +2,8 @@
 //! certificate that verifies with nothing but the file and the public key; every single changed
 //! field of it fails verification naming what is wrong; any edited, deleted or reordered audit
 //! row fails `certificate audit` naming the first bad row; and a receipt removed from the
-//! transparency log makes the consistency check against an older checkpoint fail.
+//! transparency log makes the consistency check against an older checkpoint fail; a replaced
+//! stored edge of the log blocks the next append.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -698,5 +699,70 @@ async fn rotated_keys_stay_verifiable_and_a_receipt_removed_from_the_log_breaks_
 
     worker.crash().await;
     let _ = std::fs::remove_dir_all(&dir);
+    drop_private_stack(&name, stack).await;
+}
+
+/// The log's stored right edge (migration 0020) is trusted only when it folds to the root the
+/// latest checkpoint signed: an owner who lifts the append-only guard and replaces it (here with
+/// a well-formed hash of the right count) gets the next deletion blocked naming the rewrite, and
+/// no receipt is appended to the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replaced_log_edge_blocks_the_next_append_naming_the_rewrite() {
+    let _shared = outage_lock().read().await;
+    let shared = stack().await;
+    // Rewriting the log would break every other test's certificates: a database of its own.
+    let db = private_database("certedge").await;
+    let name = db.name.clone();
+    let stack = db.migrated_stack(shared).await;
+    let queue = unique_queue("certedge");
+    let cli = Cli::new(&queue)
+        .with_env("DATABASE_URL", &db.worker)
+        .with_env("BUZZ_OWNER_DATABASE_URL", &db.owner);
+    let worker = WorkerProcess::start(&queue, &[("DATABASE_URL", db.worker.as_str())]).await;
+    let first = finished_deletion(&stack, &cli, "edge-first").await;
+    let edge: Option<Vec<String>> = sqlx::query_scalar(
+        "SELECT frontier FROM deletion.log_checkpoints ORDER BY tree_size DESC LIMIT 1",
+    )
+    .fetch_one(stack.store.pool())
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        edge.map(|peaks| peaks.len()),
+        Some(1),
+        "the checkpoint of a one-receipt log stores one peak"
+    );
+
+    owner_sql(
+        &stack,
+        &[
+            "ALTER TABLE deletion.log_checkpoints DISABLE TRIGGER log_checkpoints_append_only",
+            "UPDATE deletion.log_checkpoints SET frontier = ARRAY[repeat('0', 64)]",
+            "ALTER TABLE deletion.log_checkpoints ENABLE TRIGGER log_checkpoints_append_only",
+        ],
+        first.parse().unwrap_or_default(),
+    )
+    .await;
+    let host = unique_host("edge-second");
+    seed(&stack, &host, small_plan()).await;
+    let (second, digest) = cli.submit(&host, "alice", &[]).await;
+    cli.approve(&second, "bob", &digest).await.expect_code(0);
+    let blocked = cli
+        .wait_status(&second, 120, |status| {
+            status["blocked"]["reason"]
+                .as_str()
+                .is_some_and(|reason| reason.contains("transparency log was rewritten"))
+        })
+        .await;
+    assert_eq!(blocked["phase"], "verifying", "{blocked}");
+    let leaves: i64 = sqlx::query_scalar("SELECT count(*) FROM deletion.transparency_log")
+        .fetch_one(stack.store.pool())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        leaves, 1,
+        "nothing is appended to a log whose edge was replaced"
+    );
+
+    worker.crash().await;
     drop_private_stack(&name, stack).await;
 }
