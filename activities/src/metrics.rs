@@ -33,6 +33,13 @@ pub const KEYS_PURGED: &str = "buzz_deletion_keys_purged";
 pub const BLOCKED: &str = "buzz_deletion_blocked";
 /// Name of the activity-duration histogram, in seconds, labelled by `activity` and `outcome`.
 pub const ACTIVITY_DURATION: &str = "buzz_deletion_activity_duration_seconds";
+/// Name of the gauge of the delete rate in force (versions per second) of the prefix last paced,
+/// labelled by `family` (`media`, `thumbs`, `_meta`: the first segment of a tenant prefix, so the
+/// label set stays bounded however many tenants are deleted).
+pub const DELETE_RATE: &str = "buzz_deletion_delete_rate_per_prefix";
+/// Name of the counter of DeleteObjects calls (or per-key answers) the server throttled, by
+/// `family` (the exporter adds `_total`).
+pub const S3_THROTTLES: &str = "buzz_deletion_s3_throttles";
 
 /// Name of the requests gauge, labelled by `kind` and `state` (`store::request_gauges::STATES`).
 pub const REQUESTS: &str = "buzz_deletion_requests";
@@ -56,8 +63,10 @@ pub const LEASE_REAPER_FAILURES: &str = "buzz_deletion_lease_reaper_failures";
 /// Every metric family the worker itself exports (the SDK's `temporal_…` metrics aside), as the
 /// exporter spells them: what dashboards and alerts may name. `deploy/helm/check.py` reads this
 /// list; a worker test scrapes the endpoint and compares it with what is really served.
-pub const EXPORTED: [&str; 13] = [
+pub const EXPORTED: [&str; 15] = [
     "buzz_deletion_objects_deleted_total",
+    DELETE_RATE,
+    "buzz_deletion_s3_throttles_total",
     "buzz_deletion_rows_purged_total",
     "buzz_deletion_keys_purged_total",
     "buzz_deletion_blocked_total",
@@ -86,6 +95,8 @@ struct Instruments {
     keys_purged: Counter,
     blocked: Counter,
     activity_duration: HistogramF64,
+    delete_rate: Gauge,
+    throttles: Counter,
     unlabelled: MetricAttributes,
 }
 
@@ -145,6 +156,19 @@ impl DeletionMetrics {
                     )
                     .build(),
             ),
+            delete_rate: meter.gauge(
+                MetricParameters::builder()
+                    .name(DELETE_RATE)
+                    .description(
+                        "Delete rate in force of the tenant prefix last paced, versions per \
+                         second, by prefix family",
+                    )
+                    .build(),
+            ),
+            throttles: counter(
+                S3_THROTTLES,
+                "DeleteObjects calls or per-key answers S3 throttled (SlowDown), by prefix family",
+            ),
             unlabelled: meter.new_attributes(NewAttributes::new(Vec::new())),
             meter,
         };
@@ -176,6 +200,23 @@ impl DeletionMetrics {
     pub fn keys_purged(&self, keys: u64) {
         if let Some(m) = &self.0 {
             m.keys_purged.add(keys, &m.unlabelled);
+        }
+    }
+
+    /// Records the delete rate in force for `prefix` (labelled by its family).
+    pub fn delete_rate(&self, prefix: &str, versions_per_second: u32) {
+        if let Some(m) = &self.0 {
+            let labels = m.labels(vec![MetricKeyValue::new("family", prefix_family(prefix))]);
+            m.delete_rate
+                .record(u64::from(versions_per_second), &labels);
+        }
+    }
+
+    /// Counts one throttled call under `prefix` (labelled by its family).
+    pub fn throttled(&self, prefix: &str) {
+        if let Some(m) = &self.0 {
+            let labels = m.labels(vec![MetricKeyValue::new("family", prefix_family(prefix))]);
+            m.throttles.add(1, &labels);
         }
     }
 
@@ -216,6 +257,11 @@ impl DeletionMetrics {
         self.activity_finished(activity, outcome, started.elapsed());
         result
     }
+}
+
+/// The family of a tenant prefix: its first segment (`media/<community>/` → `media`).
+fn prefix_family(prefix: &str) -> String {
+    prefix.split('/').next().unwrap_or_default().to_owned()
 }
 
 impl Instruments {

@@ -79,9 +79,11 @@ pub struct WorkerConfig {
     /// Rows of a user deleted per transaction by a user deletion's purge
     /// (`BUZZ_USER_ROW_BATCH`, default 1,000, clamped to 1..=10,000).
     pub user_row_batch: u32,
-    /// Versions deleted per second per tenant prefix, at most (`BUZZ_DELETE_RATE_PER_PREFIX`,
-    /// default 3,500 as real S3 allows; 0 = unlimited).
-    pub deletes_per_second_per_prefix: u32,
+    /// The bounds of each tenant prefix's adaptive delete rate, versions per second: the ceiling
+    /// (`BUZZ_DELETE_RATE_PER_PREFIX`, default 3,500 as real S3 allows; 0 = unpaced until the
+    /// first `SlowDown`) and the floor a throttled prefix falls to at the lowest
+    /// (`BUZZ_DELETE_RATE_FLOOR`, default 100 or the ceiling if lower; never above the ceiling).
+    pub delete_rate: activities::community::RateBounds,
     /// Run even when `DATABASE_URL` is a superuser or the schema owner
     /// (`BUZZ_ALLOW_PRIVILEGED_DB_ROLE=throwaway-local-stack`; throwaway local stacks only).
     pub allow_privileged_db_role: bool,
@@ -171,11 +173,10 @@ impl WorkerConfig {
             user_row_batch: u32::try_from(parse_u64("BUZZ_USER_ROW_BATCH", "1000")?)
                 .unwrap_or(10_000)
                 .clamp(1, 10_000),
-            deletes_per_second_per_prefix: u32::try_from(parse_u64(
-                "BUZZ_DELETE_RATE_PER_PREFIX",
-                "3500",
-            )?)
-            .unwrap_or(u32::MAX),
+            delete_rate: delete_rate_bounds(
+                parse_u64("BUZZ_DELETE_RATE_PER_PREFIX", "3500")?,
+                stack.optional("BUZZ_DELETE_RATE_FLOOR"),
+            )?,
             allow_privileged_db_role: activities::store::privileged_role_allowed(
                 lookup(activities::store::ALLOW_PRIVILEGED_ROLE_ENV).as_deref(),
             ),
@@ -192,6 +193,50 @@ impl WorkerConfig {
             deployment: DeploymentConfig::from_lookup(&lookup)?,
         })
     }
+}
+
+/// The delete rate's ceiling (`BUZZ_DELETE_RATE_PER_PREFIX`, 0: none) and floor
+/// (`BUZZ_DELETE_RATE_FLOOR`, at least 1 and never above a set ceiling; unset: the default floor,
+/// or the ceiling when that is lower).
+fn delete_rate_bounds(
+    ceiling: u64,
+    floor: Option<String>,
+) -> Result<activities::community::RateBounds, ConfigError> {
+    const FLOOR: &str = "BUZZ_DELETE_RATE_FLOOR";
+    let ceiling = u32::try_from(ceiling).unwrap_or(u32::MAX);
+    let floor = match floor {
+        None => {
+            let default = activities::community::DEFAULT_DELETES_PER_SECOND_FLOOR;
+            if ceiling == 0 {
+                default
+            } else {
+                default.min(ceiling)
+            }
+        }
+        Some(value) => {
+            let invalid = |reason: String| ConfigError::Invalid {
+                name: FLOOR,
+                value: value.clone(),
+                reason,
+            };
+            let floor = value.parse::<u32>().map_err(|e| invalid(e.to_string()))?;
+            if floor == 0 {
+                return Err(invalid(
+                    "the floor must be at least 1 version per second, or a throttled deletion \
+                     could stop"
+                        .to_owned(),
+                ));
+            }
+            if ceiling != 0 && floor > ceiling {
+                return Err(invalid(format!(
+                    "the floor is above BUZZ_DELETE_RATE_PER_PREFIX={ceiling}; lower the floor \
+                     or raise the ceiling"
+                )));
+            }
+            floor
+        }
+    };
+    Ok(activities::community::RateBounds { ceiling, floor })
 }
 
 /// A lookup over these name/value pairs (the last one of a name wins), as the tests feed a
@@ -292,12 +337,49 @@ mod tests {
         let mut env = full_env();
         let config = WorkerConfig::from_lookup(|k| env.get(k).map(|v| v.to_string()))
             .expect("complete environment");
-        assert_eq!(config.deletes_per_second_per_prefix, 3_500);
+        assert_eq!(config.delete_rate.ceiling, 3_500);
+        assert_eq!(config.delete_rate.floor, 100);
         assert_eq!(config.manifest_chunk_entries, 1_000);
         env.insert("BUZZ_DELETE_RATE_PER_PREFIX", "0");
         let config = WorkerConfig::from_lookup(|k| env.get(k).map(|v| v.to_string()))
             .expect("complete environment");
-        assert_eq!(config.deletes_per_second_per_prefix, 0);
+        assert_eq!(config.delete_rate.ceiling, 0);
+        env.insert("BUZZ_DELETE_RATE_PER_PREFIX", "15");
+        let config = WorkerConfig::from_lookup(|k| env.get(k).map(|v| v.to_string()))
+            .expect("complete environment");
+        assert_eq!(
+            (config.delete_rate.ceiling, config.delete_rate.floor),
+            (15, 15),
+            "the default floor gives way to a lower ceiling"
+        );
+    }
+
+    #[test]
+    fn a_delete_rate_floor_above_the_ceiling_or_zero_is_refused_naming_both() {
+        let mut env = full_env();
+        env.insert("BUZZ_DELETE_RATE_PER_PREFIX", "2000");
+        env.insert("BUZZ_DELETE_RATE_FLOOR", "500");
+        let config = WorkerConfig::from_lookup(|k| env.get(k).map(|v| v.to_string()))
+            .expect("complete environment");
+        assert_eq!(
+            (config.delete_rate.ceiling, config.delete_rate.floor),
+            (2_000, 500)
+        );
+        env.insert("BUZZ_DELETE_RATE_FLOOR", "2500");
+        let error = WorkerConfig::from_lookup(|k| env.get(k).map(|v| v.to_string()))
+            .expect_err("a floor above the ceiling");
+        let message = error.to_string();
+        assert!(
+            message.contains("BUZZ_DELETE_RATE_FLOOR") && message.contains("2000"),
+            "{message}"
+        );
+        env.insert("BUZZ_DELETE_RATE_FLOOR", "0");
+        let error = WorkerConfig::from_lookup(|k| env.get(k).map(|v| v.to_string()))
+            .expect_err("a zero floor");
+        assert!(
+            error.to_string().contains("BUZZ_DELETE_RATE_FLOOR"),
+            "{error}"
+        );
     }
 
     #[test]

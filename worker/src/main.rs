@@ -58,7 +58,7 @@ async fn run() -> anyhow::Result<()> {
     let settings = activities::community::Settings {
         fence_wait: config.fence_wait,
         manifest_chunk_entries: config.manifest_chunk_entries,
-        deletes_per_second_per_prefix: config.deletes_per_second_per_prefix,
+        delete_rate: config.delete_rate,
         metrics: metrics
             .as_ref()
             .map(MetricsEndpoint::deletion_metrics)

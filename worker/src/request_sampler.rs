@@ -200,6 +200,8 @@ mod tests {
         let deletion = endpoint.deletion_metrics();
         let gauges = endpoint.request_state_gauges();
         deletion.blocked("inventory");
+        deletion.delete_rate("media/c/", 3_500);
+        deletion.throttled("media/c/");
         deletion.activity_finished(
             "community.inventory",
             activities::metrics::Outcome::Ok,

@@ -1,12 +1,15 @@
 //! Irreversible object deletion: every frozen version, by explicit version id, chunk by chunk.
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasher;
+use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use uuid::Uuid;
 use workflows::community::{DeleteChunksInput, DeleteProgress};
 
+use crate::failure::{Classified, Severity};
 use crate::s3::{BulkDeleteOutcome, DeleteFailureKind, MAX_VERSIONS_PER_DELETE, ObjectVersionRef};
 use crate::store::{ChunkAck, ChunkProgress, ChunkSet, ExecToken, ManifestChunk, Stage};
 use crate::taxonomy::{ManifestEntry, is_tenant_owned_key};
@@ -27,11 +30,41 @@ use super::{Attempt, CommunityActivities};
 /// call, whose count starts again at 1.
 pub const ACCESS_DENIED_BLOCK_ATTEMPT: u32 = 3;
 
+/// Sends of one DeleteObjects call that may fail without a throttle (no answer, a 5xx, 408/409)
+/// before the attempt fails: what the SDK's own retries gave before they were turned off for
+/// this call, so that a throttle reaches the pacer at once. Throttles are retried without bound:
+/// the prefix's rate falls to the floor meanwhile, and the attempt heartbeats throughout.
+const TRANSIENT_SENDS: u32 = 3;
+
+/// The backoff before a retried send: doubling from this, up to [`BACKOFF_MAX`], jittered.
+const BACKOFF_BASE: Duration = Duration::from_millis(100);
+
+/// The longest backoff before a retried send.
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
 /// One DeleteObjects call: up to 1,000 versions of one chunk (so of one prefix).
 struct DeleteCall {
     chunk_no: u32,
     prefix: String,
     versions: Vec<ObjectVersionRef>,
+}
+
+/// A sent call's final answer: its chunk and prefix, and what S3 acknowledged over every send.
+struct CallAnswer {
+    chunk_no: u32,
+    prefix: String,
+    outcome: BulkDeleteOutcome,
+}
+
+/// One prefix's side of the manifest: its chunks are read in order, and the lanes take turns,
+/// so the calls in flight are spread over the tenant's prefixes (S3 partitions its request rate
+/// by prefix) instead of working through all of `media/`, then `thumbs/`, then `_meta/`.
+struct Lane {
+    prefix: String,
+    /// The highest chunk number read from this lane so far (`None`: before its first).
+    last_read: Option<u32>,
+    /// No unstamped chunk is left in this lane.
+    done: bool,
 }
 
 /// What came back for one chunk so far.
@@ -133,6 +166,7 @@ fn report(progress: &ProgressCell, p: &ChunkProgress) {
         done: p.versions_stamped,
         total: Some(p.versions_total),
         unit: "versions deleted".to_owned(),
+        rates: Default::default(),
     });
 }
 
@@ -168,7 +202,9 @@ fn plan_calls(community: Uuid, chunks: &[ManifestChunk]) -> PhaseResult<Vec<Dele
 /// A chunk is read only when a call slot is free and every call of the chunks read before has
 /// been issued, so the pool never drains at a chunk boundary (nor idles on chunks smaller than
 /// the parallelism) while memory holds at most the calls in flight plus one read chunk — the
-/// same whatever the manifest's size. Streams either the frozen or the late chunks.
+/// same whatever the manifest's size. Chunks are read from the tenant's prefixes in turn
+/// ([`Lane`]), so each prefix is deleted under its own rate side by side with the others.
+/// Streams either the frozen or the late chunks.
 pub(super) struct ChunkStream<'t> {
     token: &'t ExecToken,
     /// Books every call's answer; the first acknowledgement sets the irreversible marker.
@@ -177,8 +213,10 @@ pub(super) struct ChunkStream<'t> {
     set: ChunkSet,
     /// Chunks this attempt may still read.
     chunks_left: u64,
-    /// The highest chunk number read so far.
-    last_read: Option<u32>,
+    /// The prefixes' lanes, read at the first chunk.
+    lanes: Option<Vec<Lane>>,
+    /// The lane whose turn is next.
+    next_lane: usize,
     /// Calls of read chunks not yet issued, in chunk order.
     queued: VecDeque<DeleteCall>,
     /// Per read, not yet stamped chunk: what came back so far.
@@ -204,7 +242,8 @@ impl<'t> ChunkStream<'t> {
             marker,
             set,
             chunks_left: max_chunks,
-            last_read: None,
+            lanes: None,
+            next_lane: 0,
             queued: VecDeque::new(),
             tallies: HashMap::new(),
             stamped: progress.chunks_stamped,
@@ -261,15 +300,26 @@ impl<'t> ChunkStream<'t> {
                 return Ok(());
             };
             marker.confirm_if_acknowledged().await?;
-            let (chunk_no, outcome) = result?;
+            let CallAnswer {
+                chunk_no,
+                prefix,
+                outcome,
+            } = result?;
             self.settle(acts, chunk_no, &outcome).await?;
             let step = format!(
                 "deleting object versions: chunk {} of {}",
                 self.stamped, self.total
             );
+            let rate = acts.pacer.rate(&prefix);
+            if let Some(rate) = rate {
+                acts.settings.metrics.delete_rate(&prefix, rate);
+            }
             progress.update(|p| {
                 p.done = p.done.saturating_add(outcome.deleted);
                 p.step = step;
+                if let Some(rate) = rate {
+                    p.rates.insert(prefix, rate);
+                }
             });
         }
     }
@@ -277,17 +327,11 @@ impl<'t> ChunkStream<'t> {
     /// Reads the next pending chunk into calls; a chunk without entries is stamped at once.
     async fn read_next_chunk(&mut self, acts: &CommunityActivities) -> PhaseResult<()> {
         while self.queued.is_empty() && self.chunks_left > 0 {
-            let Some(chunk) = acts
-                .store
-                .pending_chunks_of(self.token, self.set, self.last_read, 1)
-                .await?
-                .pop()
-            else {
+            let Some(chunk) = self.next_chunk(acts).await? else {
                 self.chunks_left = 0;
                 return Ok(());
             };
             self.chunks_left -= 1;
-            self.last_read = Some(chunk.chunk_no);
             let calls = plan_calls(self.token.community_id, std::slice::from_ref(&chunk))?;
             if calls.is_empty() {
                 self.stamp(acts, chunk.chunk_no, 0).await?;
@@ -301,6 +345,49 @@ impl<'t> ChunkStream<'t> {
             }
         }
         Ok(())
+    }
+
+    /// The next pending chunk of the lane whose turn it is (skipping lanes with none left), or
+    /// `None` when every lane is done.
+    async fn next_chunk(
+        &mut self,
+        acts: &CommunityActivities,
+    ) -> PhaseResult<Option<ManifestChunk>> {
+        let (token, set) = (self.token, self.set);
+        if self.lanes.is_none() {
+            let prefixes = acts.store.pending_prefixes(token, set).await?;
+            self.lanes = Some(
+                prefixes
+                    .into_iter()
+                    .map(|(prefix, first)| Lane {
+                        prefix,
+                        last_read: first.checked_sub(1),
+                        done: false,
+                    })
+                    .collect(),
+            );
+        }
+        let lanes = self.lanes.get_or_insert_with(Vec::new);
+        for _ in 0..lanes.len() {
+            let turn = self.next_lane % lanes.len();
+            self.next_lane = turn + 1;
+            let lane = &mut lanes[turn];
+            if lane.done {
+                continue;
+            }
+            match acts
+                .store
+                .next_pending_chunk_in(token, set, &lane.prefix, lane.last_read)
+                .await?
+            {
+                Some(chunk) => {
+                    lane.last_read = Some(chunk.chunk_no);
+                    return Ok(Some(chunk));
+                }
+                None => lane.done = true,
+            }
+        }
+        Ok(None)
     }
 
     /// Books one call's answer; stamps its chunk when that was the chunk's last call.
@@ -364,29 +451,108 @@ impl<'t> ChunkStream<'t> {
 }
 
 /// A DeleteObjects call in flight.
-type IssuedCall<'f> =
-    std::pin::Pin<Box<dyn Future<Output = PhaseResult<(u32, BulkDeleteOutcome)>> + Send + 'f>>;
+type IssuedCall<'f> = std::pin::Pin<Box<dyn Future<Output = PhaseResult<CallAnswer>> + Send + 'f>>;
 
 /// One irreversible call (recorded as pending with the marker by the caller): paced per prefix,
-/// bracketed by fence checks so a superseded attempt issues nothing more once its successor has
-/// claimed the request, and its answer booked with the marker before anything else. Holds no
-/// transaction: it runs concurrently with the task's own Postgres writes (see `marker`).
+/// every send bracketed by fence checks so a superseded attempt issues nothing more once its
+/// successor has claimed the request, and every answer booked with the marker before anything
+/// else. A throttle (the whole call, or some of its versions answered `SlowDown`) lowers the
+/// prefix's rate and re-sends what was throttled after a jittered backoff, never failing the
+/// attempt; another transient failure is re-sent up to [`TRANSIENT_SENDS`] sends in all. Holds
+/// no transaction: it runs concurrently with the task's own Postgres writes (see `marker`).
 async fn issue(
     acts: &CommunityActivities,
     token: &ExecToken,
     marker: &Marker<'_>,
     call: DeleteCall,
-) -> PhaseResult<(u32, BulkDeleteOutcome)> {
-    acts.pacer.admit(&call.prefix, call.versions.len()).await;
-    acts.store.verify_fence(token).await?;
-    if !marker.start_call() {
-        return Err(PhaseError::Cancelled);
+) -> PhaseResult<CallAnswer> {
+    let DeleteCall {
+        chunk_no,
+        prefix,
+        versions,
+    } = call;
+    let mut outcome = BulkDeleteOutcome {
+        requested: versions.len() as u64,
+        ..BulkDeleteOutcome::default()
+    };
+    let mut pending = versions;
+    let (mut throttles, mut failures) = (0_u32, 0_u32);
+    loop {
+        let admitted = acts.pacer.admit(&prefix, pending.len()).await;
+        acts.store.verify_fence(token).await?;
+        if !marker.start_call() {
+            return Err(PhaseError::Cancelled);
+        }
+        let answer = acts.objects.delete_versions(&pending).await;
+        marker.book(CallEffect::of_delete(&answer));
+        // The retry's number, and whether it is a throttle's.
+        let (retry, throttled) = match answer {
+            Err(error) if error.is_throttle() => {
+                throttles += 1;
+                (throttles, true)
+            }
+            Err(error) => {
+                failures += 1;
+                if failures >= TRANSIENT_SENDS || error.severity() == Severity::Permanent {
+                    return Err(error.into());
+                }
+                (failures, false)
+            }
+            Ok(answer) => {
+                let (throttled, answered) = split_throttled(answer);
+                acts.pacer.acknowledged(&prefix, answered.deleted);
+                outcome.deleted += answered.deleted;
+                outcome.failed.extend(answered.failed);
+                outcome.unacknowledged.extend(answered.unacknowledged);
+                if throttled.is_empty() {
+                    acts.store.verify_fence(token).await?;
+                    return Ok(CallAnswer {
+                        chunk_no,
+                        prefix,
+                        outcome,
+                    });
+                }
+                pending = throttled;
+                throttles += 1;
+                (throttles, true)
+            }
+        };
+        if throttled {
+            let rate = acts.pacer.throttled(&prefix, admitted);
+            acts.settings.metrics.throttled(&prefix);
+            acts.settings.metrics.delete_rate(&prefix, rate);
+        }
+        tokio::time::sleep(backoff(retry)).await;
     }
-    let answer = acts.objects.delete_versions(&call.versions).await;
-    marker.book(CallEffect::of_delete(&answer));
-    let outcome = answer?;
-    acts.store.verify_fence(token).await?;
-    Ok((call.chunk_no, outcome))
+}
+
+/// Splits a DeleteObjects answer into the versions answered `SlowDown` (to be re-sent) and the
+/// rest of the answer.
+fn split_throttled(mut answer: BulkDeleteOutcome) -> (Vec<ObjectVersionRef>, BulkDeleteOutcome) {
+    let (throttled, failed): (Vec<_>, Vec<_>) = answer
+        .failed
+        .into_iter()
+        .partition(|failure| failure.kind() == DeleteFailureKind::Throttled);
+    answer.failed = failed;
+    let throttled = throttled
+        .into_iter()
+        .map(|failure| ObjectVersionRef {
+            key: failure.key,
+            version_id: failure.version_id,
+        })
+        .collect();
+    (throttled, answer)
+}
+
+/// The wait before the `retry`th re-send of a call: [`BACKOFF_BASE`] doubled per retry up to
+/// [`BACKOFF_MAX`], then a random half of it dropped (so calls throttled together do not come
+/// back together).
+fn backoff(retry: u32) -> Duration {
+    let ceiling = BACKOFF_BASE
+        .saturating_mul(1 << retry.saturating_sub(1).min(10))
+        .min(BACKOFF_MAX);
+    let jitter = std::collections::hash_map::RandomState::new().hash_one(retry) % 1_000;
+    ceiling / 2 + ceiling.mul_f64(jitter as f64 / 2_000.0)
 }
 
 /// The permanent block for a per-key `AccessDenied` in `outcome`, once `attempt` reached
@@ -529,6 +695,58 @@ mod tests {
         let outcome = answer(&[("a", "InternalError"), ("b", "SlowDown")]);
         assert!(access_denied_block(0, &outcome, 1_000).is_none());
         assert!(access_denied_block(0, &answer(&[]), 1_000).is_none());
+    }
+
+    #[test]
+    fn versions_answered_slowdown_are_re_sent_and_the_rest_of_the_answer_kept() {
+        let failure = |key: &str, code: &str| crate::s3::DeleteFailure {
+            key: key.into(),
+            version_id: format!("v-{key}"),
+            code: code.into(),
+            message: "Please reduce your request rate.".into(),
+        };
+        let answer = BulkDeleteOutcome {
+            requested: 4,
+            deleted: 1,
+            failed: vec![
+                failure("a", "SlowDown"),
+                failure("b", "InternalError"),
+                failure("c", "SlowDown"),
+            ],
+            unacknowledged: vec![],
+        };
+        let (throttled, rest) = split_throttled(answer);
+        assert_eq!(
+            throttled,
+            vec![
+                ObjectVersionRef {
+                    key: "a".into(),
+                    version_id: "v-a".into()
+                },
+                ObjectVersionRef {
+                    key: "c".into(),
+                    version_id: "v-c".into()
+                },
+            ]
+        );
+        assert_eq!(rest.deleted, 1);
+        assert_eq!(rest.failed.len(), 1);
+        assert_eq!(rest.failed[0].code, "InternalError");
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_its_bound_and_keeps_at_least_half_of_it() {
+        for retry in 1..40 {
+            let ceiling = BACKOFF_BASE
+                .saturating_mul(1 << (retry - 1).min(10))
+                .min(BACKOFF_MAX);
+            for _ in 0..20 {
+                let wait = backoff(retry);
+                assert!(wait >= ceiling / 2 && wait <= ceiling, "{retry}: {wait:?}");
+            }
+        }
+        assert!(backoff(1) <= BACKOFF_BASE);
+        assert!(backoff(30) >= BACKOFF_MAX / 2);
     }
 
     #[test]

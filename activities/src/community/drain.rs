@@ -88,6 +88,7 @@ async fn wait_for_stalled_leases(
             done: 0,
             total: Some(count),
             unit: "stalled leases".to_owned(),
+            rates: Default::default(),
         });
         let now = tokio::time::Instant::now();
         if now >= deadline {

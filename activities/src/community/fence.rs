@@ -47,6 +47,7 @@ pub async fn fence((acts, ctx): Attempt<'_>, input: RequestRef) -> PhaseResult<F
                         done: 0,
                         total: Some(count),
                         unit: "live leases".to_owned(),
+                        rates: Default::default(),
                     });
                     if tokio::time::Instant::now() >= deadline {
                         return Err(PhaseError::ServingWritesLive { count, operations });

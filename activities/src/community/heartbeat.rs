@@ -25,6 +25,10 @@ pub struct PhaseProgress {
     pub total: Option<u64>,
     /// What `done` and `total` count.
     pub unit: String,
+    /// The delete rate in force per tenant prefix, versions per second, while objects are
+    /// deleted (it adapts to S3's `SlowDown`; see `pacing`). Empty otherwise.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub rates: std::collections::BTreeMap<String, u32>,
 }
 
 impl PhaseProgress {
@@ -35,6 +39,7 @@ impl PhaseProgress {
             done,
             total: None,
             unit: unit.to_owned(),
+            rates: Default::default(),
         }
     }
 }

@@ -50,7 +50,10 @@ use crate::store::Store;
 
 pub use failure::{PhaseError, PhaseResult, into_activity_error};
 pub use heartbeat::PhaseProgress;
-pub use pacing::{DEFAULT_DELETES_PER_SECOND_PER_PREFIX, PrefixPacer};
+pub use pacing::{
+    DEFAULT_DELETES_PER_SECOND_FLOOR, DEFAULT_DELETES_PER_SECOND_PER_PREFIX, PrefixPacer,
+    RateBounds,
+};
 
 /// Default versions per manifest chunk: one DeleteObjects call's worth, so a worker holds a
 /// listing page or a chunk of the same size. Larger chunks raise the worker's memory, not its
@@ -65,9 +68,10 @@ pub struct Settings {
     pub fence_wait: Duration,
     /// Versions per manifest chunk (at most 10,000; default [`DEFAULT_MANIFEST_CHUNK_ENTRIES`]).
     pub manifest_chunk_entries: usize,
-    /// Versions deleted per second per tenant prefix, at most (0: unlimited); real S3
-    /// throttles at 3,500 DELETEs per second per prefix.
-    pub deletes_per_second_per_prefix: u32,
+    /// The bounds of each tenant prefix's delete rate, versions per second: it starts at the
+    /// ceiling (0: unpaced until the first throttle) and adapts to `SlowDown` down to the floor;
+    /// real S3 throttles at about 3,500 DELETEs per second per prefix.
+    pub delete_rate: RateBounds,
     /// Where the activities count what they did (disabled by default).
     pub metrics: DeletionMetrics,
 }
@@ -77,7 +81,7 @@ impl Default for Settings {
         Self {
             fence_wait: Duration::from_secs(20),
             manifest_chunk_entries: DEFAULT_MANIFEST_CHUNK_ENTRIES,
-            deletes_per_second_per_prefix: DEFAULT_DELETES_PER_SECOND_PER_PREFIX,
+            delete_rate: RateBounds::default(),
             metrics: DeletionMetrics::disabled(),
         }
     }
@@ -103,7 +107,7 @@ impl CommunityActivities {
             store,
             objects,
             cache,
-            pacer: Arc::new(PrefixPacer::new(settings.deletes_per_second_per_prefix)),
+            pacer: Arc::new(PrefixPacer::new(settings.delete_rate)),
             settings,
             archive: None,
         }

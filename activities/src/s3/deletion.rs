@@ -35,7 +35,10 @@ pub enum DeleteFailureKind {
     /// `AccessDenied`: a bucket policy, IAM rule or object lock refuses this one key. Retrying
     /// cannot help until an operator changes the rule.
     AccessDenied,
-    /// Any other code (`InternalError`, `SlowDown`, …): worth retrying.
+    /// `SlowDown`: the key's partition is over its request rate. The version is retried after
+    /// the prefix's rate was lowered (see `community::pacing`).
+    Throttled,
+    /// Any other code (`InternalError`, …): worth retrying.
     Other,
 }
 
@@ -44,6 +47,7 @@ impl DeleteFailureKind {
     pub fn from_code(code: &str) -> Self {
         match code {
             "AccessDenied" => DeleteFailureKind::AccessDenied,
+            "SlowDown" => DeleteFailureKind::Throttled,
             _ => DeleteFailureKind::Other,
         }
     }
@@ -141,6 +145,13 @@ impl ObjectStore {
             .delete_objects()
             .bucket(self.bucket.as_ref())
             .delete(delete)
+            .customize()
+            // The caller retries: a throttle must reach its per-prefix rate at once, not after
+            // the SDK's own backoff (see `community::pacing`).
+            .config_override(
+                aws_sdk_s3::config::Builder::new()
+                    .retry_config(aws_sdk_s3::config::retry::RetryConfig::disabled()),
+            )
             .send()
             .await
             .map_err(|error| self.sdk_error(S3Operation::DeleteObjects, error))?;

@@ -300,6 +300,21 @@ impl ObjectStoreError {
     }
 }
 
+impl ObjectStoreError {
+    /// Whether the server asked for a lower request rate as a whole (HTTP 503 `SlowDown` or 429):
+    /// the call changed nothing and is retried once the prefix's rate was lowered. Decided by
+    /// variant and status, never by text.
+    pub fn is_throttle(&self) -> bool {
+        matches!(
+            self,
+            ObjectStoreError::Busy {
+                status: 429 | 503,
+                ..
+            }
+        )
+    }
+}
+
 impl Classified for ObjectStoreError {
     fn severity(&self) -> Severity {
         match self {

@@ -122,7 +122,11 @@ fn per_key_delete_errors_are_classified_by_code_only() {
         failure("InternalError", "AccessDenied").kind(),
         DeleteFailureKind::Other
     );
-    assert_eq!(failure("SlowDown", "").kind(), DeleteFailureKind::Other);
+    assert_eq!(failure("SlowDown", "").kind(), DeleteFailureKind::Throttled);
+    assert_eq!(
+        failure("InternalError", "SlowDown").kind(),
+        DeleteFailureKind::Other
+    );
     assert_eq!(failure("", "").kind(), DeleteFailureKind::Other);
     // S3 codes are case-sensitive.
     assert_eq!(failure("accessdenied", "").kind(), DeleteFailureKind::Other);
@@ -138,6 +142,26 @@ fn http_statuses_map_to_retry_decisions() {
     assert_eq!(status_class(409), StatusClass::Busy);
     assert_eq!(status_class(500), StatusClass::Server);
     assert_eq!(status_class(400), StatusClass::Rejected);
+}
+
+#[test]
+fn only_503_and_429_are_throttles_whatever_the_code_says() {
+    let busy = |status: u16, code: &str| ObjectStoreError::Busy {
+        operation: S3Operation::DeleteObjects,
+        status,
+        code: Some(code.into()),
+    };
+    assert!(busy(503, "SlowDown").is_throttle());
+    assert!(busy(429, "TooManyRequests").is_throttle());
+    assert!(busy(503, "ServiceUnavailable").is_throttle());
+    assert!(!busy(409, "SlowDown").is_throttle());
+    assert!(!busy(408, "RequestTimeout").is_throttle());
+    let server = ObjectStoreError::ServerError {
+        operation: S3Operation::DeleteObjects,
+        status: 500,
+        code: Some("SlowDown".into()),
+    };
+    assert!(!server.is_throttle());
 }
 
 /// A configuration whose endpoint refuses connections: reaching the network is a different

@@ -360,6 +360,84 @@ async fn an_interrupted_freeze_is_cleared_and_rewritten_without_a_stale_or_repea
     assert_eq!((progress.chunks_total, progress.versions_total), (3, 12));
 }
 
+/// A deletion works the tenant's prefixes side by side: the store names each prefix with
+/// unstamped chunks and its first one, and reads a prefix's chunks in order, never another's.
+#[tokio::test]
+async fn pending_chunks_are_read_per_prefix_lane_in_order() {
+    use activities::store::ChunkSet;
+    let store = store().await;
+    let mut fixture = fenced(&store, 0).await;
+    let community = fixture.community.id;
+    let prefixes = tenant_prefixes(community);
+    let media = family_entries(community, "media", 5);
+    let thumbs = family_entries(community, "thumbs", 3);
+    let meta = family_entries(community, "_meta", 2);
+    let mut chunk_no = 0;
+    for (prefix, entries) in prefixes.iter().zip([&media, &thumbs, &meta]) {
+        for chunk in entries.chunks(2) {
+            store
+                .append_manifest_chunk(&fixture.token, chunk_no, prefix, chunk)
+                .await
+                .expect("chunk");
+            chunk_no += 1;
+        }
+    }
+    let summary = tenant_manifest(community, [&media, &thumbs, &meta], 2);
+    store
+        .bind_destructive_manifest(&fixture.token, &summary)
+        .await
+        .expect("bind");
+    let drained = fixture.claim(&[Stage::Drained]).await;
+    let lanes = store
+        .pending_prefixes(&drained, ChunkSet::Frozen)
+        .await
+        .expect("lanes");
+    assert_eq!(
+        lanes,
+        vec![
+            (prefixes[0].clone(), 0),
+            (prefixes[1].clone(), 3),
+            (prefixes[2].clone(), 5)
+        ]
+    );
+    let mut read = Vec::new();
+    let mut after = Some(2);
+    while let Some(chunk) = store
+        .next_pending_chunk_in(&drained, ChunkSet::Frozen, &prefixes[1], after)
+        .await
+        .expect("next")
+    {
+        assert_eq!(chunk.prefix, prefixes[1]);
+        after = Some(chunk.chunk_no);
+        read.push(chunk.chunk_no);
+    }
+    assert_eq!(
+        read,
+        vec![3, 4],
+        "the thumbs lane, and nothing of _meta after it"
+    );
+    let none = store
+        .next_pending_chunk_in(&drained, ChunkSet::Late, &prefixes[0], None)
+        .await;
+    assert!(
+        none.is_err(),
+        "late chunks are not read while drained: {none:?}"
+    );
+
+    fixture.mark_irreversible().await;
+    assert!(fixture.stamp(3, chunk_ack(2, 0)).await);
+    assert!(fixture.stamp(4, chunk_ack(1, 0)).await);
+    let lanes = store
+        .pending_prefixes(&drained, ChunkSet::Frozen)
+        .await
+        .expect("lanes");
+    assert_eq!(
+        lanes,
+        vec![(prefixes[0].clone(), 0), (prefixes[2].clone(), 5)],
+        "a lane whose chunks are all stamped is gone"
+    );
+}
+
 /// Every chunk stamp records how its versions were acknowledged: deleted now, or already absent
 /// (a replayed chunk), per chunk in the audit trail the receipt is built from.
 #[tokio::test]

@@ -310,6 +310,67 @@ impl Store {
         unstamped_chunks(&mut conn, token.request_id, set, after, limit).await
     }
 
+    /// The next unstamped chunk of `set` under `prefix` after chunk `after`, generation-checked
+    /// like [`Store::pending_chunks_of`]: one lane of a deletion that works the tenant's
+    /// prefixes side by side.
+    pub async fn next_pending_chunk_in(
+        &self,
+        token: &ExecToken,
+        set: ChunkSet,
+        prefix: &str,
+        after: Option<u32>,
+    ) -> StoreResult<Option<ManifestChunk>> {
+        let mut conn = self.pool.acquire().await?;
+        read_for_token(&mut conn, token)
+            .await?
+            .require_stage(set.stages())?;
+        let row: Option<(i32, String, sqlx::types::Json<Vec<String>>)> = sqlx::query_as(
+            "SELECT chunk_no, prefix, entries FROM deletion.manifest_chunks \
+             WHERE request_id = $1 AND deleted_at IS NULL AND chunk_no > $2 \
+               AND (late_at IS NOT NULL) = $3 AND prefix = $4 \
+             ORDER BY chunk_no LIMIT 1",
+        )
+        .bind(token.request_id)
+        .bind(after.map_or(-1, i64::from))
+        .bind(set == ChunkSet::Late)
+        .bind(prefix)
+        .fetch_optional(&mut *conn)
+        .await?;
+        row.map(|(chunk_no, prefix, entries)| {
+            Ok(ManifestChunk {
+                chunk_no: stored_chunk_no(chunk_no)?,
+                prefix,
+                entries: entries.0,
+            })
+        })
+        .transpose()
+    }
+
+    /// The prefixes that still have unstamped chunks of `set`, each with the number of its first
+    /// such chunk, in that order: the lanes of [`Store::next_pending_chunk_in`].
+    pub async fn pending_prefixes(
+        &self,
+        token: &ExecToken,
+        set: ChunkSet,
+    ) -> StoreResult<Vec<(String, u32)>> {
+        let mut conn = self.pool.acquire().await?;
+        read_for_token(&mut conn, token)
+            .await?
+            .require_stage(set.stages())?;
+        let rows: Vec<(String, i32)> = sqlx::query_as(
+            "SELECT prefix, min(chunk_no) FROM deletion.manifest_chunks \
+             WHERE request_id = $1 AND deleted_at IS NULL AND (late_at IS NOT NULL) = $2 \
+             GROUP BY prefix ORDER BY min(chunk_no)",
+        )
+        .bind(token.request_id)
+        .bind(set == ChunkSet::Late)
+        .fetch_all(&mut *conn)
+        .await?;
+        rows.into_iter()
+            .map(|(prefix, first)| Ok((prefix, stored_chunk_no(first)?)))
+            .collect()
+    }
+
     /// [`Store::pending_chunks_of`] the frozen manifest.
     pub async fn pending_chunks_after(
         &self,

@@ -445,26 +445,56 @@ pub fn media_manifest(
     entries: &[String],
     chunk_size: usize,
 ) -> ManifestSummary {
-    let [media, thumbs, meta] = tenant_prefixes(community_id);
-    let mut digest = KeyStreamDigest::new();
-    for entry in entries {
-        digest.fold_encoded(entry);
+    tenant_manifest(community_id, [entries, &[], &[]], chunk_size)
+}
+
+/// The manifest summary for the entries of each tenant prefix (media, thumbs, _meta), each
+/// prefix split into chunks of `chunk_size`.
+pub fn tenant_manifest(
+    community_id: Uuid,
+    entries: [&[String]; 3],
+    chunk_size: usize,
+) -> ManifestSummary {
+    let mut chunks = 0;
+    let mut total = 0;
+    let mut prefixes = Vec::new();
+    for (prefix, entries) in tenant_prefixes(community_id).into_iter().zip(entries) {
+        let mut digest = KeyStreamDigest::new();
+        for entry in entries {
+            digest.fold_encoded(entry);
+        }
+        let (keys_digest, versions) = digest.finish();
+        chunks += entries.len().div_ceil(chunk_size) as u64;
+        total += versions;
+        prefixes.push(PrefixSummary {
+            prefix,
+            versions,
+            bytes: 0,
+            keys_digest,
+        });
     }
-    let (keys_digest, versions) = digest.finish();
     ManifestSummary {
-        chunks: entries.len().div_ceil(chunk_size) as u64,
-        versions,
-        prefixes: vec![
-            PrefixSummary {
-                prefix: media,
-                versions,
-                bytes: 0,
-                keys_digest,
-            },
-            empty_prefix(thumbs),
-            empty_prefix(meta),
-        ],
+        chunks,
+        versions: total,
+        prefixes,
     }
+}
+
+/// `n` versions of the community under `family` (`media`, `thumbs` or `_meta`), encoded as
+/// manifest entries.
+pub fn family_entries(community_id: Uuid, family: &str, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let hash = format!("{:064x}", i + 1);
+            let suffix = match family {
+                "thumbs" => ".webp",
+                "_meta" => ".json",
+                _ => "",
+            };
+            let key = format!("{family}/{}/{hash}{suffix}", community_id.hyphenated());
+            ManifestEntry::new(key, format!("v{i}"), VersionKind::Object).encode()
+        })
+        .collect()
 }
 
 /// Manifest of `versions` media versions in chunks of `chunk_size`, bound; claimed at `drained`.
