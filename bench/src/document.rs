@@ -23,9 +23,11 @@ pub fn render(report: &Report) -> String {
     block(
         &mut out,
         format_args!(
-            "The other benchmark, one multiplexed Redis connection against a `deadpool-redis` pool \
-         for concurrent namespace purges, is `buzz-deletion-redis-bench`: \
-         [benchmarks-redis.md](benchmarks-redis.md)."
+            "The other benchmarks: one multiplexed Redis connection against a `deadpool-redis` \
+         pool for concurrent namespace purges, `buzz-deletion-redis-bench`: \
+         [benchmarks-redis.md](benchmarks-redis.md); completing a deletion with 1, 10,000 and \
+         1,000,000 receipts in the transparency log, `buzz-deletion-log-bench`: \
+         [benchmarks-log.md](benchmarks-log.md)."
         ),
     );
     how_to_run(&mut out, report);

@@ -88,13 +88,15 @@ pub async fn run_floor(
 }
 
 /// Every version of the community's three prefixes, as DeleteObjects calls of at most 1,000
-/// versions that never span a prefix (as the manifest's chunks never do).
+/// versions that never span a prefix (as the manifest's chunks never do), the prefixes taking
+/// turns call by call as the workflow's lanes do.
 pub async fn list_delete_calls(
     objects: &ObjectStore,
     community: Uuid,
 ) -> Result<Vec<Vec<ObjectVersionRef>>> {
-    let mut calls = Vec::new();
+    let mut lanes = Vec::new();
     for prefix in tenant_prefixes(community) {
+        let mut calls = Vec::new();
         let mut versions = Vec::new();
         let mut marker = None;
         loop {
@@ -112,8 +114,21 @@ pub async fn list_delete_calls(
                 .chunks(MAX_VERSIONS_PER_DELETE)
                 .map(<[ObjectVersionRef]>::to_vec),
         );
+        lanes.push(calls.into_iter());
     }
-    Ok(calls)
+    Ok(interleaved(lanes))
+}
+
+/// The lanes' items taking turns (a1 b1 c1 a2 b2 …), a lane dropping out when it runs dry.
+fn interleaved<T>(mut lanes: Vec<std::vec::IntoIter<T>>) -> Vec<T> {
+    let mut out = Vec::new();
+    loop {
+        let before = out.len();
+        out.extend(lanes.iter_mut().filter_map(Iterator::next));
+        if out.len() == before {
+            return out;
+        }
+    }
 }
 
 /// Issues the calls with at most `parallelism` in flight; every version must be acknowledged.
@@ -224,6 +239,16 @@ mod tests {
     fn catalog_names_are_quoted_part_by_part() {
         assert_eq!(quoted("buzz.events"), "\"buzz\".\"events\"");
         assert_eq!(quoted("buzz.we\"ird"), "\"buzz\".\"we\"\"ird\"");
+    }
+
+    #[test]
+    fn calls_of_the_prefixes_take_turns_until_each_runs_dry() {
+        let lanes = vec![
+            vec!["m1", "m2", "m3"].into_iter(),
+            vec!["t1"].into_iter(),
+            vec!["x1", "x2"].into_iter(),
+        ];
+        assert_eq!(interleaved(lanes), vec!["m1", "t1", "x1", "m2", "x2", "m3"]);
     }
 
     #[test]

@@ -18,6 +18,9 @@ pub struct RunHistory {
     pub run_id: String,
     /// Events in its history.
     pub events: u64,
+    /// Activity attempts that failed before the one that completed (from each started event's
+    /// attempt number), and the failures they ended with.
+    pub failed_attempts: Vec<String>,
 }
 
 /// Every run of `workflow_id`, first to last, with its event count.
@@ -38,6 +41,7 @@ pub async fn run_chain(workflow_id: &str) -> Result<Vec<RunHistory>> {
         chain.push(RunHistory {
             run_id: run_id.clone(),
             events: events.len() as u64,
+            failed_attempts: failed_attempts(events),
         });
         match next {
             Some(next) => run_id = next,
@@ -56,6 +60,27 @@ fn continued_as(events: &[Value]) -> Option<String> {
     last["workflowExecutionContinuedAsNewEventAttributes"]["newExecutionRunId"]
         .as_str()
         .map(str::to_owned)
+}
+
+/// The failures of every activity attempt that was retried: an activity's started event records
+/// its attempt number and the failure of the attempt before it (Temporal writes no event for a
+/// failed attempt that is retried).
+fn failed_attempts(events: &[Value]) -> Vec<String> {
+    let mut failures = Vec::new();
+    for event in events {
+        let started = &event["activityTaskStartedEventAttributes"];
+        let attempt = started["attempt"].as_u64().unwrap_or(1);
+        if attempt > 1 {
+            let message = started["lastFailure"]["message"]
+                .as_str()
+                .unwrap_or("(no failure recorded)");
+            // Only the last failure is recorded; the attempts before it count alike.
+            for _ in 1..attempt {
+                failures.push(message.to_owned());
+            }
+        }
+    }
+    failures
 }
 
 /// Runs `temporal ARGS… --output json` against the stack's server and parses stdout.
@@ -99,5 +124,19 @@ mod tests {
         let completed = vec![json!({"eventType": "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED"})];
         assert_eq!(continued_as(&completed), None);
         assert_eq!(continued_as(&[]), None);
+    }
+
+    #[test]
+    fn retried_attempts_are_counted_from_the_started_events_attempt_numbers() {
+        let events = vec![
+            json!({"activityTaskStartedEventAttributes": {"attempt": 1}}),
+            json!({"activityTaskStartedEventAttributes": {
+                "attempt": 3, "lastFailure": {"message": "S3 DeleteObjects is throttled"}}}),
+            json!({"eventType": "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED"}),
+        ];
+        assert_eq!(
+            failed_attempts(&events),
+            vec!["S3 DeleteObjects is throttled"; 2]
+        );
     }
 }

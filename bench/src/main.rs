@@ -2,19 +2,6 @@
 //! the raw floor, side by side in one run. Not a test: run it by hand (see docs/benchmarks.md).
 #![deny(unsafe_code)]
 
-mod args;
-mod check;
-mod document;
-mod fence_cost;
-mod floor;
-mod history;
-mod machine;
-mod plan;
-mod probe;
-mod report;
-mod stack;
-mod workflow;
-
 use std::future::Future;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -24,12 +11,13 @@ use clap::Parser;
 use demo::{SeedReport, seed_community};
 use uuid::Uuid;
 
-use crate::args::BenchArgs;
-use crate::check::{Snapshot, remains, snapshot};
-use crate::floor::run_floor;
-use crate::report::{Checked, Outcome, Report, SizeResult};
-use crate::stack::Stack;
-use crate::workflow::{WorkflowVariant, run_workflow};
+use bench::args::BenchArgs;
+use bench::check::{Snapshot, remains, snapshot};
+use bench::floor::run_floor;
+use bench::report::{Checked, Outcome, Report, SizeResult};
+use bench::stack::Stack;
+use bench::workflow::{WorkflowVariant, run_workflow};
+use bench::{document, fence_cost, machine, plan, probe};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -84,6 +72,7 @@ async fn run(mut args: BenchArgs) -> Result<bool> {
         delete_rounds_per_run: args.delete_rounds_per_run,
         chunk_entries: args.chunk_entries,
         timeout: Duration::from_secs(args.variant_timeout_secs),
+        env: Vec::new(),
     };
     let mut sizes = Vec::new();
     for &size in &args.sizes {

@@ -668,6 +668,7 @@ mod tests {
                 .map(|e| RunHistory {
                     run_id: format!("run-{e}"),
                     events: *e,
+                    failed_attempts: Vec::new(),
                 })
                 .collect(),
             worker_peak_rss_kib: rss_kib,

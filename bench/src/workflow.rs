@@ -1,7 +1,7 @@
 //! The workflow variants (b and c): the real worker process on its own task queue, driven by the
 //! real operator CLI, timed from the approval to `retention_pending`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,9 @@ pub struct WorkflowVariant {
     pub chunk_entries: u32,
     /// Give up after this long.
     pub timeout: Duration,
+    /// Variables set for the worker and the CLI on top of the inherited environment (another
+    /// database's URLs, another S3 endpoint).
+    pub env: Vec<(String, String)>,
 }
 
 /// What one workflow variant measured.
@@ -60,7 +63,7 @@ pub async fn run_workflow(
     label: &str,
 ) -> Result<WorkflowTimings> {
     let task_queue = format!("bench-{label}-{}", Uuid::new_v4().simple());
-    let mut worker = start_worker(&variant.bin_dir, &task_queue, variant.chunk_entries)?;
+    let mut worker = start_worker(variant, &task_queue)?;
     let measured = drive(stack, host, variant, &task_queue, &worker).await;
     stop_worker(&mut worker).await;
     measured
@@ -78,10 +81,10 @@ async fn drive(
     let parallelism = variant.delete_parallelism.to_string();
     let chunks = variant.chunks_per_call.to_string();
     let rounds = variant.delete_rounds_per_run.to_string();
-    let requester = operator_key(&variant.bin_dir, "bench-requester").await?;
-    let approver = operator_key(&variant.bin_dir, "bench-approver").await?;
+    let requester = operator_key(variant, "bench-requester").await?;
+    let approver = operator_key(variant, "bench-approver").await?;
     let submitted = cli(
-        &variant.bin_dir,
+        variant,
         task_queue,
         &[
             "community",
@@ -118,7 +121,7 @@ async fn drive(
 
     let started = Instant::now();
     cli(
-        &variant.bin_dir,
+        variant,
         task_queue,
         &[
             "community",
@@ -199,13 +202,17 @@ fn stage_durations(
 }
 
 /// Starts `buzz-deletion-worker` on `task_queue` (metrics off, warnings only).
-fn start_worker(bin_dir: &Path, task_queue: &str, chunk_entries: u32) -> Result<Child> {
-    let exe = bin_dir.join("buzz-deletion-worker");
+fn start_worker(variant: &WorkflowVariant, task_queue: &str) -> Result<Child> {
+    let exe = variant.bin_dir.join("buzz-deletion-worker");
     Command::new(&exe)
         .env("BUZZ_TASK_QUEUE", task_queue)
         .env("BUZZ_METRICS_PORT", "0")
-        .env("BUZZ_MANIFEST_CHUNK_ENTRIES", chunk_entries.to_string())
+        .env(
+            "BUZZ_MANIFEST_CHUNK_ENTRIES",
+            variant.chunk_entries.to_string(),
+        )
         .env("RUST_LOG", "warn")
+        .envs(variant.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
@@ -237,7 +244,7 @@ async fn stop_worker(worker: &mut Child) {
 
 /// A throwaway SSH key for operator `name` (every operator action is signed), registered with
 /// `buzz-deletion operators add --replace` (the owner's BUZZ_OWNER_DATABASE_URL); its path.
-async fn operator_key(bin_dir: &Path, name: &str) -> Result<String> {
+async fn operator_key(variant: &WorkflowVariant, name: &str) -> Result<String> {
     let dir = std::env::temp_dir().join(format!("buzz-bench-operators-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
     let key = dir.join(name);
@@ -255,7 +262,7 @@ async fn operator_key(bin_dir: &Path, name: &str) -> Result<String> {
     }
     let public = format!("{}.pub", key.display());
     cli(
-        bin_dir,
+        variant,
         "-",
         &[
             "operators",
@@ -272,12 +279,13 @@ async fn operator_key(bin_dir: &Path, name: &str) -> Result<String> {
 }
 
 /// Runs the operator CLI on `task_queue`; exit 0 and JSON on stdout are required.
-async fn cli(bin_dir: &Path, task_queue: &str, args: &[&str]) -> Result<Value> {
-    let exe = bin_dir.join("buzz-deletion");
+async fn cli(variant: &WorkflowVariant, task_queue: &str, args: &[&str]) -> Result<Value> {
+    let exe = variant.bin_dir.join("buzz-deletion");
     let output = Command::new(&exe)
         .args(args)
         .env("BUZZ_TASK_QUEUE", task_queue)
         .env("RUST_LOG", "warn")
+        .envs(variant.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .output()
         .await
