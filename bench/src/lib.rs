@@ -6,6 +6,7 @@
 pub mod args;
 pub mod check;
 pub mod document;
+pub mod double;
 pub mod fence_cost;
 pub mod floor;
 pub mod history;

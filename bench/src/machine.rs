@@ -10,6 +10,28 @@ pub fn peak_rss_kib(pid: u32) -> Result<u64> {
         .with_context(|| format!("/proc/{pid}/status has no VmHWM line"))
 }
 
+/// CPU seconds (user + system) process `pid` has used so far, from `/proc/<pid>/stat`.
+pub fn cpu_seconds(pid: u32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("read /proc/{pid}/stat"))?;
+    stat_cpu_ticks(&stat)
+        .map(|ticks| ticks as f64 / CLOCK_TICKS_PER_SECOND)
+        .with_context(|| format!("/proc/{pid}/stat has no utime/stime"))
+}
+
+/// `sysconf(_SC_CLK_TCK)`: 100 on every Linux the project runs on.
+const CLOCK_TICKS_PER_SECOND: f64 = 100.0;
+
+/// utime + stime (fields 14 and 15) of a /proc stat line; the command name (field 2) may hold
+/// spaces, so fields are counted after its closing parenthesis.
+fn stat_cpu_ticks(stat: &str) -> Option<u64> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let mut fields = after_name.split_whitespace().skip(11);
+    let user: u64 = fields.next()?.parse().ok()?;
+    let system: u64 = fields.next()?.parse().ok()?;
+    Some(user + system)
+}
+
 /// The KiB value of a `Name:   1234 kB` line of a /proc status file.
 fn status_field_kib(status: &str, field: &str) -> Option<u64> {
     status.lines().find_map(|line| {
@@ -55,6 +77,13 @@ pub fn describe() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_ticks_are_user_plus_system_after_a_name_with_spaces() {
+        let stat = "42 (buzz worker) S 1 42 42 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 9 0";
+        assert_eq!(stat_cpu_ticks(stat), Some(325));
+        assert_eq!(stat_cpu_ticks("garbage"), None);
+    }
 
     #[test]
     fn the_peak_resident_set_is_read_from_the_vmhwm_line() {

@@ -672,6 +672,7 @@ mod tests {
                 })
                 .collect(),
             worker_peak_rss_kib: rss_kib,
+            worker_cpu_seconds: 0.0,
             request_id: uuid::Uuid::nil(),
         }
     }

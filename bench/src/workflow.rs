@@ -51,6 +51,8 @@ pub struct WorkflowTimings {
     pub runs: Vec<RunHistory>,
     /// The worker's peak resident set, KiB.
     pub worker_peak_rss_kib: u64,
+    /// CPU seconds the worker used from its start to the end of the deletion.
+    pub worker_cpu_seconds: f64,
     /// The request id.
     pub request_id: Uuid,
 }
@@ -139,6 +141,7 @@ async fn drive(
     wait_until_retained(stack, request_id, variant.timeout).await?;
     let wall = started.elapsed();
     let worker_peak_rss_kib = peak_rss_kib(pid)?;
+    let worker_cpu_seconds = crate::machine::cpu_seconds(pid)?;
 
     let inspection = stack.store.inspect(request_id).await?;
     let stages = stage_durations(
@@ -153,6 +156,7 @@ async fn drive(
         stages,
         runs,
         worker_peak_rss_kib,
+        worker_cpu_seconds,
         request_id,
     })
 }
