@@ -14,7 +14,7 @@ use certificate::merkle::Frontier;
 use sqlx::{Connection, PgConnection};
 
 /// The statements that write the filler, in order, inside one transaction. `$1` is the number
-/// of receipts, `$2` the signing key's id.
+/// of receipts in the first, the signing key's id in the third.
 const FILL: [&str; 4] = [
     "CREATE TEMP TABLE filler ON COMMIT DROP AS \
      SELECT i, gen_random_uuid() AS id, \
@@ -26,7 +26,7 @@ const FILL: [&str; 4] = [
             'completed', now() \
      FROM filler ORDER BY i",
     "INSERT INTO deletion.receipts (request_id, kind, key_id, signed, receipt_digest) \
-     SELECT id, 'user', $2, '{}'::jsonb, digest FROM filler ORDER BY i",
+     SELECT id, 'user', $1, '{}'::jsonb, digest FROM filler ORDER BY i",
     "INSERT INTO deletion.transparency_log (leaf_index, receipt_digest, request_id) \
      SELECT i - 1, digest, id FROM filler ORDER BY i",
 ];

@@ -123,6 +123,20 @@ async fn measure_size(
     let db = testkit::private_db::private_database(&format!("log{receipts}")).await;
     let migrated = db.migrated_owner_store(2).await;
     migrated.pool().close().await;
+    let measured = fill_and_delete(args, bin_dir, shared, key, receipts, &db).await;
+    testkit::private_db::drop_database(&db.name).await;
+    measured
+}
+
+/// Fills the log of `db` and measures `args.repeat` deletions on it.
+async fn fill_and_delete(
+    args: &LogArgs,
+    bin_dir: &std::path::Path,
+    shared: &Stack,
+    key: &ReceiptKey,
+    receipts: u64,
+    db: &testkit::private_db::PrivateDatabase,
+) -> Result<SizeRun> {
     eprintln!("log of {receipts}: filling {}", db.name);
     let fill_started = Instant::now();
     fill_log(&db.owner, key, receipts).await?;
@@ -140,26 +154,10 @@ async fn measure_size(
         ],
     };
     let mut completions = Vec::new();
-    let mut outcome = Ok(());
     for round in 0..args.repeat {
-        match delete_one(
-            shared,
-            &db.owner,
-            &variant,
-            key,
-            receipts + u64::from(round),
-        )
-        .await
-        {
-            Ok(completion) => completions.push(completion),
-            Err(error) => {
-                outcome = Err(error);
-                break;
-            }
-        }
+        let before = receipts + u64::from(round);
+        completions.push(delete_one(shared, &db.owner, &variant, key, before).await?);
     }
-    testkit::private_db::drop_database(&db.name).await;
-    outcome?;
     Ok(SizeRun {
         receipts,
         fill,
