@@ -87,7 +87,8 @@ impl Double {
                 "--region",
                 REGION,
             ])
-            .env("RUST_LOG", "warn")
+            // s3s logs every 503 SlowDown it answers as an error: expected here, so quiet.
+            .env("RUST_LOG", "warn,s3s=off")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -5,7 +5,7 @@
 use uuid::Uuid;
 use workflows::community::PrefixSummary;
 
-use crate::s3::{ObjectStore, ObjectVersion};
+use crate::s3::{ObjectStore, ObjectStoreError, ObjectVersion, S3Operation, VersionPage};
 use crate::taxonomy::{KeyStreamDigest, is_tenant_owned_key, tenant_prefixes};
 
 use super::failure::{PhaseError, PhaseResult};
@@ -41,54 +41,125 @@ impl VersionSink for DiscardVersions {
     }
 }
 
+/// Listing pages of the three prefixes held at most between the listers and the sink.
+const PAGES_AHEAD: usize = 6;
+
+/// What the scan of one prefix has summed so far.
+struct PrefixScan {
+    prefix: String,
+    digest: KeyStreamDigest,
+    bytes: u64,
+    done: bool,
+}
+
 /// Lists every version and delete marker under the community's tenant prefixes, checking each
-/// key's exact shape, and returns one summary (count, bytes, order-independent digest) per prefix.
+/// key's exact shape, and returns one summary (count, bytes, order-independent digest) per prefix,
+/// in the prefixes' order.
 ///
-/// Cost is O(tenant versions) regardless of the bucket's size.
+/// The three prefixes are listed side by side (one lister task each, a few pages ahead of the
+/// sink), so the listing takes as long as the largest prefix, not the sum, and overlaps with what
+/// the sink does with each page. The sink sees each prefix's versions in listing order, the
+/// prefixes' pages interleaved, and `prefix_done` once a prefix is listed to its end. Memory
+/// stays bounded by [`PAGES_AHEAD`] pages plus what the sink buffers. Cost is O(tenant versions)
+/// regardless of the bucket's size; the first failure ends the scan and stops every lister.
 pub async fn scan_tenant_prefixes(
     objects: &ObjectStore,
     community: Uuid,
     progress: &ProgressCell,
     sink: &mut impl VersionSink,
 ) -> PhaseResult<Vec<PrefixSummary>> {
-    let mut summaries = Vec::with_capacity(3);
-    for prefix in tenant_prefixes(community) {
-        let mut digest = KeyStreamDigest::new();
-        let mut bytes: u64 = 0;
-        let mut marker = None;
-        loop {
-            let page = objects
-                .list_versions_page(&prefix, marker, LIST_PAGE_SIZE)
-                .await?;
-            for version in &page.entries {
-                if !is_tenant_owned_key(community, &version.key) {
-                    return Err(PhaseError::UnknownKeyShape {
-                        prefix: prefix.clone(),
-                        key: version.key.clone(),
-                    });
-                }
-                digest.fold(&version.manifest_entry());
-                bytes = bytes.saturating_add(version.size);
-                sink.accept(&prefix, version).await?;
-            }
-            progress.update(|p| {
-                p.step = format!("listing {prefix}");
-                p.done = p.done.saturating_add(page.entries.len() as u64);
-                p.unit = "versions listed".to_owned();
-            });
-            match page.next {
-                Some(next) => marker = Some(next),
-                None => break,
-            }
-        }
-        sink.prefix_done(&prefix).await?;
-        let (keys_digest, versions) = digest.finish();
-        summaries.push(PrefixSummary {
+    let mut scans: Vec<PrefixScan> = tenant_prefixes(community)
+        .into_iter()
+        .map(|prefix| PrefixScan {
             prefix,
-            versions,
-            bytes,
-            keys_digest,
-        });
+            digest: KeyStreamDigest::new(),
+            bytes: 0,
+            done: false,
+        })
+        .collect();
+    let (pages, mut listed) = tokio::sync::mpsc::channel(PAGES_AHEAD);
+    // Dropped on return, which aborts every lister still running.
+    let mut listers = tokio::task::JoinSet::new();
+    for (lane, scan) in scans.iter().enumerate() {
+        listers.spawn(list_prefix(
+            objects.clone(),
+            scan.prefix.clone(),
+            lane,
+            pages.clone(),
+        ));
     }
-    Ok(summaries)
+    drop(pages);
+    while let Some((lane, page)) = listed.recv().await {
+        let page: VersionPage = page?;
+        let Some(scan) = scans.get_mut(lane) else {
+            continue;
+        };
+        for version in &page.entries {
+            if !is_tenant_owned_key(community, &version.key) {
+                return Err(PhaseError::UnknownKeyShape {
+                    prefix: scan.prefix.clone(),
+                    key: version.key.clone(),
+                });
+            }
+            scan.digest.fold(&version.manifest_entry());
+            scan.bytes = scan.bytes.saturating_add(version.size);
+            sink.accept(&scan.prefix, version).await?;
+        }
+        progress.update(|p| {
+            p.step = "listing the tenant's prefixes side by side".to_owned();
+            p.done = p.done.saturating_add(page.entries.len() as u64);
+            p.unit = "versions listed".to_owned();
+        });
+        if page.next.is_none() {
+            sink.prefix_done(&scan.prefix).await?;
+            scan.done = true;
+        }
+    }
+    // Every lister has ended; one that ended without its last page panicked or was cancelled.
+    if scans.iter().any(|scan| !scan.done) {
+        return Err(ObjectStoreError::IncompleteResponse {
+            operation: S3Operation::ListObjectVersions,
+            field: "the rest of a prefix's listing (its lister stopped)",
+        }
+        .into());
+    }
+    Ok(scans
+        .into_iter()
+        .map(|scan| {
+            let (keys_digest, versions) = scan.digest.finish();
+            PrefixSummary {
+                prefix: scan.prefix,
+                versions,
+                bytes: scan.bytes,
+                keys_digest,
+            }
+        })
+        .collect())
+}
+
+/// Lists `prefix` page by page into `pages`, tagged with its `lane`; stops after a failure (sent
+/// on) or when the scan stopped listening.
+async fn list_prefix(
+    objects: ObjectStore,
+    prefix: String,
+    lane: usize,
+    pages: tokio::sync::mpsc::Sender<(usize, Result<VersionPage, ObjectStoreError>)>,
+) {
+    let mut marker = None;
+    loop {
+        let page = objects
+            .list_versions_page(&prefix, marker.take(), LIST_PAGE_SIZE)
+            .await;
+        let next = match &page {
+            Ok(page) => page.next.clone(),
+            Err(_) => None,
+        };
+        if pages.send((lane, page)).await.is_err() {
+            return;
+        }
+        match next {
+            Some(next) => marker = Some(next),
+            None => return,
+        }
+    }
 }
