@@ -39,7 +39,7 @@ pub const ACTIVITY_DURATION: &str = "buzz_deletion_activity_duration_seconds";
 pub const DELETE_RATE: &str = "buzz_deletion_delete_rate_per_prefix";
 /// Name of the counter of DeleteObjects calls (or per-key answers) the server throttled, by
 /// `family` (the exporter adds `_total`).
-pub const S3_THROTTLES: &str = "buzz_deletion_s3_throttles";
+pub const DELETE_THROTTLES: &str = "buzz_deletion_delete_throttles";
 
 /// Name of the requests gauge, labelled by `kind` and `state` (`store::request_gauges::STATES`).
 pub const REQUESTS: &str = "buzz_deletion_requests";
@@ -66,7 +66,7 @@ pub const LEASE_REAPER_FAILURES: &str = "buzz_deletion_lease_reaper_failures";
 pub const EXPORTED: [&str; 15] = [
     "buzz_deletion_objects_deleted_total",
     DELETE_RATE,
-    "buzz_deletion_s3_throttles_total",
+    "buzz_deletion_delete_throttles_total",
     "buzz_deletion_rows_purged_total",
     "buzz_deletion_keys_purged_total",
     "buzz_deletion_blocked_total",
@@ -166,7 +166,7 @@ impl DeletionMetrics {
                     .build(),
             ),
             throttles: counter(
-                S3_THROTTLES,
+                DELETE_THROTTLES,
                 "DeleteObjects calls or per-key answers S3 throttled (SlowDown), by prefix family",
             ),
             unlabelled: meter.new_attributes(NewAttributes::new(Vec::new())),
