@@ -412,6 +412,15 @@ pub(super) fn status_class(status: u16) -> StatusClass {
     }
 }
 
+/// Whether a GetObject of an explicit version found no such version: Ceph RGW answers
+/// `NoSuchKey` (the SDK's modelled variant), AWS S3 answers `NoSuchVersion` (a code the SDK does
+/// not model). Both are the protocol's verdict, read from the error code, never the message.
+pub(super) fn is_missing_version(
+    error: &aws_sdk_s3::operation::get_object::GetObjectError,
+) -> bool {
+    error.is_no_such_key() || error.code() == Some("NoSuchVersion")
+}
+
 /// Whether a service error carries the S3 code `NoSuchUpload` (ListParts and
 /// CompleteMultipartUpload do not model it as a variant; the code is the protocol's verdict).
 pub(super) fn is_no_such_upload(error: &impl ProvideErrorMetadata) -> bool {

@@ -145,6 +145,31 @@ fn http_statuses_map_to_retry_decisions() {
 }
 
 #[test]
+fn a_missing_version_is_recognised_as_rgw_and_aws_each_answer_it() {
+    use aws_sdk_s3::error::ErrorMetadata;
+    use aws_sdk_s3::operation::get_object::GetObjectError;
+    use aws_sdk_s3::types::error::NoSuchKey;
+    let coded = |code: &str, message: &str| {
+        GetObjectError::generic(ErrorMetadata::builder().code(code).message(message).build())
+    };
+    assert!(super::error::is_missing_version(
+        &GetObjectError::NoSuchKey(NoSuchKey::builder().build())
+    ));
+    assert!(super::error::is_missing_version(&coded(
+        "NoSuchVersion",
+        "The specified version does not exist."
+    )));
+    assert!(!super::error::is_missing_version(&coded(
+        "AccessDenied",
+        "NoSuchVersion"
+    )));
+    assert!(!super::error::is_missing_version(&coded(
+        "NoSuchBucket",
+        ""
+    )));
+}
+
+#[test]
 fn only_503_and_429_are_throttles_whatever_the_code_says() {
     let busy = |status: u16, code: &str| ObjectStoreError::Busy {
         operation: S3Operation::DeleteObjects,

@@ -7,7 +7,9 @@ use aws_sdk_s3::primitives::ByteStream;
 use serde::{Deserialize, Serialize};
 
 use super::ObjectStore;
-use super::error::{ObjectStoreError, S3Operation, is_no_such_upload, required};
+use super::error::{
+    ObjectStoreError, S3Operation, is_missing_version, is_no_such_upload, required,
+};
 use crate::store::object_addresses::MultipartUpload;
 
 /// One uploaded part of a multipart upload, as ListParts reports it.
@@ -77,7 +79,7 @@ impl ObjectStore {
             .send()
             .await
             .map_err(|error| match error {
-                SdkError::ServiceError(ref service) if service.err().is_no_such_key() => {
+                SdkError::ServiceError(ref service) if is_missing_version(service.err()) => {
                     ObjectStoreError::NoSuchVersion {
                         key: key.to_owned(),
                         version_id: version_id.to_owned(),
