@@ -18,3 +18,28 @@ pub mod report;
 pub mod stack;
 pub mod table_reads;
 pub mod workflow;
+
+/// The exit code of a benchmark binary `name` from what its run returned: success, `Ok(false)`
+/// (a target or target figure failed: `failed` says which) or an error, printed with its causes.
+pub fn exit_code(
+    name: &str,
+    outcome: anyhow::Result<bool>,
+    failed: &str,
+) -> std::process::ExitCode {
+    match outcome {
+        Ok(true) => std::process::ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!("{failed}");
+            std::process::ExitCode::FAILURE
+        }
+        Err(error) => {
+            eprintln!("{name}: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Installs ring as the process's rustls provider (every client here uses it).
+pub fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

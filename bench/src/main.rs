@@ -21,18 +21,13 @@ use bench::{document, fence_cost, machine, plan, probe};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    match run(BenchArgs::parse()).await {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => {
-            eprintln!("a variant failed, left the target behind or touched the neighbour");
-            ExitCode::FAILURE
-        }
-        Err(error) => {
-            eprintln!("buzz-deletion-bench: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
+    bench::install_crypto();
+    let outcome = run(BenchArgs::parse()).await;
+    bench::exit_code(
+        "buzz-deletion-bench",
+        outcome,
+        "a variant failed, left the target behind or touched the neighbour",
+    )
 }
 
 /// Runs the whole benchmark; `Ok(false)` when any outcome check failed.

@@ -76,18 +76,13 @@ struct SizeRun {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    match run(LogArgs::parse()).await {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => {
-            eprintln!("completion cost is not flat within {FLAT_WITHIN}x across the log sizes");
-            ExitCode::FAILURE
-        }
-        Err(error) => {
-            eprintln!("buzz-deletion-log-bench: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
+    bench::install_crypto();
+    let outcome = run(LogArgs::parse()).await;
+    bench::exit_code(
+        "buzz-deletion-log-bench",
+        outcome,
+        &format!("completion cost is not flat within {FLAT_WITHIN}x across the log sizes"),
+    )
 }
 
 async fn run(args: LogArgs) -> Result<bool> {

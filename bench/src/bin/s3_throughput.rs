@@ -122,18 +122,13 @@ struct Bench<'a> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    match run(S3Args::parse()).await {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => {
-            eprintln!("a target was left behind or the neighbour was touched");
-            ExitCode::FAILURE
-        }
-        Err(error) => {
-            eprintln!("buzz-deletion-s3-bench: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
+    bench::install_crypto();
+    let outcome = run(S3Args::parse()).await;
+    bench::exit_code(
+        "buzz-deletion-s3-bench",
+        outcome,
+        "a target was left behind or the neighbour was touched",
+    )
 }
 
 async fn run(args: S3Args) -> Result<bool> {
