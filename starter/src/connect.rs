@@ -160,29 +160,38 @@ fn privileged_role_allowed() -> bool {
 }
 
 async fn connect_url(url: &str) -> Result<activities::store::Store, CliError> {
-    activities::store::Store::connect(url).await.map_err(|e| {
-        let refusal = match &e {
-            activities::store::StoreError::Connect { source, .. } => {
-                stack_config::refusal::postgres_refusal(source, url)
+    connect_url_sized(url, activities::store::DEFAULT_MAX_CONNECTIONS).await
+}
+
+async fn connect_url_sized(
+    url: &str,
+    max_connections: u32,
+) -> Result<activities::store::Store, CliError> {
+    activities::store::Store::connect_with_pool_size(url, max_connections)
+        .await
+        .map_err(|e| {
+            let refusal = match &e {
+                activities::store::StoreError::Connect { source, .. } => {
+                    stack_config::refusal::postgres_refusal(source, url)
+                }
+                _ => None,
+            };
+            match refusal {
+                // A certificate or password refused: one line saying what to fix.
+                Some(refusal) => CliError::Refused(format!(
+                    "PostgreSQL at {} refused the connection: {}: {}",
+                    redact_password(url),
+                    refusal.reason,
+                    refusal.fix
+                )),
+                None => CliError::Unavailable {
+                    service: "PostgreSQL",
+                    address: redact_password(url),
+                    detail: e.to_string(),
+                    hint: POSTGRES_HINT,
+                },
             }
-            _ => None,
-        };
-        match refusal {
-            // A certificate or password refused: one line saying what to fix.
-            Some(refusal) => CliError::Refused(format!(
-                "PostgreSQL at {} refused the connection: {}: {}",
-                redact_password(url),
-                refusal.reason,
-                refusal.fix
-            )),
-            None => CliError::Unavailable {
-                service: "PostgreSQL",
-                address: redact_password(url),
-                detail: e.to_string(),
-                hint: POSTGRES_HINT,
-            },
-        }
-    })
+        })
 }
 
 /// Refuses (exit 1) a superuser or schema-owner connection unless explicitly allowed.
@@ -225,8 +234,16 @@ pub async fn owner_store_at(url: &str) -> Result<activities::store::Store, CliEr
 
 /// Connects as the serving role, for `demo seed` / `demo serve`, refusing a privileged role.
 pub async fn serving_store() -> Result<activities::store::Store, CliError> {
+    serving_store_sized(activities::store::DEFAULT_MAX_CONNECTIONS).await
+}
+
+/// [`serving_store`] with a pool of `max_connections`, for a caller that knows how many
+/// statements it can have open at once.
+pub async fn serving_store_sized(
+    max_connections: u32,
+) -> Result<activities::store::Store, CliError> {
     let (variable, url) = serving_database_url()?;
-    let store = connect_url(&url).await?;
+    let store = connect_url_sized(&url, max_connections).await?;
     refuse_privileged_role(&store, variable, activities::store::SERVING_GROUP).await?;
     Ok(store)
 }

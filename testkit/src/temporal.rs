@@ -42,8 +42,30 @@ pub async fn dev_client() -> Client {
     .await
 }
 
-/// Runs the Temporal CLI (`TEMPORAL_CLI_EXE`) against the shared dev server.
+/// What the server answers (`RESOURCE_EXHAUSTED`, cause `BUSY_WORKFLOW`) when it could not take
+/// a workflow's lock in time: the request was refused whole, nothing of it applied. The CLI does
+/// not retry it; an operator would, so the tests do.
+const WORKFLOW_BUSY: &str = "Workflow is busy";
+
+/// How often, and how far apart, a command the server refused as busy is sent again.
+const BUSY_ATTEMPTS: u32 = 10;
+const BUSY_PAUSE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Runs the Temporal CLI (`TEMPORAL_CLI_EXE`) against the shared dev server, sending a command
+/// again while the server refuses it as busy (see [`WORKFLOW_BUSY`]).
 pub async fn temporal_cli(args: &[&str]) -> CliRun {
+    let mut attempt = 1;
+    loop {
+        let run = temporal_cli_once(args).await;
+        if run.code == 0 || !run.stderr.contains(WORKFLOW_BUSY) || attempt == BUSY_ATTEMPTS {
+            return run;
+        }
+        attempt += 1;
+        tokio::time::sleep(BUSY_PAUSE).await;
+    }
+}
+
+async fn temporal_cli_once(args: &[&str]) -> CliRun {
     let output = Command::new(required("TEMPORAL_CLI_EXE"))
         .args(args)
         .args([

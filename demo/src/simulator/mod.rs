@@ -80,6 +80,15 @@ impl SimulationPlan {
         }
     }
 
+    /// The PostgreSQL connections the plan can have busy at once: each write in flight holds at
+    /// most two (its own statement, and its lease's heartbeat renewing beside it), plus one for
+    /// the host lookups. A serving pool this large never makes a write wait for a connection,
+    /// so a slow database shows as slow writes, never as writes failed by the pool's timeout.
+    pub fn connections_needed(&self) -> u32 {
+        let writes = self.hosts.len().saturating_mul(self.max_in_flight_per_host);
+        u32::try_from(writes.saturating_mul(2).saturating_add(1)).unwrap_or(u32::MAX)
+    }
+
     fn validate(&self) -> Result<(), SimulationError> {
         let invalid = |reason: &str| {
             Err(SimulationError::InvalidPlan {
@@ -101,6 +110,19 @@ impl SimulationPlan {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod plan_tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_covers_every_write_in_flight_and_its_heartbeat() {
+        let mut plan = SimulationPlan::new(vec!["a".into(), "b".into(), "c".into()], 50, None);
+        assert_eq!(plan.connections_needed(), 3 * 4 * 2 + 1);
+        plan.max_in_flight_per_host = 1;
+        assert_eq!(plan.connections_needed(), 7);
     }
 }
 

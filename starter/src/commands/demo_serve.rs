@@ -23,8 +23,6 @@ pub async fn serve(args: ServeArgs) -> CliResult {
         .iter()
         .map(|h| host::resolve(Some(h), None))
         .collect::<Result<Vec<_>, _>>()?;
-    let store = connect::serving_store().await?;
-    let (objects, cache) = connect_data_stores().await?;
     let mut plan = SimulationPlan::new(
         hosts,
         args.rate,
@@ -33,6 +31,11 @@ pub async fn serve(args: ServeArgs) -> CliResult {
     plan.max_in_flight_per_host = usize::from(args.in_flight);
     plan.record_limit = args.record_admitted;
     plan.authors = args.authors;
+    let pool = plan
+        .connections_needed()
+        .max(activities::store::DEFAULT_MAX_CONNECTIONS);
+    let store = connect::serving_store_sized(pool).await?;
+    let (objects, cache) = connect_data_stores().await?;
     eprintln!(
         "serving {} host(s) at up to {} writes/s each; stop with Ctrl-C or SIGTERM",
         plan.hosts.len(),

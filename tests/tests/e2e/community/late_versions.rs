@@ -93,13 +93,14 @@ async fn a_put_landing_after_its_lease_expired_and_after_the_fence_is_frozen_and
     let target = Tenant::seed(&stack, "stalled", small_plan()).await;
     let community = target.id;
 
-    // The serving process admits a write (lease of 2 s), then stalls before its PutObject: no
-    // heartbeat renews the lease and nothing releases it.
-    let stalled = "serving:stalled-test";
-    let lease = abandoned_s3_put_lease(&stack, community, stalled, Duration::from_secs(2)).await;
-
     let (id, digest) = cli.submit(&target.host, "alice", &[]).await;
     let request: Uuid = id.parse().unwrap_or_default();
+    // The serving process admits a write (lease of 2 s), then stalls before its PutObject: no
+    // heartbeat renews the lease and nothing releases it. It is taken after the submission (the
+    // inventory is the slow part on a loaded machine), so the bound's window below starts with
+    // the approval.
+    let stalled = "serving:stalled-test";
+    let lease = abandoned_s3_put_lease(&stack, community, stalled, Duration::from_secs(2)).await;
     cli.approve(&id, "bob", &digest).await.expect_code(0);
     // The fence closes once the lease expired (it is no longer live)...
     wait_for_stage(&stack, request, "fenced", 60).await;
@@ -114,8 +115,13 @@ async fn a_put_landing_after_its_lease_expired_and_after_the_fence_is_frozen_and
     assert!(expired, "the lease expired unreleased before the fence");
 
     // ...and the stalled process resumes: its PutObject lands after expiry and after the fence,
-    // well inside the protected-operation bound.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // well inside the protected-operation bound (5 s on, or earlier if a slow machine took most
+    // of the bound getting here; never in its last 10 s).
+    let bound = chrono::Duration::from_std(MAX_PROTECTED_OPERATION).unwrap_or_default();
+    let left = (lease.expires_at + bound - chrono::Utc::now() - chrono::Duration::seconds(10))
+        .to_std()
+        .unwrap_or_default();
+    tokio::time::sleep(left.min(Duration::from_secs(5))).await;
     assert_eq!(
         stage_of(&stack, request).await,
         "fenced",
@@ -165,7 +171,6 @@ async fn a_put_landing_after_its_lease_expired_and_after_the_fence_is_frozen_and
     .fetch_one(stack.store.pool())
     .await
     .unwrap_or_else(|e| panic!("{e}"));
-    let bound = chrono::Duration::from_std(MAX_PROTECTED_OPERATION).unwrap_or_default();
     assert!(
         drained_at >= lease.expires_at + bound,
         "drained before the lease's expiry {} plus the protected-operation bound",
