@@ -27,7 +27,10 @@ pub fn render(report: &Report) -> String {
          pool for concurrent namespace purges, `buzz-deletion-redis-bench`: \
          [benchmarks-redis.md](benchmarks-redis.md); completing a deletion with 1, 10,000 and \
          1,000,000 receipts in the transparency log, `buzz-deletion-log-bench`: \
-         [benchmarks-log.md](benchmarks-log.md)."
+         [benchmarks-log.md](benchmarks-log.md); the workflow against the fast S3 double at \
+         S3-like limits, `buzz-deletion-s3-bench`: [benchmarks-s3.md](benchmarks-s3.md); the \
+         Redis purge and verification among 10M other tenants' keys, \
+         `buzz-deletion-redis-size-bench`: [benchmarks-redis-size.md](benchmarks-redis-size.md)."
         ),
     );
     how_to_run(&mut out, report);

@@ -16,6 +16,7 @@ pub mod plan;
 pub mod probe;
 pub mod report;
 pub mod stack;
+pub mod statements;
 pub mod table_reads;
 pub mod workflow;
 

@@ -673,6 +673,7 @@ mod tests {
                 .collect(),
             worker_peak_rss_kib: rss_kib,
             worker_cpu_seconds: 0.0,
+            worker_statements: None,
             request_id: uuid::Uuid::nil(),
         }
     }

@@ -53,6 +53,9 @@ pub struct WorkflowTimings {
     pub worker_peak_rss_kib: u64,
     /// CPU seconds the worker used from its start to the end of the deletion.
     pub worker_cpu_seconds: f64,
+    /// Top-level statements (round trips) the worker role ran from just before the approval to
+    /// the end; `None` without `pg_stat_statements`.
+    pub worker_statements: Option<u64>,
     /// The request id.
     pub request_id: Uuid,
 }
@@ -121,6 +124,11 @@ async fn drive(
         str::to_owned,
     );
 
+    let counter = crate::statements::StatementCounter::connect().await?;
+    let statements_before = match &counter {
+        Some(counter) => Some(counter.total().await?),
+        None => None,
+    };
     let started = Instant::now();
     cli(
         variant,
@@ -142,6 +150,10 @@ async fn drive(
     let wall = started.elapsed();
     let worker_peak_rss_kib = peak_rss_kib(pid)?;
     let worker_cpu_seconds = crate::machine::cpu_seconds(pid)?;
+    let worker_statements = match (&counter, statements_before) {
+        (Some(counter), Some(before)) => Some(counter.total().await?.saturating_sub(before)),
+        _ => None,
+    };
 
     let inspection = stack.store.inspect(request_id).await?;
     let stages = stage_durations(
@@ -157,6 +169,7 @@ async fn drive(
         runs,
         worker_peak_rss_kib,
         worker_cpu_seconds,
+        worker_statements,
         request_id,
     })
 }

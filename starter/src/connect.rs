@@ -160,14 +160,14 @@ fn privileged_role_allowed() -> bool {
 }
 
 async fn connect_url(url: &str) -> Result<activities::store::Store, CliError> {
-    connect_url_sized(url, activities::store::DEFAULT_MAX_CONNECTIONS).await
+    connect_url_with(url, &activities::store::PoolSettings::default()).await
 }
 
-async fn connect_url_sized(
+async fn connect_url_with(
     url: &str,
-    max_connections: u32,
+    settings: &activities::store::PoolSettings,
 ) -> Result<activities::store::Store, CliError> {
-    activities::store::Store::connect_with_pool_size(url, max_connections)
+    activities::store::Store::connect_with(url, settings)
         .await
         .map_err(|e| {
             let refusal = match &e {
@@ -234,16 +234,23 @@ pub async fn owner_store_at(url: &str) -> Result<activities::store::Store, CliEr
 
 /// Connects as the serving role, for `demo seed` / `demo serve`, refusing a privileged role.
 pub async fn serving_store() -> Result<activities::store::Store, CliError> {
-    serving_store_sized(activities::store::DEFAULT_MAX_CONNECTIONS).await
+    let (variable, url) = serving_database_url()?;
+    let store = connect_url(&url).await?;
+    refuse_privileged_role(&store, variable, activities::store::SERVING_GROUP).await?;
+    Ok(store)
 }
 
-/// [`serving_store`] with a pool of `max_connections`, for a caller that knows how many
-/// statements it can have open at once.
-pub async fn serving_store_sized(
-    max_connections: u32,
-) -> Result<activities::store::Store, CliError> {
+/// [`serving_store`] with a pool of `connections`, every one opened before this returns and
+/// kept open: for a serving loop that knows how many statements it can have open at once and
+/// must never wait for a connection to be opened mid-run.
+pub async fn serving_store_warm(connections: u32) -> Result<activities::store::Store, CliError> {
     let (variable, url) = serving_database_url()?;
-    let store = connect_url_sized(&url, max_connections).await?;
+    let settings = activities::store::PoolSettings {
+        max_connections: connections,
+        min_connections: connections,
+        ..activities::store::PoolSettings::default()
+    };
+    let store = connect_url_with(&url, &settings).await?;
     refuse_privileged_role(&store, variable, activities::store::SERVING_GROUP).await?;
     Ok(store)
 }

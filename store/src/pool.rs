@@ -27,6 +27,10 @@ pub const DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS: u64 = 60_000;
 pub struct PoolSettings {
     /// Connections open at once, at most (at least one is always allowed).
     pub max_connections: u32,
+    /// Connections opened when the pool is created and kept open (at most `max_connections`):
+    /// a latency-sensitive caller (a serving process) never waits for a connection to be
+    /// opened on a loaded server in the middle of its work.
+    pub min_connections: u32,
     /// `lock_timeout` in milliseconds (0: wait for locks without limit); `None` leaves the
     /// server's setting (its configuration, or one set on the role or database) in force.
     pub lock_timeout_ms: Option<u64>,
@@ -41,6 +45,7 @@ impl Default for PoolSettings {
     fn default() -> Self {
         PoolSettings {
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            min_connections: 0,
             lock_timeout_ms: None,
             statement_timeout_ms: None,
             idle_in_transaction_timeout_ms: DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS,
@@ -105,6 +110,11 @@ impl Store {
             );
         let pool = PgPoolOptions::new()
             .max_connections(settings.max_connections.max(1))
+            .min_connections(
+                settings
+                    .min_connections
+                    .min(settings.max_connections.max(1)),
+            )
             .acquire_timeout(ACQUIRE_TIMEOUT)
             // A connection's buffers grow to the largest message it ever carried (a 10,000-entry
             // manifest chunk is ~1.6 MB) and keep that size; shrinking them on release bounds
@@ -146,6 +156,7 @@ mod tests {
     fn configured_timeouts_are_sent_in_milliseconds_and_zero_means_none() {
         let settings = PoolSettings {
             max_connections: 3,
+            min_connections: 0,
             lock_timeout_ms: Some(0),
             statement_timeout_ms: Some(2_500),
             idle_in_transaction_timeout_ms: 30_000,

@@ -104,6 +104,7 @@ impl Capacity {
             activity_slots,
             postgres: PoolSettings {
                 max_connections,
+                min_connections: 0,
                 lock_timeout_ms: timeout(PG_LOCK_TIMEOUT_ENV, true)?,
                 statement_timeout_ms: timeout(PG_STATEMENT_TIMEOUT_ENV, true)?,
                 idle_in_transaction_timeout_ms: timeout(PG_IDLE_TXN_TIMEOUT_ENV, false)?

@@ -1,5 +1,5 @@
 //! One Redis server behind a reconnecting multiplexed connection: a SCAN pass is the server's
-//! cursor from 0 back to 0, and a page is unlinked with one UNLINK.
+//! cursor from 0 back to 0, and a page is unlinked with one UNLINK, sent beside the next SCAN.
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
@@ -37,35 +37,58 @@ impl SingleNode {
         Ok(Self { connection })
     }
 
-    /// One complete SCAN pass of `pattern` (or until `visitor` stops it).
+    /// One complete SCAN pass of `pattern` (or until `visitor` stops it). The UNLINK of a page
+    /// and the SCAN of the next go out together on the multiplexed connection, so a purge costs
+    /// one round trip per page, not two. SCAN's guarantee does not depend on the order: keys
+    /// present for the whole pass are returned whatever else is deleted meanwhile.
     pub(super) async fn walk(
         &self,
         pattern: &str,
         visitor: &mut impl Visitor,
     ) -> Result<(), CacheError> {
-        let mut connection = self.connection.clone();
-        let mut cursor = 0u64;
+        let mut scanner = self.connection.clone();
+        let mut unlinker = self.connection.clone();
+        let (mut cursor, mut keys) = scan_step(&mut scanner, 0, pattern).await?;
         loop {
-            let (next, keys) = scan_step(&mut connection, cursor, pattern).await?;
-            match visitor.page(keys)? {
-                Step::Next => {}
-                Step::Unlink(keys) if keys.is_empty() => {}
-                Step::Unlink(keys) => {
-                    let removed: u64 = redis::cmd("UNLINK")
-                        .arg(&keys)
-                        .query_async(&mut connection)
-                        .await
-                        .map_err(|source| command_error("UNLINK", source))?;
-                    visitor.unlinked(removed);
-                }
+            let doomed = match visitor.page(keys)? {
                 Step::Stop => return Ok(()),
+                Step::Next => Vec::new(),
+                Step::Unlink(keys) => keys,
+            };
+            let unlinking = async {
+                match doomed.is_empty() {
+                    true => Ok(None),
+                    false => unlink(&mut unlinker, &doomed).await.map(Some),
+                }
+            };
+            let scanning = async {
+                match cursor {
+                    0 => Ok(None),
+                    _ => scan_step(&mut scanner, cursor, pattern).await.map(Some),
+                }
+            };
+            let (removed, page) = tokio::try_join!(unlinking, scanning)?;
+            if let Some(removed) = removed {
+                visitor.unlinked(removed);
             }
-            if next == 0 {
-                return Ok(());
+            match page {
+                Some((next, page)) => (cursor, keys) = (next, page),
+                None => return Ok(()),
             }
-            cursor = next;
         }
     }
+}
+
+/// `UNLINK keys…` on `connection`: how many of them existed.
+async fn unlink(
+    connection: &mut impl redis::aio::ConnectionLike,
+    keys: &[String],
+) -> Result<u64, CacheError> {
+    redis::cmd("UNLINK")
+        .arg(keys)
+        .query_async(connection)
+        .await
+        .map_err(|source| command_error("UNLINK", source))
 }
 
 /// `SCAN cursor MATCH pattern COUNT 1000` on `connection`: the next cursor and the page.

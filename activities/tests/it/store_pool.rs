@@ -23,6 +23,7 @@ async fn the_pool_never_opens_more_connections_than_its_size_and_each_carries_th
     let url = testkit::env::required(stack_env::DATABASE_URL);
     let settings = PoolSettings {
         max_connections: 3,
+        min_connections: 0,
         lock_timeout_ms: Some(1_500),
         statement_timeout_ms: Some(2_500),
         idle_in_transaction_timeout_ms: 30_000,

@@ -97,6 +97,8 @@ struct Measured {
     /// The listing part: the floor's listing, the workflow's `drained` stage (the freeze).
     listing: Duration,
     worker_cpu_seconds: Option<f64>,
+    /// Round trips the worker role made (`pg_stat_statements`), when counted.
+    worker_statements: Option<u64>,
     worker_peak_rss_kib: Option<u64>,
     events_per_run: Option<u64>,
     failed_attempts: Vec<String>,
@@ -261,6 +263,7 @@ impl Bench<'_> {
                 deleting: timings.delete,
                 listing: timings.list,
                 worker_cpu_seconds: None,
+                worker_statements: None,
                 worker_peak_rss_kib: None,
                 events_per_run: None,
                 failed_attempts: Vec::new(),
@@ -315,6 +318,7 @@ impl Bench<'_> {
                 deleting: stage("bindings_removed"),
                 listing: stage("drained"),
                 worker_cpu_seconds: Some(timings.worker_cpu_seconds),
+                worker_statements: timings.worker_statements,
                 worker_peak_rss_kib: Some(timings.worker_peak_rss_kib),
                 events_per_run: timings.runs.iter().map(|r| r.events).max(),
                 failed_attempts: timings
@@ -426,6 +430,10 @@ fn render(args: &S3Args, results: &[Measured], started_at: &str, load_start: &st
          workflow) by the whole wall time; **deleting/s** by the object-deletion part only (the \
          floor's DeleteObjects calls; the workflow's `bindings_removed` stage). **listing** is \
          the floor's listing and the workflow's `drained` stage (the manifest freeze).\n\
+         - **PG round trips per 1,000 versions**: top-level statements the worker role ran \
+         (BEGIN and COMMIT included; with sqlx each is one round trip), read from \
+         `pg_stat_statements` just before the approval and at the end, for every stage of the \
+         deletion, divided by the versions deleted.\n\
          - **failed attempts**: activity attempts that failed and were retried, read from every \
          run's history (each started event's attempt number); **SlowDown**: the double's count \
          of throttled answers.\n\n",
@@ -437,10 +445,10 @@ fn render(args: &S3Args, results: &[Measured], started_at: &str, load_start: &st
         machine::describe(),
         machine::load_average()
     ));
-    out.push_str("## Results\n\n| scenario | variant | versions | wall s | versions/s | listing s | deleting s | deleting/s | worker CPU s | worker peak RSS | events/run | failed attempts | SlowDown | target gone | neighbour untouched |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n");
+    out.push_str("## Results\n\n| scenario | variant | versions | wall s | versions/s | listing s | deleting s | deleting/s | worker CPU s | PG round trips per 1,000 versions | worker peak RSS | events/run | failed attempts | SlowDown | target gone | neighbour untouched |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n");
     for m in results {
         out.push_str(&format!(
-            "| {} | {} | {} | {:.2} | {:.0} | {:.2} | {:.2} | {:.0} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {:.2} | {:.0} | {:.2} | {:.2} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             m.scenario,
             m.variant,
             m.versions,
@@ -451,6 +459,10 @@ fn render(args: &S3Args, results: &[Measured], started_at: &str, load_start: &st
             m.per_second(m.deleting),
             m.worker_cpu_seconds
                 .map_or("—".to_owned(), |s| format!("{s:.1}")),
+            m.worker_statements.map_or("—".to_owned(), |n| format!(
+                "{:.1}",
+                n as f64 * 1_000.0 / m.versions.max(1) as f64
+            )),
             m.worker_peak_rss_kib
                 .map_or("—".to_owned(), |k| format!("{:.1} MiB", k as f64 / 1024.0)),
             m.events_per_run.map_or("—".to_owned(), |e| e.to_string()),
@@ -496,9 +508,14 @@ fn targets(args: &S3Args, results: &[Measured]) -> String {
             m.worker_cpu_seconds
                 .map(|s| s / (m.versions as f64 / 1_000.0))
         }));
+        let trips = mean(of("overhead", false).filter_map(|m| {
+            m.worker_statements
+                .map(|n| n as f64 * 1_000.0 / m.versions.max(1) as f64)
+        }));
         out.push_str(&format!(
-            "| overhead: workflow versions/s ÷ floor versions/s (means, no latency, no limit) ≥ 0.9 | {ratio:.2} ({workflow:.0} ÷ {floor:.0}); worker {} CPU-ms per 1,000 versions | {} |\n",
+            "| overhead: workflow versions/s ÷ floor versions/s (means, no latency, no limit) ≥ 0.9 | {ratio:.2} ({workflow:.0} ÷ {floor:.0}); worker {} CPU-ms and {} PostgreSQL round trips per 1,000 versions | {} |\n",
             cpu.map_or("—".to_owned(), |c| format!("{:.0}", c * 1_000.0)),
+            trips.map_or("—".to_owned(), |t| format!("{t:.1}")),
             verdict(ratio >= 0.9)
         ));
     }

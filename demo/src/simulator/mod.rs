@@ -82,8 +82,9 @@ impl SimulationPlan {
 
     /// The PostgreSQL connections the plan can have busy at once: each write in flight holds at
     /// most two (its own statement, and its lease's heartbeat renewing beside it), plus one for
-    /// the host lookups. A serving pool this large never makes a write wait for a connection,
-    /// so a slow database shows as slow writes, never as writes failed by the pool's timeout.
+    /// the host lookups. A serving pool this large, opened before the first write, never makes
+    /// a write wait for a connection to free up or to be opened on a loaded server, so a slow
+    /// database shows as slow writes, never as writes failed by the pool's timeout.
     pub fn connections_needed(&self) -> u32 {
         let writes = self.hosts.len().saturating_mul(self.max_in_flight_per_host);
         u32::try_from(writes.saturating_mul(2).saturating_add(1)).unwrap_or(u32::MAX)

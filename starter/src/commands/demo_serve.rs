@@ -34,7 +34,7 @@ pub async fn serve(args: ServeArgs) -> CliResult {
     let pool = plan
         .connections_needed()
         .max(activities::store::DEFAULT_MAX_CONNECTIONS);
-    let store = connect::serving_store_sized(pool).await?;
+    let store = connect::serving_store_warm(pool).await?;
     let (objects, cache) = connect_data_stores().await?;
     eprintln!(
         "serving {} host(s) at up to {} writes/s each; stop with Ctrl-C or SIGTERM",

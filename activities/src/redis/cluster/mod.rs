@@ -155,20 +155,35 @@ impl Cluster {
                 connection: &mut connection,
                 addr,
             };
-            let mut cursor = 0u64;
+            // As on one server, a page's UNLINKs go out beside the node's next SCAN.
+            let unlinker = node.connection.clone();
+            let (mut cursor, mut keys) = scan_step(&mut node, 0, pattern).await?;
             loop {
-                let (next, keys) = scan_step(&mut node, cursor, pattern).await?;
-                match visitor.page(keys)? {
-                    Step::Next => {}
-                    Step::Unlink(keys) => {
-                        visitor.unlinked(unlink(node.connection, keys).await?);
-                    }
+                let doomed = match visitor.page(keys)? {
                     Step::Stop => return Ok(Attempt::Stopped),
+                    Step::Next => Vec::new(),
+                    Step::Unlink(keys) => keys,
+                };
+                let unlinking = async {
+                    match doomed.is_empty() {
+                        true => Ok(None),
+                        false => unlink(&unlinker, doomed).await.map(Some),
+                    }
+                };
+                let scanning = async {
+                    match cursor {
+                        0 => Ok(None),
+                        _ => scan_step(&mut node, cursor, pattern).await.map(Some),
+                    }
+                };
+                let (removed, page) = tokio::try_join!(unlinking, scanning)?;
+                if let Some(removed) = removed {
+                    visitor.unlinked(removed);
                 }
-                if next == 0 {
-                    break;
+                match page {
+                    Some((next, page)) => (cursor, keys) = (next, page),
+                    None => break,
                 }
-                cursor = next;
             }
         }
         let after = read_topology(&mut connection).await?;
