@@ -201,6 +201,24 @@ buzz_require_free_port() {
   fi
 }
 
+# The kernel gives outgoing connections ports of its ephemeral range (ip_local_port_range,
+# usually 32768-60999), and most of this stack's ports lie in it: on a clean clone a long-lived
+# client connection that happened to get 57234 kept nginx from binding the mutual-TLS front for
+# the whole two minutes `up` waits. Reserving the stack's ports (ip_local_reserved_ports) keeps
+# the kernel from handing them out. Best effort: a read-only /proc/sys is only logged.
+buzz_reserve_ports() {
+  local file=/proc/sys/net/ipv4/ip_local_reserved_ports var current wanted
+  local ports=() first=$BUZZ_REDIS_CLUSTER_PORT
+  for var in "${BUZZ_PORT_VARS[@]}"; do ports+=("${!var}"); done
+  # The Redis Cluster's six nodes and their cluster buses (port + 100).
+  ports+=("$first-$((first + 5))" "$((first + 100))-$((first + 105))")
+  current=$(cat "$file" 2>/dev/null) || return 0
+  wanted=$(IFS=,; printf '%s' "${current:+$current,}${ports[*]}")
+  if ! { printf '%s\n' "$wanted" >"$file"; } 2>/dev/null; then
+    buzz_log "could not reserve the stack's ports in $file; an outgoing connection may take one"
+  fi
+}
+
 # Retries command "$@" every 0.25 s until it succeeds or $1 seconds pass.
 buzz_wait_until() {
   local timeout=$1 deadline

@@ -253,9 +253,11 @@ impl<'t> ChunkStream<'t> {
     }
 
     /// Deletes up to `chunks_left` chunks with at most `parallelism` calls in flight, stamping
-    /// each chunk once every one of its versions was acknowledged. Stops at the first failure:
-    /// no further call is sent, and the calls in flight are waited for, so every call the
-    /// attempt sent has its answer booked with the marker before the failure is returned.
+    /// each chunk once every one of its versions was acknowledged. The calls in flight keep
+    /// going while chunks are stamped and read ([`driving`]). Stops at the first failure: no
+    /// further call is sent once a failed answer is in, and the calls in flight are waited for,
+    /// so every call the attempt sent has its answer booked with the marker before the failure
+    /// is returned.
     pub(super) async fn run(
         &mut self,
         acts: &CommunityActivities,
@@ -283,29 +285,43 @@ impl<'t> ChunkStream<'t> {
     {
         let token = self.token;
         let marker = self.marker;
+        // Answers that arrived while a stamp, a chunk read or a marker write was awaited: the
+        // calls in flight are driven through every one of those, so none of them stalls (its
+        // fence checks, its pacing, its answer) while the task does its own Postgres work.
+        let mut arrived = VecDeque::new();
         loop {
-            // Fill every free slot, reading the next chunk only when no read call is left.
-            while in_flight.len() < parallelism {
+            // Fill every free slot, reading the next chunk only when no read call is left; a
+            // failed call waiting in `arrived` stops the filling (nothing more is sent).
+            while in_flight.len() < parallelism && !arrived.iter().any(Result::is_err) {
                 if self.queued.is_empty() {
-                    self.read_next_chunk(acts).await?;
+                    driving(self.read_next_chunk(acts), in_flight, &mut arrived).await?;
                 }
                 let Some(call) = self.queued.pop_front() else {
                     break;
                 };
                 // Recorded by the task, before the call can be sent (see `marker`).
-                marker.before_call().await?;
+                driving(marker.before_call(), in_flight, &mut arrived).await?;
                 in_flight.push(Box::pin(issue(acts, token, marker, call)));
             }
-            let Some(result) = in_flight.next().await else {
-                return Ok(());
+            let result = match arrived.pop_front() {
+                Some(result) => result,
+                None => match in_flight.next().await {
+                    Some(result) => result,
+                    None => return Ok(()),
+                },
             };
-            marker.confirm_if_acknowledged().await?;
+            driving(marker.confirm_if_acknowledged(), in_flight, &mut arrived).await?;
             let CallAnswer {
                 chunk_no,
                 prefix,
                 outcome,
             } = result?;
-            self.settle(acts, chunk_no, &outcome).await?;
+            driving(
+                self.settle(acts, chunk_no, &outcome),
+                in_flight,
+                &mut arrived,
+            )
+            .await?;
             let step = format!(
                 "deleting object versions: chunk {} of {}",
                 self.stamped, self.total
@@ -452,6 +468,24 @@ impl<'t> ChunkStream<'t> {
 
 /// A DeleteObjects call in flight.
 type IssuedCall<'f> = std::pin::Pin<Box<dyn Future<Output = PhaseResult<CallAnswer>> + Send + 'f>>;
+
+/// Awaits `work` while driving the calls `in_flight`, keeping in `arrived` (in arrival order)
+/// the answers that come back meanwhile. Without it, a call in flight is polled only when the
+/// task next waits on the pool: every stamp and chunk read would freeze the whole pipe.
+async fn driving<'f, T>(
+    work: impl Future<Output = T>,
+    in_flight: &mut FuturesUnordered<IssuedCall<'f>>,
+    arrived: &mut VecDeque<PhaseResult<CallAnswer>>,
+) -> T {
+    let mut work = std::pin::pin!(work);
+    loop {
+        tokio::select! {
+            biased;
+            done = &mut work => return done,
+            Some(answer) = in_flight.next(), if !in_flight.is_empty() => arrived.push_back(answer),
+        }
+    }
+}
 
 /// One irreversible call (recorded as pending with the marker by the caller): paced per prefix,
 /// every send bracketed by fence checks so a superseded attempt issues nothing more once its
