@@ -53,7 +53,7 @@ struct Args {
 const OTHER_COMMUNITIES: u64 = 1_000;
 
 /// Keys one seeding script writes.
-const SEED_STEP: u64 = 100_000;
+const SEED_STEP: u64 = 10_000;
 
 /// SET `KEYS[1]..i` for i in ARGV[1]..=ARGV[2], on the server (seeding only).
 const SEED_SCRIPT: &str = "for i = tonumber(ARGV[1]), tonumber(ARGV[2]) do \
