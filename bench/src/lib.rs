@@ -14,6 +14,7 @@ pub mod log_fill;
 pub mod machine;
 pub mod plan;
 pub mod probe;
+pub mod redis_loop;
 pub mod report;
 pub mod stack;
 pub mod statements;

@@ -6,7 +6,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use super::config::{CONNECTION_TIMEOUT, RESPONSE_TIMEOUT, RedisConfig};
 use super::error::{CacheError, command_error};
 use super::server_mode::{RedisMode, require_mode};
-use super::walk::{Step, Visitor};
+use super::walk::{Step, Visitor, unlink_beside_scan};
 
 /// Keys requested per SCAN step; also the most keys one UNLINK removes.
 pub(super) const SCAN_PAGE_HINT: u64 = 1000;
@@ -37,10 +37,8 @@ impl SingleNode {
         Ok(Self { connection })
     }
 
-    /// One complete SCAN pass of `pattern` (or until `visitor` stops it). The UNLINK of a page
-    /// and the SCAN of the next go out together on the multiplexed connection, so a purge costs
-    /// one round trip per page, not two. SCAN's guarantee does not depend on the order: keys
-    /// present for the whole pass are returned whatever else is deleted meanwhile.
+    /// One complete SCAN pass of `pattern` (or until `visitor` stops it); a page's UNLINK goes
+    /// out on the multiplexed connection beside the next SCAN ([`unlink_beside_scan`]).
     pub(super) async fn walk(
         &self,
         pattern: &str,
@@ -55,19 +53,11 @@ impl SingleNode {
                 Step::Next => Vec::new(),
                 Step::Unlink(keys) => keys,
             };
-            let unlinking = async {
-                match doomed.is_empty() {
-                    true => Ok(None),
-                    false => unlink(&mut unlinker, &doomed).await.map(Some),
-                }
-            };
-            let scanning = async {
-                match cursor {
-                    0 => Ok(None),
-                    _ => scan_step(&mut scanner, cursor, pattern).await.map(Some),
-                }
-            };
-            let (removed, page) = tokio::try_join!(unlinking, scanning)?;
+            let (removed, page) = unlink_beside_scan(
+                (!doomed.is_empty()).then(|| unlink(&mut unlinker, &doomed)),
+                (cursor != 0).then(|| scan_step(&mut scanner, cursor, pattern)),
+            )
+            .await?;
             if let Some(removed) = removed {
                 visitor.unlinked(removed);
             }

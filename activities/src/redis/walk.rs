@@ -4,6 +4,32 @@
 
 use super::error::CacheError;
 
+/// One SCAN page: the next cursor (0 when the pass is over) and the keys.
+pub(super) type Page = (u64, Vec<String>);
+
+/// The UNLINK of a page's doomed keys (when there are any) and the SCAN of the next page (when
+/// the pass goes on), sent together so a purge costs one round trip per page, not two. SCAN's
+/// guarantee does not depend on the order: keys present for the whole pass are returned
+/// whatever else is deleted meanwhile.
+pub(super) async fn unlink_beside_scan(
+    unlink: Option<impl Future<Output = Result<u64, CacheError>>>,
+    scan: Option<impl Future<Output = Result<Page, CacheError>>>,
+) -> Result<(Option<u64>, Option<Page>), CacheError> {
+    let unlinking = async {
+        match unlink {
+            Some(unlink) => unlink.await.map(Some),
+            None => Ok(None),
+        }
+    };
+    let scanning = async {
+        match scan {
+            Some(scan) => scan.await.map(Some),
+            None => Ok(None),
+        }
+    };
+    tokio::try_join!(unlinking, scanning)
+}
+
 /// What to do after a page.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Step {

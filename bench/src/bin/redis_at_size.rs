@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use activities::redis::{Cache, namespace_pattern};
 use anyhow::{Context, Result, bail, ensure};
+use bench::redis_loop::serial_purge;
 use clap::Parser;
 use redis::aio::MultiplexedConnection;
 use uuid::Uuid;
@@ -165,7 +166,7 @@ async fn measure(
     let pattern = namespace_pattern(target);
     let started = Instant::now();
     let removed = match variant {
-        Variant::Floor => floor_purge(admin, &pattern).await?,
+        Variant::Floor => serial_purge(admin, &pattern).await?,
         Variant::Worker => cache.purge_namespace(target, |_| {}).await?,
     };
     let purge = started.elapsed();
@@ -192,33 +193,6 @@ async fn measure(
         scans,
         unlinks,
     })
-}
-
-/// The loop a purge was before this issue: SCAN, then UNLINK of the page, in turn.
-async fn floor_purge(connection: &mut MultiplexedConnection, pattern: &str) -> Result<u64> {
-    let mut cursor = 0u64;
-    let mut removed = 0u64;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(pattern)
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(connection)
-            .await?;
-        if !keys.is_empty() {
-            let gone: u64 = redis::cmd("UNLINK")
-                .arg(&keys)
-                .query_async(connection)
-                .await?;
-            removed += gone;
-        }
-        if next == 0 {
-            return Ok(removed);
-        }
-        cursor = next;
-    }
 }
 
 async fn seed_others(admin: &mut MultiplexedConnection, others: u64) -> Result<()> {

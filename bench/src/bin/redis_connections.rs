@@ -21,6 +21,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use bench::redis_loop::{scan_page, serial_purge};
 use clap::Parser;
 use redis::aio::{ConnectionLike, ConnectionManager};
 
@@ -222,40 +223,10 @@ where
 }
 
 /// One SCAN MATCH `pattern` COUNT 1000 step from `cursor`: the next cursor and the page.
-async fn scan_page(
-    connection: &mut impl ConnectionLike,
-    pattern: &str,
-    cursor: u64,
-) -> Result<(u64, Vec<String>)> {
-    Ok(redis::cmd("SCAN")
-        .arg(cursor)
-        .arg("MATCH")
-        .arg(pattern)
-        .arg("COUNT")
-        .arg(1000)
-        .query_async(connection)
-        .await?)
-}
-
 /// SCAN MATCH `namespace*` COUNT 1000, UNLINK each non-empty page: `Cache::purge_namespace`'s
 /// commands. The keys unlinked.
 async fn purge(connection: &mut impl ConnectionLike, namespace: &str) -> Result<u64> {
-    let pattern = format!("{namespace}*");
-    let (mut cursor, mut unlinked) = (0u64, 0u64);
-    loop {
-        let (next, keys) = scan_page(connection, &pattern, cursor).await?;
-        if !keys.is_empty() {
-            let removed: u64 = redis::cmd("UNLINK")
-                .arg(&keys)
-                .query_async(connection)
-                .await?;
-            unlinked += removed;
-        }
-        if next == 0 {
-            return Ok(unlinked);
-        }
-        cursor = next;
-    }
+    serial_purge(connection, &format!("{namespace}*")).await
 }
 
 /// `keys` string keys under `namespace`, 1,000 per pipeline.

@@ -28,7 +28,7 @@ use super::config::{CONNECTION_TIMEOUT, RESPONSE_TIMEOUT, RedisConfig};
 use super::error::{CacheError, command_error, reply_error};
 use super::server_mode::{RedisMode, require_mode};
 use super::single::scan_step;
-use super::walk::{Step, Visitor};
+use super::walk::{Step, Visitor, unlink_beside_scan};
 
 /// Passes attempted before a cluster that keeps changing is reported (transient) to the
 /// activity, which retries later.
@@ -164,19 +164,11 @@ impl Cluster {
                     Step::Next => Vec::new(),
                     Step::Unlink(keys) => keys,
                 };
-                let unlinking = async {
-                    match doomed.is_empty() {
-                        true => Ok(None),
-                        false => unlink(&unlinker, doomed).await.map(Some),
-                    }
-                };
-                let scanning = async {
-                    match cursor {
-                        0 => Ok(None),
-                        _ => scan_step(&mut node, cursor, pattern).await.map(Some),
-                    }
-                };
-                let (removed, page) = tokio::try_join!(unlinking, scanning)?;
+                let (removed, page) = unlink_beside_scan(
+                    (!doomed.is_empty()).then(|| unlink(&unlinker, doomed)),
+                    (cursor != 0).then(|| scan_step(&mut node, cursor, pattern)),
+                )
+                .await?;
                 if let Some(removed) = removed {
                     visitor.unlinked(removed);
                 }
