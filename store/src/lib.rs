@@ -59,6 +59,7 @@ pub use communities::{Community, TableSnapshot};
 pub use community::approvals::ApprovalError;
 pub use community::audit::AuditEvent;
 pub use community::fence::FenceStatus;
+pub use community::freeze_resume::{ChunkTail, FreezeResume, PrefixResume};
 pub use community::inventory::{FROZEN_INVENTORY_VERSION, FrozenInventory};
 pub use community::late::LateChunk;
 pub use community::leases::AwaitedLease;

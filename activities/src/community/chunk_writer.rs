@@ -1,6 +1,11 @@
 //! Buffering listed versions into manifest chunks: one buffer per prefix (the prefixes are listed
 //! side by side), two destinations (the frozen manifest and the late chunks). A chunk never spans
 //! prefixes and at most one per prefix is held in memory.
+//!
+//! A full chunk is handed on when the prefix's next version arrives (or the prefix ends), so the
+//! writer knows whether the chunk ends at a key boundary — the next version is of another key —
+//! or inside one key's versions. A freeze stores that boundary so a retried attempt can list on
+//! after it.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -11,6 +16,18 @@ use crate::taxonomy::ManifestEntry;
 use super::failure::PhaseResult;
 use super::listing::VersionSink;
 
+/// One non-empty chunk of a prefix, as handed to a [`ChunkDestination`].
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Chunk<'a> {
+    /// Encoded manifest entries, in listing order.
+    pub(super) entries: &'a [String],
+    /// Bytes of their object versions, as listed.
+    pub(super) bytes: u64,
+    /// The chunk's last key when no later version of the prefix has that key (the listing may
+    /// continue after it); `None` when the chunk ends inside one key's versions.
+    pub(super) resume_after_key: Option<&'a str>,
+}
+
 /// Where a full (or a prefix's last) chunk of encoded manifest entries is written.
 pub(super) trait ChunkDestination {
     /// Whether a listed version of `prefix` belongs in a chunk at all.
@@ -19,22 +36,31 @@ pub(super) trait ChunkDestination {
         prefix: &str,
         entry: &ManifestEntry,
     ) -> impl Future<Output = PhaseResult<bool>> + Send;
-    /// Writes one non-empty chunk of `prefix`.
+    /// Writes one chunk of `prefix`.
     fn write(
         &mut self,
         prefix: &str,
-        entries: &[String],
+        chunk: Chunk<'_>,
     ) -> impl Future<Output = PhaseResult<()>> + Send;
 }
 
-/// A [`VersionSink`] that buffers the encoded entries its destination wants and hands them on
-/// every `chunk_entries` entries and at the end of each prefix.
+/// A prefix's next chunk, being filled.
+#[derive(Default)]
+struct Filling {
+    entries: Vec<String>,
+    bytes: u64,
+    last_key: String,
+}
+
+/// A [`VersionSink`] that buffers the encoded entries its destination wants and hands them on in
+/// chunks of `chunk_entries` (once the prefix's next wanted version arrives) and at the end of
+/// each prefix.
 pub(super) struct ChunkWriter<D> {
     /// Where chunks go.
     pub(super) destination: D,
     chunk_entries: usize,
-    /// Per prefix, the entries of its next chunk.
-    buffered: HashMap<String, Vec<String>>,
+    /// Per prefix, its next chunk.
+    buffered: HashMap<String, Filling>,
 }
 
 impl<D: ChunkDestination + Send> ChunkWriter<D> {
@@ -47,15 +73,23 @@ impl<D: ChunkDestination + Send> ChunkWriter<D> {
         }
     }
 
-    async fn flush(&mut self, prefix: &str) -> PhaseResult<()> {
-        let Some(entries) = self.buffered.get_mut(prefix) else {
+    /// Hands on the prefix's buffered entries, if any; `ends_key` when no later version of the
+    /// prefix has the last one's key.
+    async fn flush(&mut self, prefix: &str, ends_key: bool) -> PhaseResult<()> {
+        let Some(filling) = self.buffered.get_mut(prefix) else {
             return Ok(());
         };
-        if entries.is_empty() {
+        if filling.entries.is_empty() {
             return Ok(());
         }
-        self.destination.write(prefix, entries).await?;
-        entries.clear();
+        let chunk = Chunk {
+            entries: &filling.entries,
+            bytes: filling.bytes,
+            resume_after_key: ends_key.then_some(filling.last_key.as_str()),
+        };
+        self.destination.write(prefix, chunk).await?;
+        filling.entries.clear();
+        filling.bytes = 0;
         Ok(())
     }
 }
@@ -66,16 +100,26 @@ impl<D: ChunkDestination + Send> VersionSink for ChunkWriter<D> {
         if !self.destination.wants(prefix, &entry).await? {
             return Ok(());
         }
-        let entries = self.buffered.entry(prefix.to_owned()).or_default();
-        entries.push(entry.encode());
-        if entries.len() >= self.chunk_entries {
-            self.flush(prefix).await?;
+        let full = self.buffered.get(prefix).map(|filling| {
+            (
+                filling.entries.len() >= self.chunk_entries,
+                filling.last_key != version.key,
+            )
+        });
+        if let Some((true, ends_key)) = full {
+            self.flush(prefix, ends_key).await?;
+        }
+        let filling = self.buffered.entry(prefix.to_owned()).or_default();
+        filling.entries.push(entry.encode());
+        filling.bytes = filling.bytes.saturating_add(version.size);
+        if filling.last_key != version.key {
+            filling.last_key.clone_from(&version.key);
         }
         Ok(())
     }
 
     async fn prefix_done(&mut self, prefix: &str) -> PhaseResult<()> {
-        self.flush(prefix).await?;
+        self.flush(prefix, true).await?;
         self.buffered.remove(prefix);
         Ok(())
     }
@@ -86,27 +130,35 @@ mod tests {
     use super::*;
     use crate::taxonomy::VersionKind;
 
+    /// Every chunk written, in order: prefix, entries, bytes, resume key.
+    type Written = (String, Vec<String>, u64, Option<String>);
+
     /// Records every chunk written, in order.
     #[derive(Default)]
-    struct Recorded(Vec<(String, Vec<String>)>);
+    struct Recorded(Vec<Written>);
 
     impl ChunkDestination for Recorded {
         async fn wants(&self, _prefix: &str, _entry: &ManifestEntry) -> PhaseResult<bool> {
             Ok(true)
         }
 
-        async fn write(&mut self, prefix: &str, entries: &[String]) -> PhaseResult<()> {
-            self.0.push((prefix.to_owned(), entries.to_vec()));
+        async fn write(&mut self, prefix: &str, chunk: Chunk<'_>) -> PhaseResult<()> {
+            self.0.push((
+                prefix.to_owned(),
+                chunk.entries.to_vec(),
+                chunk.bytes,
+                chunk.resume_after_key.map(str::to_owned),
+            ));
             Ok(())
         }
     }
 
-    fn version(key: &str) -> ObjectVersion {
+    fn version(key: &str, version_id: &str) -> ObjectVersion {
         ObjectVersion {
             key: key.to_owned(),
-            version_id: "v".to_owned(),
+            version_id: version_id.to_owned(),
             kind: VersionKind::Object,
-            size: 1,
+            size: 10,
             is_latest: true,
         }
     }
@@ -121,26 +173,64 @@ mod tests {
             ("thumbs/", "thumbs/2"),
             ("media/", "media/3"),
         ] {
-            writer.accept(prefix, &version(key)).await.unwrap_or(());
+            writer
+                .accept(prefix, &version(key, "v"))
+                .await
+                .unwrap_or(());
         }
         writer.prefix_done("thumbs/").await.unwrap_or(());
         writer.prefix_done("media/").await.unwrap_or(());
-        let written: Vec<(String, usize)> = writer
+        let written: Vec<(String, usize, u64, Option<String>)> = writer
             .destination
             .0
             .iter()
-            .map(|(prefix, entries)| (prefix.clone(), entries.len()))
+            .map(|(prefix, entries, bytes, key)| {
+                (prefix.clone(), entries.len(), *bytes, key.clone())
+            })
             .collect();
         assert_eq!(
             written,
             vec![
-                ("media/".to_owned(), 2),
-                ("thumbs/".to_owned(), 2),
-                ("media/".to_owned(), 1)
+                ("media/".to_owned(), 2, 20, Some("media/2".to_owned())),
+                ("thumbs/".to_owned(), 2, 20, Some("thumbs/2".to_owned())),
+                ("media/".to_owned(), 1, 10, Some("media/3".to_owned()))
             ]
         );
-        for (prefix, entries) in &writer.destination.0 {
+        for (prefix, entries, _, _) in &writer.destination.0 {
             assert!(entries.iter().all(|e| e.contains(prefix.as_str())));
         }
+    }
+
+    #[tokio::test]
+    async fn a_chunk_ending_inside_a_keys_versions_names_no_resume_key() {
+        let mut writer = ChunkWriter::new(Recorded::default(), 2);
+        for (key, version_id) in [
+            ("m/a", "1"),
+            ("m/b", "1"),
+            ("m/b", "2"),
+            ("m/b", "3"),
+            ("m/c", "1"),
+        ] {
+            writer
+                .accept("m/", &version(key, version_id))
+                .await
+                .unwrap_or(());
+        }
+        writer.prefix_done("m/").await.unwrap_or(());
+        let keys: Vec<(usize, Option<String>)> = writer
+            .destination
+            .0
+            .iter()
+            .map(|(_, entries, _, key)| (entries.len(), key.clone()))
+            .collect();
+        // [a, b1] ends inside b's versions; [b2, b3] ends b (c follows); [c] ends the prefix.
+        assert_eq!(
+            keys,
+            vec![
+                (2, None),
+                (2, Some("m/b".to_owned())),
+                (1, Some("m/c".to_owned()))
+            ]
+        );
     }
 }

@@ -3,17 +3,17 @@
 use workflows::community::{ManifestSummary, RequestRef};
 
 use crate::serving::MAX_PROTECTED_OPERATION;
-use crate::store::{ExecToken, MANIFEST_CHUNK_MAX_ENTRIES, Stage, Store};
+use crate::store::{ChunkTail, ExecToken, MANIFEST_CHUNK_MAX_ENTRIES, Stage, Store};
 use crate::taxonomy::ManifestEntry;
 
 use super::Attempt;
-use super::chunk_writer::{ChunkDestination, ChunkWriter};
+use super::chunk_writer::{Chunk, ChunkDestination, ChunkWriter};
 use super::claim::{Claim, resumable};
 use super::failure::PhaseResult;
-use super::listing::scan_tenant_prefixes;
+use super::listing::scan_tenant_prefixes_from;
 use super::uploads::scan_tenant_uploads;
 
-/// The frozen manifest's chunk rows, numbered from 0 in listing order.
+/// The frozen manifest's chunk rows, numbered in listing order after those already stored.
 struct FrozenChunks<'a> {
     store: &'a Store,
     token: &'a ExecToken,
@@ -25,9 +25,13 @@ impl ChunkDestination for FrozenChunks<'_> {
         Ok(true)
     }
 
-    async fn write(&mut self, prefix: &str, entries: &[String]) -> PhaseResult<()> {
+    async fn write(&mut self, prefix: &str, chunk: Chunk<'_>) -> PhaseResult<()> {
+        let tail = ChunkTail {
+            bytes: chunk.bytes,
+            resume_after_key: chunk.resume_after_key.map(str::to_owned),
+        };
         self.store
-            .append_manifest_chunk(self.token, self.next_chunk_no, prefix, entries)
+            .append_manifest_chunk(self.token, self.next_chunk_no, prefix, chunk.entries, &tail)
             .await?;
         self.next_chunk_no += 1;
         Ok(())
@@ -36,7 +40,8 @@ impl ChunkDestination for FrozenChunks<'_> {
 
 /// Streams the post-fence, post-drain version listing into chunk rows and binds the per-prefix
 /// digests to the request atomically with the `fenced → drained` advance. A retry after the bind
-/// returns the bound manifest; a retry before it rewrites the unbound chunks from scratch.
+/// returns the bound manifest; a retry before it continues after the chunks earlier attempts
+/// stored (each prefix listed on after its last key stored whole), never from the start.
 pub async fn freeze_manifest(
     (acts, ctx): Attempt<'_>,
     input: RequestRef,
@@ -53,19 +58,34 @@ pub async fn freeze_manifest(
         acts.store
             .require_no_stalled_serving_writes(token.community_id, MAX_PROTECTED_OPERATION)
             .await?;
-        acts.store.clear_unbound_manifest_chunks(&token).await?;
+        let resume = acts.store.freeze_resume_point(&token).await?;
+        if resume.chunks_kept > 0 || resume.chunks_cleared > 0 {
+            tracing::info!(
+                request_id = %token.request_id,
+                chunks_kept = resume.chunks_kept,
+                versions_kept = resume.versions_kept(),
+                chunks_cleared = resume.chunks_cleared,
+                "freeze resumes after what earlier attempts stored"
+            );
+        }
         let mut writer = ChunkWriter::new(
             FrozenChunks {
                 store: &acts.store,
                 token: &token,
-                next_chunk_no: 0,
+                next_chunk_no: resume.next_chunk_no,
             },
             acts.settings
                 .manifest_chunk_entries
                 .clamp(1, MANIFEST_CHUNK_MAX_ENTRIES),
         );
-        let prefixes =
-            scan_tenant_prefixes(&acts.objects, token.community_id, progress, &mut writer).await?;
+        let prefixes = scan_tenant_prefixes_from(
+            &acts.objects,
+            token.community_id,
+            progress,
+            &mut writer,
+            resume.prefixes,
+        )
+        .await?;
         // Uploads are aborted as listed after the irreversible point; this listing only makes an
         // upload of unknown key shape block here, while abort is still possible.
         scan_tenant_uploads(&acts.objects, token.community_id, progress).await?;

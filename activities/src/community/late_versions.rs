@@ -15,7 +15,7 @@ use crate::s3::ObjectVersion;
 use crate::store::{ChunkSet, ExecToken, MANIFEST_CHUNK_MAX_ENTRIES, Store};
 use crate::taxonomy::ManifestEntry;
 
-use super::chunk_writer::{ChunkDestination, ChunkWriter};
+use super::chunk_writer::{Chunk, ChunkDestination, ChunkWriter};
 use super::claim::{Claim, claimed};
 use super::delete::ChunkStream;
 use super::failure::{PhaseError, PhaseResult};
@@ -132,9 +132,9 @@ impl ChunkDestination for LateChunks<'_> {
             .await?)
     }
 
-    async fn write(&mut self, prefix: &str, entries: &[String]) -> PhaseResult<()> {
+    async fn write(&mut self, prefix: &str, chunk: Chunk<'_>) -> PhaseResult<()> {
         self.store
-            .append_late_chunk(self.token, prefix, entries)
+            .append_late_chunk(self.token, prefix, chunk.entries)
             .await?;
         Ok(())
     }

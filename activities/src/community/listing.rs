@@ -2,10 +2,13 @@
 //! key shapes. Memory stays bounded at one listing page plus one buffered chunk: the full key
 //! set is never held, whatever the tenant's size.
 
+use std::collections::{BTreeMap, HashSet};
+
 use uuid::Uuid;
 use workflows::community::PrefixSummary;
 
 use crate::s3::{ObjectStore, ObjectStoreError, ObjectVersion, S3Operation, VersionPage};
+use crate::store::PrefixResume;
 use crate::taxonomy::{KeyStreamDigest, is_tenant_owned_key, tenant_prefixes};
 
 use super::failure::{PhaseError, PhaseResult};
@@ -49,6 +52,8 @@ struct PrefixScan {
     prefix: String,
     digest: KeyStreamDigest,
     bytes: u64,
+    /// Versions a resumed scan lists again but a previous attempt already stored: skipped.
+    stored_beyond: HashSet<String>,
     done: bool,
 }
 
@@ -68,23 +73,54 @@ pub async fn scan_tenant_prefixes(
     progress: &ProgressCell,
     sink: &mut impl VersionSink,
 ) -> PhaseResult<Vec<PrefixSummary>> {
+    scan_tenant_prefixes_from(objects, community, progress, sink, BTreeMap::new()).await
+}
+
+/// [`scan_tenant_prefixes`] continued from what a previous attempt stored: each prefix of
+/// `resumed` starts from its stored digest, bytes and count and lists only the keys after its
+/// resume key, skipping the versions it lists again that were stored already. The summaries are
+/// those of the whole listing, as if it had run in one go. The store only resumes the
+/// community's own prefixes (`Store::freeze_resume_point`); any other entry of `resumed` is
+/// ignored.
+pub async fn scan_tenant_prefixes_from(
+    objects: &ObjectStore,
+    community: Uuid,
+    progress: &ProgressCell,
+    sink: &mut impl VersionSink,
+    mut resumed: BTreeMap<String, PrefixResume>,
+) -> PhaseResult<Vec<PrefixSummary>> {
+    let mut starts = Vec::new();
     let mut scans: Vec<PrefixScan> = tenant_prefixes(community)
         .into_iter()
-        .map(|prefix| PrefixScan {
-            prefix,
-            digest: KeyStreamDigest::new(),
-            bytes: 0,
-            done: false,
+        .map(|prefix| {
+            let resume = resumed.remove(&prefix).unwrap_or_default();
+            starts.push(resume.after_key);
+            PrefixScan {
+                prefix,
+                digest: resume.digest,
+                bytes: resume.bytes,
+                stored_beyond: resume.stored_beyond,
+                done: false,
+            }
         })
         .collect();
+    let already: u64 = scans.iter().map(|scan| scan.digest.count()).sum();
+    if already > 0 {
+        progress.update(|p| {
+            p.step = "listing on after the versions a previous attempt stored".to_owned();
+            p.done = already;
+            p.unit = "versions listed".to_owned();
+        });
+    }
     let (pages, mut listed) = tokio::sync::mpsc::channel(PAGES_AHEAD);
     // Dropped on return, which aborts every lister still running.
     let mut listers = tokio::task::JoinSet::new();
-    for (lane, scan) in scans.iter().enumerate() {
+    for (lane, (scan, start)) in scans.iter().zip(starts).enumerate() {
         listers.spawn(list_prefix(
             objects.clone(),
             scan.prefix.clone(),
             lane,
+            start,
             pages.clone(),
         ));
     }
@@ -101,7 +137,11 @@ pub async fn scan_tenant_prefixes(
                     key: version.key.clone(),
                 });
             }
-            scan.digest.fold(&version.manifest_entry());
+            let entry = version.manifest_entry();
+            if !scan.stored_beyond.is_empty() && scan.stored_beyond.remove(&entry.encode()) {
+                continue;
+            }
+            scan.digest.fold(&entry);
             scan.bytes = scan.bytes.saturating_add(version.size);
             sink.accept(&scan.prefix, version).await?;
         }
@@ -137,19 +177,38 @@ pub async fn scan_tenant_prefixes(
         .collect())
 }
 
-/// Lists `prefix` page by page into `pages`, tagged with its `lane`; stops after a failure (sent
-/// on) or when the scan stopped listening.
+/// Lists `prefix` page by page into `pages`, tagged with its `lane`, from its first key or only
+/// the keys after `after_key`; stops after a failure (sent on) or when the scan stopped
+/// listening.
 async fn list_prefix(
     objects: ObjectStore,
     prefix: String,
     lane: usize,
+    mut after_key: Option<String>,
     pages: tokio::sync::mpsc::Sender<(usize, Result<VersionPage, ObjectStoreError>)>,
 ) {
     let mut marker = None;
+    // A resumed listing starts at the key it resumes after: servers differ on whether that key's
+    // own versions are listed again (the local gateway lists them, AWS S3 does not), so entries
+    // at or before it are dropped here, whichever the server does.
+    let resume_after = after_key.clone();
     loop {
-        let page = objects
-            .list_versions_page(&prefix, marker.take(), LIST_PAGE_SIZE)
-            .await;
+        let mut page = match after_key.take() {
+            Some(key) => {
+                objects
+                    .list_versions_after_key(&prefix, key, LIST_PAGE_SIZE)
+                    .await
+            }
+            None => {
+                objects
+                    .list_versions_page(&prefix, marker.take(), LIST_PAGE_SIZE)
+                    .await
+            }
+        };
+        if let (Some(after), Ok(page)) = (&resume_after, &mut page) {
+            page.entries
+                .retain(|version| version.key.as_str() > after.as_str());
+        }
         let next = match &page {
             Ok(page) => page.next.clone(),
             Err(_) => None,

@@ -41,6 +41,31 @@ impl ObjectStore {
         max_keys: i32,
     ) -> Result<VersionPage, ObjectStoreError> {
         let (key_marker, version_id_marker) = marker.unzip();
+        self.list_versions_from(prefix, key_marker, version_id_marker, max_keys)
+            .await
+    }
+
+    /// The first page of the versions under `prefix` from `key` on (a key marker without a
+    /// version id marker), as a resumed freeze lists on from the last key it stored whole. AWS
+    /// S3 starts after `key`; the local gateway lists `key`'s own versions again first, so a
+    /// caller wanting only later keys drops those itself.
+    pub async fn list_versions_after_key(
+        &self,
+        prefix: &str,
+        key: String,
+        max_keys: i32,
+    ) -> Result<VersionPage, ObjectStoreError> {
+        self.list_versions_from(prefix, Some(key), None, max_keys)
+            .await
+    }
+
+    async fn list_versions_from(
+        &self,
+        prefix: &str,
+        key_marker: Option<String>,
+        version_id_marker: Option<String>,
+        max_keys: i32,
+    ) -> Result<VersionPage, ObjectStoreError> {
         let output = self
             .client
             .list_object_versions()

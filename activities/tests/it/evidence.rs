@@ -185,7 +185,7 @@ async fn an_approval_digest_rewritten_by_the_owner_blocks_the_next_destructive_s
     let entries = media_entries(fixture.community.id, 2);
     assert_mismatch(
         store
-            .append_manifest_chunk(&fixture.token, 0, &media, &entries)
+            .append_manifest_chunk(&fixture.token, 0, &media, &entries, &ChunkTail::default())
             .await,
         &[&frozen, &rewritten],
     );

@@ -15,7 +15,8 @@ use activities::store::{
     FenceState, RequestFilter, Stage, StoreError, TaxonomySweepInput, catalog_scan_in,
     is_fenced_write,
 };
-use activities::taxonomy::tenant_prefixes;
+use activities::taxonomy::{KeyStreamDigest, ManifestEntry, VersionKind, tenant_prefixes};
+use std::collections::BTreeSet;
 use store_support::*;
 use uuid::Uuid;
 use workflows::approval::TwoPersonRefusal;
@@ -238,7 +239,7 @@ async fn manifest_entries_outside_the_tenant_are_refused() {
     let own = media_entries(fixture.community.id, 1);
     for (prefix, entries) in [(&media, &foreign), (&other_media, &own)] {
         let refused = store
-            .append_manifest_chunk(&fixture.token, 0, prefix, entries)
+            .append_manifest_chunk(&fixture.token, 0, prefix, entries, &ChunkTail::default())
             .await;
         assert_matches!(
             refused,
@@ -256,7 +257,7 @@ async fn binding_refuses_a_summary_that_differs_from_the_stored_chunks() {
     let entries = media_entries(fixture.community.id, 5);
     let [media, _, _] = tenant_prefixes(fixture.community.id);
     store
-        .append_manifest_chunk(&fixture.token, 0, &media, &entries)
+        .append_manifest_chunk(&fixture.token, 0, &media, &entries, &ChunkTail::default())
         .await
         .expect("append");
 
@@ -284,35 +285,163 @@ async fn binding_refuses_a_summary_that_differs_from_the_stored_chunks() {
     assert_eq!(loaded, exact);
 }
 
-/// A freeze interrupted after writing some chunks (a worker with chunks of 3 wrote chunks 0..=3
-/// and died before binding) is retried by a worker with chunks of 5. The leftovers cannot be
-/// bound with the new listing (chunk 3 is stale and repeats versions), the retry's clear removes
-/// every unbound chunk, and the rewritten manifest holds each version exactly once, in chunks
-/// 0..=2 only. A bound manifest is never cleared.
+/// Encoded media entries of `community`: `(key seed, version id)` pairs, keys in listing order.
+fn keyed_media_entries(community: Uuid, versions: &[(u32, &str)]) -> Vec<String> {
+    versions
+        .iter()
+        .map(|(seed, version)| {
+            let key = format!("media/{}/{:064x}", community.hyphenated(), seed);
+            ManifestEntry::new(key, *version, VersionKind::Object).encode()
+        })
+        .collect()
+}
+
+/// The key of an encoded entry.
+fn key_of(encoded: &str) -> String {
+    ManifestEntry::decode(encoded)
+        .map(|e| e.key)
+        .unwrap_or_default()
+}
+
+/// A freeze interrupted after storing some chunks is continued, not restarted: the resume point
+/// holds every stored version's digest, count and bytes, the listing resumes after the last key
+/// stored whole, and the versions of the key split across chunks are handed back to be skipped.
+/// The retry stores only the rest; the manifest binds with each version exactly once; the audit
+/// trail says what was kept. A bound manifest has no resume point.
 #[tokio::test]
-async fn an_interrupted_freeze_is_cleared_and_rewritten_without_a_stale_or_repeated_chunk() {
+async fn an_interrupted_freeze_resumes_after_its_last_whole_key_and_binds_each_version_once() {
+    let store = store().await;
+    let mut fixture = fenced(&store, 0).await;
+    let community = fixture.community.id;
+    let [media, _, _] = tenant_prefixes(community);
+    // Keys 1 and 2 have one version, key 3 three, key 4 one.
+    let entries = keyed_media_entries(
+        community,
+        &[(1, "a"), (2, "a"), (3, "c"), (3, "b"), (3, "a"), (4, "a")],
+    );
+    // The first attempt stored [1, 2] (ends key 2) and [3c, 3b] (inside key 3), then died.
+    let stored = [
+        (&entries[0..2], Some(key_of(&entries[1]))),
+        (&entries[2..4], None),
+    ];
+    for (chunk_no, (chunk, resume_after_key)) in stored.iter().enumerate() {
+        let tail = ChunkTail {
+            bytes: 100,
+            resume_after_key: resume_after_key.clone(),
+        };
+        store
+            .append_manifest_chunk(&fixture.token, chunk_no as u32, &media, chunk, &tail)
+            .await
+            .expect("first attempt's chunk");
+    }
+
+    let retry = fixture.claim(&[Stage::Fenced]).await;
+    let resume = store
+        .freeze_resume_point(&retry)
+        .await
+        .expect("resume point");
+    assert_eq!(
+        (
+            resume.next_chunk_no,
+            resume.chunks_kept,
+            resume.chunks_cleared
+        ),
+        (2, 2, 0)
+    );
+    assert_eq!(resume.versions_kept(), 4);
+    let prefix = resume
+        .prefixes
+        .get(&media)
+        .expect("the media prefix resumes");
+    assert_eq!(
+        prefix.after_key,
+        Some(key_of(&entries[1])),
+        "after the last key stored whole"
+    );
+    assert_eq!(prefix.bytes, 200);
+    let beyond: BTreeSet<String> = prefix.stored_beyond.iter().cloned().collect();
+    assert_eq!(
+        beyond,
+        entries[2..4].iter().cloned().collect(),
+        "key 3's stored versions"
+    );
+    let mut first_four = KeyStreamDigest::new();
+    for entry in &entries[..4] {
+        first_four.fold_encoded(entry);
+    }
+    assert_eq!(prefix.digest, first_four);
+    let resumed = fixture
+        .audit_events()
+        .await
+        .into_iter()
+        .find(|e| e.event == "freeze_resumed")
+        .expect("freeze_resumed is audited");
+    assert_eq!(resumed.detail["chunks_kept"], 2);
+    assert_eq!(resumed.detail["versions_kept"], 4);
+
+    // The retry lists key 3 again, skips 3c and 3b, and stores the rest in chunk 2.
+    let rest = &entries[4..];
+    store
+        .append_manifest_chunk(&retry, 2, &media, rest, &ChunkTail::default())
+        .await
+        .expect("the retry's chunk");
+    let summary = media_manifest(community, &entries, 2);
+    assert_eq!(summary.chunks, 3);
+    store
+        .bind_destructive_manifest(&retry, &summary)
+        .await
+        .expect("kept and new chunks bind as one listing");
+    fixture.token = retry.clone();
+    let drained = fixture.claim(&[Stage::Drained]).await;
+    let chunks = store.pending_chunks(&drained, 100).await.expect("chunks");
+    let listed: Vec<String> = chunks.into_iter().flat_map(|c| c.entries).collect();
+    assert_eq!(
+        listed, entries,
+        "every version exactly once, in listing order"
+    );
+
+    // Bound, the manifest is no longer the freeze's to resume (or clear).
+    let refused = store.freeze_resume_point(&retry).await;
+    assert!(
+        refused.is_err(),
+        "a bound manifest offered a resume point: {refused:?}"
+    );
+}
+
+/// Chunks stored before the resumable freeze (no partial digest) are cleared by the retry, which
+/// starts from chunk 0; a repeated chunk or a count that differs keeps a manifest from binding.
+#[tokio::test]
+async fn chunks_without_a_partial_digest_are_cleared_and_a_stale_chunk_never_binds() {
     let store = store().await;
     let mut fixture = fenced(&store, 0).await;
     let entries = media_entries(fixture.community.id, 12);
     let [media, _, _] = tenant_prefixes(fixture.community.id);
     for (chunk_no, chunk) in entries.chunks(3).enumerate() {
         store
-            .append_manifest_chunk(&fixture.token, chunk_no as u32, &media, chunk)
+            .append_manifest_chunk(
+                &fixture.token,
+                chunk_no as u32,
+                &media,
+                chunk,
+                &ChunkTail::default(),
+            )
             .await
             .expect("first attempt's chunk");
     }
-
-    // Without the clear, the retry's chunks replace 0..=2 but chunk 3 stays: the bind refuses.
-    let rewrite = async || {
-        for (chunk_no, chunk) in entries.chunks(5).enumerate() {
-            store
-                .append_manifest_chunk(&fixture.token, chunk_no as u32, &media, chunk)
-                .await
-                .expect("retry's chunk");
-        }
-    };
-    rewrite().await;
+    // A retry rewriting chunks 0..=2 in chunks of 5 leaves chunk 3 stale: the bind refuses.
     let summary = media_manifest(fixture.community.id, &entries, 5);
+    for (chunk_no, chunk) in entries.chunks(5).enumerate() {
+        store
+            .append_manifest_chunk(
+                &fixture.token,
+                chunk_no as u32,
+                &media,
+                chunk,
+                &ChunkTail::default(),
+            )
+            .await
+            .expect("rewritten chunk");
+    }
     let refused = store
         .bind_destructive_manifest(&fixture.token, &summary)
         .await;
@@ -323,41 +452,120 @@ async fn an_interrupted_freeze_is_cleared_and_rewritten_without_a_stale_or_repea
     );
     assert_eq!(fixture.stage().await, Stage::Fenced);
 
-    // What the retry does: clear every unbound chunk first, then write the listing again.
-    let cleared = store
-        .clear_unbound_manifest_chunks(&fixture.token)
+    // Rows as an older worker wrote them: no partial digest. The retry clears them all.
+    sqlx::query("UPDATE deletion.manifest_chunks SET digest_sum = NULL WHERE request_id = $1")
+        .bind(fixture.request_id)
+        .execute(store.pool())
         .await
-        .expect("clear");
-    assert_eq!(cleared, 4, "chunks 0..=3 of the interrupted attempt");
+        .expect("strip the partial digests");
+    let retry = fixture.claim(&[Stage::Fenced]).await;
+    let resume = store
+        .freeze_resume_point(&retry)
+        .await
+        .expect("resume point");
+    assert_eq!(
+        (
+            resume.next_chunk_no,
+            resume.chunks_kept,
+            resume.chunks_cleared
+        ),
+        (0, 0, 4)
+    );
+    assert!(resume.prefixes.is_empty());
     let progress = fixture.chunk_progress().await;
     assert_eq!((progress.chunks_total, progress.versions_total), (0, 0));
-    rewrite().await;
+    for (chunk_no, chunk) in entries.chunks(5).enumerate() {
+        store
+            .append_manifest_chunk(
+                &retry,
+                chunk_no as u32,
+                &media,
+                chunk,
+                &ChunkTail::default(),
+            )
+            .await
+            .expect("retry's chunk");
+    }
     store
-        .bind_destructive_manifest(&fixture.token, &summary)
+        .bind_destructive_manifest(&retry, &summary)
         .await
         .expect("the rewritten manifest binds");
-    let bound = fixture.token.clone();
-    let drained = fixture.claim(&[Stage::Drained]).await;
-    let chunks = store.pending_chunks(&drained, 100).await.expect("chunks");
-    assert_eq!(
-        chunks.iter().map(|c| c.chunk_no).collect::<Vec<_>>(),
-        vec![0, 1, 2],
-        "no stale chunk"
-    );
-    let listed: Vec<String> = chunks.into_iter().flat_map(|c| c.entries).collect();
-    assert_eq!(
-        listed, entries,
-        "every version exactly once, in listing order"
-    );
+}
 
-    // Bound, the manifest is no longer the freeze's to clear.
-    let refused = store.clear_unbound_manifest_chunks(&bound).await;
-    assert!(
-        refused.is_err(),
-        "a bound manifest was cleared: {refused:?}"
+/// A chunk whose entries were changed after the freeze (the partial digest no longer matches) is
+/// refused when the delete loop reads it, before anything of it is deleted; so is a resume key
+/// that is not the chunk's last key.
+#[tokio::test]
+async fn a_chunk_edited_after_the_freeze_is_refused_when_read_for_deletion() {
+    let store = store().await;
+    let fixture = fenced(&store, 0).await;
+    let community = fixture.community.id;
+    let entries = media_entries(community, 4);
+    let [media, _, _] = tenant_prefixes(community);
+    let wrong_key = ChunkTail {
+        bytes: 0,
+        resume_after_key: Some(key_of(&entries[0])),
+    };
+    let refused = store
+        .append_manifest_chunk(&fixture.token, 0, &media, &entries[..2], &wrong_key)
+        .await;
+    assert_matches!(
+        refused,
+        Err(StoreError::Manifest(ManifestError::Mismatch { .. }))
     );
-    let progress = fixture.chunk_progress().await;
-    assert_eq!((progress.chunks_total, progress.versions_total), (3, 12));
+    let mut fixture = fixture;
+    for (chunk_no, chunk) in entries.chunks(2).enumerate() {
+        store
+            .append_manifest_chunk(
+                &fixture.token,
+                chunk_no as u32,
+                &media,
+                chunk,
+                &ChunkTail::default(),
+            )
+            .await
+            .expect("chunk");
+    }
+    store
+        .bind_destructive_manifest(&fixture.token, &media_manifest(community, &entries, 2))
+        .await
+        .expect("bind");
+    // Someone swaps chunk 1's second entry for another version of the same key.
+    let swapped = ManifestEntry::new(key_of(&entries[3]), "other", VersionKind::Object).encode();
+    sqlx::query(
+        "UPDATE deletion.manifest_chunks SET entries = jsonb_set(entries, '{1}', to_jsonb($3::text)) \
+         WHERE request_id = $1 AND chunk_no = $2",
+    )
+    .bind(fixture.request_id)
+    .bind(1_i32)
+    .bind(&swapped)
+    .execute(store.pool())
+    .await
+    .expect("edit chunk 1");
+    let drained = fixture.claim(&[Stage::Drained]).await;
+    let first = store
+        .pending_chunks(&drained, 1)
+        .await
+        .expect("chunk 0 is intact");
+    assert_eq!(first.len(), 1);
+    let refused = store.pending_chunks_after(&drained, Some(0), 1).await;
+    assert_matches!(
+        refused,
+        Err(StoreError::Manifest(ManifestError::Mismatch { .. })),
+        "the edited chunk must be refused: {refused:?}"
+    );
+    let lane = store
+        .next_pending_chunk_in(
+            &drained,
+            activities::store::ChunkSet::Frozen,
+            &media,
+            Some(0),
+        )
+        .await;
+    assert!(
+        lane.is_err(),
+        "the per-prefix read refuses it too: {lane:?}"
+    );
 }
 
 /// A deletion works the tenant's prefixes side by side: the store names each prefix with
@@ -376,7 +584,13 @@ async fn pending_chunks_are_read_per_prefix_lane_in_order() {
     for (prefix, entries) in prefixes.iter().zip([&media, &thumbs, &meta]) {
         for chunk in entries.chunks(2) {
             store
-                .append_manifest_chunk(&fixture.token, chunk_no, prefix, chunk)
+                .append_manifest_chunk(
+                    &fixture.token,
+                    chunk_no,
+                    prefix,
+                    chunk,
+                    &ChunkTail::default(),
+                )
                 .await
                 .expect("chunk");
             chunk_no += 1;

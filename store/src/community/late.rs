@@ -70,6 +70,7 @@ impl Store {
         for encoded in entries {
             digest.fold_encoded(encoded);
         }
+        let digest_sum = digest.partial_sum();
         let (digest, versions) = digest.finish();
         let (mut tx, row) = self.begin_for_token(token, ChunkSet::Late.stages()).await?;
         check_fence_held(&mut tx, &row).await?;
@@ -88,8 +89,8 @@ impl Store {
         sqlx::query(
             "INSERT INTO deletion.manifest_chunks \
              (request_id, chunk_no, prefix, entries, entry_count, exec_generation, late_at, \
-              late_digest) \
-             VALUES ($1, $2, $3, $4, $5, $6, now(), $7)",
+              late_digest, digest_sum) \
+             VALUES ($1, $2, $3, $4, $5, $6, now(), $7, $8)",
         )
         .bind(token.request_id)
         .bind(chunk_no_i32(chunk_no)?)
@@ -98,6 +99,7 @@ impl Store {
         .bind(i32::try_from(entries.len()).unwrap_or(i32::MAX))
         .bind(token.exec_generation)
         .bind(&digest)
+        .bind(&digest_sum)
         .execute(&mut *tx)
         .await?;
         let named: Vec<&String> = entries.iter().take(AUDITED_ENTRIES).collect();

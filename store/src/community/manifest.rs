@@ -3,9 +3,12 @@
 //! `fenced → drained`; then deleted chunk by chunk, each chunk stamped once every version in it
 //! was acknowledged.
 //!
-//! Binding re-reads every chunk, one at a time, and recomputes each prefix's count and
-//! order-independent digest: what is bound is exactly what was stored. Every entry is checked at
-//! append time to be a key of the community's own exact writer shape under the chunk's prefix.
+//! Each chunk row carries the partial digest of its entries, computed here as it is inserted;
+//! binding merges them into each prefix's count and order-independent digest (one small row per
+//! chunk, never the entries), and the delete loop re-checks each chunk's entries against its
+//! partial digest as it reads them: what is bound and deleted is exactly what was stored. Every
+//! entry is checked at append time to be a key of the community's own exact writer shape under the
+//! chunk's prefix. A retried freeze continues after what is stored (`freeze_resume`).
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -13,13 +16,14 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 use workflows::community::contracts::ManifestSummary;
 
+use super::freeze_resume::{ChunkTail, check_chunk_digest, check_chunk_digests, partial_digest};
 use super::inventory::{
     StoredDocument, frozen_inventory_in, put_prefix_summaries, verified_document,
 };
 use super::stage::Stage;
 use super::token::{ExecToken, LockedRequest, Tx, check_fence_held, read_for_token, read_request};
 use crate::error::{StoreError, StoreResult};
-use crate::taxonomy::{KeyStreamDigest, ManifestEntry, is_tenant_owned_key, tenant_prefixes};
+use crate::taxonomy::{ManifestEntry, is_tenant_owned_key, tenant_prefixes};
 use crate::{Store, count_i64, count_u64, put_canonical_field};
 
 /// Most entries one chunk holds (ten `DeleteObjects` calls of 1,000).
@@ -188,41 +192,47 @@ impl Store {
         Ok((tx, row))
     }
 
-    /// Deletes chunks left by an interrupted freeze (never bound, so never acted on). Stage must
-    /// be `fenced`; returns how many were removed.
-    pub async fn clear_unbound_manifest_chunks(&self, token: &ExecToken) -> StoreResult<u64> {
-        let (mut tx, _) = self.begin_for_token(token, &[Stage::Fenced]).await?;
-        let deleted = sqlx::query("DELETE FROM deletion.manifest_chunks WHERE request_id = $1")
-            .bind(token.request_id)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        tx.commit().await?;
-        Ok(deleted)
-    }
-
-    /// Stores one chunk (1..=10,000 encoded entries under one tenant prefix). Every entry must
-    /// decode and be a key of the community's exact writer shape under `prefix`
-    /// ([`ManifestError::Mismatch`] otherwise). Stage must be `fenced` and the fence held.
-    /// Re-appending the same chunk number (a replayed freeze) replaces it.
+    /// Stores one chunk (1..=10,000 encoded entries under one tenant prefix) with its partial
+    /// digest (folded here from `entries`) and `tail`: the bytes of its versions and, when it ends
+    /// at a key boundary, its last key, which must be the last entry's. Every entry must decode and
+    /// be a key of the community's exact writer shape under `prefix` ([`ManifestError::Mismatch`]
+    /// otherwise). Stage must be `fenced` and the fence held. Re-appending the same chunk number
+    /// (a replayed freeze) replaces it.
     pub async fn append_manifest_chunk(
         &self,
         token: &ExecToken,
         chunk_no: u32,
         prefix: &str,
         entries: &[String],
+        tail: &ChunkTail,
     ) -> StoreResult<()> {
-        check_chunk_entries(token, &format!("chunk {chunk_no}"), prefix, entries)?;
+        let label = format!("chunk {chunk_no}");
+        check_chunk_entries(token, &label, prefix, entries)?;
+        if let Some(key) = &tail.resume_after_key {
+            let last = entries
+                .last()
+                .and_then(|encoded| ManifestEntry::decode(encoded).ok())
+                .map(|entry| entry.key);
+            if last.as_ref() != Some(key) {
+                return Err(mismatch(
+                    token.request_id,
+                    format!("{label}: resumes after {key:?}, but its last key is {last:?}"),
+                ));
+            }
+        }
         let entry_count = i32::try_from(entries.len()).unwrap_or(i32::MAX);
+        let digest_sum = partial_digest(entries).partial_sum();
         let (mut tx, row) = self.begin_for_token(token, &[Stage::Fenced]).await?;
         check_fence_held(&mut tx, &row).await?;
         sqlx::query(
             "INSERT INTO deletion.manifest_chunks \
-             (request_id, chunk_no, prefix, entries, entry_count, exec_generation) \
-             VALUES ($1, $2, $3, $4, $5, $6) \
+             (request_id, chunk_no, prefix, entries, entry_count, exec_generation, digest_sum, \
+              bytes, resume_after_key) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
              ON CONFLICT (request_id, chunk_no) DO UPDATE SET prefix = EXCLUDED.prefix, \
                entries = EXCLUDED.entries, entry_count = EXCLUDED.entry_count, \
-               exec_generation = EXCLUDED.exec_generation",
+               exec_generation = EXCLUDED.exec_generation, digest_sum = EXCLUDED.digest_sum, \
+               bytes = EXCLUDED.bytes, resume_after_key = EXCLUDED.resume_after_key",
         )
         .bind(token.request_id)
         .bind(chunk_no_i32(chunk_no)?)
@@ -230,6 +240,9 @@ impl Store {
         .bind(sqlx::types::Json(entries))
         .bind(entry_count)
         .bind(token.exec_generation)
+        .bind(&digest_sum)
+        .bind(count_i64("bytes", tail.bytes)?)
+        .bind(tail.resume_after_key.as_deref())
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -239,7 +252,9 @@ impl Store {
     /// Binds the manifest to the request and advances `fenced → drained` atomically, after
     /// checking the frozen inventory still validates, the fence is held, the prefixes are the
     /// community's, chunk numbers are contiguous from 0, and each prefix's count and digest
-    /// recomputed from the stored chunks equal the summary's. Memory: one chunk at a time.
+    /// merged from the stored chunks' partial digests equal the summary's. Reads one small row
+    /// per chunk, never the entries: the transaction holding the request stays short whatever the
+    /// manifest's size.
     pub async fn bind_destructive_manifest(
         &self,
         token: &ExecToken,
@@ -249,8 +264,7 @@ impl Store {
         let (mut tx, row) = self.begin_for_token(token, &[Stage::Fenced]).await?;
         check_fence_held(&mut tx, &row).await?;
         frozen_inventory_in(&mut tx, token.request_id).await?;
-        let chunk_numbers = stored_chunk_numbers(&mut tx, token.request_id, summary).await?;
-        check_stored_digests(&mut tx, token.request_id, &chunk_numbers, summary).await?;
+        check_chunk_digests(&mut tx, token.request_id, summary).await?;
 
         let digest = manifest_digest(summary);
         let document = serde_json::to_value(summary).map_err(|error| StoreError::Corrupt {
@@ -324,8 +338,9 @@ impl Store {
         read_for_token(&mut conn, token)
             .await?
             .require_stage(set.stages())?;
-        let row: Option<(i32, String, sqlx::types::Json<Vec<String>>)> = sqlx::query_as(
-            "SELECT chunk_no, prefix, entries FROM deletion.manifest_chunks \
+        let row: Option<StoredChunk> = sqlx::query_as(
+            "SELECT chunk_no, prefix, entries, entry_count, digest_sum \
+             FROM deletion.manifest_chunks \
              WHERE request_id = $1 AND deleted_at IS NULL AND chunk_no > $2 \
                AND (late_at IS NOT NULL) = $3 AND prefix = $4 \
              ORDER BY chunk_no LIMIT 1",
@@ -336,14 +351,8 @@ impl Store {
         .bind(prefix)
         .fetch_optional(&mut *conn)
         .await?;
-        row.map(|(chunk_no, prefix, entries)| {
-            Ok(ManifestChunk {
-                chunk_no: stored_chunk_no(chunk_no)?,
-                prefix,
-                entries: entries.0,
-            })
-        })
-        .transpose()
+        row.map(|row| checked_chunk(token.request_id, row))
+            .transpose()
     }
 
     /// The prefixes that still have unstamped chunks of `set`, each with the number of its first
@@ -517,102 +526,6 @@ fn mismatch(request_id: Uuid, reason: String) -> StoreError {
     StoreError::Manifest(ManifestError::Mismatch { request_id, reason })
 }
 
-/// The numbers of the request's stored chunks; refused unless there are as many as `summary`
-/// says, numbered from 0 without a gap.
-async fn stored_chunk_numbers(
-    conn: &mut PgConnection,
-    request_id: Uuid,
-    summary: &ManifestSummary,
-) -> StoreResult<Vec<i32>> {
-    let chunk_numbers: Vec<i32> = sqlx::query_scalar(
-        "SELECT chunk_no FROM deletion.manifest_chunks WHERE request_id = $1 ORDER BY chunk_no",
-    )
-    .bind(request_id)
-    .fetch_all(&mut *conn)
-    .await?;
-    if chunk_numbers.len() as u64 != summary.chunks {
-        return Err(mismatch(
-            request_id,
-            format!(
-                "{} chunks stored, summary says {}",
-                chunk_numbers.len(),
-                summary.chunks
-            ),
-        ));
-    }
-    if let Some((position, chunk_no)) = chunk_numbers
-        .iter()
-        .enumerate()
-        .find(|(position, chunk_no)| i64::try_from(*position).ok() != Some(i64::from(**chunk_no)))
-    {
-        return Err(mismatch(
-            request_id,
-            format!("chunk {chunk_no} found at position {position}: gap"),
-        ));
-    }
-    Ok(chunk_numbers)
-}
-
-/// Re-reads the stored chunks `chunk_numbers`, one at a time, and refuses unless every one is
-/// under a prefix of `summary` and each prefix's count and order-independent digest recomputed
-/// from them, and the total count, equal the summary's.
-async fn check_stored_digests(
-    conn: &mut PgConnection,
-    request_id: Uuid,
-    chunk_numbers: &[i32],
-    summary: &ManifestSummary,
-) -> StoreResult<()> {
-    let mut digests: Vec<(String, KeyStreamDigest)> = summary
-        .prefixes
-        .iter()
-        .map(|p| (p.prefix.clone(), KeyStreamDigest::new()))
-        .collect();
-    for chunk_no in chunk_numbers {
-        let (prefix, entries): (String, sqlx::types::Json<Vec<String>>) = sqlx::query_as(
-            "SELECT prefix, entries FROM deletion.manifest_chunks \
-             WHERE request_id = $1 AND chunk_no = $2",
-        )
-        .bind(request_id)
-        .bind(chunk_no)
-        .fetch_one(&mut *conn)
-        .await?;
-        let Some((_, digest)) = digests.iter_mut().find(|(p, _)| *p == prefix) else {
-            return Err(mismatch(
-                request_id,
-                format!("chunk {chunk_no} is under foreign prefix {prefix}"),
-            ));
-        };
-        for encoded in entries.0.iter() {
-            digest.fold_encoded(encoded);
-        }
-    }
-    let mut versions = 0u64;
-    for ((prefix, digest), expected) in digests.into_iter().zip(&summary.prefixes) {
-        let (keys_digest, count) = digest.finish();
-        if count != expected.versions || keys_digest != expected.keys_digest {
-            return Err(mismatch(
-                request_id,
-                format!(
-                    "prefix {prefix}: stored chunks hold {count} versions with digest \
-                     {keys_digest}, summary says {} with {}",
-                    expected.versions, expected.keys_digest
-                ),
-            ));
-        }
-        versions += count;
-    }
-    if versions != summary.versions {
-        return Err(mismatch(
-            request_id,
-            format!(
-                "prefixes hold {versions} versions, summary says {}",
-                summary.versions
-            ),
-        ));
-    }
-    Ok(())
-}
-
 /// Up to `limit` (at least 1) unstamped chunks of `set` numbered above `after`, lowest first.
 async fn unstamped_chunks(
     conn: &mut PgConnection,
@@ -621,8 +534,9 @@ async fn unstamped_chunks(
     after: Option<u32>,
     limit: u32,
 ) -> StoreResult<Vec<ManifestChunk>> {
-    let rows: Vec<(i32, String, sqlx::types::Json<Vec<String>>)> = sqlx::query_as(
-        "SELECT chunk_no, prefix, entries FROM deletion.manifest_chunks \
+    let rows: Vec<StoredChunk> = sqlx::query_as(
+        "SELECT chunk_no, prefix, entries, entry_count, digest_sum \
+         FROM deletion.manifest_chunks \
          WHERE request_id = $1 AND deleted_at IS NULL AND chunk_no > $3 \
            AND (late_at IS NOT NULL) = $4 \
          ORDER BY chunk_no LIMIT $2",
@@ -634,14 +548,35 @@ async fn unstamped_chunks(
     .fetch_all(conn)
     .await?;
     rows.into_iter()
-        .map(|(chunk_no, prefix, entries)| {
-            Ok(ManifestChunk {
-                chunk_no: stored_chunk_no(chunk_no)?,
-                prefix,
-                entries: entries.0,
-            })
-        })
+        .map(|row| checked_chunk(request_id, row))
         .collect()
+}
+
+/// A chunk row as the delete loop reads it: number, prefix, entries, entry count, partial digest.
+type StoredChunk = (
+    i32,
+    String,
+    sqlx::types::Json<Vec<String>>,
+    i32,
+    Option<String>,
+);
+
+/// The chunk of `row`, refused unless its entries still match the count and partial digest the
+/// freeze stored with them.
+fn checked_chunk(request_id: Uuid, row: StoredChunk) -> StoreResult<ManifestChunk> {
+    let (chunk_no, prefix, entries, entry_count, digest_sum) = row;
+    check_chunk_digest(
+        request_id,
+        chunk_no,
+        &entries.0,
+        entry_count,
+        digest_sum.as_deref(),
+    )?;
+    Ok(ManifestChunk {
+        chunk_no: stored_chunk_no(chunk_no)?,
+        prefix,
+        entries: entries.0,
+    })
 }
 
 /// Chunk progress, read on the caller's connection.

@@ -8,6 +8,7 @@ pub(super) mod approvals;
 pub(super) mod audit;
 pub(super) mod evidence;
 pub(super) mod fence;
+pub(super) mod freeze_resume;
 pub(super) mod inventory;
 pub(super) mod irreversible;
 pub(super) mod late;

@@ -363,6 +363,47 @@ impl KeyStreamDigest {
         self.count
     }
 
+    /// Adds every entry `other` holds: folding two multisets apart and merging gives the digest
+    /// of their union, so a prefix's digest can be assembled from its chunks' partial sums.
+    pub fn merge(&mut self, other: &KeyStreamDigest) {
+        let mut bytes = [0u8; 32];
+        for (limb_index, limb) in other.sum.iter().enumerate() {
+            let start = 32 - 8 * (limb_index + 1);
+            bytes[start..start + 8].copy_from_slice(&limb.to_be_bytes());
+        }
+        self.add_hash(&bytes);
+        self.count = self.count.saturating_add(other.count);
+    }
+
+    /// The running sum as 64 lowercase hex digits (big-endian), the form a chunk row stores
+    /// beside its entry count; [`KeyStreamDigest::from_partial_sum`] reads it back.
+    pub fn partial_sum(&self) -> String {
+        let mut out = String::with_capacity(64);
+        for limb in self.sum.iter().rev() {
+            out.push_str(&format!("{limb:016x}"));
+        }
+        out
+    }
+
+    /// The digest of `count` entries whose running sum is `sum` (as [`KeyStreamDigest::partial_sum`]
+    /// writes it); `None` unless `sum` is exactly 64 lowercase hex digits.
+    pub fn from_partial_sum(sum: &str, count: u64) -> Option<Self> {
+        if sum.len() != 64
+            || !sum
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            return None;
+        }
+        let mut limbs = [0u64; 4];
+        for (index, limb) in limbs.iter_mut().enumerate() {
+            // limb 0 is the least significant: the last 16 hex digits.
+            let end = 64 - 16 * index;
+            *limb = u64::from_str_radix(sum.get(end - 16..end)?, 16).ok()?;
+        }
+        Some(Self { sum: limbs, count })
+    }
+
     /// The digest as lowercase hex (committing to both the sum and the count) and the count.
     pub fn finish(self) -> (String, u64) {
         let mut hasher = Sha256::new();
@@ -405,6 +446,54 @@ mod tests {
 
     fn hash(seed: u8) -> String {
         hex::encode(Sha256::digest([seed]))
+    }
+
+    fn encoded_digest(entries: &[String]) -> KeyStreamDigest {
+        let mut digest = KeyStreamDigest::new();
+        for entry in entries {
+            digest.fold_encoded(entry);
+        }
+        digest
+    }
+
+    proptest! {
+        #[test]
+        fn chunks_merged_give_the_digest_of_the_whole_and_the_stored_sum_reads_back(
+            entries in proptest::collection::vec("[a-z0-9/]{1,12}", 0..40),
+            cut in 0usize..40,
+        ) {
+            let cut = cut.min(entries.len());
+            let (head, tail) = entries.split_at(cut);
+            let mut merged = KeyStreamDigest::from_partial_sum(
+                &encoded_digest(head).partial_sum(),
+                head.len() as u64,
+            )
+            .unwrap_or_default();
+            merged.merge(&encoded_digest(tail));
+            prop_assert_eq!(merged.clone(), encoded_digest(&entries));
+            prop_assert_eq!(merged.finish(), encoded_digest(&entries).finish());
+        }
+    }
+
+    #[test]
+    fn a_stored_sum_that_is_not_64_lowercase_hex_digits_is_refused() {
+        let sum = encoded_digest(&["x".to_owned()]).partial_sum();
+        assert_eq!(sum.len(), 64);
+        assert!(KeyStreamDigest::from_partial_sum(&sum, 1).is_some());
+        for bad in [
+            sum.to_uppercase(),
+            sum[1..].to_owned(),
+            format!("{sum}0"),
+            format!("+{}", &sum[1..]),
+            String::new(),
+        ] {
+            if bad != sum {
+                assert!(
+                    KeyStreamDigest::from_partial_sum(&bad, 1).is_none(),
+                    "{bad}"
+                );
+            }
+        }
     }
 
     #[test]

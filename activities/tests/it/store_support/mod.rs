@@ -3,6 +3,7 @@
 //! to a given stage through the store's own calls.
 #![allow(dead_code)]
 
+pub use activities::store::ChunkTail;
 pub use testkit::operators;
 pub mod private_db;
 pub mod request_flow;
@@ -504,7 +505,13 @@ pub async fn drained(store: &Store, rows: u64, versions: usize, chunk_size: usiz
     let [media, _, _] = tenant_prefixes(fixture.community.id);
     for (chunk_no, chunk) in entries.chunks(chunk_size).enumerate() {
         store
-            .append_manifest_chunk(&fixture.token, chunk_no as u32, &media, chunk)
+            .append_manifest_chunk(
+                &fixture.token,
+                chunk_no as u32,
+                &media,
+                chunk,
+                &ChunkTail::default(),
+            )
             .await
             .expect("append chunk");
     }

@@ -241,7 +241,7 @@ async fn undeclared_shapes_block_the_inventory_and_once_declared_or_dropped_the_
         .await
         .expect_code(0);
     let status = cli
-        .wait_status(&id, 90, |s| reason(s).contains("reposts_event_id_fkey"))
+        .wait_status(&id, 180, |s| reason(s).contains("reposts_event_id_fkey"))
         .await;
     let blocked = reason(&status);
     assert_names(
@@ -264,7 +264,7 @@ async fn undeclared_shapes_block_the_inventory_and_once_declared_or_dropped_the_
         .await
         .expect_code(0);
     let status = cli
-        .wait_status(&id, 90, |s| {
+        .wait_status(&id, 180, |s| {
             s["phase"] == "awaiting_approval" && s["blocked"].is_null()
         })
         .await;

@@ -8,6 +8,8 @@
 //! - `certificates`: a finished deletion's certificate verifies offline and no field of it can
 //!   change unnoticed; a rewritten audit row or a receipt removed from the log is caught.
 //! - `crash`: the worker is SIGKILLed mid-deletion; a new worker finishes without re-stamping.
+//! - `freeze_resume`: a freeze blocked mid-listing continues after the chunks it stored (kept as
+//!   written, audited as `freeze_resumed`) instead of listing from the start.
 //! - `unknown_key`: an unknown key shape blocks; remediation + unblock completes.
 //! - `cascading_key`: a cascading foreign key into tenant data blocks; drop + unblock completes.
 //! - `closed_world`: every shape the deletion does not understand blocks before the irreversible
@@ -38,6 +40,7 @@ mod certificates;
 mod closed_world;
 mod crash;
 mod evidence;
+mod freeze_resume;
 mod happy_path;
 mod late_versions;
 mod malformed_signals;
