@@ -88,13 +88,18 @@ async fn a_freeze_blocked_mid_listing_resumes_after_the_chunks_it_stored() {
     let audit = cli.inspected_audit(&id).await;
     let resumed = one_event(&audit, "freeze_resumed");
     assert_eq!(resumed["detail"]["chunks_kept"], stored.len(), "{resumed}");
-    assert_eq!(resumed["detail"]["versions_kept"], stored_versions, "{resumed}");
+    assert_eq!(
+        resumed["detail"]["versions_kept"], stored_versions,
+        "{resumed}"
+    );
     assert_eq!(resumed["detail"]["chunks_cleared"], 0, "{resumed}");
     let retry_generation = resumed["detail"]["exec_generation"]
         .as_i64()
         .unwrap_or_default();
     assert!(
-        stored.iter().all(|(_, generation, _)| *generation < retry_generation),
+        stored
+            .iter()
+            .all(|(_, generation, _)| *generation < retry_generation),
         "the kept chunks were written before the retry: {stored:?} / {resumed}"
     );
     let entries: Vec<&String> = frozen.iter().flat_map(|(_, _, e)| e).collect();

@@ -463,7 +463,8 @@ async fn malformed_signals_at_every_point_are_refused_on_record_and_never_wedge_
         .await;
 
     // 3. While deleting. The last chunk is made to name a foreign key, so deletion blocks there
-    // (after the irreversible point) once the earlier chunks are gone.
+    // (after the irreversible point) once the earlier chunks are gone: its entries no longer
+    // match the partial digest the freeze stored with them, so nothing of it is deleted.
     wait_request(&stack, id, "irreversible", |d| d.irreversible).await;
     let (last_no, original) = last_chunk(&stack, id).await;
     let foreign = original.replace(&community.to_string(), &Uuid::new_v4().to_string());
@@ -486,10 +487,11 @@ async fn malformed_signals_at_every_point_are_refused_on_record_and_never_wedge_
     );
 
     // 4. Blocked after the irreversible point.
-    wait_request(&stack, id, "blocked on the foreign key", |d| {
+    let edited = format!("chunk {last_no}: its entries hash to");
+    wait_request(&stack, id, "blocked on the edited chunk", |d| {
         d.blocked_reason
             .as_deref()
-            .is_some_and(|r| r.contains("which is not a key of community"))
+            .is_some_and(|r| r.contains(&edited) && r.contains("changed after the freeze"))
     })
     .await;
     every_malformed_signal(
