@@ -162,6 +162,9 @@ pub struct TuningArgs {
     /// delete_chunks calls per workflow run before continue-as-new.
     #[arg(long, default_value_t = 40)]
     pub delete_rounds_per_run: u32,
+    /// Rows the Postgres purge deletes per batch (each batch one short transaction).
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub purge_batch_rows: u32,
 }
 
 /// Filters for `community list`.

@@ -8,7 +8,10 @@
 //! or an inheritance child can hold another community's row at the same ctid). Each batch is its own short transaction that re-checks the
 //! execution generation and the fence and commits its count to `deletion.purge_progress`, so no
 //! statement holds locks for long, a zombie attempt stops at its next batch, and a retried attempt
-//! reports what earlier attempts deleted.
+//! reports what earlier attempts deleted. A heap with a unique index led by `community_id` is
+//! walked by that index, each batch after the last key of the one before (`keyset`), so a batch
+//! never re-reads the rows purged before it; every heap ends with batches from the start of its
+//! rows until one comes back short.
 
 use crate::CatalogError;
 use sqlx::PgConnection;
@@ -18,9 +21,12 @@ use workflows::community::contracts::{PurgeReport, TableCount};
 use super::inventory::frozen_inventory_in;
 use super::stage::Stage;
 use super::token::{ExecToken, Tx, check_fence_held};
-use crate::catalog::closed_world::batch::{BatchScope, classify_statement_error, delete_batch};
+use crate::catalog::closed_world::batch::{
+    BatchScope, HeapBatch, classify_statement_error, delete_batch,
+};
 use crate::catalog::closed_world::classify::{ArchiveTable, RefreshedView};
 use crate::catalog::closed_world::guard::require_scope_intact;
+use crate::catalog::closed_world::keyset::keyset_for;
 use crate::catalog::closed_world::summary::InventoriedRelation;
 use crate::catalog::closed_world::{
     Scope, after_dependencies, count_in_scope, cross_reference_counts, require_no_cross_references,
@@ -217,16 +223,13 @@ impl Store {
             }));
         }
         let communities = checked.world.communities_oid;
-        let deleted = delete_batch(
-            &mut tx,
-            &scope,
-            communities,
-            &checked.plan.sql_name(communities),
-            COMMUNITIES_TABLE,
-            "d0.id = $1",
-            1,
-        )
-        .await?;
+        let heap = HeapBatch {
+            oid: communities,
+            sql: &checked.plan.sql_name(communities),
+            name: COMMUNITIES_TABLE,
+            predicate: "d0.id = $1",
+        };
+        let deleted = delete_batch(&mut tx, &scope, heap, None, 1).await?;
         for (child, rows) in &deleted.children {
             add_progress(&mut tx, token.request_id, child, *rows).await?;
         }
@@ -284,18 +287,25 @@ impl Store {
         heap_name: &str,
         on_progress: &mut impl FnMut(&str, u64),
     ) -> StoreResult<()> {
+        let heap = HeapBatch {
+            oid: heap_oid,
+            sql: heap_sql,
+            name: heap_name,
+            predicate: "d0.community_id = $1",
+        };
+        // Walk the heap's unique index led by community_id where it has one (batch k starts
+        // after batch k-1's last key, whatever is dead behind it); then, and otherwise, batches
+        // from the start of the community's rows until one comes back short.
+        let mut keyset = None;
+        let mut walking = true;
         loop {
             let mut tx = self.begin_purge_step(purge.token, purge.frozen).await?;
-            let deleted = delete_batch(
-                &mut tx,
-                purge.scope,
-                heap_oid,
-                heap_sql,
-                heap_name,
-                "d0.community_id = $1",
-                purge.batch,
-            )
-            .await?;
+            if walking && keyset.is_none() {
+                keyset = keyset_for(&mut tx, heap_oid, "community_id").await?;
+                walking = keyset.is_some();
+            }
+            let cursor = if walking { keyset.as_mut() } else { None };
+            let deleted = delete_batch(&mut tx, purge.scope, heap, cursor, purge.batch).await?;
             for (child, rows) in &deleted.children {
                 add_progress(&mut tx, purge.token.request_id, child, *rows).await?;
             }
@@ -304,7 +314,10 @@ impl Store {
             tx.commit().await?;
             on_progress(qualified, total);
             if i64::try_from(deleted.rows).unwrap_or(i64::MAX) < purge.batch {
-                return Ok(());
+                if !walking {
+                    return Ok(());
+                }
+                walking = false;
             }
         }
     }

@@ -80,6 +80,7 @@ pub(super) async fn submit(
     input.tuning.delete_parallelism = tuning.delete_parallelism.max(1);
     input.tuning.chunks_per_call = tuning.chunks_per_call.max(1);
     input.tuning.delete_rounds_per_run = tuning.delete_rounds_per_run.max(1);
+    input.tuning.purge_batch_rows = tuning.purge_batch_rows.max(1);
     let workflow_id = workflow_id(request_id);
     let mut memo = MemoValues::new();
     memo.insert("host", host.clone());

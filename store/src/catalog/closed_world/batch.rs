@@ -20,6 +20,7 @@ use sqlx::query::QueryAs;
 use sqlx::{PgConnection, Postgres};
 use uuid::Uuid;
 
+use super::keyset::Keyset;
 use super::scope::{Scope, ScopePlan, columns_of};
 use super::{bind_scope, require_no_cross_references};
 use crate::count_u64;
@@ -119,31 +120,69 @@ fn nodes(
     out
 }
 
-/// Runs one batch on `heap` (see the module doc). `predicate` selects the scope's rows of the
-/// heap under alias `d0`.
+/// The heap a batch deletes from.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HeapBatch<'a> {
+    /// Its oid.
+    pub oid: i64,
+    /// Its name as SQL (quoted, schema-qualified).
+    pub sql: &'a str,
+    /// Its name as blocks and counts spell it.
+    pub name: &'a str,
+    /// Selects the scope's rows of the heap under alias `d0`.
+    pub predicate: &'a str,
+}
+
+/// Runs one batch on `heap` (see the module doc): the first `batch` of the scope's rows, or with
+/// a `keyset`, the next `batch` after the last key it locked (the keyset then moves on to this
+/// batch's last key).
 pub(crate) async fn delete_batch(
     conn: &mut PgConnection,
     scope: &BatchScope<'_>,
-    heap_oid: i64,
-    heap_sql: &str,
-    heap_name: &str,
-    predicate: &str,
+    heap: HeapBatch<'_>,
+    keyset: Option<&mut Keyset>,
     batch: i64,
 ) -> StoreResult<BatchDeleted> {
+    let HeapBatch {
+        oid: heap_oid,
+        sql: heap_sql,
+        name: heap_name,
+        predicate,
+    } = heap;
     let step = "purging rows";
     let first = scope.scope.first_free_param();
-    let lock =
-        format!("SELECT d0.ctid::text FROM ONLY {heap_sql} d0 WHERE {predicate} LIMIT ${first}");
-    let chosen: Vec<(String,)> = scope
-        .query_as(lock)
-        .bind(batch)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(|e| classify_statement_error(step, heap_name, e))?;
-    if chosen.is_empty() {
+    let ctids: Vec<String> = match keyset {
+        Some(keyset) => {
+            let lock = keyset.select_sql(heap_sql, predicate, first, first + 1);
+            let mut query = scope.query_as::<(String, Vec<String>)>(lock).bind(batch);
+            for key in keyset.after.iter().flatten() {
+                query = query.bind(key.clone());
+            }
+            let chosen = query
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(|e| classify_statement_error(step, heap_name, e))?;
+            if let Some((_, last)) = chosen.last() {
+                keyset.after = Some(last.clone());
+            }
+            chosen.into_iter().map(|(ctid, _)| ctid).collect()
+        }
+        None => {
+            let lock = format!(
+                "SELECT d0.ctid::text FROM ONLY {heap_sql} d0 WHERE {predicate} LIMIT ${first}"
+            );
+            let chosen: Vec<(String,)> = scope
+                .query_as(lock)
+                .bind(batch)
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(|e| classify_statement_error(step, heap_name, e))?;
+            chosen.into_iter().map(|(c,)| c).collect()
+        }
+    };
+    if ctids.is_empty() {
         return Ok(BatchDeleted::default());
     }
-    let ctids: Vec<String> = chosen.into_iter().map(|(c,)| c).collect();
     let locked = lock_rows(conn, heap_oid, heap_name, &ctids).await?;
     let tree = nodes(scope, heap_oid, heap_sql, heap_name, first);
 

@@ -18,6 +18,7 @@ pub(crate) mod classify;
 pub mod declaration;
 pub(crate) mod facts;
 pub(crate) mod guard;
+pub(crate) mod keyset;
 pub(crate) mod scope;
 pub mod summary;
 pub(crate) mod verify;

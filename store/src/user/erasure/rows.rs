@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::{ErasureAttempt, PurgeLogKind};
 use crate::catalog::checked_catalog_in_purge_order;
-use crate::catalog::closed_world::batch::{BatchScope, delete_batch};
+use crate::catalog::closed_world::batch::{BatchScope, HeapBatch, delete_batch};
 use crate::catalog::closed_world::{CheckedWorld, Scope};
 use crate::catalog::tenant_tree::TenantRelation;
 use crate::error::{CatalogRefusal, StoreError, StoreResult};
@@ -120,16 +120,13 @@ impl Store {
             "d0.community_id = $1 AND d0.{} = $2",
             quote_ident(&target.column)
         );
-        let deleted = delete_batch(
-            &mut tx,
-            &scope,
-            target.heap.oid,
-            &target.heap.sql_name(),
-            &target.heap.qualified(),
-            &predicate,
-            i64::from(batch.max(1)),
-        )
-        .await?;
+        let heap = HeapBatch {
+            oid: target.heap.oid,
+            sql: &target.heap.sql_name(),
+            name: &target.heap.qualified(),
+            predicate: &predicate,
+        };
+        let deleted = delete_batch(&mut tx, &scope, heap, None, i64::from(batch.max(1))).await?;
         for (child, rows) in &deleted.children {
             attempt
                 .log(&mut tx, community_id, PurgeLogKind::Rows, child, *rows)

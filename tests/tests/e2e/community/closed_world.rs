@@ -103,6 +103,14 @@ const SHAPES: &[&str] = &[
     // A tenant table whose rows live in another database: a foreign table at the root.
     "CREATE FOREIGN TABLE buzz.remote_events (community_id uuid, body text) \
      SERVER loopback OPTIONS (schema_name 'elsewhere', table_name 'events')",
+    // A tenant table purged by its primary key led by community_id (a keyset walk, in batches of
+    // two: the purge runs with --purge-batch-rows 2), keys that repeat a timestamp and a column
+    // name that needs quoting.
+    "CREATE TABLE buzz.readings (community_id uuid NOT NULL, taken_at timestamptz NOT NULL, \
+     \"seq no\" bigint NOT NULL, PRIMARY KEY (community_id, taken_at, \"seq no\"))",
+    "INSERT INTO buzz.readings SELECT c, timestamptz '2026-01-01 00:00:00.123456+00' \
+     + (n / 3) * interval '1 second', n \
+     FROM unnest(ARRAY['{target}'::uuid, '{neighbour}'::uuid]) c, generate_series(1, 11) n",
     // A tenant table with a cross-tenant key: the neighbour reposts one of the target's events
     // (ON DELETE SET NULL would silently rewrite the neighbour's row).
     "CREATE TABLE buzz.reposts (id bigserial PRIMARY KEY, community_id uuid NOT NULL, \
@@ -176,8 +184,10 @@ async fn undeclared_shapes_block_the_inventory_and_once_declared_or_dropped_the_
     )
     .await;
     exec_for(&stack.store, SHAPES, target, neighbour).await;
-    for sql in tenant_guards("buzz.reposts", "none") {
-        exec(&stack.store, &sql).await;
+    for table in ["buzz.reposts", "buzz.readings"] {
+        for sql in tenant_guards(table, "none") {
+            exec(&stack.store, &sql).await;
+        }
     }
     exec_for(&stack.store, &[REPOSTS], target, neighbour).await;
     let ids = target_ids(&stack.store, target).await;
@@ -196,6 +206,7 @@ async fn undeclared_shapes_block_the_inventory_and_once_declared_or_dropped_the_
         "history.events_archive",
         "reports.event_counts",
         "buzz.reposts",
+        "buzz.readings",
     ] {
         assert!(
             ownership
@@ -215,7 +226,9 @@ async fn undeclared_shapes_block_the_inventory_and_once_declared_or_dropped_the_
     .await;
 
     // Round 1: the inventory refuses every undeclared shape at once, naming each.
-    let (id, submitted) = cli.submit_blocked(&host, &[]).await;
+    let (id, submitted) = cli
+        .submit_blocked(&host, &["--purge-batch-rows", "2"])
+        .await;
     let id = id.to_string();
     let blocked = reason(&submitted);
     assert_names(&blocked, REFUSED_AT_INVENTORY, "the inventory");
