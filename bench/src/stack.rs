@@ -28,6 +28,18 @@ pub fn env(name: &'static str) -> Result<String> {
 }
 
 impl Stack {
+    /// This stack's bucket and Redis with PostgreSQL replaced by the database at `owner_url` (a
+    /// benchmark's database of its own).
+    pub async fn on_database(&self, owner_url: &str) -> Result<Stack> {
+        Ok(Stack {
+            store: Store::connect(owner_url)
+                .await
+                .context("connect to the benchmark's database")?,
+            objects: self.objects.clone(),
+            cache: self.cache.clone(),
+        })
+    }
+
     /// Connects to all three stores and checks the schema is current and the bucket versioned.
     pub async fn connect() -> Result<Stack> {
         // The harness seeds tenant data, deletes rows directly (the floor) and reads the proof:

@@ -14,7 +14,6 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use activities::certificates::{ReceiptKey, SIGNING_KEY_FILE_ENV, load_receipt_key};
-use activities::store::Store;
 use anyhow::{Context, Result, anyhow, bail};
 use bench::check::remains;
 use bench::log_fill::fill_log;
@@ -170,7 +169,7 @@ async fn delete_one(
     receipts_before: u64,
 ) -> Result<Completion> {
     let host = format!("bench-log-{}.bench.example", Uuid::new_v4().simple());
-    let stack = on_database(shared, owner_url).await?;
+    let stack = shared.on_database(owner_url).await?;
     let seeded = demo::seed_community(&stack.store, &stack.objects, &stack.cache, &host, PLAN)
         .await
         .with_context(|| format!("seeding {host}"))?;
@@ -178,14 +177,14 @@ async fn delete_one(
     settle().await;
     let before = ReadSnapshot::take(owner_url).await?;
 
-    let stack = on_database(shared, owner_url).await?;
+    let stack = shared.on_database(owner_url).await?;
     eprintln!("log of {receipts_before}: deleting {host}");
     let timings = run_workflow(&stack, &host, variant, "log").await?;
     stack.store.pool().close().await;
     settle().await;
     let reads = ReadSnapshot::take(owner_url).await?.since(&before);
 
-    let stack = on_database(shared, owner_url).await?;
+    let stack = shared.on_database(owner_url).await?;
     let left = remains(&stack, seeded.community_id).await?;
     if !left.is_empty() {
         bail!("{host} was not wholly deleted: {left:?}");
@@ -235,17 +234,6 @@ const PLAN: demo::SeedPlan = demo::SeedPlan {
     redis_keys: 20,
     parallelism: 8,
 };
-
-/// The shared bucket and Redis with Postgres replaced by the database at `owner_url`.
-async fn on_database(shared: &Stack, owner_url: &str) -> Result<Stack> {
-    Ok(Stack {
-        store: Store::connect(owner_url)
-            .await
-            .context("connect to the benchmark's database")?,
-        objects: shared.objects.clone(),
-        cache: shared.cache.clone(),
-    })
-}
 
 /// Backends report their table statistics when they exit; give the closed ones a moment.
 async fn settle() {
