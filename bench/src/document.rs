@@ -30,7 +30,9 @@ pub fn render(report: &Report) -> String {
          [benchmarks-log.md](benchmarks-log.md); the workflow against the fast S3 double at \
          S3-like limits, `buzz-deletion-s3-bench`: [benchmarks-s3.md](benchmarks-s3.md); the \
          Redis purge and verification among 10M other tenants' keys, \
-         `buzz-deletion-redis-size-bench`: [benchmarks-redis-size.md](benchmarks-redis-size.md)."
+         `buzz-deletion-redis-size-bench`: [benchmarks-redis-size.md](benchmarks-redis-size.md); \
+         the Postgres purge of 1M rows per table beside a neighbour's 1M, \
+         `buzz-deletion-pg-size-bench`: [benchmarks-pg-size.md](benchmarks-pg-size.md)."
         ),
     );
     how_to_run(&mut out, report);

@@ -513,7 +513,7 @@ async fn issue(
     let (mut throttles, mut failures) = (0_u32, 0_u32);
     loop {
         let admitted = acts.pacer.admit(&prefix, pending.len()).await;
-        acts.store.verify_fence(token).await?;
+        acts.store.verify_fence_held(token).await?;
         if !marker.start_call() {
             return Err(PhaseError::Cancelled);
         }
@@ -539,7 +539,7 @@ async fn issue(
                 outcome.failed.extend(answered.failed);
                 outcome.unacknowledged.extend(answered.unacknowledged);
                 if throttled.is_empty() {
-                    acts.store.verify_fence(token).await?;
+                    acts.store.verify_fence_held(token).await?;
                     return Ok(CallAnswer {
                         chunk_no,
                         prefix,

@@ -266,7 +266,9 @@ impl Store {
 
     /// Checks the token is current, the evidence still bound to the request (from approval on)
     /// and the community `fenced` at the fence generation this request recorded (an abort's
-    /// unfence, or any later fence change, makes this fail). Brackets every irreversible call.
+    /// unfence, or any later fence change, makes this fail). Run when an activity claims the
+    /// request and around the irreversible calls of the stages that make few of them; the delete
+    /// loop's per-call bracket is [`Store::verify_fence_held`].
     pub async fn verify_fence(&self, token: &ExecToken) -> StoreResult<()> {
         let mut conn = self.pool.acquire().await?;
         let row = read_for_token(&mut conn, token).await?;
@@ -274,6 +276,19 @@ impl Store {
             require_token_community(&row, token)?;
             require_bound_evidence(&mut conn, &row).await?;
         }
+        check_fence_held(&mut conn, &row).await
+    }
+
+    /// The bracket of each DeleteObjects call, before it is sent and after it is answered: the
+    /// token is current, the row still names the token's community, and the community is
+    /// `fenced` at the request's fence generation. Two reads, no document: the evidence binding
+    /// (inventory, approval, digest) is re-proved by [`Store::verify_fence`] when the attempt
+    /// claims the request and inside every chunk stamp's transaction, and no call deletes
+    /// anything but the entries of a chunk the bound manifest holds.
+    pub async fn verify_fence_held(&self, token: &ExecToken) -> StoreResult<()> {
+        let mut conn = self.pool.acquire().await?;
+        let row = read_for_token(&mut conn, token).await?;
+        require_token_community(&row, token)?;
         check_fence_held(&mut conn, &row).await
     }
 }
