@@ -10,7 +10,7 @@
 use crate::ApprovalError;
 use sqlx::PgConnection;
 
-use super::inventory::frozen_inventory_in;
+use super::inventory::verified_inventory;
 use super::stage::Stage;
 use super::token::{ExecToken, LockedRequest};
 use crate::error::{StoreError, StoreResult};
@@ -20,6 +20,13 @@ pub(crate) fn evidence_required(stage: Stage) -> bool {
     stage >= Stage::Approved && !stage.is_terminal()
 }
 
+/// The request's frozen inventory and its digest, and the approval's digest.
+type EvidenceRow = (
+    Option<sqlx::types::Json<serde_json::Value>>,
+    Option<String>,
+    Option<String>,
+);
+
 /// Refuses unless the frozen inventory, the approval and the request row agree (see the module
 /// documentation). `row` must have been read in the caller's transaction, normally `FOR UPDATE`.
 pub(crate) async fn require_bound_evidence(
@@ -27,12 +34,18 @@ pub(crate) async fn require_bound_evidence(
     row: &LockedRequest,
 ) -> StoreResult<()> {
     let community_id = row.community()?;
-    let inventory = frozen_inventory_in(conn, row.id).await?;
-    let approved_digest: Option<String> =
-        sqlx::query_scalar("SELECT inventory_digest FROM deletion.approvals WHERE request_id = $1")
-            .bind(row.id)
-            .fetch_optional(&mut *conn)
-            .await?;
+    // One read for both sides: the frozen inventory (re-validated against its digest) and the
+    // approval's digest.
+    let stored: Option<EvidenceRow> = sqlx::query_as(
+        "SELECT r.inventory, r.inventory_digest, a.inventory_digest \
+         FROM deletion.requests r LEFT JOIN deletion.approvals a ON a.request_id = r.id \
+         WHERE r.id = $1",
+    )
+    .bind(row.id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let (inventory, inventory_digest, approved_digest) = stored.unwrap_or_default();
+    let inventory = verified_inventory(row.id, (inventory, inventory_digest))?;
 
     let mut differences = Vec::new();
     if inventory.community_id != community_id {

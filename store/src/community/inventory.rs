@@ -227,13 +227,17 @@ pub(crate) async fn frozen_inventory_in(
             .bind(request_id)
             .fetch_optional(conn)
             .await?;
+    verified_inventory(request_id, stored.unwrap_or_default())
+}
+
+/// The frozen inventory of `stored` (the request's document and digest), refused unless it
+/// hashes to that digest.
+pub(crate) fn verified_inventory(
+    request_id: Uuid,
+    stored: StoredDocument,
+) -> StoreResult<FrozenInventory> {
     let what = ("frozen inventory", "frozen inventory of request");
-    verified_document(
-        request_id,
-        stored.unwrap_or_default(),
-        what,
-        FrozenInventory::digest,
-    )
+    verified_document(request_id, stored, what, FrozenInventory::digest)
 }
 
 impl Store {
