@@ -5,8 +5,12 @@
 //! hung. Every call that needs a worker is therefore bounded by [`WorkerWait::wait`], and when
 //! the bound passes the command asks Temporal itself (DescribeTaskQueue, which needs no worker)
 //! who polls the task queue, so the message says whether no worker runs or one runs but does not
-//! answer. An update that Temporal already holds is reported as sent, not yet processed: it is
-//! applied once, when a worker polls again, and is never re-sent blindly.
+//! answer. Temporal keeps an update no worker accepted in memory only (admitted, not in the
+//! history) and drops it on a server restart or cache eviction; so an operator's signed
+//! `approve`, `abort` or `unblock` is then sent again as the signal of the same name, which is
+//! written to the history, and reported as sent, not yet processed: a worker acts on it once
+//! when it polls again (see `workflows::delivery`). Other updates say honestly that Temporal may
+//! drop them.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -169,13 +173,34 @@ impl WorkerWait {
         let message = if held {
             format!(
                 "{what} sent, not yet processed (update id {update_id}): {explanation}. Temporal \
-                 holds the {what} and a worker applies it once when it polls again; do not send \
-                 it again, check with `status`"
+                 holds the {what} in memory only until a worker accepts it, and drops it if the \
+                 server restarts or evicts the workflow meanwhile: once a worker runs, check with \
+                 `status` and send it again if it is not there"
             )
         } else {
             format!("{what} not sent: {explanation}")
         };
         CliError::NoWorker(message)
+    }
+
+    /// The error of update `what` that no worker answered within the bound and whose statement
+    /// was then written to the workflow's history as signal `signal` (durable, unlike an
+    /// admitted update): a worker acts on it once when it polls again.
+    pub(crate) async fn sent_as_signal(
+        &self,
+        client: &Client,
+        what: &str,
+        signal: &str,
+    ) -> CliError {
+        let pollers = self.pollers(client).await;
+        let explanation = self.explain(&pollers);
+        CliError::NoWorker(format!(
+            "{what} sent, not yet processed: {explanation}. The signed {what} is written to the \
+             workflow's history (signal `{signal}`), so it survives until a worker polls again \
+             and acts on it once (a second copy of the same signed statement changes nothing); \
+             its outcome, taken or refused with the reason, shows in `status`. Do not send it \
+             again"
+        ))
     }
 
     /// RPC options for a call bounded by the wait: the transport deadline lies beyond the wait,

@@ -8,6 +8,7 @@
 pub mod approval;
 pub mod community;
 pub mod contract;
+pub mod delivery;
 pub mod host;
 pub mod operator;
 pub mod retry;

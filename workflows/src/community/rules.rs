@@ -154,6 +154,10 @@ pub enum MessageError {
         /// The activity's failure.
         reason: String,
     },
+    /// The message's signed statement was delivered before (an update's statement sent again
+    /// as a signal): this copy changes nothing.
+    #[error("{0}")]
+    Repeat(String),
     /// The abort was accepted, but lifting the fence failed permanently.
     #[error("abort accepted, but it is blocked: {reason}; remediate and unblock to retry it")]
     AbortBlocked {

@@ -49,6 +49,7 @@ use super::phase::Phase;
 use super::rules::{AbortGate, ApprovalGate, Subject, check_abort, check_approval, check_unblock};
 use super::status::{BlockedInfo, DeletionStatus, Progress, rfc3339};
 use crate::contract::{PERMANENT_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE};
+use crate::delivery::{Deliveries, repeat_refusal};
 use crate::search;
 
 mod cancellation;
@@ -104,6 +105,9 @@ pub struct CommunityDeletion {
     cancelled: bool,
     /// This run has acted on the workflow's cancellation (it does so once).
     cancellation_seen: bool,
+    /// The signed statements taken in: an update's statement that arrives again as a signal
+    /// (see [`crate::delivery`]) acts once.
+    deliveries: Deliveries,
 }
 
 /// Why the phase table stopped before its last row.
@@ -140,6 +144,7 @@ impl CommunityDeletion {
             signatures_required: true,
             cancelled: false,
             cancellation_seen: false,
+            deliveries: Deliveries::default(),
             input,
         };
         if let Some(carried) = state.input.carried.clone() {
@@ -213,6 +218,9 @@ impl CommunityDeletion {
         _ctx: &WorkflowContextView,
         request: &ApproveRequest,
     ) -> Result<(), UpdateError> {
+        if self.deliveries.is_repeat(request.signed.as_ref()) {
+            return Err(repeat_refusal(request.signed.as_ref()).into());
+        }
         check_approval(&self.approval_gate(), request).map_err(Into::into)
     }
 
@@ -241,6 +249,9 @@ impl CommunityDeletion {
         _ctx: &WorkflowContextView,
         request: &AbortRequest,
     ) -> Result<(), UpdateError> {
+        if self.deliveries.is_repeat(request.signed.as_ref()) {
+            return Err(repeat_refusal(request.signed.as_ref()).into());
+        }
         // Past the irreversible point the update is accepted so its refusal can be recorded.
         check_abort(&self.abort_gate(), request).map_err(Into::into)
     }
@@ -270,6 +281,9 @@ impl CommunityDeletion {
         _ctx: &WorkflowContextView,
         request: &UnblockRequest,
     ) -> Result<(), UpdateError> {
+        if self.deliveries.is_repeat(request.signed.as_ref()) {
+            return Err(repeat_refusal(request.signed.as_ref()).into());
+        }
         check_unblock(
             &self.subject(),
             self.phase,

@@ -237,6 +237,20 @@ pub struct UserDeletionStatus {
     pub runs_finished: u64,
     /// The report of the last finished run.
     pub last_run: Option<RunReport>,
+    /// Operator messages that came as signals and were refused (the newest last).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused_signals: Vec<RefusedSignal>,
+}
+
+/// A signalled operator message the workflow refused: nothing changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedSignal {
+    /// `approve`, `abort` or `unblock`.
+    pub signal: String,
+    /// The operator the message named (`unknown` when it named none).
+    pub actor: String,
+    /// Why it was refused.
+    pub reason: String,
 }
 
 /// Result of a completed `UserDeletion` workflow.

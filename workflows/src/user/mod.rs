@@ -13,6 +13,7 @@ pub mod ledger;
 pub mod messages;
 pub mod policy;
 pub mod resume;
+pub mod signals;
 pub mod stage;
 pub mod stop;
 pub mod target;

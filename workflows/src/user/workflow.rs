@@ -24,20 +24,19 @@ use temporalio_sdk::{
 use uuid::Uuid;
 
 use super::contracts::{
-    AbortUser, BlockedInput, ChildCommunityDeletion, CommitTransition, CommitTransitionInput,
+    BlockedInput, ChildCommunityDeletion, CommitTransition, CommitTransitionInput,
     CommittedTransition, ExecuteStageInput, LoadApprovedInventory, LoadProgress, RecordBlocked,
-    RecordUserApproval, RegisterUser, RegisterUserInput, StageOutcome, StageRecord,
-    StartedChildDeletion, TakeUserInventory, TakeUserInventoryInput, TransitionCommand,
-    UnblockUser, UserAbortInput, UserAbortRecord, UserAbortRequest, UserApprovalInput,
-    UserApprovalRecord, UserApproveRequest, UserRequestRef, UserUnblockInput, UserUnblockRecord,
+    RegisterUser, RegisterUserInput, StageOutcome, StageRecord, StartedChildDeletion,
+    TakeUserInventory, TakeUserInventoryInput, TransitionCommand, UserAbortRecord,
+    UserAbortRequest, UserApprovalRecord, UserApproveRequest, UserRequestRef, UserUnblockRecord,
     UserUnblockRequest,
 };
 use super::early_start::store_refused_early_start;
 use super::inventory::{DEFAULT_DEMO_COMMUNITIES, UserInventory};
 use super::ledger::{Admission, RunLedger};
 use super::messages::{
-    Registration, RunOptions, RunOutcome, RunReport, UserDeletionInput, UserDeletionOutcome,
-    UserDeletionStatus, UserPhase,
+    RefusedSignal, Registration, RunOptions, RunOutcome, RunReport, UserDeletionInput,
+    UserDeletionOutcome, UserDeletionStatus, UserPhase,
 };
 use super::policy::{
     Position, decide, initial_stage, lifecycle_problem, reconstruct, successor_stage,
@@ -51,6 +50,7 @@ use crate::community::{CommunityDeletion, CommunityDeletionInput};
 use crate::contract::{
     PERMANENT_FAILURE_TYPE, RETRY_NOT_DUE_FAILURE_TYPE, STALE_GENERATION_FAILURE_TYPE,
 };
+use crate::delivery::{Deliveries, repeat_refusal};
 use crate::operator::{Action, Expected, Kind, SignedAction, check_binding};
 use crate::search;
 use temporalio_common::search_attributes::SearchAttributes;
@@ -69,6 +69,7 @@ pub const REAL_HANDLER_TIMEOUT: Duration = Duration::from_secs(3600);
 /// Handlers one run may execute before it pauses, so a run always returns to its operator.
 pub const MAX_HANDLERS_PER_RUN: u32 = 100;
 
+mod operator_messages;
 mod recovery;
 
 type UpdateError = Box<dyn std::error::Error + Send + Sync>;
@@ -96,6 +97,11 @@ pub struct UserDeletion {
     aborting: bool,
     /// The recorded abort: the workflow ends.
     aborted: Option<UserAbortRecord>,
+    /// The signed statements taken in: an update's statement that arrives again as a signal
+    /// (see [`crate::delivery`]) acts once.
+    deliveries: Deliveries,
+    /// Signalled messages refused, for `status`.
+    refused_signals: Vec<RefusedSignal>,
 }
 
 #[workflow_methods]
@@ -116,6 +122,8 @@ impl UserDeletion {
             run_id: ctx.run_id().to_string(),
             aborting: false,
             aborted: None,
+            deliveries: Deliveries::default(),
+            refused_signals: Vec::new(),
         }
     }
 
@@ -183,6 +191,9 @@ impl UserDeletion {
         _ctx: &WorkflowContextView,
         request: &UserApproveRequest,
     ) -> Result<(), UpdateError> {
+        if self.deliveries.is_repeat(request.signed.as_ref()) {
+            return Err(repeat_refusal(request.signed.as_ref()).into());
+        }
         unless_refused(self.approval_refusal(request))
     }
 
@@ -192,37 +203,14 @@ impl UserDeletion {
         ctx: &mut WorkflowContext<Self>,
         request: UserApproveRequest,
     ) -> Result<UserApprovalRecord, UpdateError> {
-        // Re-checked here because two approvals validated in the same task both pass the validator.
-        ctx.state_mut(|s| match s.approval_refusal(&request) {
-            Some(refusal) => Err(refusal),
-            None => {
-                s.ledger.phase = UserPhase::Approving;
-                Ok(())
-            }
-        })?;
-        let input = UserApprovalInput {
-            request_id: ctx.state(|s| s.request_id),
-            approval: request,
-        };
-        let children = input.approval.child_deletions.clone();
-        match ctx
-            .execute_activity(RecordUserApproval, input, store_options())
-            .await
-        {
-            Ok(mut record) => {
-                ctx.state_mut(|s| s.ledger.approval = Some(record.clone()));
-                enter_phase(ctx, UserPhase::Approved);
-                // The approval stands whatever happens to the children; a child that cannot be
-                // started is reported to the approver, who can submit it as a community deletion.
-                record.child_deletions = start_child_deletions(ctx, &record, children).await?;
-                ctx.state_mut(|s| s.ledger.approval = Some(record.clone()));
-                Ok(record)
-            }
-            Err(e) => {
-                enter_phase(ctx, UserPhase::AwaitingApproval);
-                Err(format!("the approval was not recorded: {}", describe(&e)).into())
-            }
-        }
+        operator_messages::approve(ctx, request).await
+    }
+
+    /// The same approval as a signal: what a command sends when its update got no answer in
+    /// time (an admitted update is not durable), or the Web UI. A refusal is kept in `status`.
+    #[signal(name = "approve")]
+    pub async fn approve_signal(ctx: &mut WorkflowContext<Self>, input: RawValue) {
+        operator_messages::approve_signal(ctx, input).await;
     }
 
     #[update_validator(abort)]
@@ -231,6 +219,9 @@ impl UserDeletion {
         _ctx: &WorkflowContextView,
         request: &UserAbortRequest,
     ) -> Result<(), UpdateError> {
+        if self.deliveries.is_repeat(request.signed.as_ref()) {
+            return Err(repeat_refusal(request.signed.as_ref()).into());
+        }
         unless_refused(self.abort_refusal(request))
     }
 
@@ -241,29 +232,13 @@ impl UserDeletion {
         ctx: &mut WorkflowContext<Self>,
         request: UserAbortRequest,
     ) -> Result<UserAbortRecord, UpdateError> {
-        ctx.state_mut(|s| match s.abort_refusal(&request) {
-            Some(refusal) => Err(refusal),
-            None => {
-                s.aborting = true;
-                Ok(())
-            }
-        })?;
-        let input = UserAbortInput {
-            request_id: ctx.state(|s| s.request_id),
-            abort: request,
-        };
-        let recorded = ctx
-            .execute_activity(AbortUser, input, store_options())
-            .await;
-        ctx.state_mut(|s| s.aborting = false);
-        match recorded {
-            Ok(record) => {
-                ctx.state_mut(|s| s.aborted = Some(record.clone()));
-                enter_phase(ctx, UserPhase::Aborted);
-                Ok(record)
-            }
-            Err(e) => Err(format!("the abort was not recorded: {}", describe(&e)).into()),
-        }
+        operator_messages::abort(ctx, request).await
+    }
+
+    /// The same abort as a signal (see `approve_signal`).
+    #[signal(name = "abort")]
+    pub async fn abort_signal(ctx: &mut WorkflowContext<Self>, input: RawValue) {
+        operator_messages::abort_signal(ctx, input).await;
     }
 
     #[update_validator(unblock)]
@@ -272,6 +247,9 @@ impl UserDeletion {
         _ctx: &WorkflowContextView,
         request: &UserUnblockRequest,
     ) -> Result<(), UpdateError> {
+        if self.deliveries.is_repeat(request.signed.as_ref()) {
+            return Err(repeat_refusal(request.signed.as_ref()).into());
+        }
         unless_refused(self.unblock_refusal(request))
     }
 
@@ -282,24 +260,13 @@ impl UserDeletion {
         ctx: &mut WorkflowContext<Self>,
         request: UserUnblockRequest,
     ) -> Result<UserUnblockRecord, UpdateError> {
-        if let Some(refusal) = ctx.state(|s| s.unblock_refusal(&request)) {
-            return Err(refusal.into());
-        }
-        let input = UserUnblockInput {
-            request_id: ctx.state(|s| s.request_id),
-            unblock: request,
-        };
-        match ctx
-            .execute_activity(UnblockUser, input, store_options())
-            .await
-        {
-            Ok(record) => {
-                // The saved deadline is cleared with the block: the next run may start now.
-                ctx.state_mut(|s| s.ledger.retry = None);
-                Ok(record)
-            }
-            Err(e) => Err(format!("the unblock was not recorded: {}", describe(&e)).into()),
-        }
+        operator_messages::unblock(ctx, request).await
+    }
+
+    /// The same unblock as a signal (see `approve_signal`).
+    #[signal(name = "unblock")]
+    pub async fn unblock_signal(ctx: &mut WorkflowContext<Self>, input: RawValue) {
+        operator_messages::unblock_signal(ctx, input).await;
     }
 
     #[update_validator(request_run)]
@@ -384,6 +351,7 @@ impl UserDeletion {
             runs_started: self.ledger.runs_started,
             runs_finished: self.ledger.runs_finished,
             last_run: self.ledger.last_run.clone(),
+            refused_signals: self.refused_signals.clone(),
         }
     }
 }

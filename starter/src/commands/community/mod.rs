@@ -32,7 +32,7 @@ use crate::host;
 use crate::output::{Report, current_names, current_names_at, encoding_error};
 use crate::render::{self, object_table};
 use crate::signing::{KeyArgs, SigningKey};
-use crate::update;
+use crate::update::{self, DurableCopy};
 use crate::worker_wait::{Pollers, WorkerWait};
 
 mod inspect;
@@ -193,12 +193,14 @@ async fn answer_report<U>(
 ) -> CliResult
 where
     U: UpdateDefinition<Workflow = <CommunityDeletion as HasWorkflowDefinition>::Run>,
-    U::Input: Send,
+    U::Input: Send + serde::Serialize,
     U::Output:
         temporalio_common::data_converters::TemporalDeserializable + serde::Serialize + 'static,
 {
     let handle = existing_workflow(id).await?;
-    let output = update::execute(waits, &handle, answer.what, update, input)
+    // Every community update a command sends is an operator's signed message with a signal twin.
+    let copy = DurableCopy::of(&update, &input)?;
+    let output = update::execute(waits, &handle, answer.what, update, input, Some(copy))
         .await
         .map_err(|failure| {
             failure.into_cli(

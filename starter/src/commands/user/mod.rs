@@ -18,7 +18,7 @@ use workflows::user::{HandlerDirectives, RunOptions, StageKind, UserDeletion, wo
 use crate::cli::UserCommand;
 use crate::connect;
 use crate::error::{CliError, CliResult};
-use crate::update;
+use crate::update::{self, DurableCopy};
 use crate::worker_wait::WorkerWait;
 
 mod approve;
@@ -171,12 +171,21 @@ async fn execute<U>(
 ) -> Result<U::Output, CliError>
 where
     U: UpdateDefinition<Workflow = <UserDeletion as HasWorkflowDefinition>::Run>,
-    U::Input: Send,
+    U::Input: Send + serde::Serialize,
     U::Output: TemporalDeserializable + 'static,
 {
-    update::execute(&env.waits, &env.workflow(id), what, update, input)
-        .await
-        .map_err(|failure| failure.into_cli(what, NOT_RUNNING))
+    // `approve`, `abort` and `unblock`: each has a signal twin that makes it durable.
+    let copy = DurableCopy::of(&update, &input)?;
+    update::execute(
+        &env.waits,
+        &env.workflow(id),
+        what,
+        update,
+        input,
+        Some(copy),
+    )
+    .await
+    .map_err(|failure| failure.into_cli(what, NOT_RUNNING))
 }
 
 /// The request's row; an unknown id is refused (exit 1).

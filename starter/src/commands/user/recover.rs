@@ -105,9 +105,16 @@ async fn stop_and_report(
     let request = StopRequest {
         requested_by: Some(requested_by.to_string()),
     };
-    let sent = update::send(&env.waits, &handle, "stop", UserDeletion::stop, request)
-        .await
-        .map_err(|failure| failure.into_cli("stop", NOT_RUNNING))?;
+    let sent = update::send(
+        &env.waits,
+        &handle,
+        "stop",
+        UserDeletion::stop,
+        request,
+        None,
+    )
+    .await
+    .map_err(|failure| failure.into_cli("stop", NOT_RUNNING))?;
     let answer = match tokio::time::timeout(wait, sent.get_result(RpcOptions::default())).await {
         Ok(Ok(answer)) => answer,
         Ok(Err(e)) => return Err(UpdateFailure::Rejected(e).into_cli("stop", NOT_RUNNING)),
@@ -264,6 +271,7 @@ async fn start_resumed(
         "resume",
         UserDeletion::registration,
         (),
+        None,
     )
     .await
     .map_err(|failure| match failure {

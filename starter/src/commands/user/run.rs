@@ -56,6 +56,7 @@ pub(super) async fn run_stages(
             "run",
             UserDeletion::request_run,
             options,
+            None,
         )
         .await
         .map_err(|failure| failure.into_cli("run", NOT_RUNNING))?;

@@ -95,6 +95,7 @@ pub(super) async fn submit(
         "registration",
         UserDeletion::registration,
         (),
+        None,
     )
     .await;
     let registration: Registration = match registered {

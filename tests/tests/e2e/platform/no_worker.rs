@@ -1,6 +1,7 @@
 //! With the worker stopped, every command that needs one says so within its bound, naming the
 //! task queue and how to start a worker; `status` shows what Postgres and Temporal's own records
-//! know; and the updates sent meanwhile take effect exactly once when a worker comes back.
+//! know; and the messages sent meanwhile (each as the update and, once unanswered, as the
+//! durable signal of the same name) take effect exactly once when a worker comes back.
 
 use std::time::{Duration, Instant};
 
@@ -243,6 +244,13 @@ async fn without_a_worker_every_command_answers_in_bounded_time_and_held_updates
     let count = |event: &str| audit.iter().filter(|e| e.event == event).count();
     assert_eq!(count("approved"), 1, "approved exactly once: {audit:#?}");
     assert_eq!(count("unblocked"), 0, "the refused unblock changed nothing");
+    // The CLI also wrote each message to the history as a signal: when the held update
+    // survived too, the copy is recognised by its statement and changes nothing.
+    assert_eq!(
+        count("approval_rejected"),
+        0,
+        "the approval's second copy is dropped, not refused on record: {audit:#?}"
+    );
     let approver = approved_by(&stack, request_id).await;
     assert_eq!(approver.as_deref(), Some("bob"));
     target.assert_gone(&stack, "the target").await;
@@ -256,6 +264,14 @@ async fn without_a_worker_every_command_answers_in_bounded_time_and_held_updates
         abort_audit.iter().filter(|e| e.event == "aborted").count(),
         1,
         "aborted exactly once: {abort_audit:#?}"
+    );
+    assert_eq!(
+        abort_audit
+            .iter()
+            .filter(|e| e.event == "abort_refused")
+            .count(),
+        0,
+        "the abort's second copy is dropped, not refused on record: {abort_audit:#?}"
     );
     let kept = "aborted before the irreversible point: everything kept";
     abort_before.assert_unchanged(&stack, kept).await;

@@ -18,6 +18,21 @@ use crate::community::rules::{
     AbortRefusal, MessageError, check_abort, check_approval, check_reversible, check_unblock,
 };
 use crate::contract::ABORT_REFUSED_FAILURE_TYPE;
+use crate::delivery::repeat_refusal;
+use crate::operator::SignedAction;
+
+/// Takes the message's signed statement in; a statement delivered before is refused as a
+/// repeat (see [`crate::delivery`]).
+fn take_statement(
+    state: &mut CommunityDeletion,
+    signed: Option<&SignedAction>,
+) -> Result<(), MessageError> {
+    if state.deliveries.take(signed) {
+        Ok(())
+    } else {
+        Err(MessageError::Repeat(repeat_refusal(signed)))
+    }
+}
 
 impl CommunityDeletion {
     /// The `approve` signal: a valid approval acts as the update; an invalid or malformed one (any
@@ -36,6 +51,9 @@ impl CommunityDeletion {
         let Some(request) = Self::decode_signal::<AbortRequest>(ctx, &input, refused).await else {
             return;
         };
+        if Self::drop_repeat(ctx, &request) {
+            return;
+        }
         // The outcome is in the audit trail and the status query; a signal has no caller.
         let _outcome = Self::request_abort(ctx, request, true).await;
     }
@@ -63,10 +81,20 @@ impl CommunityDeletion {
         let Some(request) = Self::decode_signal::<M>(ctx, input, &rejected).await else {
             return;
         };
+        if Self::drop_repeat(ctx, &request) {
+            return;
+        }
         let actor = request.actor().to_owned();
         if let Err(refusal) = act(request).await {
             Self::record_event(ctx, rejected(actor, refusal.to_string())).await;
         }
+    }
+
+    /// Whether a signalled message repeats a statement already taken in (the signal a command
+    /// sent after its update got no answer in time, when the update arrived too): it is
+    /// dropped without an audit event, since the first delivery's outcome is recorded.
+    fn drop_repeat<M: Message>(ctx: &WorkflowContext<Self>, message: &M) -> bool {
+        ctx.state(|s| s.deliveries.is_repeat(message.signed()))
     }
 
     /// A signal's payload decoded as `M`; a malformed one is recorded as the event `rejected`
@@ -93,6 +121,7 @@ impl CommunityDeletion {
         request: ApproveRequest,
     ) -> Result<ApprovalRecord, MessageError> {
         let request_id = ctx.state_mut(|s| {
+            take_statement(s, request.signed.as_ref())?;
             check_approval(&s.approval_gate(), &request)?;
             s.approval_in_flight = true;
             Ok::<_, MessageError>(s.input.request_id)
@@ -128,6 +157,7 @@ impl CommunityDeletion {
         request: AbortRequest,
         from_signal: bool,
     ) -> Result<Phase, MessageError> {
+        ctx.state_mut(|s| take_statement(s, request.signed.as_ref()))?;
         let checked = ctx.state_mut(|s| {
             check_abort(&s.abort_gate(), &request)?;
             check_reversible(s.phase, s.irreversible_seen)?;
@@ -292,6 +322,7 @@ impl CommunityDeletion {
         request: UnblockRequest,
     ) -> Result<Phase, MessageError> {
         let (request_id, phase) = ctx.state_mut(|s| {
+            take_statement(s, request.signed.as_ref())?;
             check_unblock(
                 &s.subject(),
                 s.phase,
