@@ -68,6 +68,7 @@ async fn run(mut args: BenchArgs) -> Result<bool> {
         chunk_entries: args.chunk_entries,
         timeout: Duration::from_secs(args.variant_timeout_secs),
         env: Vec::new(),
+        kill_freeze_at_chunks: None,
     };
     let mut sizes = Vec::new();
     for &size in &args.sizes {

@@ -675,6 +675,8 @@ mod tests {
             worker_cpu_seconds: 0.0,
             worker_statements: None,
             request_id: uuid::Uuid::nil(),
+            freeze_kill: None,
+            freeze_resumed: Vec::new(),
         }
     }
 

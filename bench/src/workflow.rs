@@ -38,6 +38,22 @@ pub struct WorkflowVariant {
     /// Variables set for the worker and the CLI on top of the inherited environment (another
     /// database's URLs, another S3 endpoint).
     pub env: Vec<(String, String)>,
+    /// Kill the worker (SIGKILL, no drain) once the freeze has stored this many manifest
+    /// chunks, and start another: the freeze must resume from what it stored.
+    pub kill_freeze_at_chunks: Option<u64>,
+}
+
+/// The worker killed in the middle of the freeze.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FreezeKill {
+    /// Manifest chunks stored when it was killed.
+    pub chunks_at_kill: u64,
+    /// Versions those chunks hold.
+    pub versions_at_kill: u64,
+    /// The killed worker's peak resident set, KiB.
+    pub peak_rss_kib: u64,
+    /// The killed worker's CPU seconds.
+    pub cpu_seconds: f64,
 }
 
 /// What one workflow variant measured.
@@ -58,6 +74,11 @@ pub struct WorkflowTimings {
     pub worker_statements: Option<u64>,
     /// The request id.
     pub request_id: Uuid,
+    /// The worker killed mid-freeze, when the variant asked for it (the figures above are then
+    /// the replacement worker's).
+    pub freeze_kill: Option<FreezeKill>,
+    /// The details of the audit trail's `freeze_resumed` events (chunks and versions kept).
+    pub freeze_resumed: Vec<Value>,
 }
 
 /// Deletes the community served at `host` through the workflow and measures it.
@@ -69,7 +90,7 @@ pub async fn run_workflow(
 ) -> Result<WorkflowTimings> {
     let task_queue = format!("bench-{label}-{}", Uuid::new_v4().simple());
     let mut worker = start_worker(variant, &task_queue)?;
-    let measured = drive(stack, host, variant, &task_queue, &worker).await;
+    let measured = drive(stack, host, variant, &task_queue, &mut worker).await;
     stop_worker(&mut worker).await;
     measured
 }
@@ -80,9 +101,8 @@ async fn drive(
     host: &str,
     variant: &WorkflowVariant,
     task_queue: &str,
-    worker: &Child,
+    worker: &mut Child,
 ) -> Result<WorkflowTimings> {
-    let pid = worker.id().context("the worker exited at start-up")?;
     let parallelism = variant.delete_parallelism.to_string();
     let chunks = variant.chunks_per_call.to_string();
     let rounds = variant.delete_rounds_per_run.to_string();
@@ -146,8 +166,17 @@ async fn drive(
         ],
     )
     .await?;
+    let freeze_kill = match variant.kill_freeze_at_chunks {
+        Some(chunks) => {
+            let killed = kill_mid_freeze(stack, request_id, chunks, worker, variant).await?;
+            *worker = start_worker(variant, task_queue)?;
+            Some(killed)
+        }
+        None => None,
+    };
     wait_until_retained(stack, request_id, variant.timeout).await?;
     let wall = started.elapsed();
+    let pid = worker.id().context("the worker exited")?;
     let worker_peak_rss_kib = peak_rss_kib(pid)?;
     let worker_cpu_seconds = crate::machine::cpu_seconds(pid)?;
     let worker_statements = match (&counter, statements_before) {
@@ -163,6 +192,12 @@ async fn drive(
             .map(|c| (c.stage.clone(), c.reached_at)),
     );
     let runs = run_chain(&workflow_id).await?;
+    let freeze_resumed = inspection
+        .audit
+        .iter()
+        .filter(|event| event.event == "freeze_resumed")
+        .map(|event| event.detail.clone())
+        .collect();
     Ok(WorkflowTimings {
         wall,
         stages,
@@ -171,7 +206,58 @@ async fn drive(
         worker_cpu_seconds,
         worker_statements,
         request_id,
+        freeze_kill,
+        freeze_resumed,
     })
+}
+
+/// Waits until the freeze of `request_id` stored `chunks` manifest chunks, then kills the
+/// worker with SIGKILL (no drain, no heartbeat: as a crash).
+async fn kill_mid_freeze(
+    stack: &Stack,
+    request_id: Uuid,
+    chunks: u64,
+    worker: &mut Child,
+    variant: &WorkflowVariant,
+) -> Result<FreezeKill> {
+    let pid = worker.id().context("the worker exited")?;
+    let deadline = Instant::now() + variant.timeout;
+    loop {
+        let (stored, versions): (i64, i64) = sqlx::query_as(
+            "SELECT count(*), COALESCE(sum(entry_count), 0)::bigint \
+             FROM deletion.manifest_chunks WHERE request_id = $1 AND late_at IS NULL",
+        )
+        .bind(request_id)
+        .fetch_one(stack.store.pool())
+        .await
+        .context("counting the stored manifest chunks")?;
+        let stored = u64::try_from(stored).unwrap_or(0);
+        if stored >= chunks {
+            let killed = FreezeKill {
+                chunks_at_kill: stored,
+                versions_at_kill: u64::try_from(versions).unwrap_or(0),
+                peak_rss_kib: peak_rss_kib(pid)?,
+                cpu_seconds: crate::machine::cpu_seconds(pid)?,
+            };
+            worker.kill().await.context("killing the worker")?;
+            eprintln!(
+                "killed the worker mid-freeze: {} chunks ({} versions) stored",
+                killed.chunks_at_kill, killed.versions_at_kill
+            );
+            return Ok(killed);
+        }
+        let request = stack.store.get_request(request_id).await?;
+        if request.stage != "approved" && request.stage != "fenced" {
+            bail!(
+                "the freeze ended (stage {}) before {chunks} chunks were stored ({stored})",
+                request.stage
+            );
+        }
+        if Instant::now() >= deadline {
+            bail!("the freeze never stored {chunks} chunks ({stored} after the timeout)");
+        }
+        tokio::time::sleep(POLL).await;
+    }
 }
 
 /// Polls the request row until it is `retention_pending`; a block or abort ends the wait.

@@ -6,7 +6,9 @@
 //! its bound therefore sends the same signed statement again as the signal of the same name,
 //! which Temporal writes to the history before it answers. When a worker returns, both copies
 //! may reach the workflow: the first one acts, the second is recognised by its statement
-//! (signing key and nonce) and changes nothing.
+//! (signing key and nonce) and refused as a signature already used, which changes nothing (a
+//! signalled copy's refusal is recorded, as every refused signal is). A delivery that was
+//! refused or failed before it acted is forgotten, so a later copy is judged on its own.
 
 use std::collections::BTreeSet;
 
@@ -40,6 +42,14 @@ impl Deliveries {
         }
     }
 
+    /// Forgets `signed` again: its delivery was refused or failed before it acted, so a later
+    /// copy is judged on its own (and gets the same refusal, with its real reason).
+    pub fn release(&mut self, signed: Option<&SignedAction>) {
+        if let Some(s) = signed {
+            self.taken.remove(&Self::key(s));
+        }
+    }
+
     /// How many statements were taken in.
     pub fn len(&self) -> usize {
         self.taken.len()
@@ -55,9 +65,10 @@ impl Deliveries {
 pub fn repeat_refusal(signed: Option<&SignedAction>) -> String {
     let nonce = signed.map_or("", |s| s.nonce.as_str());
     format!(
-        "this signed statement (nonce {nonce}) was already delivered to the workflow and acted \
-         on; the first delivery's outcome is in `status` and the audit trail. To act again, run \
-         the command again: it signs a new statement"
+        "signature refused: it was already used: this signed statement (nonce {nonce}) reached \
+         the workflow before and acted (or is acting), so this copy changes nothing; the first \
+         delivery's outcome is in `status` and the audit trail. To act again, run the command \
+         again: it signs a new statement"
     )
 }
 
@@ -101,6 +112,16 @@ mod tests {
     }
 
     #[test]
+    fn a_released_statement_is_new_again() {
+        let mut deliveries = Deliveries::default();
+        let refused = statement("SHA256:a", "00");
+        assert!(deliveries.take(Some(&refused)));
+        deliveries.release(Some(&refused));
+        assert!(!deliveries.is_repeat(Some(&refused)));
+        assert!(deliveries.take(Some(&refused)), "judged again on its own");
+    }
+
+    #[test]
     fn an_unsigned_message_is_never_a_repeat_and_is_not_remembered() {
         let mut deliveries = Deliveries::default();
         assert!(deliveries.take(None));
@@ -113,6 +134,7 @@ mod tests {
     fn the_refusal_names_the_nonce_and_what_to_do() {
         let refusal = repeat_refusal(Some(&statement("SHA256:a", "abc")));
         assert!(refusal.contains("nonce abc"), "{refusal}");
+        assert!(refusal.contains("already used"), "{refusal}");
         assert!(refusal.contains("run the command again"), "{refusal}");
     }
 }

@@ -146,6 +146,7 @@ async fn fill_and_delete(
             ("DATABASE_URL".to_owned(), db.worker.clone()),
             ("BUZZ_OWNER_DATABASE_URL".to_owned(), db.owner.clone()),
         ],
+        kill_freeze_at_chunks: None,
     };
     let mut completions = Vec::new();
     for round in 0..args.repeat {

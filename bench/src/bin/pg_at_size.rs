@@ -221,6 +221,7 @@ async fn measure(
             ("DATABASE_URL".to_owned(), db.worker.clone()),
             ("BUZZ_OWNER_DATABASE_URL".to_owned(), db.owner.clone()),
         ],
+        kill_freeze_at_chunks: None,
     };
     let host = stack
         .store

@@ -26,7 +26,7 @@ use bench::double::{Double, Profile, counter};
 use bench::floor::run_floor;
 use bench::machine;
 use bench::stack::Stack;
-use bench::workflow::{WorkflowTimings, WorkflowVariant, run_workflow};
+use bench::workflow::{FreezeKill, WorkflowTimings, WorkflowVariant, run_workflow};
 use clap::Parser;
 use uuid::Uuid;
 
@@ -64,10 +64,20 @@ struct S3Args {
     /// Milliseconds they wait before any other answer.
     #[arg(long, default_value_t = 10)]
     latency_ms_other: u64,
+    /// Object versions of the scale scenario's large tenant.
+    #[arg(long, default_value_t = 10_000_000)]
+    scale_versions: u64,
+    /// Object versions of the scale scenario's small tenant (the peak-RSS reference).
+    #[arg(long, default_value_t = 10_000)]
+    scale_baseline_versions: u64,
+    /// In the scale scenario, the worker is killed once the freeze stored this fraction of the
+    /// large tenant's manifest chunks.
+    #[arg(long, default_value_t = 0.4)]
+    scale_kill_fraction: f64,
     /// DeleteObjects calls in flight, floor and workflow alike.
     #[arg(long, default_value_t = 8)]
     delete_parallelism: u32,
-    /// Which scenarios to run (comma-separated: overhead, s3-like, throttled).
+    /// Which scenarios to run (comma-separated: overhead, s3-like, throttled, scale).
     #[arg(
         long,
         value_delimiter = ',',
@@ -105,6 +115,12 @@ struct Measured {
     slow_downs: u64,
     gone: bool,
     neighbour_untouched: bool,
+    /// ListObjectVersions calls the double answered, from the submit (inventory) on.
+    list_calls: u64,
+    /// The worker killed mid-freeze, if the variant killed one.
+    freeze_kill: Option<FreezeKill>,
+    /// The `freeze_resumed` audit details.
+    freeze_resumed: Vec<serde_json::Value>,
 }
 
 impl Measured {
@@ -166,7 +182,8 @@ async fn run(args: S3Args) -> Result<bool> {
             "overhead" => results.extend(bench.overhead().await?),
             "s3-like" => results.extend(bench.s3_like().await?),
             "throttled" => results.extend(bench.throttled().await?),
-            other => bail!("unknown scenario {other:?}: overhead, s3-like or throttled"),
+            "scale" => results.extend(bench.scale().await?),
+            other => bail!("unknown scenario {other:?}: overhead, s3-like, throttled or scale"),
         }
     }
     let report = render(&args, &results, &started_at, &load_start);
@@ -239,6 +256,27 @@ impl Bench<'_> {
         ])
     }
 
+    /// A small tenant (the peak-RSS reference), then a large one whose freeze loses its worker
+    /// to SIGKILL part-way: the replacement must resume from the stored chunks.
+    async fn scale(&mut self) -> Result<Vec<Measured>> {
+        self.double.configure(Profile::UNLIMITED).await?;
+        let parallelism = self.args.delete_parallelism;
+        let small = self
+            .workflow_killed(
+                "scale",
+                self.args.scale_baseline_versions,
+                parallelism,
+                None,
+            )
+            .await?;
+        let versions = self.args.scale_versions;
+        let chunks = (versions as f64 / 1_000.0 * self.args.scale_kill_fraction).max(1.0) as u64;
+        let large = self
+            .workflow_killed("scale", versions, parallelism, Some(chunks))
+            .await?;
+        Ok(vec![small, large])
+    }
+
     /// The raw floor on a fresh tenant of `versions`.
     async fn floor(&mut self, scenario: &'static str, versions: u64) -> Result<Measured> {
         let (community, _) = seed(&self.stack, &self.double, scenario, versions).await?;
@@ -256,6 +294,9 @@ impl Bench<'_> {
         let stats = self.double.stats().await?;
         self.checked(
             Measured {
+                list_calls: operations(&stats, "ListObjectVersions"),
+                freeze_kill: None,
+                freeze_resumed: Vec::new(),
                 scenario,
                 variant: format!("(a) floor, parallelism {}", self.args.delete_parallelism),
                 versions: timings.versions_deleted,
@@ -284,6 +325,31 @@ impl Bench<'_> {
         parallelism: u32,
         ceiling: u32,
     ) -> Result<Measured> {
+        self.workflow_with(scenario, versions, parallelism, ceiling, None)
+            .await
+    }
+
+    /// The workflow without a ceiling; its worker is killed once the freeze stored
+    /// `kill_at_chunks` chunks, when given.
+    async fn workflow_killed(
+        &mut self,
+        scenario: &'static str,
+        versions: u64,
+        parallelism: u32,
+        kill_at_chunks: Option<u64>,
+    ) -> Result<Measured> {
+        self.workflow_with(scenario, versions, parallelism, 0, kill_at_chunks)
+            .await
+    }
+
+    async fn workflow_with(
+        &mut self,
+        scenario: &'static str,
+        versions: u64,
+        parallelism: u32,
+        ceiling: u32,
+        kill_at_chunks: Option<u64>,
+    ) -> Result<Measured> {
         let (community, host) = seed(&self.stack, &self.double, scenario, versions).await?;
         self.double.reset().await?;
         let mut env = self.double.worker_env();
@@ -299,18 +365,28 @@ impl Bench<'_> {
             chunk_entries: 1_000,
             timeout: Duration::from_secs(self.args.timeout_secs),
             env,
+            kill_freeze_at_chunks: kill_at_chunks,
         };
         eprintln!("{scenario}: workflow on {versions} versions (ceiling {ceiling})");
         let timings = run_workflow(&self.stack, &host, &variant, scenario).await?;
         let stats = self.double.stats().await?;
         let stage = |name: &str| stage_time(&timings, name);
-        let ceiling_text = if ceiling == 0 {
+        let mut ceiling_text = if ceiling == 0 {
             "no ceiling".to_owned()
         } else {
             format!("ceiling {ceiling}/s")
         };
+        if let Some(killed) = &timings.freeze_kill {
+            ceiling_text.push_str(&format!(
+                ", worker killed at {} stored chunks",
+                killed.chunks_at_kill
+            ));
+        }
         self.checked(
             Measured {
+                list_calls: operations(&stats, "ListObjectVersions"),
+                freeze_kill: timings.freeze_kill.clone(),
+                freeze_resumed: timings.freeze_resumed.clone(),
                 scenario,
                 variant: format!("(c) workflow, parallelism {parallelism}, {ceiling_text}"),
                 versions: counter(&stats, "versions_deleted"),
@@ -319,7 +395,14 @@ impl Bench<'_> {
                 listing: stage("drained"),
                 worker_cpu_seconds: Some(timings.worker_cpu_seconds),
                 worker_statements: timings.worker_statements,
-                worker_peak_rss_kib: Some(timings.worker_peak_rss_kib),
+                worker_peak_rss_kib: Some(
+                    timings.worker_peak_rss_kib.max(
+                        timings
+                            .freeze_kill
+                            .as_ref()
+                            .map_or(0, |killed| killed.peak_rss_kib),
+                    ),
+                ),
                 events_per_run: timings.runs.iter().map(|r| r.events).max(),
                 failed_attempts: timings
                     .runs
@@ -346,6 +429,11 @@ impl Bench<'_> {
             snapshot(&self.stack, self.neighbour).await? == self.neighbour_before;
         Ok(measured)
     }
+}
+
+/// Calls of one S3 operation in the double's stats answer.
+fn operations(stats: &serde_json::Value, operation: &str) -> u64 {
+    stats["operations"][operation].as_u64().unwrap_or(0)
 }
 
 fn stage_time(timings: &WorkflowTimings, name: &str) -> Duration {
@@ -397,7 +485,8 @@ fn render(args: &S3Args, results: &[Measured], started_at: &str, load_start: &st
          target/release/buzz-deletion-s3-bench --scenarios {} --overhead-versions {} \
          --s3-like-versions {} --throttled-versions {} --s3-limit {} --throttle-limit {} \
          --throttle-ceiling {} --latency-ms-delete {} --latency-ms-list {} \
-         --latency-ms-other {} --delete-parallelism {}\n```\n\n",
+         --latency-ms-other {} --delete-parallelism {} --scale-versions {} \
+         --scale-baseline-versions {} --scale-kill-fraction {}{}\n```\n\n",
         args.scenarios.join(","),
         args.overhead_versions,
         args.s3_like_versions,
@@ -409,6 +498,14 @@ fn render(args: &S3Args, results: &[Measured], started_at: &str, load_start: &st
         args.latency_ms_list,
         args.latency_ms_other,
         args.delete_parallelism,
+        args.scale_versions,
+        args.scale_baseline_versions,
+        args.scale_kill_fraction,
+        if args.docs.as_os_str() == "docs/benchmarks-s3.md" {
+            String::new()
+        } else {
+            format!(" --docs {}", args.docs.display())
+        },
     ));
     out.push_str(
         "The double (`bench/s3-double`, `buzz-s3-double`) is an in-memory, versioned S3 server \
@@ -483,6 +580,59 @@ fn render(args: &S3Args, results: &[Measured], started_at: &str, load_start: &st
     out
 }
 
+/// The scale scenario's rows: the large tenant completes, its runs stay small, the worker's
+/// memory stays flat, and the killed freeze resumed without listing again what it had stored.
+fn scale_targets(results: &[Measured]) -> String {
+    let verdict = |met: bool| if met { "met" } else { "**not met**" };
+    let scale = || results.iter().filter(|m| m.scenario == "scale");
+    let (Some(small), Some(large)) = (
+        scale().find(|m| m.freeze_kill.is_none()),
+        scale().find(|m| m.freeze_kill.is_some()),
+    ) else {
+        return String::new();
+    };
+    let mut out = String::new();
+    let events = large.events_per_run.unwrap_or(u64::MAX);
+    out.push_str(&format!(
+        "| scale: a {}-version tenant completes, history events per run ≤ 1,000 | {}; at most {events} events in one run | {} |\n",
+        large.versions,
+        if large.gone { "completed, nothing left" } else { "**not completed**" },
+        verdict(large.gone && events <= 1_000),
+    ));
+    let rss = |m: &Measured| m.worker_peak_rss_kib.unwrap_or(0) as f64 / 1024.0;
+    let ratio = rss(large) / rss(small).max(f64::MIN_POSITIVE);
+    out.push_str(&format!(
+        "| scale: worker peak RSS within 1.25× of the {}-version run | {:.1} MiB ÷ {:.1} MiB = {ratio:.2}× (the larger of the killed worker's and its replacement's) | {} |\n",
+        small.versions,
+        rss(large),
+        rss(small),
+        verdict(ratio <= 1.25),
+    ));
+    if let Some(killed) = &large.freeze_kill {
+        let kept = large
+            .freeze_resumed
+            .iter()
+            .filter_map(|detail| detail["chunks_kept"].as_u64())
+            .max()
+            .unwrap_or(0);
+        // Pages beyond two full listings (the inventory and the freeze): verification and
+        // partial last pages, as the small tenant measures them, and whatever was re-listed.
+        let pages = |m: &Measured| m.versions as f64 / 1_000.0;
+        let overhead = small.list_calls as f64 - 2.0 * pages(small);
+        let relisted = (large.list_calls as f64 - 2.0 * pages(large) - overhead).max(0.0);
+        let from_zero = killed.chunks_at_kill as f64;
+        out.push_str(&format!(
+            "| scale: the freeze killed mid-way resumes without re-listing what it stored | killed at {} stored chunks ({} versions); the replacement kept {kept} chunks (`freeze_resumed`); {} ListObjectVersions calls in all = two full listings ({:.0}) + verification and last pages ({overhead:.0}, from the small run) + {relisted:.0} re-listed pages, where restarting from zero would re-list ≈ {from_zero:.0} | {} |\n",
+            killed.chunks_at_kill,
+            killed.versions_at_kill,
+            large.list_calls,
+            2.0 * pages(large),
+            verdict(kept >= killed.chunks_at_kill && relisted <= from_zero / 20.0),
+        ));
+    }
+    out
+}
+
 fn yes(value: bool) -> &'static str {
     if value { "yes" } else { "**no**" }
 }
@@ -532,6 +682,7 @@ fn targets(args: &S3Args, results: &[Measured]) -> String {
             verdict(whole >= 0.85 * physical),
         ));
     }
+    out.push_str(&scale_targets(results));
     for m in of("throttled", false) {
         let limit = 3.0 * f64::from(args.throttle_limit);
         let deleting = m.per_second(m.deleting);

@@ -19,7 +19,6 @@ use temporalio_common::protos::temporal::api::common::v1::Payload;
 use thiserror::Error;
 
 use super::contracts::{AbortRequest, ApproveRequest, UnblockRequest};
-use crate::operator::SignedAction;
 
 /// The payload metadata key naming the encoding.
 const ENCODING_KEY: &str = "encoding";
@@ -41,9 +40,6 @@ pub trait Message: DeserializeOwned {
 
     /// The operator the decoded message names (the value of [`Message::ACTOR_FIELD`]).
     fn actor(&self) -> &str;
-
-    /// The operator's signed statement, if the message carries one.
-    fn signed(&self) -> Option<&SignedAction>;
 }
 
 /// Implements [`Message`] for each `Type: "name", actor field, [fields], shape` entry: the actor
@@ -59,10 +55,6 @@ macro_rules! messages {
 
                 fn actor(&self) -> &str {
                     &self.$actor
-                }
-
-                fn signed(&self) -> Option<&SignedAction> {
-                    self.signed.as_ref()
                 }
             }
         )+

@@ -7,7 +7,6 @@ use serde::Deserialize;
 
 use super::contracts::{UserApproveRequest, UserOperatorRequest};
 use crate::community::decode::Message;
-use crate::operator::SignedAction;
 
 /// The `abort` signal's input: the update's, under the signal's own name.
 #[derive(Debug, Clone, Deserialize)]
@@ -34,10 +33,6 @@ impl Message for UserApproveRequest {
     fn actor(&self) -> &str {
         &self.approved_by
     }
-
-    fn signed(&self) -> Option<&SignedAction> {
-        self.signed.as_ref()
-    }
 }
 
 /// Implements [`Message`] for the two signals whose input is a [`UserOperatorRequest`].
@@ -53,10 +48,6 @@ macro_rules! operator_message {
 
                 fn actor(&self) -> &str {
                     &self.0.requested_by
-                }
-
-                fn signed(&self) -> Option<&SignedAction> {
-                    self.0.signed.as_ref()
                 }
             }
         )+

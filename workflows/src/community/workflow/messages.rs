@@ -51,9 +51,6 @@ impl CommunityDeletion {
         let Some(request) = Self::decode_signal::<AbortRequest>(ctx, &input, refused).await else {
             return;
         };
-        if Self::drop_repeat(ctx, &request) {
-            return;
-        }
         // The outcome is in the audit trail and the status query; a signal has no caller.
         let _outcome = Self::request_abort(ctx, request, true).await;
     }
@@ -81,20 +78,10 @@ impl CommunityDeletion {
         let Some(request) = Self::decode_signal::<M>(ctx, input, &rejected).await else {
             return;
         };
-        if Self::drop_repeat(ctx, &request) {
-            return;
-        }
         let actor = request.actor().to_owned();
         if let Err(refusal) = act(request).await {
             Self::record_event(ctx, rejected(actor, refusal.to_string())).await;
         }
-    }
-
-    /// Whether a signalled message repeats a statement already taken in (the signal a command
-    /// sent after its update got no answer in time, when the update arrived too): it is
-    /// dropped without an audit event, since the first delivery's outcome is recorded.
-    fn drop_repeat<M: Message>(ctx: &WorkflowContext<Self>, message: &M) -> bool {
-        ctx.state(|s| s.deliveries.is_repeat(message.signed()))
     }
 
     /// A signal's payload decoded as `M`; a malformed one is recorded as the event `rejected`
@@ -120,8 +107,21 @@ impl CommunityDeletion {
         ctx: &WorkflowContext<Self>,
         request: ApproveRequest,
     ) -> Result<ApprovalRecord, MessageError> {
+        let signed = request.signed.clone();
+        ctx.state_mut(|s| take_statement(s, signed.as_ref()))?;
+        let recorded = Self::record_approval(ctx, request).await;
+        if recorded.is_err() {
+            ctx.state_mut(|s| s.deliveries.release(signed.as_ref()));
+        }
+        recorded
+    }
+
+    /// The approval checked against the rules and its evidence persisted.
+    async fn record_approval(
+        ctx: &WorkflowContext<Self>,
+        request: ApproveRequest,
+    ) -> Result<ApprovalRecord, MessageError> {
         let request_id = ctx.state_mut(|s| {
-            take_statement(s, request.signed.as_ref())?;
             check_approval(&s.approval_gate(), &request)?;
             s.approval_in_flight = true;
             Ok::<_, MessageError>(s.input.request_id)
@@ -157,7 +157,24 @@ impl CommunityDeletion {
         request: AbortRequest,
         from_signal: bool,
     ) -> Result<Phase, MessageError> {
-        ctx.state_mut(|s| take_statement(s, request.signed.as_ref()))?;
+        let signed = request.signed.clone();
+        ctx.state_mut(|s| take_statement(s, signed.as_ref()))?;
+        let outcome = Self::take_abort(ctx, request, from_signal).await;
+        // Refused or not recorded: it never acted. Accepted but blocked: it stands.
+        if let Err(e) = &outcome
+            && !matches!(e, MessageError::AbortBlocked { .. })
+        {
+            ctx.state_mut(|s| s.deliveries.release(signed.as_ref()));
+        }
+        outcome
+    }
+
+    /// The abort checked against the rules, its signature recorded, then decided or awaited.
+    async fn take_abort(
+        ctx: &WorkflowContext<Self>,
+        request: AbortRequest,
+        from_signal: bool,
+    ) -> Result<Phase, MessageError> {
         let checked = ctx.state_mut(|s| {
             check_abort(&s.abort_gate(), &request)?;
             check_reversible(s.phase, s.irreversible_seen)?;
@@ -321,8 +338,21 @@ impl CommunityDeletion {
         ctx: &WorkflowContext<Self>,
         request: UnblockRequest,
     ) -> Result<Phase, MessageError> {
+        let signed = request.signed.clone();
+        ctx.state_mut(|s| take_statement(s, signed.as_ref()))?;
+        let outcome = Self::record_unblock(ctx, request).await;
+        if outcome.is_err() {
+            ctx.state_mut(|s| s.deliveries.release(signed.as_ref()));
+        }
+        outcome
+    }
+
+    /// The unblock checked against the rules and recorded; the blocked phase may run again.
+    async fn record_unblock(
+        ctx: &WorkflowContext<Self>,
+        request: UnblockRequest,
+    ) -> Result<Phase, MessageError> {
         let (request_id, phase) = ctx.state_mut(|s| {
-            take_statement(s, request.signed.as_ref())?;
             check_unblock(
                 &s.subject(),
                 s.phase,

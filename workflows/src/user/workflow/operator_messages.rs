@@ -2,8 +2,9 @@
 //! they came as the update (the CLI, answered) or as the signal of the same name (the durable
 //! copy a command sends when no worker answered its update in time, or the Web UI).
 //!
-//! Each takes its signed statement in first: a statement delivered before is a repeat and
-//! changes nothing (see [`crate::delivery`]). A signal has no caller to answer, so its refusal is
+//! Each takes its signed statement in first: a statement delivered before is refused as a
+//! signature already used and changes nothing; a delivery refused before it acted is forgotten
+//! (see [`crate::delivery`]). A signal has no caller to answer, so its refusal is
 //! kept in the workflow's state and shown by the `status` query.
 
 use temporalio_common::data_converters::RawValue;
@@ -44,7 +45,22 @@ pub(super) async fn approve(
     ctx: &mut WorkflowContext<UserDeletion>,
     request: UserApproveRequest,
 ) -> Result<UserApprovalRecord, UpdateError> {
-    take_statement(ctx, request.signed.as_ref())?;
+    let signed = request.signed.clone();
+    take_statement(ctx, signed.as_ref())?;
+    let outcome = record_approval(ctx, request).await;
+    // Refused or not recorded: it never acted (a recorded approval stands whatever happened to
+    // its child deletions).
+    if outcome.is_err() && ctx.state(|s| s.ledger.approval.is_none()) {
+        ctx.state_mut(|s| s.deliveries.release(signed.as_ref()));
+    }
+    outcome
+}
+
+/// The approval checked against the rules and its evidence persisted.
+async fn record_approval(
+    ctx: &mut WorkflowContext<UserDeletion>,
+    request: UserApproveRequest,
+) -> Result<UserApprovalRecord, UpdateError> {
     // Re-checked here because two approvals validated in the same task both pass the validator.
     ctx.state_mut(|s| match s.approval_refusal(&request) {
         Some(refusal) => Err(refusal),
@@ -84,7 +100,20 @@ pub(super) async fn abort(
     ctx: &WorkflowContext<UserDeletion>,
     request: UserOperatorRequest,
 ) -> Result<UserAbortRecord, UpdateError> {
-    take_statement(ctx, request.signed.as_ref())?;
+    let signed = request.signed.clone();
+    take_statement(ctx, signed.as_ref())?;
+    let outcome = record_abort(ctx, request).await;
+    if outcome.is_err() {
+        ctx.state_mut(|s| s.deliveries.release(signed.as_ref()));
+    }
+    outcome
+}
+
+/// The abort checked against the rules and recorded.
+async fn record_abort(
+    ctx: &WorkflowContext<UserDeletion>,
+    request: UserOperatorRequest,
+) -> Result<UserAbortRecord, UpdateError> {
     ctx.state_mut(|s| match s.abort_refusal(&request) {
         Some(refusal) => Err(refusal),
         None => {
@@ -116,7 +145,20 @@ pub(super) async fn unblock(
     ctx: &WorkflowContext<UserDeletion>,
     request: UserOperatorRequest,
 ) -> Result<UserUnblockRecord, UpdateError> {
-    take_statement(ctx, request.signed.as_ref())?;
+    let signed = request.signed.clone();
+    take_statement(ctx, signed.as_ref())?;
+    let outcome = record_unblock(ctx, request).await;
+    if outcome.is_err() {
+        ctx.state_mut(|s| s.deliveries.release(signed.as_ref()));
+    }
+    outcome
+}
+
+/// The unblock checked against the rules and recorded.
+async fn record_unblock(
+    ctx: &WorkflowContext<UserDeletion>,
+    request: UserOperatorRequest,
+) -> Result<UserUnblockRecord, UpdateError> {
     if let Some(refusal) = ctx.state(|s| s.unblock_refusal(&request)) {
         return Err(refusal.into());
     }
@@ -170,11 +212,9 @@ pub(super) async fn unblock_signal(ctx: &WorkflowContext<UserDeletion>, input: R
     }
 }
 
-/// The signal's message, or `None` when it is malformed (refused) or repeats a statement taken in
-/// before (dropped: the first delivery's outcome stands).
+/// The signal's message, or `None` when it is malformed (refused).
 fn decoded<M: Message>(ctx: &WorkflowContext<UserDeletion>, input: &RawValue) -> Option<M> {
     match decode::<M>(input) {
-        Ok(message) if ctx.state(|s| s.deliveries.is_repeat(message.signed())) => None,
         Ok(message) => Some(message),
         Err(undecodable) => {
             refuse(ctx, M::NAME, undecodable.actor, undecodable.reason);
