@@ -106,6 +106,7 @@ async fn drive(
     let parallelism = variant.delete_parallelism.to_string();
     let chunks = variant.chunks_per_call.to_string();
     let rounds = variant.delete_rounds_per_run.to_string();
+    let wait = variant.timeout.as_secs().to_string();
     let requester = operator_key(variant, "bench-requester").await?;
     let approver = operator_key(variant, "bench-approver").await?;
     let submitted = cli(
@@ -122,6 +123,8 @@ async fn drive(
             &requester,
             "--retry-initial-secs",
             "1",
+            "--wait-secs",
+            &wait,
             "--delete-parallelism",
             &parallelism,
             "--chunks-per-call",
