@@ -41,6 +41,8 @@ const BACKOFF_BASE: Duration = Duration::from_millis(100);
 
 /// The longest backoff before a retried send.
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// Most answered chunks one grouped stamp takes (its transaction stays short).
+const MAX_STAMP_GROUP: usize = 32;
 
 /// One DeleteObjects call: up to 1,000 versions of one chunk (so of one prefix).
 struct DeleteCall {
@@ -221,6 +223,8 @@ pub(super) struct ChunkStream<'t> {
     queued: VecDeque<DeleteCall>,
     /// Per read, not yet stamped chunk: what came back so far.
     tallies: HashMap<u32, ChunkTally>,
+    /// Chunks whose every version was acknowledged, waiting for the next grouped stamp.
+    answered: Vec<(u32, u64)>,
     /// Chunks stamped (by any attempt) and in the manifest, for the heartbeat.
     stamped: u64,
     total: u64,
@@ -246,6 +250,7 @@ impl<'t> ChunkStream<'t> {
             next_lane: 0,
             queued: VecDeque::new(),
             tallies: HashMap::new(),
+            answered: Vec::new(),
             stamped: progress.chunks_stamped,
             total: progress.chunks_total,
             attempt,
@@ -269,6 +274,9 @@ impl<'t> ChunkStream<'t> {
         if result.is_err() {
             self.marker.halt();
             while in_flight.next().await.is_some() {}
+            // The chunks fully answered before the failure keep their stamps when the fence
+            // still allows it; otherwise the retry deletes them again (acknowledged as gone).
+            let _kept = self.stamp_answered(acts).await;
         }
         result
     }
@@ -307,7 +315,9 @@ impl<'t> ChunkStream<'t> {
                 Some(result) => result,
                 None => match in_flight.next().await {
                     Some(result) => result,
-                    None => return Ok(()),
+                    None => {
+                        return self.stamp_answered(acts).await;
+                    }
                 },
             };
             driving(marker.confirm_if_acknowledged(), in_flight, &mut arrived).await?;
@@ -316,12 +326,12 @@ impl<'t> ChunkStream<'t> {
                 prefix,
                 outcome,
             } = result?;
-            driving(
-                self.settle(acts, chunk_no, &outcome),
-                in_flight,
-                &mut arrived,
-            )
-            .await?;
+            self.settle(chunk_no, &outcome)?;
+            // One stamp for every chunk answered meanwhile: the answers that came in while the
+            // last stamp was awaited are settled first, then stamped together.
+            if arrived.is_empty() || self.answered.len() >= MAX_STAMP_GROUP {
+                driving(self.stamp_answered(acts), in_flight, &mut arrived).await?;
+            }
             let step = format!(
                 "deleting object versions: chunk {} of {}",
                 self.stamped, self.total
@@ -406,13 +416,9 @@ impl<'t> ChunkStream<'t> {
         Ok(None)
     }
 
-    /// Books one call's answer; stamps its chunk when that was the chunk's last call.
-    async fn settle(
-        &mut self,
-        acts: &CommunityActivities,
-        chunk_no: u32,
-        outcome: &BulkDeleteOutcome,
-    ) -> PhaseResult<()> {
+    /// Books one call's answer; a chunk whose last call this was joins the chunks waiting for
+    /// the next grouped stamp.
+    fn settle(&mut self, chunk_no: u32, outcome: &BulkDeleteOutcome) -> PhaseResult<()> {
         if let Some(denied) = access_denied_block(chunk_no, outcome, self.attempt) {
             return Err(denied);
         }
@@ -440,7 +446,35 @@ impl<'t> ChunkStream<'t> {
                     .unwrap_or_else(|| "acknowledgement count short".to_owned()),
             });
         }
-        self.stamp(acts, chunk_no, tally.deleted).await
+        self.answered.push((chunk_no, tally.deleted));
+        Ok(())
+    }
+
+    /// Stamps every answered chunk in one transaction (one lock, evidence and fence check for
+    /// the group; one `chunk_stamped` event per chunk).
+    async fn stamp_answered(&mut self, acts: &CommunityActivities) -> PhaseResult<()> {
+        if self.answered.is_empty() {
+            return Ok(());
+        }
+        let acks: Vec<(u32, ChunkAck)> = self
+            .answered
+            .iter()
+            .map(|&(chunk_no, deleted)| {
+                let ack = ChunkAck {
+                    deleted,
+                    already_missing: 0,
+                };
+                (chunk_no, ack)
+            })
+            .collect();
+        acts.store
+            .stamp_chunks_of(self.token, self.set, &acks)
+            .await?;
+        let deleted: u64 = self.answered.iter().map(|(_, deleted)| deleted).sum();
+        self.stamped += u64::try_from(self.answered.len()).unwrap_or(u64::MAX);
+        self.answered.clear();
+        acts.settings.metrics.objects_deleted(deleted);
+        Ok(())
     }
 
     async fn stamp(

@@ -183,6 +183,78 @@ async fn no_chunk_is_stamped_twice() {
 }
 
 #[tokio::test]
+async fn a_grouped_stamp_stamps_each_answered_chunk_once_with_its_own_chained_event() {
+    use activities::store::ChunkSet;
+    let store = store().await;
+    let fixture = drained(&store, 0, 30, 10).await;
+    fixture.mark_irreversible().await;
+    let full = chunk_ack(10, 0);
+    assert!(fixture.stamp(1, full).await);
+    // Out of order, with chunk 1 already stamped and chunk 2 named twice.
+    let group = [(2, full), (0, full), (1, full), (2, full)];
+    let stamped = store
+        .stamp_chunks_of(&fixture.token, ChunkSet::Frozen, &group)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        stamped, 2,
+        "chunk 1 was stamped before, chunk 2 counts once"
+    );
+    let progress = fixture.chunk_progress().await;
+    assert_eq!(
+        (progress.chunks_stamped, progress.versions_stamped),
+        (3, 30)
+    );
+    let stamps = fixture.events_named("chunk_stamped").await;
+    let order: Vec<u64> = stamps
+        .iter()
+        .map(|e| e.detail["chunk_no"].as_u64().unwrap_or(u64::MAX))
+        .collect();
+    assert_eq!(
+        order,
+        [1, 0, 2],
+        "one event per chunk, the group in chunk order"
+    );
+    let head = store
+        .verify_audit_chain(fixture.request_id)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(head.length >= 3, "every event extends the chain");
+    let again = store
+        .stamp_chunks_of(&fixture.token, ChunkSet::Frozen, &group)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(again, 0, "a replayed group stamps nothing");
+    assert_eq!(fixture.events_named("chunk_stamped").await.len(), 3);
+}
+
+#[tokio::test]
+async fn a_grouped_stamp_with_one_short_chunk_stamps_none() {
+    use activities::store::ChunkSet;
+    let store = store().await;
+    let fixture = drained(&store, 0, 20, 10).await;
+    fixture.mark_irreversible().await;
+    let group = [(0, chunk_ack(10, 0)), (1, chunk_ack(9, 0))];
+    let refused = store
+        .stamp_chunks_of(&fixture.token, ChunkSet::Frozen, &group)
+        .await;
+    assert_matches!(
+        refused,
+        Err(StoreError::Manifest(ManifestError::ChunkIncomplete {
+            chunk_no: 1,
+            ..
+        }))
+    );
+    let missing = [(0, chunk_ack(10, 0)), (7, chunk_ack(10, 0))];
+    let refused = store
+        .stamp_chunks_of(&fixture.token, ChunkSet::Frozen, &missing)
+        .await;
+    assert_matches!(refused, Err(StoreError::NotFound { .. }));
+    assert_eq!(fixture.chunk_progress().await.chunks_stamped, 0);
+    assert!(fixture.events_named("chunk_stamped").await.is_empty());
+}
+
+#[tokio::test]
 async fn a_chunk_is_stamped_only_when_every_version_is_acknowledged() {
     let store = store().await;
     let fixture = drained(&store, 0, 10, 10).await;

@@ -225,6 +225,18 @@ impl ExecToken {
     }
 
     /// The audit event `event` as the last write of `tx`, then commits it.
+    /// Appends `event` to the request's hash chain inside the caller's transaction (several
+    /// events may share one commit).
+    pub(crate) async fn append_event(
+        &self,
+        conn: &mut PgConnection,
+        event: &str,
+        detail: &serde_json::Value,
+    ) -> StoreResult<()> {
+        insert_audit(conn, Some(self.request_id), WORKFLOW_ACTOR, event, detail).await?;
+        Ok(())
+    }
+
     pub(crate) async fn commit_event(
         &self,
         tx: Tx,

@@ -412,58 +412,107 @@ impl Store {
         chunk_no: u32,
         ack: ChunkAck,
     ) -> StoreResult<bool> {
+        let stamped = self.stamp_chunks_of(token, set, &[(chunk_no, ack)]).await?;
+        Ok(stamped == 1)
+    }
+
+    /// Stamps several answered chunks of `set` in one transaction: the request lock, the
+    /// evidence and the fence are checked once for the group, each chunk is checked and stamped
+    /// as [`Store::stamp_chunk_of`] does, and each gets its own `chunk_stamped` event in the
+    /// request's hash chain (in chunk order). A chunk already stamped is skipped; a chunk that
+    /// is missing or not fully acknowledged refuses the whole group (nothing is stamped).
+    /// Returns how many chunks this call stamped.
+    pub async fn stamp_chunks_of(
+        &self,
+        token: &ExecToken,
+        set: ChunkSet,
+        acks: &[(u32, ChunkAck)],
+    ) -> StoreResult<u64> {
+        if acks.is_empty() {
+            return Ok(0);
+        }
         let (mut tx, row) = self.begin_for_token(token, set.stages()).await?;
         check_fence_held(&mut tx, &row).await?;
         row.require_irreversible_marked()?;
-        let chunk: Option<(i32, bool, String)> = sqlx::query_as(
-            "SELECT entry_count, deleted_at IS NOT NULL, prefix FROM deletion.manifest_chunks \
-             WHERE request_id = $1 AND chunk_no = $2 AND (late_at IS NOT NULL) = $3 FOR UPDATE",
+        let numbers = acks
+            .iter()
+            .map(|(chunk_no, _)| chunk_no_i32(*chunk_no))
+            .collect::<StoreResult<Vec<i32>>>()?;
+        let found: Vec<(i32, i32, bool, String)> = sqlx::query_as(
+            "SELECT chunk_no, entry_count, deleted_at IS NOT NULL, prefix \
+             FROM deletion.manifest_chunks WHERE request_id = $1 AND chunk_no = ANY($2) \
+             AND (late_at IS NOT NULL) = $3 ORDER BY chunk_no FOR UPDATE",
         )
         .bind(token.request_id)
-        .bind(chunk_no_i32(chunk_no)?)
+        .bind(&numbers)
         .bind(set == ChunkSet::Late)
-        .fetch_optional(&mut *tx)
+        .fetch_all(&mut *tx)
         .await?;
-        let Some((entry_count, stamped, prefix)) = chunk else {
-            return Err(StoreError::NotFound {
-                what: "manifest chunk",
-                id: format!("{}#{chunk_no}", token.request_id),
-            });
-        };
-        if stamped {
-            return Ok(false);
+        let mut stamps: Vec<(u32, String, u64, ChunkAck)> = Vec::with_capacity(acks.len());
+        let mut sorted: Vec<&(u32, ChunkAck)> = acks.iter().collect();
+        sorted.sort_by_key(|(chunk_no, _)| *chunk_no);
+        for (chunk_no, ack) in sorted {
+            let number = chunk_no_i32(*chunk_no)?;
+            let Some((_, entry_count, stamped, prefix)) =
+                found.iter().find(|(no, ..)| *no == number)
+            else {
+                return Err(StoreError::NotFound {
+                    what: "manifest chunk",
+                    id: format!("{}#{chunk_no}", token.request_id),
+                });
+            };
+            if *stamped || stamps.iter().any(|(no, ..)| no == chunk_no) {
+                continue;
+            }
+            let entries = count_u64(i64::from(*entry_count));
+            let acknowledged = ack.deleted.saturating_add(ack.already_missing);
+            if acknowledged != entries {
+                return Err(StoreError::Manifest(ManifestError::ChunkIncomplete {
+                    request_id: token.request_id,
+                    chunk_no: *chunk_no,
+                    entries,
+                    acknowledged,
+                }));
+            }
+            stamps.push((*chunk_no, prefix.clone(), entries, *ack));
         }
-        let entries = count_u64(i64::from(entry_count));
-        let acknowledged = ack.deleted.saturating_add(ack.already_missing);
-        if acknowledged != entries {
-            return Err(StoreError::Manifest(ManifestError::ChunkIncomplete {
-                request_id: token.request_id,
-                chunk_no,
-                entries,
-                acknowledged,
-            }));
+        if stamps.is_empty() {
+            return Ok(0);
+        }
+        let mut numbers = Vec::with_capacity(stamps.len());
+        let mut counts = Vec::with_capacity(stamps.len());
+        for (chunk_no, _, entries, _) in &stamps {
+            numbers.push(chunk_no_i32(*chunk_no)?);
+            counts.push(count_i64("deleted_versions", *entries)?);
         }
         sqlx::query(
-            "UPDATE deletion.manifest_chunks SET deleted_at = now(), deleted_versions = $3, \
-             stamp_generation = $4 WHERE request_id = $1 AND chunk_no = $2",
+            "UPDATE deletion.manifest_chunks AS m SET deleted_at = now(), \
+             deleted_versions = u.deleted, stamp_generation = $4 \
+             FROM unnest($2::int[], $3::bigint[]) AS u(chunk_no, deleted) \
+             WHERE m.request_id = $1 AND m.chunk_no = u.chunk_no",
         )
         .bind(token.request_id)
-        .bind(chunk_no_i32(chunk_no)?)
-        .bind(count_i64("deleted_versions", acknowledged)?)
+        .bind(&numbers)
+        .bind(&counts)
         .bind(token.exec_generation)
         .execute(&mut *tx)
         .await?;
-        let detail = serde_json::json!({
-            "chunk_no": chunk_no,
-            "prefix": prefix,
-            "versions": entries,
-            "deleted": ack.deleted,
-            "already_missing": ack.already_missing,
-            "exec_generation": token.exec_generation,
-            "late": set == ChunkSet::Late,
-        });
-        token.commit_event(tx, "chunk_stamped", &detail).await?;
-        Ok(true)
+        for (chunk_no, prefix, entries, ack) in &stamps {
+            let detail = serde_json::json!({
+                "chunk_no": chunk_no,
+                "prefix": prefix,
+                "versions": entries,
+                "deleted": ack.deleted,
+                "already_missing": ack.already_missing,
+                "exec_generation": token.exec_generation,
+                "late": set == ChunkSet::Late,
+            });
+            token
+                .append_event(&mut tx, "chunk_stamped", &detail)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(count_u64(i64::try_from(stamps.len()).unwrap_or(i64::MAX)))
     }
 
     /// [`Store::stamp_chunk_of`] a chunk of the frozen manifest.
