@@ -378,8 +378,10 @@ impl Bench<'_> {
         };
         if let Some(killed) = &timings.freeze_kill {
             ceiling_text.push_str(&format!(
-                ", worker killed at {} stored chunks",
-                killed.chunks_at_kill
+                ", worker killed at {} stored chunks (its peak RSS {:.1} MiB; the replacement's {:.1} MiB)",
+                killed.chunks_at_kill,
+                killed.peak_rss_kib as f64 / 1024.0,
+                timings.worker_peak_rss_kib as f64 / 1024.0,
             ));
         }
         self.checked(
