@@ -221,10 +221,9 @@ async fn manifest_facts(
     let mut split: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
     for (chunk_no, deleted, already_missing) in stamped {
         let chunk_no = chunk_no.map_or(u64::MAX, count);
-        split.entry(chunk_no).or_insert((
-            deleted.map_or(0, count),
-            already_missing.map_or(0, count),
-        ));
+        split
+            .entry(chunk_no)
+            .or_insert((deleted.map_or(0, count), already_missing.map_or(0, count)));
     }
     let mut chunks = Vec::with_capacity(rows.len());
     for row in rows {
