@@ -360,7 +360,8 @@ impl<'t> ChunkStream<'t> {
             self.chunks_left -= 1;
             let calls = plan_calls(self.token.community_id, std::slice::from_ref(&chunk))?;
             if calls.is_empty() {
-                self.stamp(acts, chunk.chunk_no, 0).await?;
+                self.answered.push((chunk.chunk_no, 0));
+                self.stamp_answered(acts).await?;
                 continue;
             }
             for call in calls {
@@ -473,28 +474,6 @@ impl<'t> ChunkStream<'t> {
         let deleted: u64 = self.answered.iter().map(|(_, deleted)| deleted).sum();
         self.stamped += u64::try_from(self.answered.len()).unwrap_or(u64::MAX);
         self.answered.clear();
-        acts.settings.metrics.objects_deleted(deleted);
-        Ok(())
-    }
-
-    async fn stamp(
-        &mut self,
-        acts: &CommunityActivities,
-        chunk_no: u32,
-        deleted: u64,
-    ) -> PhaseResult<()> {
-        acts.store
-            .stamp_chunk_of(
-                self.token,
-                self.set,
-                chunk_no,
-                ChunkAck {
-                    deleted,
-                    already_missing: 0,
-                },
-            )
-            .await?;
-        self.stamped += 1;
         acts.settings.metrics.objects_deleted(deleted);
         Ok(())
     }
