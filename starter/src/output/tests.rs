@@ -4,7 +4,7 @@
 
 use super::*;
 use uuid::Uuid;
-use workflows::community::status::{DeletionStatus, Progress};
+use workflows::community::status::{BlockedInfo, DeletionStatus, Progress};
 use workflows::community::{ApprovalRecord, InventorySummary, Phase};
 
 #[test]
@@ -149,4 +149,39 @@ fn a_document_keeps_the_field_order_of_its_type() {
         line.render(OutputFormat::Table),
         "{\"zebra\":1,\"apple\":2}\n"
     );
+}
+
+#[test]
+fn a_watch_waits_through_an_unblock_being_recorded_and_stops_at_a_block() {
+    let mut status = frozen_status(Uuid::new_v4());
+    status.phase = Phase::DeletingObjects;
+    assert!(!crate::commands::community::watch_ends(&status), "running");
+    status.blocked = Some(BlockedInfo {
+        phase: Phase::DeletingObjects,
+        reason: "chunk 12 was edited".into(),
+        since: "2026-12-03T10:00:00Z".into(),
+        unblocking: true,
+    });
+    assert!(
+        !crate::commands::community::watch_ends(&status),
+        "an accepted unblock is being recorded: the phase runs again in a moment"
+    );
+    let line = crate::render::community::progress_line(&status, None);
+    assert!(
+        line.contains("UNBLOCKING") && !line.contains("BLOCKED:"),
+        "{line}"
+    );
+    if let Some(blocked) = status.blocked.as_mut() {
+        blocked.unblocking = false;
+    }
+    assert!(crate::commands::community::watch_ends(&status), "blocked");
+    let line = crate::render::community::progress_line(&status, None);
+    assert!(line.contains("BLOCKED: chunk 12 was edited"), "{line}");
+    // A status from a worker that predates the field reads as blocked, waiting for an operator.
+    let old = serde_json::json!({"phase": "deleting_objects", "reason": "r", "since": "s"});
+    let old: BlockedInfo = serde_json::from_value(old).expect("old block");
+    assert!(old.awaits_operator());
+    status.blocked = None;
+    status.phase = Phase::RetentionPending;
+    assert!(crate::commands::community::watch_ends(&status), "done");
 }

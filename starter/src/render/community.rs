@@ -242,7 +242,12 @@ pub fn progress_line(status: &DeletionStatus, pending: Option<&PendingActivityVi
         p.rows_purged,
         p.keys_purged
     );
-    if let Some(blocked) = &status.blocked {
+    if let Some(blocked) = status.blocked.as_ref().filter(|b| b.unblocking) {
+        line.push_str(&format!(
+            "  UNBLOCKING (recording the unblock): {}",
+            blocked.reason
+        ));
+    } else if let Some(blocked) = &status.blocked {
         line.push_str(&format!("  BLOCKED: {}", blocked.reason));
     } else if let Some(activity) = pending {
         if let Some(step) = activity.heartbeat.as_ref().and_then(|h| h["step"].as_str()) {

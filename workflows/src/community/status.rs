@@ -58,6 +58,17 @@ pub struct BlockedInfo {
     pub reason: String,
     /// RFC 3339 workflow time the block began.
     pub since: String,
+    /// An operator's unblock passed the rules and is being written to the audit trail; the
+    /// phase runs again once it is (the block stays if that write fails). A watcher waits.
+    #[serde(default)]
+    pub unblocking: bool,
+}
+
+impl BlockedInfo {
+    /// Blocked and nobody's unblock is on its way: the deletion waits for an operator.
+    pub fn awaits_operator(&self) -> bool {
+        !self.unblocking
+    }
 }
 
 /// Counters of the destructive phases.

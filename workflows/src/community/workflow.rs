@@ -459,6 +459,7 @@ impl CommunityDeletion {
                 phase,
                 reason,
                 since,
+                unblocking: false,
             });
         });
         ctx.upsert_search_attributes([search::BLOCKED.value_set(true)]);

@@ -57,6 +57,8 @@ pub(crate) use status::{AWAITED_LEASES_SHOWN, PendingActivityView, RecordedStatu
 pub(crate) use status::status_document;
 #[cfg(test)]
 pub(crate) use submit::submitted_document;
+#[cfg(test)]
+pub(crate) use watch::watch_ends;
 
 /// Runs one `community` subcommand.
 pub async fn run(waits: &WorkerWait, command: CommunityCommand) -> CliResult {

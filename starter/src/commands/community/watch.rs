@@ -1,6 +1,7 @@
 //! `community watch`: live progress lines until the deletion ends.
 
 use super::*;
+use workflows::community::status::BlockedInfo;
 
 /// `community watch`: its live progress lines are written to stdout as they change (a bar
 /// redrawn in place on a terminal); its result, where the deletion ended, is a [`Report`].
@@ -31,8 +32,7 @@ pub(super) async fn watch(
             println!("{line}");
         }
         last_line = line;
-        let done = status.phase == Phase::RetentionPending;
-        if done || status.blocked.is_some() || status.phase == Phase::Aborted {
+        if watch_ends(&status) {
             if interactive {
                 println!();
             }
@@ -49,6 +49,16 @@ pub(super) async fn watch(
         }
         tokio::time::sleep(Duration::from_millis(interval_ms.max(100))).await;
     }
+}
+
+/// Whether a watch stops at `status`: done, aborted, or blocked waiting for an operator. A
+/// block whose unblock is being recorded is watched on: the phase runs again in a moment.
+pub(crate) fn watch_ends(status: &DeletionStatus) -> bool {
+    let blocked = status
+        .blocked
+        .as_ref()
+        .is_some_and(BlockedInfo::awaits_operator);
+    blocked || matches!(status.phase, Phase::RetentionPending | Phase::Aborted)
 }
 
 /// Where a watched deletion ended: exit 0 when done (with what verification checked), 1 when

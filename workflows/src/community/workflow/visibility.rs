@@ -6,7 +6,7 @@ use temporalio_sdk::{MemoValue, WorkflowContext, WorkflowTermination};
 
 use super::{CommunityDeletion, Stop};
 use crate::community::phase::Phase;
-use crate::community::status::DeletionStatus;
+use crate::community::status::{BlockedInfo, DeletionStatus};
 use crate::search;
 
 impl CommunityDeletion {
@@ -75,7 +75,10 @@ impl CommunityDeletion {
             requested_by: self.input.requested_by.clone(),
             submitted: self.input.signed.clone(),
             phase: self.phase,
-            blocked: self.blocked.clone(),
+            blocked: self.blocked.clone().map(|blocked| BlockedInfo {
+                unblocking: self.unblock_in_flight,
+                ..blocked
+            }),
             last_error: self.last_error.clone(),
             approval: self.approval.clone(),
             inventory: self.inventory.clone(),
