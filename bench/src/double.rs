@@ -115,6 +115,11 @@ impl Double {
         PathBuf::from("bench/s3-double/target/release/buzz-s3-double")
     }
 
+    /// The double's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// `http://127.0.0.1:PORT`.
     pub fn endpoint(&self) -> String {
         format!("http://{}", self.address)

@@ -8,6 +8,7 @@ pub mod check;
 pub mod document;
 pub mod double;
 pub mod fence_cost;
+pub mod fleet;
 pub mod floor;
 pub mod history;
 pub mod log_fill;

@@ -19,6 +19,55 @@ pub fn cpu_seconds(pid: u32) -> Result<f64> {
         .with_context(|| format!("/proc/{pid}/stat has no utime/stime"))
 }
 
+/// The whole machine's CPU time, from the `cpu` line of `/proc/stat` (every core summed).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CpuTimes {
+    /// Seconds some core spent on work (everything but idle and I/O wait).
+    pub busy_seconds: f64,
+    /// Seconds of every core, busy or not.
+    pub total_seconds: f64,
+}
+
+impl CpuTimes {
+    /// The counters now.
+    pub fn now() -> Result<CpuTimes> {
+        let stat = std::fs::read_to_string("/proc/stat").context("read /proc/stat")?;
+        machine_cpu_times(&stat).context("/proc/stat has no cpu line")
+    }
+
+    /// What was used between `earlier` and `self`.
+    pub fn since(&self, earlier: &CpuTimes) -> CpuTimes {
+        CpuTimes {
+            busy_seconds: self.busy_seconds - earlier.busy_seconds,
+            total_seconds: self.total_seconds - earlier.total_seconds,
+        }
+    }
+
+    /// The busy share of every core, 0 to 1.
+    pub fn busy_share(&self) -> f64 {
+        self.busy_seconds / self.total_seconds.max(f64::MIN_POSITIVE)
+    }
+}
+
+/// Busy and total seconds of the aggregate `cpu` line (user nice system idle iowait irq softirq
+/// steal …; idle and iowait are the not-busy ones).
+fn machine_cpu_times(stat: &str) -> Option<CpuTimes> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let ticks: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let total: u64 = ticks.iter().sum();
+    let idle = ticks.get(3)? + ticks.get(4)?;
+    Some(CpuTimes {
+        busy_seconds: (total - idle) as f64 / CLOCK_TICKS_PER_SECOND,
+        total_seconds: total as f64 / CLOCK_TICKS_PER_SECOND,
+    })
+}
+
 /// `sysconf(_SC_CLK_TCK)`: 100 on every Linux the project runs on.
 const CLOCK_TICKS_PER_SECOND: f64 = 100.0;
 
@@ -77,6 +126,19 @@ pub fn describe() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_machine_is_busy_for_everything_but_idle_and_io_wait() {
+        let stat = "cpu  100 5 45 800 50 0 0 0 0 0\ncpu0 50 2 20 400 25 0 0 0 0 0\n";
+        let times = machine_cpu_times(stat).expect("a cpu line");
+        assert_eq!(times.total_seconds, 10.0);
+        assert_eq!(times.busy_seconds, 1.5);
+        let later = CpuTimes {
+            busy_seconds: 3.5,
+            total_seconds: 14.0,
+        };
+        assert_eq!(later.since(&times).busy_share(), 0.5);
+    }
 
     #[test]
     fn cpu_ticks_are_user_plus_system_after_a_name_with_spaces() {

@@ -15,7 +15,7 @@ use crate::machine::peak_rss_kib;
 use crate::stack::Stack;
 
 /// How often the request row is polled for completion.
-const POLL: Duration = Duration::from_millis(100);
+pub(crate) const POLL: Duration = Duration::from_millis(100);
 
 /// How long a stopped worker may drain before it is killed.
 const WORKER_DRAIN: Duration = Duration::from_secs(30);
@@ -264,7 +264,11 @@ async fn kill_mid_freeze(
 }
 
 /// Polls the request row until it is `retention_pending`; a block or abort ends the wait.
-async fn wait_until_retained(stack: &Stack, request_id: Uuid, timeout: Duration) -> Result<()> {
+pub(crate) async fn wait_until_retained(
+    stack: &Stack,
+    request_id: Uuid,
+    timeout: Duration,
+) -> Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
         let request = stack.store.get_request(request_id).await?;
@@ -308,7 +312,7 @@ fn stage_durations(
 }
 
 /// Starts `buzz-deletion-worker` on `task_queue` (metrics off, warnings only).
-fn start_worker(variant: &WorkflowVariant, task_queue: &str) -> Result<Child> {
+pub(crate) fn start_worker(variant: &WorkflowVariant, task_queue: &str) -> Result<Child> {
     let exe = variant.bin_dir.join("buzz-deletion-worker");
     Command::new(&exe)
         .env("BUZZ_TASK_QUEUE", task_queue)
@@ -333,7 +337,7 @@ fn start_worker(variant: &WorkflowVariant, task_queue: &str) -> Result<Child> {
 }
 
 /// SIGTERM (graceful drain), then SIGKILL if it has not exited within [`WORKER_DRAIN`].
-async fn stop_worker(worker: &mut Child) {
+pub(crate) async fn stop_worker(worker: &mut Child) {
     if let Some(pid) = worker.id() {
         let _ = Command::new("kill")
             .args(["-TERM", &pid.to_string()])
@@ -350,7 +354,7 @@ async fn stop_worker(worker: &mut Child) {
 
 /// A throwaway SSH key for operator `name` (every operator action is signed), registered with
 /// `buzz-deletion operators add --replace` (the owner's BUZZ_OWNER_DATABASE_URL); its path.
-async fn operator_key(variant: &WorkflowVariant, name: &str) -> Result<String> {
+pub(crate) async fn operator_key(variant: &WorkflowVariant, name: &str) -> Result<String> {
     let dir = std::env::temp_dir().join(format!("buzz-bench-operators-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
     let key = dir.join(name);
@@ -385,7 +389,11 @@ async fn operator_key(variant: &WorkflowVariant, name: &str) -> Result<String> {
 }
 
 /// Runs the operator CLI on `task_queue`; exit 0 and JSON on stdout are required.
-async fn cli(variant: &WorkflowVariant, task_queue: &str, args: &[&str]) -> Result<Value> {
+pub(crate) async fn cli(
+    variant: &WorkflowVariant,
+    task_queue: &str,
+    args: &[&str],
+) -> Result<Value> {
     let exe = variant.bin_dir.join("buzz-deletion");
     let output = Command::new(&exe)
         .args(args)

@@ -23,12 +23,17 @@ use activities::s3::ObjectStore;
 use anyhow::{Context, Result, bail};
 use bench::check::{Snapshot, remains, snapshot};
 use bench::double::{Double, Profile, counter};
+use bench::fleet::{WorkerUse, run_fleet};
 use bench::floor::run_floor;
-use bench::machine;
+use bench::machine::{self, CpuTimes};
 use bench::stack::Stack;
 use bench::workflow::{FreezeKill, WorkflowTimings, WorkflowVariant, run_workflow};
 use clap::Parser;
 use uuid::Uuid;
+
+mod report;
+
+use report::render;
 
 /// Community deletion against the fast S3 double.
 #[derive(Debug, Clone, Parser)]
@@ -74,10 +79,25 @@ struct S3Args {
     /// large tenant's manifest chunks.
     #[arg(long, default_value_t = 0.4)]
     scale_kill_fraction: f64,
+    /// Tenants of the fleet scenario, deleted at once.
+    #[arg(long, default_value_t = 10)]
+    fleet_tenants: u32,
+    /// Object versions of each fleet tenant.
+    #[arg(long, default_value_t = 100_000)]
+    fleet_versions: u64,
+    /// Worker processes of the fleet scenario, polling one task queue.
+    #[arg(long, default_value_t = 2)]
+    fleet_workers: usize,
+    /// The fleet scenario's per-prefix limits (each also the workers' ceiling), one variant
+    /// each: S3's documented rate, and one whose sum this machine can carry. At least 1,000:
+    /// the double's bucket holds one second of its limit, so a full DeleteObjects call (1,000
+    /// versions) could never be paid below that.
+    #[arg(long, value_delimiter = ',', default_value = "3500,1000")]
+    fleet_limits: Vec<u32>,
     /// DeleteObjects calls in flight, floor and workflow alike.
     #[arg(long, default_value_t = 8)]
     delete_parallelism: u32,
-    /// Which scenarios to run (comma-separated: overhead, s3-like, throttled, scale).
+    /// Which scenarios to run (comma-separated: overhead, s3-like, throttled, scale, fleet).
     #[arg(
         long,
         value_delimiter = ',',
@@ -121,6 +141,17 @@ struct Measured {
     freeze_kill: Option<FreezeKill>,
     /// The `freeze_resumed` audit details.
     freeze_resumed: Vec<serde_json::Value>,
+    /// For a fleet variant: its tenants, workers and what the machine spent.
+    fleet: Option<FleetUse>,
+}
+
+/// What a fleet variant ran on and used over its wall time.
+struct FleetUse {
+    tenants: u32,
+    limit_per_prefix: u32,
+    workers: Vec<WorkerUse>,
+    machine: CpuTimes,
+    double_cpu_seconds: Option<f64>,
 }
 
 impl Measured {
@@ -183,7 +214,10 @@ async fn run(args: S3Args) -> Result<bool> {
             "s3-like" => results.extend(bench.s3_like().await?),
             "throttled" => results.extend(bench.throttled().await?),
             "scale" => results.extend(bench.scale().await?),
-            other => bail!("unknown scenario {other:?}: overhead, s3-like, throttled or scale"),
+            "fleet" => results.extend(bench.fleet().await?),
+            other => {
+                bail!("unknown scenario {other:?}: overhead, s3-like, throttled, scale or fleet")
+            }
         }
     }
     let report = render(&args, &results, &started_at, &load_start);
@@ -297,6 +331,7 @@ impl Bench<'_> {
                 list_calls: operations(&stats, "ListObjectVersions"),
                 freeze_kill: None,
                 freeze_resumed: Vec::new(),
+                fleet: None,
                 scenario,
                 variant: format!("(a) floor, parallelism {}", self.args.delete_parallelism),
                 versions: timings.versions_deleted,
@@ -389,6 +424,7 @@ impl Bench<'_> {
                 list_calls: operations(&stats, "ListObjectVersions"),
                 freeze_kill: timings.freeze_kill.clone(),
                 freeze_resumed: timings.freeze_resumed.clone(),
+                fleet: None,
                 scenario,
                 variant: format!("(c) workflow, parallelism {parallelism}, {ceiling_text}"),
                 versions: counter(&stats, "versions_deleted"),
@@ -420,16 +456,101 @@ impl Bench<'_> {
         .await
     }
 
+    /// Many tenants at once on a few workers, once per limit: the aggregate against the sum of
+    /// their prefixes' limits, and where the machine's CPU went.
+    async fn fleet(&mut self) -> Result<Vec<Measured>> {
+        let mut out = Vec::new();
+        for limit in self.args.fleet_limits.clone() {
+            out.push(self.fleet_at(limit).await?);
+        }
+        Ok(out)
+    }
+
+    async fn fleet_at(&mut self, limit: u32) -> Result<Measured> {
+        self.double.configure(Profile::UNLIMITED).await?;
+        let tenants = self.args.fleet_tenants;
+        let versions = self.args.fleet_versions;
+        let mut seeded = Vec::new();
+        for _ in 0..tenants {
+            seeded.push(seed(&self.stack, &self.double, "fleet", versions).await?);
+        }
+        self.double.configure(self.s3_like_profile(limit)).await?;
+        self.double.reset().await?;
+        let mut env = self.double.worker_env();
+        env.push(("BUZZ_DELETE_RATE_PER_PREFIX".to_owned(), limit.to_string()));
+        let variant = WorkflowVariant {
+            bin_dir: self.bin_dir.clone(),
+            delete_parallelism: self.args.delete_parallelism,
+            chunks_per_call: 100,
+            delete_rounds_per_run: 40,
+            chunk_entries: 1_000,
+            timeout: Duration::from_secs(self.args.timeout_secs),
+            env,
+            kill_freeze_at_chunks: None,
+        };
+        let workers = self.args.fleet_workers;
+        eprintln!(
+            "fleet: {tenants} tenants of {versions} versions on {workers} workers (limit {limit}/s per prefix)"
+        );
+        let hosts: Vec<String> = seeded.iter().map(|(_, host)| host.clone()).collect();
+        let watched: Vec<u32> = self.double.pid().into_iter().collect();
+        let timings = run_fleet(&self.stack, &hosts, &variant, workers, &watched).await?;
+        let stats = self.double.stats().await?;
+        let mut measured = Measured {
+            list_calls: operations(&stats, "ListObjectVersions"),
+            freeze_kill: None,
+            freeze_resumed: Vec::new(),
+            fleet: Some(FleetUse {
+                tenants,
+                limit_per_prefix: limit,
+                workers: timings.workers.clone(),
+                machine: timings.machine,
+                double_cpu_seconds: timings.watched_cpu_seconds.first().copied().flatten(),
+            }),
+            scenario: "fleet",
+            variant: format!(
+                "(c) {tenants} workflows at once on {workers} workers, parallelism {} each, limit and ceiling {limit}/s per prefix",
+                self.args.delete_parallelism
+            ),
+            versions: counter(&stats, "versions_deleted"),
+            wall: timings.wall,
+            deleting: timings.deleting,
+            listing: timings.listing,
+            worker_cpu_seconds: Some(timings.workers.iter().map(|w| w.cpu_seconds).sum()),
+            worker_statements: timings.worker_statements,
+            worker_peak_rss_kib: timings.workers.iter().map(|w| w.peak_rss_kib).max(),
+            events_per_run: timings.runs.iter().map(|r| r.events).max(),
+            failed_attempts: timings
+                .runs
+                .iter()
+                .flat_map(|r| r.failed_attempts.clone())
+                .collect(),
+            slow_downs: counter(&stats, "slow_down_total"),
+            gone: true,
+            neighbour_untouched: true,
+        };
+        for (community, _) in &seeded {
+            let (gone, neighbour_untouched) = self.outcome(&measured, *community).await?;
+            measured.gone &= gone;
+            measured.neighbour_untouched &= neighbour_untouched;
+        }
+        Ok(measured)
+    }
+
     /// Fills in whether the target is gone and the neighbour untouched.
     async fn checked(&self, mut measured: Measured, community: Uuid) -> Result<Measured> {
+        (measured.gone, measured.neighbour_untouched) = self.outcome(&measured, community).await?;
+        Ok(measured)
+    }
+
+    /// Whether `community`, deleted by `measured`, is gone, and the neighbour untouched.
+    async fn outcome(&self, measured: &Measured, community: Uuid) -> Result<(bool, bool)> {
         let left = remains(&self.stack, community).await?;
-        measured.gone = left.is_empty();
-        if !measured.gone {
+        if !left.is_empty() {
             eprintln!("{}: {} left {left:?}", measured.scenario, measured.variant);
         }
-        measured.neighbour_untouched =
-            snapshot(&self.stack, self.neighbour).await? == self.neighbour_before;
-        Ok(measured)
+        let untouched = snapshot(&self.stack, self.neighbour).await? == self.neighbour_before;
+        Ok((left.is_empty(), untouched))
     }
 }
 
@@ -465,237 +586,4 @@ async fn seed(stack: &Stack, double: &Double, tag: &str, versions: u64) -> Resul
     let created = double.seed_tenant(seeded.community_id, versions).await?;
     eprintln!("seeded {host}: {created} versions, {rows} rows per table");
     Ok((seeded.community_id, host))
-}
-
-fn render(args: &S3Args, results: &[Measured], started_at: &str, load_start: &str) -> String {
-    let build = if cfg!(debug_assertions) {
-        "debug"
-    } else {
-        "release"
-    };
-    let mut out = String::new();
-    out.push_str("# Benchmark: community deletion at the speed of real S3 (the S3 double)\n\n");
-    out.push_str(&format!(
-        "Generated by `buzz-deletion-s3-bench` (crate `bench/`), run started {started_at} UTC, \
-         {build} build. Every number below comes from that one run; rerun the command to \
-         refresh this file. The real gateway's figures stay in [benchmarks.md](benchmarks.md).\n\n"
-    ));
-    out.push_str("## How to run\n\n```bash\nbash deploy/local/up && source .state/env\n");
-    out.push_str(&format!(
-        "(cd bench/s3-double && cargo build --release)\n\
-         cargo build --release --workspace --bins\n\
-         target/release/buzz-deletion-s3-bench --scenarios {} --overhead-versions {} \
-         --s3-like-versions {} --throttled-versions {} --s3-limit {} --throttle-limit {} \
-         --throttle-ceiling {} --latency-ms-delete {} --latency-ms-list {} \
-         --latency-ms-other {} --delete-parallelism {} --scale-versions {} \
-         --scale-baseline-versions {} --scale-kill-fraction {}{}\n```\n\n",
-        args.scenarios.join(","),
-        args.overhead_versions,
-        args.s3_like_versions,
-        args.throttled_versions,
-        args.s3_limit,
-        args.throttle_limit,
-        args.throttle_ceiling,
-        args.latency_ms_delete,
-        args.latency_ms_list,
-        args.latency_ms_other,
-        args.delete_parallelism,
-        args.scale_versions,
-        args.scale_baseline_versions,
-        args.scale_kill_fraction,
-        if args.docs.as_os_str() == "docs/benchmarks-s3.md" {
-            String::new()
-        } else {
-            format!(" --docs {}", args.docs.display())
-        },
-    ));
-    out.push_str(
-        "The double (`bench/s3-double`, `buzz-s3-double`) is an in-memory, versioned S3 server \
-         on the `s3s` protocol crate; the worker, the CLI and the floor reach it through the \
-         same AWS SDK client as the real gateway. Tenants are seeded straight into it (two \
-         versions per key over `media/`, `thumbs/` and `_meta/`, a delete marker on one media \
-         key in ten), with their rows and Redis keys in the local stack (versions/50 rows per \
-         tenant table, at most 5,000, and as many keys). A partition is a tenant prefix: the \
-         double refuses a DeleteObjects call with `503 SlowDown` when its prefix's token bucket \
-         (one second of the limit) lacks one token per version.\n\n\
-         - **(a) floor**: a bare program in the benchmark process: list the three prefixes, \
-         DeleteObjects of at most 1,000 versions with the prefixes taking turns (the workflow's \
-         order) and the same parallelism, batched row deletes, SCAN + UNLINK. No Temporal, no \
-         fence, no manifest, no stamps, no audit trail.\n\
-         - **(c) workflow**: the full `CommunityDeletion` workflow on a fresh \
-         `buzz-deletion-worker` (chunks of 1,000, 100 chunks per `delete_chunks` call), timed \
-         from `community approve` to `retention_pending`.\n\
-         - **versions/s** divides the versions deleted (the double's own count for the \
-         workflow) by the whole wall time; **deleting/s** by the object-deletion part only (the \
-         floor's DeleteObjects calls; the workflow's `bindings_removed` stage). **listing** is \
-         the floor's listing and the workflow's `drained` stage (the manifest freeze).\n\
-         - **PG round trips per 1,000 versions**: top-level statements the worker role ran \
-         (BEGIN and COMMIT included; with sqlx each is one round trip), read from \
-         `pg_stat_statements` just before the approval and at the end, for every stage of the \
-         deletion, divided by the versions deleted.\n\
-         - **failed attempts**: activity attempts that failed and were retried, read from every \
-         run's history (each started event's attempt number); **SlowDown**: the double's count \
-         of throttled answers.\n\n",
-    );
-    out.push_str(&format!(
-        "## Machine\n\n- {}.\n- Load average at start: {load_start}; at end: {}.\n- Everything \
-         on loopback: the double, Temporal dev server, PostgreSQL, Redis, the worker and the \
-         benchmark share the machine's cores.\n\n",
-        machine::describe(),
-        machine::load_average()
-    ));
-    out.push_str("## Results\n\n| scenario | variant | versions | wall s | versions/s | listing s | deleting s | deleting/s | worker CPU s | PG round trips per 1,000 versions | worker peak RSS | events/run | failed attempts | SlowDown | target gone | neighbour untouched |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n");
-    for m in results {
-        out.push_str(&format!(
-            "| {} | {} | {} | {:.2} | {:.0} | {:.2} | {:.2} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-            m.scenario,
-            m.variant,
-            m.versions,
-            m.wall.as_secs_f64(),
-            m.per_second(m.wall),
-            m.listing.as_secs_f64(),
-            m.deleting.as_secs_f64(),
-            m.per_second(m.deleting),
-            m.worker_cpu_seconds
-                .map_or("—".to_owned(), |s| format!("{s:.1}")),
-            m.worker_statements.map_or("—".to_owned(), |n| format!(
-                "{:.1}",
-                n as f64 * 1_000.0 / m.versions.max(1) as f64
-            )),
-            m.worker_peak_rss_kib
-                .map_or("—".to_owned(), |k| format!("{:.1} MiB", k as f64 / 1024.0)),
-            m.events_per_run.map_or("—".to_owned(), |e| e.to_string()),
-            m.failed_attempts.len(),
-            m.slow_downs,
-            yes(m.gone),
-            yes(m.neighbour_untouched),
-        ));
-    }
-    out.push_str(&targets(args, results));
-    let failures: Vec<&String> = results.iter().flat_map(|m| &m.failed_attempts).collect();
-    if !failures.is_empty() {
-        out.push_str("\n### Failed attempts\n\n");
-        for failure in failures {
-            out.push_str(&format!("- {failure}\n"));
-        }
-    }
-    out
-}
-
-/// The scale scenario's rows: the large tenant completes, its runs stay small, the worker's
-/// memory stays flat, and the killed freeze resumed without listing again what it had stored.
-fn scale_targets(results: &[Measured]) -> String {
-    let verdict = |met: bool| if met { "met" } else { "**not met**" };
-    let scale = || results.iter().filter(|m| m.scenario == "scale");
-    let (Some(small), Some(large)) = (
-        scale().find(|m| m.freeze_kill.is_none()),
-        scale().find(|m| m.freeze_kill.is_some()),
-    ) else {
-        return String::new();
-    };
-    let mut out = String::new();
-    let events = large.events_per_run.unwrap_or(u64::MAX);
-    out.push_str(&format!(
-        "| scale: a {}-version tenant completes, history events per run ≤ 1,000 | {}; at most {events} events in one run | {} |\n",
-        large.versions,
-        if large.gone { "completed, nothing left" } else { "**not completed**" },
-        verdict(large.gone && events <= 1_000),
-    ));
-    let rss = |m: &Measured| m.worker_peak_rss_kib.unwrap_or(0) as f64 / 1024.0;
-    let ratio = rss(large) / rss(small).max(f64::MIN_POSITIVE);
-    out.push_str(&format!(
-        "| scale: worker peak RSS within 1.25× of the {}-version run | {:.1} MiB ÷ {:.1} MiB = {ratio:.2}× (the larger of the killed worker's and its replacement's) | {} |\n",
-        small.versions,
-        rss(large),
-        rss(small),
-        verdict(ratio <= 1.25),
-    ));
-    if let Some(killed) = &large.freeze_kill {
-        let kept = large
-            .freeze_resumed
-            .iter()
-            .filter_map(|detail| detail["chunks_kept"].as_u64())
-            .max()
-            .unwrap_or(0);
-        // Pages beyond two full listings (the inventory and the freeze): verification and
-        // partial last pages, as the small tenant measures them, and whatever was re-listed.
-        let pages = |m: &Measured| m.versions as f64 / 1_000.0;
-        let overhead = small.list_calls as f64 - 2.0 * pages(small);
-        let relisted = (large.list_calls as f64 - 2.0 * pages(large) - overhead).max(0.0);
-        let from_zero = killed.chunks_at_kill as f64;
-        out.push_str(&format!(
-            "| scale: the freeze killed mid-way resumes without re-listing what it stored | killed at {} stored chunks ({} versions); the replacement kept {kept} chunks (`freeze_resumed`); {} ListObjectVersions calls in all = two full listings ({:.0}) + verification and last pages ({overhead:.0}, from the small run) + {relisted:.0} re-listed pages, where restarting from zero would re-list ≈ {from_zero:.0} | {} |\n",
-            killed.chunks_at_kill,
-            killed.versions_at_kill,
-            large.list_calls,
-            2.0 * pages(large),
-            verdict(kept >= killed.chunks_at_kill && relisted <= from_zero / 20.0),
-        ));
-    }
-    out
-}
-
-fn yes(value: bool) -> &'static str {
-    if value { "yes" } else { "**no**" }
-}
-
-fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
-    let values: Vec<f64> = values.collect();
-    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
-}
-
-fn targets(args: &S3Args, results: &[Measured]) -> String {
-    let of = |scenario: &'static str, floor: bool| {
-        results
-            .iter()
-            .filter(move |m| m.scenario == scenario && m.variant.starts_with("(a)") == floor)
-    };
-    let verdict = |met: bool| if met { "met" } else { "**not met**" };
-    let mut out = String::from("\n## Targets\n\n| target | measured | verdict |\n|---|---|---|\n");
-    let floor = mean(of("overhead", true).map(|m| m.per_second(m.wall)));
-    let workflow = mean(of("overhead", false).map(|m| m.per_second(m.wall)));
-    if let (Some(floor), Some(workflow)) = (floor, workflow) {
-        let ratio = workflow / floor;
-        let cpu = mean(of("overhead", false).filter_map(|m| {
-            m.worker_cpu_seconds
-                .map(|s| s / (m.versions as f64 / 1_000.0))
-        }));
-        let trips = mean(of("overhead", false).filter_map(|m| {
-            m.worker_statements
-                .map(|n| n as f64 * 1_000.0 / m.versions.max(1) as f64)
-        }));
-        out.push_str(&format!(
-            "| overhead: workflow versions/s ÷ floor versions/s (means, no latency, no limit) ≥ 0.9 | {ratio:.2} ({workflow:.0} ÷ {floor:.0}); worker {} CPU-ms and {} PostgreSQL round trips per 1,000 versions | {} |\n",
-            cpu.map_or("—".to_owned(), |c| format!("{:.0}", c * 1_000.0)),
-            trips.map_or("—".to_owned(), |t| format!("{t:.1}")),
-            verdict(ratio >= 0.9)
-        ));
-    }
-    for m in of("s3-like", false) {
-        let physical = 3.0 * f64::from(args.s3_limit);
-        let deleting = m.per_second(m.deleting);
-        let whole = m.per_second(m.wall);
-        out.push_str(&format!(
-            "| s3-like: {} versions over three prefixes delete at ≥ 0.85 × {physical:.0}/s | deleting {deleting:.0}/s = {:.2}×; whole workflow {whole:.0}/s = {:.2}× | {} (deleting), {} (whole) |\n",
-            m.versions,
-            deleting / physical,
-            whole / physical,
-            verdict(deleting >= 0.85 * physical),
-            verdict(whole >= 0.85 * physical),
-        ));
-    }
-    out.push_str(&scale_targets(results));
-    for m in of("throttled", false) {
-        let limit = 3.0 * f64::from(args.throttle_limit);
-        let deleting = m.per_second(m.deleting);
-        out.push_str(&format!(
-            "| throttled: deleting ≥ 0.8 × the limit ({} per prefix × 3 = {limit:.0}/s), zero attempts failed by SlowDown | deleting {deleting:.0}/s = {:.2}×; {} failed attempts; {} SlowDown answers | {} |\n",
-            args.throttle_limit,
-            deleting / limit,
-            m.failed_attempts.len(),
-            m.slow_downs,
-            verdict(deleting >= 0.8 * limit && m.failed_attempts.is_empty()),
-        ));
-    }
-    out
 }
