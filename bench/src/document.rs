@@ -30,7 +30,9 @@ pub fn render(report: &Report) -> String {
          [benchmarks-log.md](benchmarks-log.md); the workflow against the fast S3 double at \
          S3-like limits, `buzz-deletion-s3-bench`: [benchmarks-s3.md](benchmarks-s3.md); a \
          10M-version tenant on the double with its freeze killed part-way (`--scenarios \
-         scale`): [benchmarks-s3-scale.md](benchmarks-s3-scale.md); the Redis purge and verification among 10M other tenants' keys, \
+         scale`): [benchmarks-s3-scale.md](benchmarks-s3-scale.md); ten tenants deleted at \
+         once on two workers (`--scenarios fleet`): \
+         [benchmarks-s3-fleet.md](benchmarks-s3-fleet.md); the Redis purge and verification among 10M other tenants' keys, \
          `buzz-deletion-redis-size-bench`: [benchmarks-redis-size.md](benchmarks-redis-size.md); \
          the Postgres purge of 1M rows per table beside a neighbour's 1M, \
          `buzz-deletion-pg-size-bench`: [benchmarks-pg-size.md](benchmarks-pg-size.md)."

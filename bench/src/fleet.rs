@@ -11,7 +11,7 @@ use tokio::process::Child;
 use uuid::Uuid;
 
 use crate::history::{RunHistory, run_chain};
-use crate::machine::{CpuTimes, cpu_seconds, peak_rss_kib};
+use crate::machine::{CpuTimes, CpuTrace, cpu_seconds, peak_rss_kib};
 use crate::stack::Stack;
 use crate::workflow::{
     WorkflowVariant, cli, operator_key, start_worker, stop_worker, wait_until_retained,
@@ -44,8 +44,34 @@ pub struct FleetTimings {
     pub runs: Vec<RunHistory>,
     /// The whole machine's CPU time over the wall.
     pub machine: CpuTimes,
+    /// The whole machine's CPU time over the deleting window (sampled every
+    /// [`CPU_SAMPLE_EVERY`], so a little wider), when sampled.
+    pub machine_deleting: Option<CpuTimes>,
     /// CPU seconds over the wall of each watched process (same order as `watched`).
     pub watched_cpu_seconds: Vec<Option<f64>>,
+}
+
+/// How often the machine's CPU counters are read while the fleet runs.
+pub const CPU_SAMPLE_EVERY: Duration = Duration::from_millis(250);
+
+/// Reads the machine's CPU counters every [`CPU_SAMPLE_EVERY`] until `stop` fires (or is
+/// dropped), then returns them.
+async fn sample_cpu(mut stop: tokio::sync::oneshot::Receiver<()>) -> CpuTrace {
+    let mut trace = CpuTrace::default();
+    let mut every = tokio::time::interval(CPU_SAMPLE_EVERY);
+    loop {
+        if let Ok(times) = CpuTimes::now() {
+            trace.push(Utc::now(), times);
+        }
+        tokio::select! {
+            _ = every.tick() => {}
+            _ = &mut stop => break,
+        }
+    }
+    if let Ok(times) = CpuTimes::now() {
+        trace.push(Utc::now(), times);
+    }
+    trace
 }
 
 /// One tenant's submitted request.
@@ -110,6 +136,8 @@ async fn drive(
         let pid = process.id().context("a fleet worker exited")?;
         workers_before.push(cpu_seconds(pid)?);
     }
+    let (stop_sampling, stop) = tokio::sync::oneshot::channel();
+    let sampler = tokio::spawn(sample_cpu(stop));
     let started = Instant::now();
     try_join_all(
         submitted
@@ -125,6 +153,8 @@ async fn drive(
     .await?;
     let wall = started.elapsed();
     let machine = CpuTimes::now()?.since(&machine_before);
+    let _ = stop_sampling.send(());
+    let trace = sampler.await.context("the CPU sampler")?;
     let watched_cpu_seconds = watched
         .iter()
         .zip(watched_before)
@@ -152,7 +182,11 @@ async fn drive(
         }
         runs.extend(run_chain(&request.workflow_id).await?);
     }
+    let machine_deleting = windows
+        .span("drained", "bindings_removed")
+        .and_then(|(from, to)| trace.between(from, to));
     Ok(FleetTimings {
+        machine_deleting,
         wall,
         listing: windows.between("approved", "drained"),
         deleting: windows.between("drained", "bindings_removed"),
@@ -262,13 +296,19 @@ impl StageWindows {
             .or_insert((at, at));
     }
 
+    /// The first time a tenant reached `from` and the last time one reached `to`.
+    fn span(&self, from: &str, to: &str) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+        let (first, _) = self.reached.get(from)?;
+        let (_, last) = self.reached.get(to)?;
+        Some((*first, *last))
+    }
+
     /// From the first tenant reaching `from` to the last reaching `to`; zero if either is
     /// missing.
     fn between(&self, from: &str, to: &str) -> Duration {
-        match (self.reached.get(from), self.reached.get(to)) {
-            (Some((first, _)), Some((_, last))) => (*last - *first).to_std().unwrap_or_default(),
-            _ => Duration::ZERO,
-        }
+        self.span(from, to)
+            .and_then(|(first, last)| (last - first).to_std().ok())
+            .unwrap_or_default()
     }
 }
 

@@ -49,6 +49,31 @@ impl CpuTimes {
     }
 }
 
+/// The machine's CPU counters sampled over a run, each with the wall-clock time it was read.
+#[derive(Debug, Clone, Default)]
+pub struct CpuTrace {
+    samples: Vec<(chrono::DateTime<chrono::Utc>, CpuTimes)>,
+}
+
+impl CpuTrace {
+    /// Adds a sample (in time order).
+    pub fn push(&mut self, at: chrono::DateTime<chrono::Utc>, times: CpuTimes) {
+        self.samples.push((at, times));
+    }
+
+    /// What the machine used over at least `from`..`to`: from the last sample at or before
+    /// `from` to the first at or after `to`; `None` unless samples enclose the window.
+    pub fn between(
+        &self,
+        from: chrono::DateTime<chrono::Utc>,
+        to: chrono::DateTime<chrono::Utc>,
+    ) -> Option<CpuTimes> {
+        let (_, start) = self.samples.iter().rev().find(|(at, _)| *at <= from)?;
+        let (_, end) = self.samples.iter().find(|(at, _)| *at >= to)?;
+        Some(end.since(start))
+    }
+}
+
 /// Busy and total seconds of the aggregate `cpu` line (user nice system idle iowait irq softirq
 /// steal …; idle and iowait are the not-busy ones).
 fn machine_cpu_times(stat: &str) -> Option<CpuTimes> {
@@ -126,6 +151,37 @@ pub fn describe() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trace_measures_the_smallest_sampled_span_enclosing_the_window() {
+        use chrono::TimeZone;
+        let at = |s: i64| {
+            chrono::Utc
+                .timestamp_opt(1_000 + s, 0)
+                .single()
+                .unwrap_or_default()
+        };
+        let times = |busy: f64, total: f64| CpuTimes {
+            busy_seconds: busy,
+            total_seconds: total,
+        };
+        let mut trace = CpuTrace::default();
+        trace.push(at(0), times(0.0, 0.0));
+        trace.push(at(10), times(5.0, 20.0));
+        trace.push(at(20), times(25.0, 40.0));
+        trace.push(at(30), times(26.0, 60.0));
+        let window = trace.between(at(12), at(20)).expect("enclosed");
+        assert_eq!(window.busy_seconds, 20.0);
+        assert_eq!(window.busy_share(), 1.0);
+        assert!(
+            trace.between(at(-1), at(20)).is_none(),
+            "starts before the trace"
+        );
+        assert!(
+            trace.between(at(5), at(31)).is_none(),
+            "ends after the trace"
+        );
+    }
 
     #[test]
     fn the_machine_is_busy_for_everything_but_idle_and_io_wait() {

@@ -92,7 +92,7 @@ struct S3Args {
     /// each: S3's documented rate, and one whose sum this machine can carry. At least 1,000:
     /// the double's bucket holds one second of its limit, so a full DeleteObjects call (1,000
     /// versions) could never be paid below that.
-    #[arg(long, value_delimiter = ',', default_value = "3500,1000")]
+    #[arg(long, value_delimiter = ',', default_value = "3500,2000")]
     fleet_limits: Vec<u32>,
     /// DeleteObjects calls in flight, floor and workflow alike.
     #[arg(long, default_value_t = 8)]
@@ -151,6 +151,7 @@ struct FleetUse {
     limit_per_prefix: u32,
     workers: Vec<WorkerUse>,
     machine: CpuTimes,
+    machine_deleting: Option<CpuTimes>,
     double_cpu_seconds: Option<f64>,
 }
 
@@ -505,6 +506,7 @@ impl Bench<'_> {
                 limit_per_prefix: limit,
                 workers: timings.workers.clone(),
                 machine: timings.machine,
+                machine_deleting: timings.machine_deleting,
                 double_cpu_seconds: timings.watched_cpu_seconds.first().copied().flatten(),
             }),
             scenario: "fleet",
