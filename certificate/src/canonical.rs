@@ -30,6 +30,13 @@ pub struct CanonicalError {
 
 /// The RFC 8785 (JCS) canonical bytes of `value`.
 pub fn canonical_json(value: &serde_json::Value) -> Result<Vec<u8>, CanonicalError> {
+    canonical_bytes(value)
+}
+
+/// The RFC 8785 (JCS) canonical bytes of what `value` serializes to: the same bytes as
+/// [`canonical_json`] of its `serde_json::to_value`, without building that `Value` first (a
+/// receipt's field digests of a 10M-version tenant are tens of thousands of members).
+pub fn canonical_bytes<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, CanonicalError> {
     serde_json_canonicalizer::to_vec(value).map_err(|error| CanonicalError {
         reason: error.to_string(),
     })

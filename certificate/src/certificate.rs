@@ -34,7 +34,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
-use crate::canonical::{CanonicalError, canonical_json, sha256, sha256_hex};
+use crate::canonical::{CanonicalError, canonical_bytes, canonical_json, sha256, sha256_hex};
 use crate::checkpoint::Checkpoint;
 use crate::keys::ReceiptSigningKey;
 use crate::receipt::{RECEIPT_FORMAT, Receipt};
@@ -188,28 +188,44 @@ pub fn escape_pointer_token(token: &str) -> String {
 /// document order. `prefix` is the pointer of `value` itself ("" for the root).
 pub fn leaves<'a>(value: &'a Value, prefix: &str) -> Vec<(String, &'a Value)> {
     let mut out = Vec::new();
-    collect_leaves(value, prefix.to_owned(), &mut out);
+    let mut pointer = prefix.to_owned();
+    let collected: Result<(), std::convert::Infallible> =
+        visit_leaves(value, &mut pointer, &mut |pointer, leaf| {
+            out.push((pointer.to_owned(), leaf));
+            Ok(())
+        });
+    let Ok(()) = collected;
     out
 }
 
-fn collect_leaves<'a>(value: &'a Value, pointer: String, out: &mut Vec<(String, &'a Value)>) {
+/// Calls `visit` with every leaf of `value` and its pointer (`pointer` is `value`'s own on
+/// entry, and again on return), in document order; stops at the first error.
+fn visit_leaves<'a, E>(
+    value: &'a Value,
+    pointer: &mut String,
+    visit: &mut impl FnMut(&str, &'a Value) -> Result<(), E>,
+) -> Result<(), E> {
+    let length = pointer.len();
     match value {
         Value::Object(members) if !members.is_empty() => {
             for (name, member) in members {
-                collect_leaves(
-                    member,
-                    format!("{pointer}/{}", escape_pointer_token(name)),
-                    out,
-                );
+                pointer.push('/');
+                pointer.push_str(&escape_pointer_token(name));
+                visit_leaves(member, pointer, visit)?;
+                pointer.truncate(length);
             }
         }
         Value::Array(items) if !items.is_empty() => {
             for (i, item) in items.iter().enumerate() {
-                collect_leaves(item, format!("{pointer}/{i}"), out);
+                pointer.push('/');
+                pointer.push_str(&i.to_string());
+                visit_leaves(item, pointer, visit)?;
+                pointer.truncate(length);
             }
         }
-        _ => out.push((pointer, value)),
+        _ => visit(pointer, value)?,
     }
+    Ok(())
 }
 
 /// Whether canonical JSON represents this value exactly (integers up to 2^53).
@@ -238,13 +254,11 @@ pub const WHOLE_RECEIPT: &str = "";
 /// one at [`WHOLE_RECEIPT`] (`""`) over the whole receipt, which pins its shape. Pointers alone
 /// do not tell `["a"]` from `{"0": "a"}`; the whole-receipt digest does.
 pub fn field_digests(receipt_json: &Value) -> Result<BTreeMap<String, String>, CanonicalError> {
-    let mut digests = leaves(receipt_json, "")
-        .into_iter()
-        .map(|(pointer, value)| {
-            let digest = leaf_digest(&pointer, value)?;
-            Ok((pointer, digest))
-        })
-        .collect::<Result<BTreeMap<_, _>, CanonicalError>>()?;
+    let mut digests = BTreeMap::new();
+    visit_leaves(receipt_json, &mut String::new(), &mut |pointer, value| {
+        digests.insert(pointer.to_owned(), leaf_digest(pointer, value)?);
+        Ok::<(), CanonicalError>(())
+    })?;
     digests.insert(
         WHOLE_RECEIPT.to_owned(),
         leaf_digest(WHOLE_RECEIPT, receipt_json)?,
@@ -303,7 +317,10 @@ pub fn sign_receipt(
         return Err(CertificateError::Unrepresentable { pointer });
     }
     let field_digests = field_digests(&receipt_json)?;
-    let message = signed_message(&to_value(&field_digests, "the field digests")?)?;
+    // The receipt's JSON tree is the largest thing here; it is not needed past its digests.
+    drop(receipt_json);
+    // `signed_message` of the digests' JSON, encoded straight from the map.
+    let message = canonical_bytes(&field_digests)?;
     let signature = ReceiptSignature {
         algorithm: SIGNATURE_ALGORITHM.to_owned(),
         key_id,
@@ -319,10 +336,17 @@ pub fn sign_receipt(
 impl SignedReceipt {
     /// The receipt digest: the leaf this receipt adds to the transparency log.
     pub fn digest(&self) -> Result<[u8; 32], CertificateError> {
-        Ok(receipt_digest(
-            &to_value(&self.field_digests, "the field digests")?,
-            &to_value(&self.signature, "the signature")?,
-        )?)
+        /// What [`receipt_digest`] hashes, borrowed: no copy of the field digests is built.
+        #[derive(Serialize)]
+        struct Digested<'a> {
+            field_digests: &'a BTreeMap<String, String>,
+            signature: &'a ReceiptSignature,
+        }
+        let digested = Digested {
+            field_digests: &self.field_digests,
+            signature: &self.signature,
+        };
+        Ok(sha256(&canonical_bytes(&digested)?))
     }
 
     /// The JSON to store (e.g. in a `jsonb` column); [`SignedReceipt::from_json`] reads it back.
@@ -441,6 +465,15 @@ mod tests {
         key.public_key()
             .verify(&message, &signed.signature.value)
             .unwrap();
+        // The digest, encoded straight from the struct, is the documented one of the JSON.
+        assert_eq!(
+            signed.digest().unwrap(),
+            receipt_digest(
+                &serde_json::to_value(&signed.field_digests).unwrap(),
+                &serde_json::to_value(&signed.signature).unwrap()
+            )
+            .unwrap()
+        );
         assert_eq!(signed.signature.algorithm, "ed25519");
         assert!(signed.field_digests.contains_key("/purge/tables/1/rows"));
         assert!(signed.field_digests.contains_key("/verification/checked"));
