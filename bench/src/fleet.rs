@@ -14,7 +14,7 @@ use crate::history::{RunHistory, run_chain};
 use crate::machine::{CpuTimes, CpuTrace, cpu_seconds, peak_rss_kib};
 use crate::stack::Stack;
 use crate::workflow::{
-    WorkflowVariant, cli, operator_key, start_worker, stop_worker, wait_until_retained,
+    WorkflowVariant, approve, operator_key, start_worker, stop_worker, submit, wait_until_retained,
 };
 
 /// What one worker process of the fleet used.
@@ -72,13 +72,6 @@ async fn sample_cpu(mut stop: tokio::sync::oneshot::Receiver<()>) -> CpuTrace {
         trace.push(Utc::now(), times);
     }
     trace
-}
-
-/// One tenant's submitted request.
-struct Submitted {
-    request_id: Uuid,
-    workflow_id: String,
-    digest: String,
 }
 
 /// Deletes the communities served at `hosts` together on `workers` worker processes sharing
@@ -196,87 +189,6 @@ async fn drive(
         machine,
         watched_cpu_seconds,
     })
-}
-
-/// `community submit` of one tenant, waiting for its inventory.
-async fn submit(
-    variant: &WorkflowVariant,
-    task_queue: &str,
-    host: &str,
-    requester: &str,
-) -> Result<Submitted> {
-    let parallelism = variant.delete_parallelism.to_string();
-    let chunks = variant.chunks_per_call.to_string();
-    let rounds = variant.delete_rounds_per_run.to_string();
-    let wait = variant.timeout.as_secs().to_string();
-    let submitted = cli(
-        variant,
-        task_queue,
-        &[
-            "community",
-            "submit",
-            "--host",
-            host,
-            "--requested-by",
-            "bench-requester",
-            "--key",
-            requester,
-            "--retry-initial-secs",
-            "1",
-            "--wait-secs",
-            &wait,
-            "--delete-parallelism",
-            &parallelism,
-            "--chunks-per-call",
-            &chunks,
-            "--delete-rounds-per-run",
-            &rounds,
-        ],
-    )
-    .await?;
-    let request_id: Uuid = submitted["request_id"]
-        .as_str()
-        .and_then(|id| id.parse().ok())
-        .with_context(|| format!("submit of {host} printed no request id: {submitted}"))?;
-    let digest = submitted["inventory_digest"]
-        .as_str()
-        .with_context(|| format!("submit of {host} printed no digest: {submitted}"))?
-        .to_owned();
-    let workflow_id = submitted["workflow_id"].as_str().map_or_else(
-        || workflows::community::workflow_id(request_id),
-        str::to_owned,
-    );
-    Ok(Submitted {
-        request_id,
-        workflow_id,
-        digest,
-    })
-}
-
-/// `community approve` of one submitted tenant.
-async fn approve(
-    variant: &WorkflowVariant,
-    task_queue: &str,
-    request: &Submitted,
-    approver: &str,
-) -> Result<()> {
-    cli(
-        variant,
-        task_queue,
-        &[
-            "community",
-            "approve",
-            &request.request_id.to_string(),
-            "--approved-by",
-            "bench-approver",
-            "--inventory-digest",
-            &request.digest,
-            "--key",
-            approver,
-        ],
-    )
-    .await?;
-    Ok(())
 }
 
 /// Per stage, the earliest and the latest time any tenant reached it.

@@ -103,49 +103,10 @@ async fn drive(
     task_queue: &str,
     worker: &mut Child,
 ) -> Result<WorkflowTimings> {
-    let parallelism = variant.delete_parallelism.to_string();
-    let chunks = variant.chunks_per_call.to_string();
-    let rounds = variant.delete_rounds_per_run.to_string();
-    let wait = variant.timeout.as_secs().to_string();
     let requester = operator_key(variant, "bench-requester").await?;
     let approver = operator_key(variant, "bench-approver").await?;
-    let submitted = cli(
-        variant,
-        task_queue,
-        &[
-            "community",
-            "submit",
-            "--host",
-            host,
-            "--requested-by",
-            "bench-requester",
-            "--key",
-            &requester,
-            "--retry-initial-secs",
-            "1",
-            "--wait-secs",
-            &wait,
-            "--delete-parallelism",
-            &parallelism,
-            "--chunks-per-call",
-            &chunks,
-            "--delete-rounds-per-run",
-            &rounds,
-        ],
-    )
-    .await?;
-    let request_id: Uuid = submitted["request_id"]
-        .as_str()
-        .and_then(|id| id.parse().ok())
-        .with_context(|| format!("submit printed no request id: {submitted}"))?;
-    let digest = submitted["inventory_digest"]
-        .as_str()
-        .with_context(|| format!("submit printed no digest: {submitted}"))?
-        .to_owned();
-    let workflow_id = submitted["workflow_id"].as_str().map_or_else(
-        || workflows::community::workflow_id(request_id),
-        str::to_owned,
-    );
+    let submitted = submit(variant, task_queue, host, &requester).await?;
+    let request_id = submitted.request_id;
 
     let counter = crate::statements::StatementCounter::connect().await?;
     let statements_before = match &counter {
@@ -153,22 +114,7 @@ async fn drive(
         None => None,
     };
     let started = Instant::now();
-    cli(
-        variant,
-        task_queue,
-        &[
-            "community",
-            "approve",
-            &request_id.to_string(),
-            "--approved-by",
-            "bench-approver",
-            "--inventory-digest",
-            &digest,
-            "--key",
-            &approver,
-        ],
-    )
-    .await?;
+    approve(variant, task_queue, &submitted, &approver).await?;
     let freeze_kill = match variant.kill_freeze_at_chunks {
         Some(chunks) => {
             let killed = kill_mid_freeze(stack, request_id, chunks, worker, variant).await?;
@@ -194,7 +140,7 @@ async fn drive(
             .iter()
             .map(|c| (c.stage.clone(), c.reached_at)),
     );
-    let runs = run_chain(&workflow_id).await?;
+    let runs = run_chain(&submitted.workflow_id).await?;
     let freeze_resumed = inspection
         .audit
         .iter()
@@ -212,6 +158,94 @@ async fn drive(
         freeze_kill,
         freeze_resumed,
     })
+}
+
+/// One submitted request: what the approval and the history reads need.
+pub(crate) struct Submitted {
+    pub(crate) request_id: Uuid,
+    pub(crate) workflow_id: String,
+    pub(crate) digest: String,
+}
+
+/// `community submit` of one tenant, waiting for its inventory.
+pub(crate) async fn submit(
+    variant: &WorkflowVariant,
+    task_queue: &str,
+    host: &str,
+    requester: &str,
+) -> Result<Submitted> {
+    let parallelism = variant.delete_parallelism.to_string();
+    let chunks = variant.chunks_per_call.to_string();
+    let rounds = variant.delete_rounds_per_run.to_string();
+    let wait = variant.timeout.as_secs().to_string();
+    let submitted = cli(
+        variant,
+        task_queue,
+        &[
+            "community",
+            "submit",
+            "--host",
+            host,
+            "--requested-by",
+            "bench-requester",
+            "--key",
+            requester,
+            "--retry-initial-secs",
+            "1",
+            "--wait-secs",
+            &wait,
+            "--delete-parallelism",
+            &parallelism,
+            "--chunks-per-call",
+            &chunks,
+            "--delete-rounds-per-run",
+            &rounds,
+        ],
+    )
+    .await?;
+    let request_id: Uuid = submitted["request_id"]
+        .as_str()
+        .and_then(|id| id.parse().ok())
+        .with_context(|| format!("submit of {host} printed no request id: {submitted}"))?;
+    let digest = submitted["inventory_digest"]
+        .as_str()
+        .with_context(|| format!("submit of {host} printed no digest: {submitted}"))?
+        .to_owned();
+    let workflow_id = submitted["workflow_id"].as_str().map_or_else(
+        || workflows::community::workflow_id(request_id),
+        str::to_owned,
+    );
+    Ok(Submitted {
+        request_id,
+        workflow_id,
+        digest,
+    })
+}
+
+/// `community approve` of one submitted tenant.
+pub(crate) async fn approve(
+    variant: &WorkflowVariant,
+    task_queue: &str,
+    request: &Submitted,
+    approver: &str,
+) -> Result<()> {
+    cli(
+        variant,
+        task_queue,
+        &[
+            "community",
+            "approve",
+            &request.request_id.to_string(),
+            "--approved-by",
+            "bench-approver",
+            "--inventory-digest",
+            &request.digest,
+            "--key",
+            approver,
+        ],
+    )
+    .await?;
+    Ok(())
 }
 
 /// Waits until the freeze of `request_id` stored `chunks` manifest chunks, then kills the

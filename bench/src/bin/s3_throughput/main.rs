@@ -388,21 +388,7 @@ impl Bench<'_> {
     ) -> Result<Measured> {
         let (community, host) = seed(&self.stack, &self.double, scenario, versions).await?;
         self.double.reset().await?;
-        let mut env = self.double.worker_env();
-        env.push((
-            "BUZZ_DELETE_RATE_PER_PREFIX".to_owned(),
-            ceiling.to_string(),
-        ));
-        let variant = WorkflowVariant {
-            bin_dir: self.bin_dir.clone(),
-            delete_parallelism: parallelism,
-            chunks_per_call: 100,
-            delete_rounds_per_run: 40,
-            chunk_entries: 1_000,
-            timeout: Duration::from_secs(self.args.timeout_secs),
-            env,
-            kill_freeze_at_chunks: kill_at_chunks,
-        };
+        let variant = self.variant(parallelism, ceiling, kill_at_chunks);
         eprintln!("{scenario}: workflow on {versions} versions (ceiling {ceiling})");
         let timings = run_workflow(&self.stack, &host, &variant, scenario).await?;
         let stats = self.double.stats().await?;
@@ -443,11 +429,7 @@ impl Bench<'_> {
                     ),
                 ),
                 events_per_run: timings.runs.iter().map(|r| r.events).max(),
-                failed_attempts: timings
-                    .runs
-                    .iter()
-                    .flat_map(|r| r.failed_attempts.clone())
-                    .collect(),
+                failed_attempts: failed_attempts(&timings.runs),
                 slow_downs: counter(&stats, "slow_down_total"),
                 gone: false,
                 neighbour_untouched: false,
@@ -455,6 +437,31 @@ impl Bench<'_> {
             community,
         )
         .await
+    }
+
+    /// The workflow's settings on the double: chunks of 1,000, 100 per `delete_chunks` call, the
+    /// worker's per-prefix ceiling at `ceiling` (0: none), killed mid-freeze when asked.
+    fn variant(
+        &self,
+        parallelism: u32,
+        ceiling: u32,
+        kill_at_chunks: Option<u64>,
+    ) -> WorkflowVariant {
+        let mut env = self.double.worker_env();
+        env.push((
+            "BUZZ_DELETE_RATE_PER_PREFIX".to_owned(),
+            ceiling.to_string(),
+        ));
+        WorkflowVariant {
+            bin_dir: self.bin_dir.clone(),
+            delete_parallelism: parallelism,
+            chunks_per_call: 100,
+            delete_rounds_per_run: 40,
+            chunk_entries: 1_000,
+            timeout: Duration::from_secs(self.args.timeout_secs),
+            env,
+            kill_freeze_at_chunks: kill_at_chunks,
+        }
     }
 
     /// Many tenants at once on a few workers, once per limit: the aggregate against the sum of
@@ -477,18 +484,7 @@ impl Bench<'_> {
         }
         self.double.configure(self.s3_like_profile(limit)).await?;
         self.double.reset().await?;
-        let mut env = self.double.worker_env();
-        env.push(("BUZZ_DELETE_RATE_PER_PREFIX".to_owned(), limit.to_string()));
-        let variant = WorkflowVariant {
-            bin_dir: self.bin_dir.clone(),
-            delete_parallelism: self.args.delete_parallelism,
-            chunks_per_call: 100,
-            delete_rounds_per_run: 40,
-            chunk_entries: 1_000,
-            timeout: Duration::from_secs(self.args.timeout_secs),
-            env,
-            kill_freeze_at_chunks: None,
-        };
+        let variant = self.variant(self.args.delete_parallelism, limit, None);
         let workers = self.args.fleet_workers;
         eprintln!(
             "fleet: {tenants} tenants of {versions} versions on {workers} workers (limit {limit}/s per prefix)"
@@ -522,11 +518,7 @@ impl Bench<'_> {
             worker_statements: timings.worker_statements,
             worker_peak_rss_kib: timings.workers.iter().map(|w| w.peak_rss_kib).max(),
             events_per_run: timings.runs.iter().map(|r| r.events).max(),
-            failed_attempts: timings
-                .runs
-                .iter()
-                .flat_map(|r| r.failed_attempts.clone())
-                .collect(),
+            failed_attempts: failed_attempts(&timings.runs),
             slow_downs: counter(&stats, "slow_down_total"),
             gone: true,
             neighbour_untouched: true,
@@ -554,6 +546,13 @@ impl Bench<'_> {
         let untouched = snapshot(&self.stack, self.neighbour).await? == self.neighbour_before;
         Ok((left.is_empty(), untouched))
     }
+}
+
+/// Every failed activity attempt of `runs`.
+fn failed_attempts(runs: &[bench::history::RunHistory]) -> Vec<String> {
+    runs.iter()
+        .flat_map(|r| r.failed_attempts.iter().cloned())
+        .collect()
 }
 
 /// Calls of one S3 operation in the double's stats answer.
