@@ -37,10 +37,23 @@ use serde_json::Value;
 use crate::canonical::{CanonicalError, canonical_bytes, canonical_json, sha256, sha256_hex};
 use crate::checkpoint::Checkpoint;
 use crate::keys::ReceiptSigningKey;
-use crate::receipt::{RECEIPT_FORMAT, Receipt};
+use crate::receipt::{ChunkStamp, RECEIPT_FORMAT, RECEIPT_FORMAT_V1, RECEIPT_FORMATS, Receipt};
 
-/// The `format` of every certificate of this version.
-pub const CERTIFICATE_FORMAT: &str = "buzz-deletion-certificate/v1";
+/// The `format` of a certificate of a v2 receipt: it carries the chunk stamps (`chunk_stamps`)
+/// the receipt states by their Merkle root.
+pub const CERTIFICATE_FORMAT: &str = "buzz-deletion-certificate/v2";
+
+/// The `format` of a certificate of a v1 receipt (whose manifest lists the stamps itself).
+pub const CERTIFICATE_FORMAT_V1: &str = "buzz-deletion-certificate/v1";
+
+/// The certificate format that goes with a receipt format.
+pub fn certificate_format_for(receipt_format: &str) -> Option<&'static str> {
+    match receipt_format {
+        RECEIPT_FORMAT_V1 => Some(CERTIFICATE_FORMAT_V1),
+        RECEIPT_FORMAT => Some(CERTIFICATE_FORMAT),
+        _ => None,
+    }
+}
 
 /// The only signature algorithm.
 pub const SIGNATURE_ALGORITHM: &str = "ed25519";
@@ -52,10 +65,14 @@ const EXACT_INTEGER_LIMIT: u64 = 1 << 53;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Certificate {
-    /// Always [`CERTIFICATE_FORMAT`].
+    /// [`CERTIFICATE_FORMAT`], or [`CERTIFICATE_FORMAT_V1`] for a v1 receipt.
     pub format: String,
     /// The signed receipt.
     pub receipt: Receipt,
+    /// v2: every chunk stamp, in chunk order, whose count and Merkle root the receipt signs
+    /// (`/receipt/manifest/stamps`). Absent from a v1 certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk_stamps: Option<Vec<ChunkStamp>>,
     /// JSON pointer of every receipt leaf → its digest.
     pub field_digests: BTreeMap<String, String>,
     /// The signature over the field digests.
@@ -139,8 +156,8 @@ pub enum CertificateError {
         /// The signing key's id.
         key_id: String,
     },
-    /// The receipt has another format than [`RECEIPT_FORMAT`].
-    #[error("the receipt format is {found:?}, not {RECEIPT_FORMAT:?}")]
+    /// The receipt has a format this crate does not know ([`RECEIPT_FORMATS`]).
+    #[error("the receipt format is {found:?}, not one of {RECEIPT_FORMATS:?}")]
     WrongFormat {
         /// The format found.
         found: String,
@@ -290,7 +307,8 @@ fn to_value<T: Serialize>(value: &T, what: &'static str) -> Result<Value, Certif
 }
 
 /// Computes the field digests of `receipt` and signs them with `key`. The receipt must name
-/// `key` (`receipt.key_id == key.key_id()`) and have format [`RECEIPT_FORMAT`].
+/// `key` (`receipt.key_id == key.key_id()`) and have a known format ([`RECEIPT_FORMATS`]; the
+/// worker issues [`RECEIPT_FORMAT`]).
 ///
 /// This does not run [`crate::receipt::check_counts`]; the caller should, before signing.
 pub fn sign_receipt(
@@ -304,7 +322,7 @@ pub fn sign_receipt(
             key_id,
         });
     }
-    if receipt.format != RECEIPT_FORMAT {
+    if !RECEIPT_FORMATS.contains(&receipt.format.as_str()) {
         return Err(CertificateError::WrongFormat {
             found: receipt.format,
         });
@@ -365,19 +383,28 @@ impl SignedReceipt {
 }
 
 /// Builds the certificate of a signed receipt placed at `leaf_index` of the log, with its
-/// inclusion proof against `checkpoint` and optionally a consistency proof from an older
-/// checkpoint.
+/// inclusion proof against `checkpoint`, optionally a consistency proof from an older
+/// checkpoint, and (v2) the chunk stamps the receipt states by their root. The format follows
+/// the receipt's: a v1 receipt's certificate carries no `chunk_stamps`, whatever is given.
 pub fn assemble(
     signed: SignedReceipt,
     leaf_index: u64,
     inclusion_proof: Vec<String>,
     checkpoint: Checkpoint,
     consistency: Option<ConsistencyProof>,
+    chunk_stamps: Option<Vec<ChunkStamp>>,
 ) -> Result<Certificate, CertificateError> {
     let receipt_digest = hex::encode(signed.digest()?);
+    let format = certificate_format_for(&signed.receipt.format).ok_or_else(|| {
+        CertificateError::WrongFormat {
+            found: signed.receipt.format.clone(),
+        }
+    })?;
+    let chunk_stamps = chunk_stamps.filter(|_| format == CERTIFICATE_FORMAT);
     Ok(Certificate {
-        format: CERTIFICATE_FORMAT.to_owned(),
+        format: format.to_owned(),
         receipt: signed.receipt,
+        chunk_stamps,
         field_digests: signed.field_digests,
         signature: signed.signature,
         log: LogProof {
@@ -496,7 +523,7 @@ mod tests {
         let leaf = signed.digest().unwrap();
         let root = crate::merkle::root(&[leaf]);
         let checkpoint = Checkpoint::sign(&key, 1, root, chrono::Utc::now()).unwrap();
-        let certificate = assemble(signed, 0, vec![], checkpoint, None).unwrap();
+        let certificate = assemble(signed, 0, vec![], checkpoint, None, None).unwrap();
         assert_eq!(certificate.log.receipt_digest, hex::encode(leaf));
         let value = serde_json::to_value(&certificate).unwrap();
         assert_eq!(value["log"]["consistency"], Value::Null);

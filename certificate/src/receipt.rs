@@ -17,26 +17,37 @@ use crate::keys::{KeyError, random_bytes};
 use crate::verify::CertificateProblem;
 
 mod coverage;
+pub mod stamps;
 
 pub use coverage::coverage_problems;
+pub use stamps::{StampFold, StampsRoot};
 
-/// The `format` of every receipt of this version.
+/// The `format` of every receipt issued now: v2, whose manifest states the chunk stamps by their
+/// count and Merkle root ([`StampsRoot`]) instead of listing them, so a receipt's size (and the
+/// memory that builds, signs and stores it) no longer grows with the tenant. The stamps travel
+/// beside the receipt in the certificate (`chunk_stamps`), where the verifier checks them against
+/// the signed root.
+pub const RECEIPT_FORMAT: &str = "buzz-deletion-receipt/v2";
+
+/// The `format` of receipts signed before v2: the manifest lists every chunk stamp
+/// ([`ManifestFacts::chunks`]). They still verify and audit as signed.
 ///
-/// Still v1 although receipts now state the inventoried relations
-/// ([`InventoryFacts::relations`]): the list is optional and omitted when empty, so every receipt
-/// signed before it existed parses and re-canonicalises byte-identically (its field digests,
-/// signature and transparency-log leaf stay valid), and a verifier of this version reads both.
-/// A bump would buy nothing in safety: the list cannot be stripped from a receipt that has one
-/// (its every leaf is covered by a signed field digest, so removing it is reported as "removed
-/// after signing"), and an older verifier refuses a receipt carrying it either way (as an
-/// unknown member `relations`, instead of as an unknown format).
-pub const RECEIPT_FORMAT: &str = "buzz-deletion-receipt/v1";
+/// v1 also gained the inventoried relations ([`InventoryFacts::relations`]) without a bump: the
+/// list is optional and omitted when empty, so every receipt signed before it existed parses and
+/// re-canonicalises byte-identically, and a verifier reads both. A bump would have bought nothing
+/// in safety: the list cannot be stripped from a receipt that has one (its every leaf is covered
+/// by a signed field digest), and an older verifier refuses a receipt carrying it either way.
+/// v2 is a bump because its manifest has another shape, which a v1 verifier must refuse by name.
+pub const RECEIPT_FORMAT_V1: &str = "buzz-deletion-receipt/v1";
+
+/// Every receipt format this crate signs, verifies and audits.
+pub const RECEIPT_FORMATS: [&str; 2] = [RECEIPT_FORMAT_V1, RECEIPT_FORMAT];
 
 /// The signed statement about one completed deletion request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Receipt {
-    /// Always [`RECEIPT_FORMAT`].
+    /// [`RECEIPT_FORMAT`] (v2), or [`RECEIPT_FORMAT_V1`] for a receipt signed before it.
     pub format: String,
     /// The deletion request.
     pub request_id: Uuid,
@@ -214,19 +225,53 @@ pub struct ChunkStamp {
 }
 
 /// The object-version manifest.
+///
+/// Exactly one of `chunks` (v1) and `stamps` (v2) is present, as the receipt's format says
+/// (checked by [`check_counts`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ManifestFacts {
     /// Manifest digest.
     pub digest: String,
-    /// Its chunks, in chunk_no order.
-    pub chunks: Vec<ChunkStamp>,
+    /// v1: its chunks, in chunk_no order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunks: Option<Vec<ChunkStamp>>,
+    /// v2: how many chunk stamps there are and their Merkle root ([`stamps`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stamps: Option<StampsRoot>,
     /// Sum of chunk entries.
     pub versions_total: u64,
     /// Sum of chunk versions_deleted.
     pub versions_deleted: u64,
     /// Sum of chunk already_missing.
     pub already_missing: u64,
+}
+
+impl ManifestFacts {
+    /// The v2 manifest of the stamps folded into `fold`.
+    pub fn rooted(digest: String, fold: &StampFold) -> ManifestFacts {
+        let (versions_total, versions_deleted, already_missing) = fold.sums();
+        ManifestFacts {
+            digest,
+            chunks: None,
+            stamps: Some(fold.root()),
+            versions_total,
+            versions_deleted,
+            already_missing,
+        }
+    }
+
+    /// The v1 manifest listing `chunks`.
+    pub fn listed(digest: String, chunks: Vec<ChunkStamp>) -> ManifestFacts {
+        ManifestFacts {
+            digest,
+            versions_total: chunks.iter().map(|c| c.entries).sum(),
+            versions_deleted: chunks.iter().map(|c| c.versions_deleted).sum(),
+            already_missing: chunks.iter().map(|c| c.already_missing).sum(),
+            chunks: Some(chunks),
+            stamps: None,
+        }
+    }
 }
 
 /// What the purge removed.
@@ -282,14 +327,18 @@ pub fn new_salt() -> Result<String, KeyError> {
 /// Internal consistency problems of a receipt; each `field` is a JSON pointer into the
 /// receipt. Empty when every rule holds. The rules, one function each:
 ///
-/// - `manifest_sums`: `/manifest/versions_total`, `versions_deleted`, `already_missing` are the
-///   sums over the chunks;
-/// - `chunk_balances`: per chunk, `versions_deleted + already_missing == entries`;
-/// - `chunk_numbering`: `chunk_no` is 0, 1, 2, … in order;
+/// - `manifest_shape`: a v1 manifest lists `chunks`, a v2 manifest states `stamps` (count and
+///   root), never both, and the format is one this crate knows;
+/// - `manifest_sums`: v1: `/manifest/versions_total`, `versions_deleted`, `already_missing` are
+///   the sums over the chunks; v2: `versions_deleted + already_missing == versions_total` (the
+///   per-chunk balance, summed; the stamps themselves are checked against the root by the
+///   certificate's verifier, [`StampFold`]);
+/// - `listed_chunks` (v1): per chunk, `versions_deleted + already_missing == entries`,
+///   `chunk_no` is 0, 1, 2, … in order, and `stamped_at` is RFC 3339 ([`stamps::stamp_problems`]);
 /// - `purge_total`: `/purge/rows_total` is the sum over the purged tables;
 /// - `approval_binds_inventory`: `/approval/inventory_digest == /inventory/digest`;
 /// - `timestamps_parse`: `/signed_at` and `/completed_at` are RFC 3339;
-/// - `other_timestamps_parse`: so are `requested_at`, `approved_at`, `stamped_at`, `reached_at`;
+/// - `other_timestamps_parse`: so are `requested_at`, `approved_at` and `reached_at`;
 /// - `community_has_audit_chain`: a community receipt has `audit_chain.length >= 1`;
 /// - `kind_matches_subject`: `/kind` agrees with `/subject/type`;
 /// - `inventoried_relations_purged` and `inventoried_relations_verified`: every inventoried
@@ -304,9 +353,9 @@ pub fn new_salt() -> Result<String, KeyError> {
 /// inventory's version count.
 pub fn check_counts(receipt: &Receipt) -> Vec<CertificateProblem> {
     let rules: &[fn(&Receipt) -> Vec<CertificateProblem>] = &[
+        manifest_shape,
         manifest_sums,
-        chunk_balances,
-        chunk_numbering,
+        listed_chunks,
         purge_total,
         approval_binds_inventory,
         timestamps_parse,
@@ -337,10 +386,77 @@ fn mismatch(field: &str, stated: u64, computed: u128, of: &str) -> Option<Certif
     })
 }
 
-/// versions_total, versions_deleted and already_missing are the sums over the chunks.
+/// The manifest has the shape of the receipt's format: v1 lists its chunks, v2 states the
+/// stamps' count and root.
+fn manifest_shape(receipt: &Receipt) -> Vec<CertificateProblem> {
+    let manifest = &receipt.manifest;
+    let v1 = receipt.format == RECEIPT_FORMAT_V1;
+    if !v1 && receipt.format != RECEIPT_FORMAT {
+        return vec![problem(
+            "/format",
+            format!(
+                "is {:?}, not one of {RECEIPT_FORMATS:?}: not a receipt this verifier understands",
+                receipt.format
+            ),
+        )];
+    }
+    let mut problems = Vec::new();
+    match (v1, manifest.chunks.is_some(), manifest.stamps.is_some()) {
+        (true, true, false) | (false, false, true) => {}
+        (true, listed, rooted) => {
+            if !listed {
+                problems.push(problem(
+                    "/manifest/chunks",
+                    "is missing: a v1 receipt lists every chunk stamp",
+                ));
+            }
+            if rooted {
+                problems.push(problem(
+                    "/manifest/stamps",
+                    "is not a member of a v1 receipt's manifest: it was added",
+                ));
+            }
+        }
+        (false, listed, rooted) => {
+            if !rooted {
+                problems.push(problem(
+                    "/manifest/stamps",
+                    "is missing: a v2 receipt states the chunk stamps' count and Merkle root",
+                ));
+            }
+            if listed {
+                problems.push(problem(
+                    "/manifest/chunks",
+                    "is not a member of a v2 receipt's manifest: it was added",
+                ));
+            }
+        }
+    }
+    if let Some(stamps) = &manifest.stamps
+        && !crate::verify::is_hash_hex(&stamps.merkle_root)
+    {
+        problems.push(problem(
+            "/manifest/stamps/merkle_root",
+            "is not a hash (64 lowercase hex characters)",
+        ));
+    }
+    problems
+}
+
+/// v1: versions_total, versions_deleted and already_missing are the sums over the chunks.
+/// v2: versions deleted and already missing add up to the versions listed.
 fn manifest_sums(receipt: &Receipt) -> Vec<CertificateProblem> {
     let manifest = &receipt.manifest;
-    let chunks = &manifest.chunks;
+    let Some(chunks) = &manifest.chunks else {
+        return mismatch(
+            "/manifest/versions_total",
+            manifest.versions_total,
+            u128::from(manifest.versions_deleted) + u128::from(manifest.already_missing),
+            "versions_deleted + already_missing",
+        )
+        .into_iter()
+        .collect();
+    };
     [
         mismatch(
             "/manifest/versions_total",
@@ -366,45 +482,15 @@ fn manifest_sums(receipt: &Receipt) -> Vec<CertificateProblem> {
     .collect()
 }
 
-/// Every listed version of a chunk was either deleted by us or already missing.
-fn chunk_balances(receipt: &Receipt) -> Vec<CertificateProblem> {
+/// v1: every listed chunk keeps the per-chunk rules (balance, numbering, timestamp).
+fn listed_chunks(receipt: &Receipt) -> Vec<CertificateProblem> {
     receipt
         .manifest
         .chunks
         .iter()
-        .enumerate()
-        .filter_map(|(i, chunk)| {
-            let done = u128::from(chunk.versions_deleted) + u128::from(chunk.already_missing);
-            (done != u128::from(chunk.entries)).then(|| {
-                problem(
-                    format!("/manifest/chunks/{i}/entries"),
-                    format!(
-                        "is {} but versions_deleted {} + already_missing {} = {done}: a listed version is unaccounted for",
-                        chunk.entries, chunk.versions_deleted, chunk.already_missing
-                    ),
-                )
-            })
-        })
-        .collect()
-}
-
-/// Chunks are numbered 0, 1, 2, … in order, without gaps or repeats.
-fn chunk_numbering(receipt: &Receipt) -> Vec<CertificateProblem> {
-    receipt
-        .manifest
-        .chunks
-        .iter()
-        .enumerate()
-        .filter(|(i, chunk)| u64::try_from(*i).ok() != Some(chunk.chunk_no))
-        .map(|(i, chunk)| {
-            problem(
-                format!("/manifest/chunks/{i}/chunk_no"),
-                format!(
-                    "is {} at position {i}: chunks must be numbered 0, 1, 2, … without gaps or repeats (a chunk is missing, repeated or out of order)",
-                    chunk.chunk_no
-                ),
-            )
-        })
+        .flatten()
+        .zip(0_u64..)
+        .flat_map(|(chunk, position)| stamps::stamp_problems("/manifest/chunks", position, chunk))
         .collect()
 }
 
@@ -461,7 +547,8 @@ fn timestamps_parse(receipt: &Receipt) -> Vec<CertificateProblem> {
     ])
 }
 
-/// The other timestamps (request, approval, chunk stamps, stages) are RFC 3339 too.
+/// The other timestamps (request, approval, stages) are RFC 3339 too; a v1 receipt's chunk stamps
+/// are checked by `listed_chunks`.
 fn other_timestamps_parse(receipt: &Receipt) -> Vec<CertificateProblem> {
     let mut stamps: Vec<(String, &str)> = vec![
         ("/requested_at".to_owned(), &receipt.requested_at),
@@ -470,12 +557,6 @@ fn other_timestamps_parse(receipt: &Receipt) -> Vec<CertificateProblem> {
             &receipt.approval.approved_at,
         ),
     ];
-    for (i, chunk) in receipt.manifest.chunks.iter().enumerate() {
-        stamps.push((
-            format!("/manifest/chunks/{i}/stamped_at"),
-            &chunk.stamped_at,
-        ));
-    }
     for (i, stage) in receipt.stages.iter().enumerate() {
         stamps.push((format!("/stages/{i}/reached_at"), &stage.reached_at));
     }

@@ -4,13 +4,16 @@
 //! type, a removed member or an added member is reported as a problem at its JSON pointer
 //! instead of failing to parse. It checks every link of the proof and collects ALL problems:
 //!
-//! 1. `/format` and `/receipt/format` are the v1 formats;
+//! 1. `/format` and `/receipt/format` are formats this verifier knows, and go together
+//!    (certificate v1 with receipt v1, v2 with v2);
 //! 2. every receipt leaf's digest equals its signed digest in `/field_digests` (a changed,
 //!    added or removed receipt field is named by its pointer), and so does the whole-receipt
 //!    digest (a change of shape only, array ↔ object, is reported at `/receipt`);
 //! 3. the signature over the field digests verifies with the key named by `/signature/key_id`,
 //!    which is `/receipt/key_id` and is in the [`KeyRing`];
-//! 4. the receipt's counts agree ([`crate::receipt::check_counts`]);
+//! 4. the receipt's counts agree ([`crate::receipt::check_counts`]); for v2, the chunk stamps the
+//!    certificate carries (`/chunk_stamps`) hash to the count and Merkle root the receipt signs,
+//!    each keeps the per-chunk rules, and they add up to the manifest's sums;
 //! 5. `/log/receipt_digest` is the digest of this signed receipt, its inclusion proof at
 //!    `/log/leaf_index` leads to the root of `/log/checkpoint`, and that checkpoint's
 //!    signature verifies;
@@ -27,14 +30,19 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
+use crate::canonical::canonical_json;
 use crate::certificate::{
-    CERTIFICATE_FORMAT, SIGNATURE_ALGORITHM, WHOLE_RECEIPT, escape_pointer_token,
-    exactly_representable, field_digests, leaves, receipt_digest, signed_message,
+    CERTIFICATE_FORMAT, CERTIFICATE_FORMAT_V1, SIGNATURE_ALGORITHM, WHOLE_RECEIPT,
+    escape_pointer_token, exactly_representable, field_digests, leaves, receipt_digest,
+    signed_message,
 };
 use crate::checkpoint::Checkpoint;
 use crate::keys::KeyRing;
 use crate::merkle;
-use crate::receipt::{RECEIPT_FORMAT, Receipt, ReceiptKind, Subject, check_counts};
+use crate::receipt::{
+    ChunkStamp, ManifestFacts, RECEIPT_FORMAT, RECEIPT_FORMAT_V1, Receipt, ReceiptKind, StampFold,
+    Subject, check_counts,
+};
 
 /// Field prefix of problems found in the older checkpoint given to [`verify_certificate`].
 pub const OLDER_CHECKPOINT: &str = "older checkpoint";
@@ -124,7 +132,19 @@ impl Problems {
     }
 }
 
-const TOP_MEMBERS: &[&str] = &["format", "receipt", "field_digests", "signature", "log"];
+/// The members of a v1 certificate.
+const TOP_MEMBERS_V1: &[&str] = &["format", "receipt", "field_digests", "signature", "log"];
+/// The members of a v2 certificate: v1's and the chunk stamps.
+const TOP_MEMBERS: &[&str] = &[
+    "format",
+    "receipt",
+    "chunk_stamps",
+    "field_digests",
+    "signature",
+    "log",
+];
+/// Where a v2 certificate carries its chunk stamps.
+pub const CHUNK_STAMPS: &str = "/chunk_stamps";
 const SIGNATURE_MEMBERS: &[&str] = &["algorithm", "key_id", "value"];
 const LOG_MEMBERS: &[&str] = &[
     "leaf_index",
@@ -167,7 +187,7 @@ fn members<'a>(
         if !names.contains(&name.as_str()) {
             problems.push(
                 format!("{at}/{}", escape_pointer_token(name)),
-                "is not a member of a v1 certificate: it was added",
+                "is not a member of this certificate: it was added",
             );
         }
     }
@@ -342,20 +362,32 @@ pub fn verify_certificate(
     older: Option<&Checkpoint>,
 ) -> Result<Verified, Vec<CertificateProblem>> {
     let mut problems = Problems::default();
-    let Some(top) = members(Some(json), "", TOP_MEMBERS, &mut problems) else {
+    // A v1 certificate (of a v1 receipt) has no chunk stamps; any other format is checked as the
+    // current one, and reported.
+    let v1 = json.get("format").and_then(Value::as_str) == Some(CERTIFICATE_FORMAT_V1);
+    let (names, receipt_format) = match v1 {
+        true => (TOP_MEMBERS_V1, RECEIPT_FORMAT_V1),
+        false => (TOP_MEMBERS, RECEIPT_FORMAT),
+    };
+    let Some(top) = members(Some(json), "", names, &mut problems) else {
         return Err(vec![CertificateProblem::new(
             "",
             "is not a JSON object: not a deletion certificate",
         )]);
     };
-    expect_format(
-        top.get("format"),
-        "/format",
-        CERTIFICATE_FORMAT,
-        &mut problems,
-    );
+    if !v1 {
+        expect_format(
+            top.get("format"),
+            "/format",
+            CERTIFICATE_FORMAT,
+            &mut problems,
+        );
+    }
 
-    let receipt = check_receipt(top.get("receipt"), &mut problems);
+    let receipt = check_receipt(top.get("receipt"), receipt_format, &mut problems);
+    if let (false, Some(receipt)) = (v1, &receipt) {
+        check_chunk_stamps(top.get("chunk_stamps"), &receipt.manifest, &mut problems);
+    }
     let receipt_key_id = check_signed_digests(top, keys, &mut problems);
     if let Some(receipt) = &receipt {
         for problem in check_counts(receipt) {
@@ -384,16 +416,16 @@ pub fn verify_certificate(
     }
 }
 
-/// Parses the receipt strictly and checks its format and number ranges.
-fn check_receipt(value: Option<&Value>, problems: &mut Problems) -> Option<Receipt> {
+/// Parses the receipt strictly and checks its format (the one `expected` of its certificate's
+/// format) and number ranges.
+fn check_receipt(
+    value: Option<&Value>,
+    expected: &str,
+    problems: &mut Problems,
+) -> Option<Receipt> {
     let value = value?;
     if let Some(object) = value.as_object() {
-        expect_format(
-            object.get("format"),
-            "/receipt/format",
-            RECEIPT_FORMAT,
-            problems,
-        );
+        expect_format(object.get("format"), "/receipt/format", expected, problems);
     }
     for (pointer, leaf) in leaves(value, "/receipt") {
         if !exactly_representable(leaf) {
@@ -406,8 +438,76 @@ fn check_receipt(value: Option<&Value>, problems: &mut Problems) -> Option<Recei
     match serde_json::from_value::<Receipt>(value.clone()) {
         Ok(receipt) => Some(receipt),
         Err(error) => {
-            problems.push("/receipt", format!("is not a valid v1 receipt: {error}"));
+            problems.push("/receipt", format!("is not a valid receipt: {error}"));
             None
+        }
+    }
+}
+
+/// Checks a v2 certificate's chunk stamps against its receipt's manifest: their count and
+/// Merkle root are the signed ones (each stamp hashed as the JSON it is given, canonicalised),
+/// each stamp keeps the per-chunk rules, and they add up to the manifest's sums. A changed,
+/// added, removed or reordered stamp makes the root differ; the verifier cannot tell which
+/// stamp from the root alone, so that is reported at `/chunk_stamps`.
+fn check_chunk_stamps(value: Option<&Value>, manifest: &ManifestFacts, problems: &mut Problems) {
+    let Some(value) = value else {
+        return; // reported as missing
+    };
+    let Some(items) = value.as_array() else {
+        problems.push(CHUNK_STAMPS, "is not an array");
+        return;
+    };
+    let mut fold = StampFold::new(CHUNK_STAMPS);
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("{CHUNK_STAMPS}/{i}");
+        let leaf = match canonical_json(item) {
+            Ok(leaf) => leaf,
+            Err(error) => {
+                problems.push(at, error.to_string());
+                return;
+            }
+        };
+        match serde_json::from_value::<ChunkStamp>(item.clone()) {
+            Ok(stamp) => fold.push_leaf(&leaf, &stamp),
+            Err(error) => fold.push_unreadable(
+                &leaf,
+                CertificateProblem::new(at, format!("is not a chunk stamp: {error}")),
+            ),
+        }
+    }
+    problems.0.extend(fold.problems().iter().cloned());
+    let Some(signed) = &manifest.stamps else {
+        return; // reported by the receipt's shape rule
+    };
+    let folded = fold.root();
+    if folded.count != signed.count {
+        problems.push(
+            CHUNK_STAMPS,
+            format!(
+                "holds {} chunk stamps but the receipt signs {} (/receipt/manifest/stamps/count): stamps were added or removed after signing",
+                folded.count, signed.count
+            ),
+        );
+    } else if folded.merkle_root != signed.merkle_root {
+        problems.push(
+            CHUNK_STAMPS,
+            format!(
+                "the stamps hash to Merkle root {} but the receipt signs {} (/receipt/manifest/stamps/merkle_root): a stamp was changed or reordered after signing",
+                folded.merkle_root, signed.merkle_root
+            ),
+        );
+    }
+    let (total, deleted, missing) = fold.sums();
+    for (name, stated, summed) in [
+        ("versions_total", manifest.versions_total, total),
+        ("versions_deleted", manifest.versions_deleted, deleted),
+        ("already_missing", manifest.already_missing, missing),
+    ] {
+        if stated != summed {
+            problems.push(
+                format!("/receipt/manifest/{name}"),
+                format!("is {stated} but the chunk stamps add up to {summed}: the counts of the receipt disagree"),
+            );
         }
     }
 }

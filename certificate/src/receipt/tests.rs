@@ -14,7 +14,25 @@ pub(crate) fn sample_subject() -> Subject {
     }
 }
 
-/// A realistic community receipt: 2 tables, 3 chunks (the last one late), 6 audit events.
+/// The v2 form of [`sample_receipt`]: the same facts, its manifest stating the three chunk
+/// stamps ([`sample_chunk_stamps`]) by their count and Merkle root.
+pub(crate) fn sample_receipt_v2(key_id: &str) -> Receipt {
+    let mut receipt = sample_receipt(key_id);
+    receipt.format = RECEIPT_FORMAT.to_owned();
+    let mut fold = StampFold::new("/chunk_stamps");
+    for stamp in sample_chunk_stamps() {
+        fold.push(&stamp).unwrap();
+    }
+    receipt.manifest = ManifestFacts::rooted(receipt.manifest.digest.clone(), &fold);
+    receipt
+}
+
+/// The chunk stamps of [`sample_receipt`].
+pub(crate) fn sample_chunk_stamps() -> Vec<ChunkStamp> {
+    sample_receipt("k").manifest.chunks.unwrap_or_default()
+}
+
+/// A realistic v1 community receipt: 2 tables, 3 chunks (the last one late), 6 audit events.
 pub(crate) fn sample_receipt(key_id: &str) -> Receipt {
     let chunk = |no: u64, prefix: &str, entries, deleted, missing, late, at: &str| ChunkStamp {
         chunk_no: no,
@@ -30,7 +48,7 @@ pub(crate) fn sample_receipt(key_id: &str) -> Receipt {
         rows,
     };
     Receipt {
-        format: RECEIPT_FORMAT.to_owned(),
+        format: RECEIPT_FORMAT_V1.to_owned(),
         request_id: sample_request_id(),
         kind: ReceiptKind::Community,
         subject: sample_subject(),
@@ -51,9 +69,9 @@ pub(crate) fn sample_receipt(key_id: &str) -> Receipt {
             relations: vec![],
             declarations: vec![],
         },
-        manifest: ManifestFacts {
-            digest: "2e".repeat(32),
-            chunks: vec![
+        manifest: ManifestFacts::listed(
+            "2e".repeat(32),
+            vec![
                 chunk(
                     0,
                     "communities/0b9e/a",
@@ -82,10 +100,7 @@ pub(crate) fn sample_receipt(key_id: &str) -> Receipt {
                     "2026-11-30T20:15:00.000000Z",
                 ),
             ],
-            versions_total: 9,
-            versions_deleted: 8,
-            already_missing: 1,
-        },
+        ),
         purge: PurgeFacts {
             tables: vec![table("posts", 1200), table("members", 39)],
             rows_total: 1239,
@@ -127,6 +142,11 @@ pub(crate) fn sample_receipt(key_id: &str) -> Receipt {
         key_id: key_id.to_owned(),
         signed_at: "2026-11-30T20:21:00.000000Z".to_owned(),
     }
+}
+
+/// A v1 receipt's listed chunks, to edit.
+fn chunks_of(receipt: &mut Receipt) -> &mut Vec<ChunkStamp> {
+    receipt.manifest.chunks.get_or_insert_with(Vec::new)
 }
 
 fn fields(receipt: &Receipt) -> Vec<String> {
@@ -197,17 +217,17 @@ fn each_count_rule_names_its_field() {
         ),
         (
             Box::new(|r| {
-                r.manifest.chunks[1].versions_deleted += 1;
+                chunks_of(r)[1].versions_deleted += 1;
                 r.manifest.versions_deleted += 1;
             }),
             &["/manifest/chunks/1/entries"],
         ),
         (
-            Box::new(|r| r.manifest.chunks[2].chunk_no = 3),
+            Box::new(|r| chunks_of(r)[2].chunk_no = 3),
             &["/manifest/chunks/2/chunk_no"],
         ),
         (
-            Box::new(|r| r.manifest.chunks.swap(0, 1)),
+            Box::new(|r| chunks_of(r).swap(0, 1)),
             &["/manifest/chunks/0/chunk_no", "/manifest/chunks/1/chunk_no"],
         ),
         (
@@ -262,7 +282,7 @@ fn user_receipt_with_empty_lists_is_consistent() {
     };
     receipt.inventory.tables = vec![];
     receipt.inventory.object_versions = 0;
-    receipt.manifest.chunks = vec![];
+    receipt.manifest.chunks = Some(vec![]);
     receipt.manifest.versions_total = 0;
     receipt.manifest.versions_deleted = 0;
     receipt.manifest.already_missing = 0;
@@ -513,4 +533,52 @@ fn declarations_are_stated_and_absent_ones_keep_an_old_receipt_byte_identical() 
     );
     let parsed: Receipt = serde_json::from_value(stated).unwrap();
     assert_eq!(parsed, receipt);
+}
+
+#[test]
+fn a_v2_receipt_states_the_stamps_by_count_and_root_and_keeps_its_sums() {
+    let receipt = sample_receipt_v2("k");
+    assert_eq!(check_counts(&receipt), vec![]);
+    let stamps = receipt.manifest.stamps.clone().unwrap();
+    assert_eq!(stamps.count, 3);
+    assert_eq!(
+        (
+            receipt.manifest.versions_total,
+            receipt.manifest.versions_deleted,
+            receipt.manifest.already_missing
+        ),
+        (9, 8, 1)
+    );
+    let json = serde_json::to_value(&receipt).unwrap();
+    assert!(json["manifest"].get("chunks").is_none(), "{json}");
+    assert_eq!(json["manifest"]["stamps"]["count"], 3);
+    let back: Receipt = serde_json::from_value(json).unwrap();
+    assert_eq!(back, receipt);
+
+    // The sums must still balance, though the stamps themselves are not in the receipt.
+    let mut unbalanced = receipt.clone();
+    unbalanced.manifest.already_missing = 0;
+    assert_eq!(fields(&unbalanced), ["/manifest/versions_total"]);
+}
+
+#[test]
+fn a_manifest_of_the_other_formats_shape_is_named() {
+    let mut listed_v2 = sample_receipt("k");
+    listed_v2.format = RECEIPT_FORMAT.to_owned();
+    assert_eq!(
+        fields(&listed_v2),
+        ["/manifest/stamps", "/manifest/chunks"],
+        "a v2 receipt listing its chunks, without a root"
+    );
+    let mut rooted_v1 = sample_receipt_v2("k");
+    rooted_v1.format = RECEIPT_FORMAT_V1.to_owned();
+    assert_eq!(fields(&rooted_v1), ["/manifest/chunks", "/manifest/stamps"]);
+    let mut unknown = sample_receipt_v2("k");
+    unknown.format = "buzz-deletion-receipt/v3".to_owned();
+    assert_eq!(fields(&unknown)[0], "/format");
+    let mut bad_root = sample_receipt_v2("k");
+    if let Some(stamps) = bad_root.manifest.stamps.as_mut() {
+        stamps.merkle_root = "XYZ".to_owned();
+    }
+    assert_eq!(fields(&bad_root), ["/manifest/stamps/merkle_root"]);
 }

@@ -6,7 +6,8 @@ use crate::canonical::canonical_json;
 use crate::certificate::{ConsistencyProof, assemble, sign_receipt};
 use crate::keys::{ReceiptSigningKey, random_bytes};
 use crate::receipt::tests::{
-    receipt_with_relations, sample_receipt, sample_request_id, sample_subject,
+    receipt_with_relations, sample_chunk_stamps, sample_receipt, sample_receipt_v2,
+    sample_request_id, sample_subject,
 };
 use crate::receipt::{Subject, check_counts};
 use chrono::{TimeZone, Utc};
@@ -59,7 +60,10 @@ fn fixture_of(
         proof: merkle::consistency_proof(&leaves, 3, 5).unwrap(),
     };
     let inclusion = merkle::inclusion_proof(&leaves, 3, 5).unwrap();
-    let certificate = assemble(signed, 3, inclusion, checkpoint, Some(consistency)).unwrap();
+    // A v2 receipt's certificate carries the sample's stamps (a v1 one ignores them).
+    let stamps = Some(sample_chunk_stamps());
+    let certificate =
+        assemble(signed, 3, inclusion, checkpoint, Some(consistency), stamps).unwrap();
     Fixture {
         receipt_key,
         log_key,
@@ -139,6 +143,8 @@ const REPORTED_AT: &[(&str, &str)] = &[
         "/log/consistency/from/signature",
     ),
     ("/log/consistency/proof", "/log/consistency/proof"),
+    // The root cannot tell which stamp changed: the list as a whole is named.
+    ("/chunk_stamps", "/chunk_stamps"),
 ];
 
 /// Whether a problem at `field` plainly names a mutation at `mutated`: the same pointer, a
@@ -284,6 +290,87 @@ fn every_mutation_is_rejected_naming_the_field(f: &Fixture) {
     );
 }
 
+/// [`fixture`] of the v2 receipt: the certificate carries the chunk stamps.
+fn fixture_v2() -> Fixture {
+    let receipt_key = ReceiptSigningKey::generate().unwrap();
+    let receipt = sample_receipt_v2(&receipt_key.key_id());
+    assert!(check_counts(&receipt).is_empty());
+    fixture_of(receipt, receipt_key, ReceiptSigningKey::generate().unwrap())
+}
+
+#[test]
+fn a_v2_certificate_carries_the_stamps_its_receipt_signs_by_root_and_verifies() {
+    let f = fixture_v2();
+    assert_eq!(f.certificate["format"], CERTIFICATE_FORMAT);
+    assert_eq!(f.certificate["receipt"]["format"], RECEIPT_FORMAT);
+    assert_eq!(f.certificate["chunk_stamps"][2]["late"], true);
+    assert!(f.certificate["receipt"]["manifest"].get("chunks").is_none());
+    let verified = verify_certificate(&f.certificate, &f.ring(), Some(&f.older)).unwrap();
+    assert_eq!(verified.request_id, sample_request_id());
+    // The receipt's size does not depend on the stamps: one more chunk, same number of fields.
+    let leaves_of = |receipt: &Receipt| leaves(&serde_json::to_value(receipt).unwrap(), "").len();
+    let mut bigger = sample_receipt_v2("k");
+    let mut fold = StampFold::new(CHUNK_STAMPS);
+    let mut stamps = sample_chunk_stamps();
+    let mut extra = stamps[0].clone();
+    extra.chunk_no = 3;
+    stamps.push(extra);
+    stamps.iter().for_each(|s| fold.push(s).unwrap());
+    bigger.manifest = ManifestFacts::rooted(bigger.manifest.digest.clone(), &fold);
+    assert_eq!(leaves_of(&bigger), leaves_of(&sample_receipt_v2("k")));
+}
+
+#[test]
+fn every_mutation_of_a_v2_certificate_is_rejected_naming_the_field() {
+    every_mutation_is_rejected_naming_the_field(&fixture_v2());
+}
+
+#[test]
+fn v2_stamps_that_break_a_rule_or_the_root_are_named() {
+    let f = fixture_v2();
+    let ring = f.ring();
+    let problems_after = |edit: &dyn Fn(&mut Value)| {
+        let mut mutated = f.certificate.clone();
+        edit(&mut mutated);
+        verify_certificate(&mutated, &ring, Some(&f.older)).unwrap_err()
+    };
+    // One stamp's balance broken: named at the stamp, and the root no longer matches.
+    let problems = problems_after(&|c| c["chunk_stamps"][1]["versions_deleted"] = json!(3));
+    assert!(
+        fields(&problems).contains(&"/chunk_stamps/1/entries"),
+        "{problems:?}"
+    );
+    assert!(fields(&problems).contains(&"/chunk_stamps"), "{problems:?}");
+    // Reordered: numbering named, root differs.
+    let problems = problems_after(&|c| {
+        c["chunk_stamps"].as_array_mut().unwrap().swap(0, 2);
+    });
+    assert!(
+        fields(&problems).contains(&"/chunk_stamps/0/chunk_no"),
+        "{problems:?}"
+    );
+    // The stamps left out of a v2 certificate: named as missing.
+    let problems = problems_after(&|c| {
+        c.as_object_mut().unwrap().remove("chunk_stamps");
+    });
+    assert_eq!(
+        problems
+            .iter()
+            .find(|p| p.field == "/chunk_stamps")
+            .map(|p| p.problem.as_str()),
+        Some("is missing"),
+        "{problems:?}"
+    );
+    // A v2 certificate relabelled v1: its stamps are an added member, its receipt the wrong
+    // format.
+    let problems = problems_after(&|c| c["format"] = json!(CERTIFICATE_FORMAT_V1));
+    assert!(fields(&problems).contains(&"/chunk_stamps"), "{problems:?}");
+    assert!(
+        fields(&problems).contains(&"/receipt/format"),
+        "{problems:?}"
+    );
+}
+
 #[test]
 fn mutations_are_named_exactly_where_the_field_is_known() {
     let f = fixture();
@@ -331,7 +418,13 @@ fn mutations_are_named_exactly_where_the_field_is_known() {
         "/log/inclusion_proof/1",
     );
     check("/signature/value", json!("AAAA"), "/signature/value");
-    check("/format", json!("buzz-deletion-certificate/v2"), "/format");
+    check("/format", json!("buzz-deletion-certificate/v3"), "/format");
+    check(
+        "/receipt/format",
+        json!("buzz-deletion-receipt/v3"),
+        "/receipt/format",
+    );
+    // A v1 certificate (this fixture's) whose receipt claims v2: the formats disagree.
     check(
         "/receipt/format",
         json!("buzz-deletion-receipt/v2"),
@@ -471,12 +564,14 @@ fn wrong_documents_are_reported_not_panicking() {
         let problems = verify_certificate(&document, &ring, None).unwrap_err();
         assert_eq!(fields(&problems), [""]);
     }
+    // Without a format, it is checked as the current (v2) certificate.
     let problems = verify_certificate(&json!({}), &ring, None).unwrap_err();
     assert_eq!(
         fields(&problems),
         [
             "/format",
             "/receipt",
+            "/chunk_stamps",
             "/field_digests",
             "/signature",
             "/log"
@@ -509,7 +604,7 @@ fn user_deletion_certificate_verifies() {
     let signed = sign_receipt(receipt, &key).unwrap();
     let leaves = [signed.digest().unwrap()];
     let checkpoint = Checkpoint::sign(&key, 1, merkle::root(&leaves), at(10)).unwrap();
-    let certificate = assemble(signed, 0, vec![], checkpoint, None).unwrap();
+    let certificate = assemble(signed, 0, vec![], checkpoint, None, None).unwrap();
     let json = serde_json::to_value(&certificate).unwrap();
     let verified = verify_certificate(&json, &KeyRing::new(vec![key.public_key()]), None).unwrap();
     assert_eq!(verified.kind, ReceiptKind::User);
@@ -527,7 +622,7 @@ fn changed_shape_of_the_free_form_report_is_named() {
     let signed = sign_receipt(receipt, &key).unwrap();
     let leaves = [signed.digest().unwrap()];
     let checkpoint = Checkpoint::sign(&key, 1, merkle::root(&leaves), at(10)).unwrap();
-    let certificate = assemble(signed, 0, vec![], checkpoint, None).unwrap();
+    let certificate = assemble(signed, 0, vec![], checkpoint, None, None).unwrap();
     let mut json = serde_json::to_value(&certificate).unwrap();
     let ring = KeyRing::new(vec![key.public_key()]);
     verify_certificate(&json, &ring, None).unwrap();

@@ -20,6 +20,7 @@ use uuid::Uuid;
 use super::community_facts::community_receipt;
 use super::error::{CertificateResult, CertificateStoreError};
 use super::export::signed_receipt;
+use super::facts::StampForm;
 use super::log;
 use super::user_facts::user_receipt;
 use crate::chain::chain_rows;
@@ -93,10 +94,13 @@ async fn derive_again(conn: &mut PgConnection, signed: &Receipt) -> CertificateR
         .map_err(|e| CertificateStoreError::certificate("stored receipt signed_at", e))?
         .with_timezone(&Utc);
     let head = signed.audit_chain.clone();
+    // Derived in the form it was signed in: a v1 receipt lists its stamps, a v2 one roots them.
+    let form = StampForm::of(&signed.format);
+    let signer = (signed.key_id.as_str(), signed_at);
     match &signed.subject {
         Subject::Community { .. } => {
             let mut derived =
-                community_receipt(conn, signed.request_id, head, &signed.key_id, signed_at).await?;
+                community_receipt(conn, signed.request_id, head, signer, form).await?;
             // A receipt signed before receipts stated the inventoried relations is compared
             // without them (its evidence records them, its signature does not cover them).
             if signed.inventory.relations.is_empty() {
@@ -105,15 +109,8 @@ async fn derive_again(conn: &mut PgConnection, signed: &Receipt) -> CertificateR
             Ok(derived)
         }
         Subject::User { target_salt, .. } => {
-            let mut derived = user_receipt(
-                conn,
-                signed.request_id,
-                target_salt,
-                head,
-                &signed.key_id,
-                signed_at,
-            )
-            .await?;
+            let mut derived =
+                user_receipt(conn, signed.request_id, target_salt, head, signer, form).await?;
             // A receipt signed before user receipts named the media decisions is compared
             // without them (its evidence records them, its signature does not cover them).
             if signed.verification.get("media_decisions").is_none()

@@ -4,30 +4,30 @@
 //! trail), so `certificate audit` can derive the same receipt again later and any rewrite of
 //! that evidence shows up as a difference.
 
-use std::collections::BTreeMap;
+use futures::TryStreamExt;
 
 use certificate::canonical::timestamp;
 use certificate::chain::ChainHead;
 use certificate::receipt::{
     ChunkStamp, DeclarationFacts, Generations, InventoriedRelation, InventoryFacts, ManifestFacts,
-    PurgeFacts, RECEIPT_FORMAT, Receipt, ReceiptKind, StageReached, Subject, TableRows,
+    PurgeFacts, Receipt, ReceiptKind, StageReached, StampFold, Subject, TableRows,
 };
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::error::{CertificateResult, CertificateStoreError};
-use super::facts::{approval_facts, count, stages_reached};
+use super::facts::{StampForm, approval_facts, count, stages_reached};
 use crate::community::scope_verification::SCOPE_VERIFIED;
 
 /// The receipt of community request `request_id`, as of its evidence, stating `audit_chain`
-/// as the trail it covers and signed (later) by `key_id` at `signed_at`.
+/// as the trail it covers and signed (later) by `key_id` at `signed_at`, its manifest in `form`.
 pub(crate) async fn community_receipt(
     conn: &mut PgConnection,
     request_id: Uuid,
     audit_chain: ChainHead,
-    key_id: &str,
-    signed_at: DateTime<Utc>,
+    (key_id, signed_at): (&str, DateTime<Utc>),
+    form: StampForm,
 ) -> CertificateResult<Receipt> {
     let request: RequestFacts = sqlx::query_as(
         "SELECT community_id, host, requested_by, created_at, inventory, inventory_digest, \
@@ -69,7 +69,7 @@ pub(crate) async fn community_receipt(
         request.inventory_digest.clone().unwrap_or_default(),
     );
     Ok(Receipt {
-        format: RECEIPT_FORMAT.to_owned(),
+        format: form.format().to_owned(),
         request_id,
         kind: ReceiptKind::Community,
         subject: Subject::Community {
@@ -84,6 +84,7 @@ pub(crate) async fn community_receipt(
             conn,
             request_id,
             request.destructive_manifest_digest.unwrap_or_default(),
+            form,
         )
         .await?,
         purge: purge_facts(
@@ -193,65 +194,96 @@ fn inventory_facts(inventory: Option<&serde_json::Value>, digest: String) -> Inv
     }
 }
 
-/// Every manifest chunk with its stamp; per-chunk deleted/already-missing split from the chunk's
-/// `chunk_stamped` audit event (the chunk row records their sum).
+/// The manifest facts in `form`: v1 lists every chunk stamp, v2 folds them into their count and
+/// Merkle root as they stream from the database, so a receipt of any size is built in the same
+/// memory.
 async fn manifest_facts(
     conn: &mut PgConnection,
     request_id: Uuid,
     digest: String,
+    form: StampForm,
 ) -> CertificateResult<ManifestFacts> {
-    let rows: Vec<ChunkRow> = sqlx::query_as(
-        "SELECT chunk_no, prefix, entry_count, deleted_versions, deleted_at, \
-         late_at IS NOT NULL AS late \
-         FROM deletion.manifest_chunks WHERE request_id = $1 ORDER BY chunk_no",
-    )
-    .bind(request_id)
-    .fetch_all(&mut *conn)
-    .await?;
-    // Only the three numbers of each event (not its whole JSON detail): this read is O(chunks),
-    // and a 10M-version tenant has 10,000 of them.
-    let stamped: Vec<(Option<i64>, Option<i64>, Option<i64>)> = sqlx::query_as(
-        "SELECT (detail->>'chunk_no')::bigint, (detail->>'deleted')::bigint, \
-         (detail->>'already_missing')::bigint FROM deletion.audit_events \
-         WHERE request_id = $1 AND event = 'chunk_stamped' ORDER BY id",
-    )
-    .bind(request_id)
-    .fetch_all(&mut *conn)
-    .await?;
-    let mut split: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
-    for (chunk_no, deleted, already_missing) in stamped {
-        let chunk_no = chunk_no.map_or(u64::MAX, count);
-        split
-            .entry(chunk_no)
-            .or_insert((deleted.map_or(0, count), already_missing.map_or(0, count)));
+    match form {
+        StampForm::Listed => Ok(ManifestFacts::listed(
+            digest,
+            chunk_stamps(conn, request_id).await?,
+        )),
+        StampForm::Rooted => {
+            let mut fold = StampFold::new("/chunk_stamps");
+            for_each_stamp(conn, request_id, |stamp| {
+                fold.push(&stamp)
+                    .map_err(|e| CertificateStoreError::certificate("a chunk stamp", e))
+            })
+            .await?;
+            Ok(ManifestFacts::rooted(digest, &fold))
+        }
     }
-    let mut chunks = Vec::with_capacity(rows.len());
-    for row in rows {
-        let chunk_no = count(i64::from(row.chunk_no));
-        let (versions_deleted, already_missing) = split
-            .get(&chunk_no)
-            .copied()
-            .unwrap_or((count(row.deleted_versions.unwrap_or(0)), 0));
-        chunks.push(ChunkStamp {
-            chunk_no,
+}
+
+/// Every chunk stamp of `request_id`, in chunk order (what a v2 certificate carries beside its
+/// receipt, and a v1 receipt lists).
+pub(crate) async fn chunk_stamps(
+    conn: &mut PgConnection,
+    request_id: Uuid,
+) -> CertificateResult<Vec<ChunkStamp>> {
+    let mut stamps = Vec::new();
+    for_each_stamp(conn, request_id, |stamp| {
+        stamps.push(stamp);
+        Ok(())
+    })
+    .await?;
+    Ok(stamps)
+}
+
+/// Streams every manifest chunk of `request_id` with its stamp, in chunk order, into `visit`
+/// (one row at a time: a 10M-version tenant has 10,000 chunks). The per-chunk deleted /
+/// already-missing split comes from the chunk's first `chunk_stamped` audit event (the chunk
+/// row records their sum); a chunk without one counts its row's sum as deleted.
+async fn for_each_stamp(
+    conn: &mut PgConnection,
+    request_id: Uuid,
+    mut visit: impl FnMut(ChunkStamp) -> CertificateResult<()>,
+) -> CertificateResult<()> {
+    let mut rows = sqlx::query_as::<_, ChunkRow>(
+        "SELECT c.chunk_no, c.prefix, c.entry_count, c.deleted_versions, c.deleted_at, \
+         c.late_at IS NOT NULL AS late, s.chunk_no AS stamped, s.deleted, s.already_missing \
+         FROM deletion.manifest_chunks c \
+         LEFT JOIN ( \
+           SELECT DISTINCT ON ((detail->>'chunk_no')::bigint) \
+             (detail->>'chunk_no')::bigint AS chunk_no, \
+             (detail->>'deleted')::bigint AS deleted, \
+             (detail->>'already_missing')::bigint AS already_missing \
+           FROM deletion.audit_events \
+           WHERE request_id = $1 AND event = 'chunk_stamped' \
+           ORDER BY (detail->>'chunk_no')::bigint, id \
+         ) s ON s.chunk_no = c.chunk_no \
+         WHERE c.request_id = $1 ORDER BY c.chunk_no",
+    )
+    .bind(request_id)
+    .fetch(&mut *conn);
+    while let Some(row) = rows.try_next().await? {
+        let (versions_deleted, already_missing) = match row.stamped {
+            Some(_) => (
+                row.deleted.map_or(0, count),
+                row.already_missing.map_or(0, count),
+            ),
+            None => (count(row.deleted_versions.unwrap_or(0)), 0),
+        };
+        visit(ChunkStamp {
+            chunk_no: count(i64::from(row.chunk_no)),
             prefix: row.prefix,
             entries: count(i64::from(row.entry_count)),
             versions_deleted,
             already_missing,
             late: row.late,
             stamped_at: row.deleted_at.map(timestamp).unwrap_or_default(),
-        });
+        })?;
     }
-    Ok(ManifestFacts {
-        digest,
-        versions_total: chunks.iter().map(|c| c.entries).sum(),
-        versions_deleted: chunks.iter().map(|c| c.versions_deleted).sum(),
-        already_missing: chunks.iter().map(|c| c.already_missing).sum(),
-        chunks,
-    })
+    Ok(())
 }
 
-/// One manifest chunk row with its stamp.
+/// One manifest chunk row with its stamp, and the split of its `chunk_stamped` event (all
+/// three `None` when it has none).
 #[derive(sqlx::FromRow)]
 struct ChunkRow {
     chunk_no: i32,
@@ -260,6 +292,9 @@ struct ChunkRow {
     deleted_versions: Option<i64>,
     deleted_at: Option<DateTime<Utc>>,
     late: bool,
+    stamped: Option<i64>,
+    deleted: Option<i64>,
+    already_missing: Option<i64>,
 }
 
 /// Rows purged per table, keys purged and multipart uploads aborted.

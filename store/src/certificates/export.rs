@@ -8,6 +8,7 @@ use certificate::merkle;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use super::community_facts::chunk_stamps;
 use super::error::{CertificateResult, CertificateStoreError};
 use super::log;
 
@@ -27,7 +28,9 @@ pub(crate) async fn signed_receipt(
 }
 
 /// The certificate of `request_id`, proving inclusion in the latest checkpoint (and consistency
-/// with `older`, when given).
+/// with `older`, when given); a v2 receipt's certificate carries the chunk stamps its receipt
+/// states by their Merkle root, read from the same append-only evidence (the verifier checks
+/// them against the signed root).
 pub(crate) async fn certificate_of(
     conn: &mut PgConnection,
     request_id: Uuid,
@@ -64,6 +67,17 @@ pub(crate) async fn certificate_of(
             })
         }
     };
-    assemble(signed, leaf_index, inclusion, checkpoint, consistency)
-        .map_err(|e| CertificateStoreError::certificate("assembling the certificate", e))
+    let stamps = match signed.receipt.manifest.stamps {
+        Some(_) => Some(chunk_stamps(conn, request_id).await?),
+        None => None,
+    };
+    assemble(
+        signed,
+        leaf_index,
+        inclusion,
+        checkpoint,
+        consistency,
+        stamps,
+    )
+    .map_err(|e| CertificateStoreError::certificate("assembling the certificate", e))
 }

@@ -1,12 +1,42 @@
 //! Evidence both kinds of receipt state: the approval, stage checkpoints, counts.
 
 use certificate::canonical::timestamp;
-use certificate::receipt::ApprovalFacts;
+use certificate::receipt::{ApprovalFacts, RECEIPT_FORMAT, RECEIPT_FORMAT_V1};
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::error::CertificateResult;
+
+/// How a receipt states its manifest's chunk stamps, which its format decides: v1 lists them,
+/// v2 states their count and Merkle root (the worker issues v2; an audit re-derives a receipt in
+/// the form it was signed in).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StampForm {
+    /// v1: every stamp in the receipt.
+    Listed,
+    /// v2: count and Merkle root; the stamps travel in the certificate.
+    Rooted,
+}
+
+impl StampForm {
+    /// The form of a receipt of `format` (anything but v1 is derived as the current form, and
+    /// then differs from what was signed).
+    pub(crate) fn of(format: &str) -> StampForm {
+        match format {
+            RECEIPT_FORMAT_V1 => StampForm::Listed,
+            _ => StampForm::Rooted,
+        }
+    }
+
+    /// The receipt format of this form.
+    pub(crate) fn format(self) -> &'static str {
+        match self {
+            StampForm::Listed => RECEIPT_FORMAT_V1,
+            StampForm::Rooted => RECEIPT_FORMAT,
+        }
+    }
+}
 
 /// The approval bound to the frozen inventory (empty fields if none is recorded).
 pub(crate) async fn approval_facts(

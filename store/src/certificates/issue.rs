@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::community_facts::community_receipt;
 use super::error::{CertificateResult, CertificateStoreError};
+use super::facts::StampForm;
 use super::log;
 use super::user_facts::user_receipt;
 use crate::chain::stored_head;
@@ -59,14 +60,17 @@ pub(crate) async fn issue_receipt(
     let key_id = key.key_id();
     let receipt = match kind {
         ReceiptFor::Community => {
-            let receipt = community_receipt(conn, request_id, head, &key_id, signed_at).await?;
+            let signer = (key_id.as_str(), signed_at);
+            let receipt =
+                community_receipt(conn, request_id, head, signer, StampForm::Rooted).await?;
             require_scope_covered(request_id, &receipt)?;
             receipt
         }
         ReceiptFor::User => {
             let salt = certificate::receipt::new_salt()
                 .map_err(|e| CertificateStoreError::certificate("target salt", e))?;
-            user_receipt(conn, request_id, &salt, head, &key_id, signed_at).await?
+            let signer = (key_id.as_str(), signed_at);
+            user_receipt(conn, request_id, &salt, head, signer, StampForm::Rooted).await?
         }
     };
     let signed = sign_receipt(receipt, key)

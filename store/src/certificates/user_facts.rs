@@ -8,24 +8,25 @@
 use certificate::canonical::timestamp;
 use certificate::chain::ChainHead;
 use certificate::receipt::{
-    Generations, InventoryFacts, ManifestFacts, PurgeFacts, RECEIPT_FORMAT, Receipt, ReceiptKind,
-    StageReached, Subject, target_commitment,
+    Generations, InventoryFacts, ManifestFacts, PurgeFacts, Receipt, ReceiptKind, StageReached,
+    StampFold, Subject, target_commitment,
 };
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::error::{CertificateResult, CertificateStoreError};
-use super::facts::{approval_facts, count};
+use super::facts::{StampForm, approval_facts, count};
 
-/// The receipt of user request `request_id`, committing to its target with `salt`.
+/// The receipt of user request `request_id`, committing to its target with `salt`, in `form`
+/// (its manifest has no chunks either way).
 pub(crate) async fn user_receipt(
     conn: &mut PgConnection,
     request_id: Uuid,
     salt: &str,
     audit_chain: ChainHead,
-    key_id: &str,
-    signed_at: DateTime<Utc>,
+    (key_id, signed_at): (&str, DateTime<Utc>),
+    form: StampForm,
 ) -> CertificateResult<Receipt> {
     let request: UserRequestFacts = sqlx::query_as(
         "SELECT target, requested_by, created_at, completed_at, exec_generation, \
@@ -73,7 +74,7 @@ pub(crate) async fn user_receipt(
     }
     let digest = request.inventory_digest.unwrap_or_default();
     Ok(Receipt {
-        format: RECEIPT_FORMAT.to_owned(),
+        format: form.format().to_owned(),
         request_id,
         kind: ReceiptKind::User,
         subject: Subject::User {
@@ -95,12 +96,9 @@ pub(crate) async fn user_receipt(
             relations: Vec::new(),
             declarations: Vec::new(),
         },
-        manifest: ManifestFacts {
-            digest: String::new(),
-            chunks: Vec::new(),
-            versions_total: 0,
-            versions_deleted: 0,
-            already_missing: 0,
+        manifest: match form {
+            StampForm::Listed => ManifestFacts::listed(String::new(), Vec::new()),
+            StampForm::Rooted => ManifestFacts::rooted(String::new(), &StampFold::new("")),
         },
         purge: PurgeFacts {
             tables: Vec::new(),

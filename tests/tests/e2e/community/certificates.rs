@@ -180,6 +180,22 @@ async fn a_finished_deletion_exports_a_certificate_that_verifies_offline_and_no_
             > 0,
         "{receipt}"
     );
+    // The receipt states the chunk stamps by count and Merkle root (its size does not grow with
+    // the tenant); the certificate carries the stamps, and they add up to the manifest's sums.
+    assert_eq!(certificate["format"], "buzz-deletion-certificate/v2");
+    assert_eq!(receipt["format"], "buzz-deletion-receipt/v2");
+    assert!(receipt["manifest"].get("chunks").is_none(), "{receipt}");
+    let stamps = certificate["chunk_stamps"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(!stamps.is_empty(), "{certificate}");
+    assert_eq!(
+        receipt["manifest"]["stamps"]["count"].as_u64(),
+        Some(stamps.len() as u64)
+    );
+    let listed: u64 = stamps.iter().filter_map(|s| s["entries"].as_u64()).sum();
+    assert_eq!(receipt["manifest"]["versions_total"].as_u64(), Some(listed));
     let inspection = cli.inspect(&id).await;
     let audit_rows = inspection["audit"].as_array().map_or(0, Vec::len);
     assert_eq!(
@@ -274,6 +290,28 @@ async fn a_finished_deletion_exports_a_certificate_that_verifies_offline_and_no_
     let other = generated_public_key(&cli, &dir.join("other")).await;
     let key_id = certificate["signature"]["key_id"].as_str().unwrap_or("?");
     refused_naming(verify_with_keys(&file, &[&other], &[]).await, key_id);
+
+    // A stamped chunk rewritten in the database after signing (as its owner, guards lifted):
+    // the audit re-derives the stamps' root and names it, and the re-exported certificate no
+    // longer verifies.
+    owner_sql(
+        &stack,
+        &[
+            "ALTER TABLE deletion.manifest_chunks DISABLE TRIGGER manifest_chunks_stamped_are_final",
+            "UPDATE deletion.manifest_chunks SET deleted_at = deleted_at + interval '1 second' \
+             WHERE request_id = $1 AND chunk_no = 0",
+            "ALTER TABLE deletion.manifest_chunks ENABLE TRIGGER manifest_chunks_stamped_are_final",
+        ],
+        request,
+    )
+    .await;
+    refused_naming(
+        cli.run(&["certificate", "audit", &id]).await,
+        "receipt/manifest/stamps/merkle_root",
+    );
+    let rewritten = dir.join("rewritten.json");
+    export(&cli, &id, &rewritten, &[]).await;
+    refused_naming(verify_offline(&rewritten, &[]).await, "/chunk_stamps");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
