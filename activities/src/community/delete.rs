@@ -16,6 +16,7 @@ use crate::taxonomy::{ManifestEntry, is_tenant_owned_key};
 
 use super::claim::{Claim, resumable};
 use super::failure::{PhaseError, PhaseResult};
+use super::fence_gate::{FenceGate, HeldFence};
 use super::heartbeat::{PhaseProgress, ProgressCell};
 use super::marker::{CallEffect, Marker};
 use super::uploads::abort_tenant_uploads;
@@ -43,6 +44,10 @@ const BACKOFF_BASE: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// Most answered chunks one grouped stamp takes (its transaction stays short).
 const MAX_STAMP_GROUP: usize = 32;
+/// The longest an answered chunk waits for its stamp while its group fills. A chunk answered but
+/// not yet stamped when the attempt dies is deleted again by the next one (acknowledged as gone),
+/// so the wait costs nothing but a little progress shown late.
+const STAMP_WAIT_MAX: Duration = Duration::from_millis(250);
 
 /// One DeleteObjects call: up to 1,000 versions of one chunk (so of one prefix).
 struct DeleteCall {
@@ -225,6 +230,11 @@ pub(super) struct ChunkStream<'t> {
     tallies: HashMap<u32, ChunkTally>,
     /// Chunks whose every version was acknowledged, waiting for the next grouped stamp.
     answered: Vec<(u32, u64)>,
+    /// When the oldest of `answered` was answered.
+    answered_since: Option<tokio::time::Instant>,
+    /// Answered chunks that make a stamp due: one per call slot (so a stamp's transaction serves
+    /// a round of answers, not one), at most [`MAX_STAMP_GROUP`].
+    stamp_group: usize,
     /// Chunks stamped (by any attempt) and in the manifest, for the heartbeat.
     stamped: u64,
     total: u64,
@@ -251,6 +261,8 @@ impl<'t> ChunkStream<'t> {
             queued: VecDeque::new(),
             tallies: HashMap::new(),
             answered: Vec::new(),
+            answered_since: None,
+            stamp_group: 1,
             stamped: progress.chunks_stamped,
             total: progress.chunks_total,
             attempt,
@@ -269,8 +281,16 @@ impl<'t> ChunkStream<'t> {
         parallelism: usize,
         progress: &ProgressCell,
     ) -> PhaseResult<()> {
+        self.stamp_group = parallelism.clamp(1, MAX_STAMP_GROUP);
+        // Declared before the calls that borrow it, so it outlives them.
+        let gate = FenceGate::new(HeldFence {
+            store: &acts.store,
+            token: self.token,
+        });
         let mut in_flight = FuturesUnordered::new();
-        let result = self.pump(acts, parallelism, progress, &mut in_flight).await;
+        let result = self
+            .pump(acts, &gate, parallelism, progress, &mut in_flight)
+            .await;
         if result.is_err() {
             self.marker.halt();
             while in_flight.next().await.is_some() {}
@@ -284,6 +304,7 @@ impl<'t> ChunkStream<'t> {
     async fn pump<'f>(
         &mut self,
         acts: &'f CommunityActivities,
+        gate: &'f FenceGate<HeldFence<'f>>,
         parallelism: usize,
         progress: &ProgressCell,
         in_flight: &mut FuturesUnordered<IssuedCall<'f>>,
@@ -291,7 +312,6 @@ impl<'t> ChunkStream<'t> {
     where
         't: 'f,
     {
-        let token = self.token;
         let marker = self.marker;
         // Answers that arrived while a stamp, a chunk read or a marker write was awaited: the
         // calls in flight are driven through every one of those, so none of them stalls (its
@@ -309,7 +329,7 @@ impl<'t> ChunkStream<'t> {
                 };
                 // Recorded by the task, before the call can be sent (see `marker`).
                 driving(marker.before_call(), in_flight, &mut arrived).await?;
-                in_flight.push(Box::pin(issue(acts, token, marker, call)));
+                in_flight.push(Box::pin(issue(acts, gate, marker, call)));
             }
             let result = match arrived.pop_front() {
                 Some(result) => result,
@@ -327,9 +347,11 @@ impl<'t> ChunkStream<'t> {
                 outcome,
             } = result?;
             self.settle(chunk_no, &outcome)?;
-            // One stamp for every chunk answered meanwhile: the answers that came in while the
-            // last stamp was awaited are settled first, then stamped together.
-            if arrived.is_empty() || self.answered.len() >= MAX_STAMP_GROUP {
+            // One stamp per round of answers: due once a chunk per call slot is answered, or
+            // the oldest answered chunk has waited long enough (the answers that came in while
+            // a stamp was awaited are settled first, then stamped together). What is left is
+            // stamped when the pipe drains.
+            if self.stamp_due() {
                 driving(self.stamp_answered(acts), in_flight, &mut arrived).await?;
             }
             let step = format!(
@@ -448,7 +470,17 @@ impl<'t> ChunkStream<'t> {
             });
         }
         self.answered.push((chunk_no, tally.deleted));
+        self.answered_since
+            .get_or_insert_with(tokio::time::Instant::now);
         Ok(())
+    }
+
+    /// Whether the answered chunks should be stamped now (see [`ChunkStream::stamp_group`]).
+    fn stamp_due(&self) -> bool {
+        self.answered.len() >= self.stamp_group
+            || self
+                .answered_since
+                .is_some_and(|since| since.elapsed() >= STAMP_WAIT_MAX)
     }
 
     /// Stamps every answered chunk in one transaction (one lock, evidence and fence check for
@@ -474,6 +506,7 @@ impl<'t> ChunkStream<'t> {
         let deleted: u64 = self.answered.iter().map(|(_, deleted)| deleted).sum();
         self.stamped += u64::try_from(self.answered.len()).unwrap_or(u64::MAX);
         self.answered.clear();
+        self.answered_since = None;
         acts.settings.metrics.objects_deleted(deleted);
         Ok(())
     }
@@ -501,15 +534,17 @@ async fn driving<'f, T>(
 }
 
 /// One irreversible call (recorded as pending with the marker by the caller): paced per prefix,
-/// every send bracketed by fence checks so a superseded attempt issues nothing more once its
-/// successor has claimed the request, and every answer booked with the marker before anything
+/// every send bracketed by fence checks (through the attempt's [`FenceGate`]: each a check that
+/// started after the send was ready, or after the answer came back) so a superseded attempt
+/// issues nothing more once its successor has claimed the request, and every answer booked with
+/// the marker before anything
 /// else. A throttle (the whole call, or some of its versions answered `SlowDown`) lowers the
 /// prefix's rate and re-sends what was throttled after a jittered backoff, never failing the
 /// attempt; another transient failure is re-sent up to [`TRANSIENT_SENDS`] sends in all. Holds
 /// no transaction: it runs concurrently with the task's own Postgres writes (see `marker`).
 async fn issue(
     acts: &CommunityActivities,
-    token: &ExecToken,
+    gate: &FenceGate<HeldFence<'_>>,
     marker: &Marker<'_>,
     call: DeleteCall,
 ) -> PhaseResult<CallAnswer> {
@@ -526,7 +561,7 @@ async fn issue(
     let (mut throttles, mut failures) = (0_u32, 0_u32);
     loop {
         let admitted = acts.pacer.admit(&prefix, pending.len()).await;
-        acts.store.verify_fence_held(token).await?;
+        gate.held().await?;
         if !marker.start_call() {
             return Err(PhaseError::Cancelled);
         }
@@ -552,7 +587,7 @@ async fn issue(
                 outcome.failed.extend(answered.failed);
                 outcome.unacknowledged.extend(answered.unacknowledged);
                 if throttled.is_empty() {
-                    acts.store.verify_fence_held(token).await?;
+                    gate.held().await?;
                     return Ok(CallAnswer {
                         chunk_no,
                         prefix,

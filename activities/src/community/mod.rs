@@ -22,6 +22,7 @@ mod verify;
 mod chunk_writer;
 mod claim;
 mod failure;
+mod fence_gate;
 mod heartbeat;
 mod listing;
 mod marker;

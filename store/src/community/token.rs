@@ -183,6 +183,13 @@ pub(crate) async fn check_fence_held(
     .bind(community_id)
     .fetch_optional(conn)
     .await?;
+    fence_held(row, fence)
+}
+
+/// Whether the community's fence, as read (`None`: no fence row, i.e. serving), is `fenced` at
+/// the generation the request recorded; [`FenceError::NotHeld`] otherwise.
+fn fence_held(row: &LockedRequest, fence: Option<(String, i64)>) -> StoreResult<()> {
+    let community_id = row.community()?;
     let (state, generation) = fence.unwrap_or_else(|| (FenceState::Serving.as_str().to_owned(), 0));
     let held = state == FenceState::Fenced.as_str() && Some(generation) == row.fence_generation;
     if held {
@@ -196,6 +203,16 @@ pub(crate) async fn check_fence_held(
             generation,
         }))
     }
+}
+
+/// The request row with its community's fence, read in one statement (the delete loop's bracket
+/// runs twice per DeleteObjects call).
+#[derive(sqlx::FromRow)]
+struct RequestAndFence {
+    #[sqlx(flatten)]
+    request: LockedRequest,
+    fence_state: Option<String>,
+    fence_generation_now: Option<i64>,
 }
 
 impl Store {
@@ -285,10 +302,27 @@ impl Store {
     /// (inventory, approval, digest) is re-proved by [`Store::verify_fence`] when the attempt
     /// claims the request and inside every chunk stamp's transaction, and no call deletes
     /// anything but the entries of a chunk the bound manifest holds.
+    ///
+    /// One statement: the row and its community's fence are read together, so a check costs one
+    /// round trip (a single snapshot of both).
     pub async fn verify_fence_held(&self, token: &ExecToken) -> StoreResult<()> {
-        let mut conn = self.pool.acquire().await?;
-        let row = read_for_token(&mut conn, token).await?;
+        let sql = format!(
+            "SELECT {REQUEST_COLUMNS}, \
+             (SELECT f.state FROM deletion.community_fences f \
+              WHERE f.community_id = r.community_id) AS fence_state, \
+             (SELECT f.generation FROM deletion.community_fences f \
+              WHERE f.community_id = r.community_id) AS fence_generation_now \
+             FROM deletion.requests r WHERE r.id = $1"
+        );
+        let read = sqlx::query_as::<_, RequestAndFence>(sqlx::AssertSqlSafe(sql))
+            .bind(token.request_id)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| not_found(token.request_id))?;
+        let row = read.request;
+        check_generation(&row, token)?;
         require_token_community(&row, token)?;
-        check_fence_held(&mut conn, &row).await
+        let fence = read.fence_state.zip(read.fence_generation_now);
+        fence_held(&row, fence)
     }
 }
