@@ -65,6 +65,7 @@ pub use community::late::LateChunk;
 pub use community::leases::AwaitedLease;
 pub use community::manifest::{
     ChunkAck, ChunkProgress, ChunkSet, MANIFEST_CHUNK_MAX_ENTRIES, ManifestChunk, ManifestError,
+    NewChunk,
 };
 pub use community::requests::{
     Checkpoint, Request, RequestError, RequestFilter, RequestInspection,

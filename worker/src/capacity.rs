@@ -1,13 +1,15 @@
 //! How many activities the worker runs at once, and the PostgreSQL pool that serves them, sized
 //! together so that the default pool never starves the default slots.
 //!
-//! A running activity works through one pooled connection at a time (a statement or a
-//! transaction), except `delete_chunks`, whose DeleteObjects calls in flight
-//! (`--delete-parallelism`, 8 by default) each check the fence before and after the call. The pool therefore gets one connection per activity slot
-//! plus [`POOL_RESERVE`]: the eight concurrent fence checks of one `delete_chunks`, the
-//! request-state sampler, and one spare. A pool smaller than the slots is refused at start-up:
-//! activities beyond the pool would wait for a connection and fail transiently after ten seconds,
-//! over and over, instead of running.
+//! A running activity holds at most [`CONNECTIONS_PER_SLOT`] pooled connections at once: its own
+//! statement or transaction, and, in `delete_chunks`, the fence check of its DeleteObjects calls
+//! in flight. Those checks go through one gate per attempt (`activities::community::fence_gate`):
+//! one check at a time, however many calls are in flight, so the delete parallelism does not
+//! multiply the connections. The pool therefore gets two connections per activity slot plus
+//! [`POOL_RESERVE`] (the request-state sampler and one spare): even with every slot running
+//! `delete_chunks`, no activity waits for a connection. A pool smaller than the slots is refused
+//! at start-up: activities beyond the pool would wait for a connection and fail transiently
+//! after ten seconds, over and over, instead of running.
 //!
 //! The SDK's default is 100 activity slots; with the store's old fixed pool of 16 connections a
 //! busy worker could hold up to 84 activities waiting for a connection. The worker now sets its
@@ -33,8 +35,10 @@ pub const PG_IDLE_TXN_TIMEOUT_ENV: &str = "BUZZ_PG_IDLE_TXN_TIMEOUT_MS";
 pub const DEFAULT_ACTIVITY_SLOTS: usize = 16;
 /// The most activity slots accepted.
 pub const MAX_ACTIVITY_SLOTS: usize = 500;
-/// Connections the default pool has beyond one per activity slot.
-pub const POOL_RESERVE: u32 = 10;
+/// The most pooled connections one running activity holds at once (see the module doc).
+pub const CONNECTIONS_PER_SLOT: u32 = 2;
+/// Connections the default pool has beyond [`CONNECTIONS_PER_SLOT`] per activity slot.
+pub const POOL_RESERVE: u32 = 2;
 /// The largest pool accepted (PostgreSQL's own default `max_connections` is 100).
 pub const MAX_PG_POOL_SIZE: u32 = 1_000;
 /// The shortest non-zero session timeout accepted, in milliseconds: a shorter statement or lock
@@ -68,6 +72,7 @@ impl Default for Capacity {
 pub fn default_pool_size(slots: usize) -> u32 {
     u32::try_from(slots)
         .unwrap_or(u32::MAX)
+        .saturating_mul(CONNECTIONS_PER_SLOT)
         .saturating_add(POOL_RESERVE)
         .min(MAX_PG_POOL_SIZE)
 }
@@ -194,7 +199,7 @@ mod tests {
         let capacity = capacity(&[]).expect("defaults");
         assert_eq!(capacity, Capacity::default());
         assert_eq!(capacity.activity_slots, 16);
-        assert_eq!(capacity.postgres.max_connections, 26);
+        assert_eq!(capacity.postgres.max_connections, 34);
         assert!(capacity.postgres.max_connections as usize >= capacity.activity_slots);
         assert_eq!(capacity.postgres.lock_timeout_ms, None);
         assert_eq!(capacity.postgres.statement_timeout_ms, None);
@@ -205,9 +210,10 @@ mod tests {
     fn the_default_pool_follows_the_activity_slots() {
         let capacity = capacity(&[(ACTIVITY_SLOTS_ENV, "40")]).expect("40 slots");
         assert_eq!(capacity.activity_slots, 40);
-        assert_eq!(capacity.postgres.max_connections, 50);
+        assert_eq!(capacity.postgres.max_connections, 82);
+        // 500 slots would want 1,002: capped at the largest pool accepted.
         let capacity = capacity_max();
-        assert_eq!(capacity.postgres.max_connections, 510);
+        assert_eq!(capacity.postgres.max_connections, MAX_PG_POOL_SIZE);
     }
 
     fn capacity_max() -> Capacity {

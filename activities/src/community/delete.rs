@@ -235,6 +235,8 @@ pub(super) struct ChunkStream<'t> {
     /// Answered chunks that make a stamp due: one per call slot (so a stamp's transaction serves
     /// a round of answers, not one), at most [`MAX_STAMP_GROUP`].
     stamp_group: usize,
+    /// The grouped stamp being written, beside the calls in flight (at most one at a time).
+    stamping: Option<tokio::task::JoinHandle<StampOutcome>>,
     /// Chunks stamped (by any attempt) and in the manifest, for the heartbeat.
     stamped: u64,
     total: u64,
@@ -263,6 +265,7 @@ impl<'t> ChunkStream<'t> {
             answered: Vec::new(),
             answered_since: None,
             stamp_group: 1,
+            stamping: None,
             stamped: progress.chunks_stamped,
             total: progress.chunks_total,
             attempt,
@@ -270,8 +273,9 @@ impl<'t> ChunkStream<'t> {
     }
 
     /// Deletes up to `chunks_left` chunks with at most `parallelism` calls in flight, stamping
-    /// each chunk once every one of its versions was acknowledged. The calls in flight keep
-    /// going while chunks are stamped and read ([`driving`]). Stops at the first failure: no
+    /// each chunk once every one of its versions was acknowledged, a round of chunks per stamp.
+    /// A stamp is written beside the calls (its own task), and the free slots keep being filled
+    /// while it is; the calls in flight also keep going while a chunk is read ([`driving`]). Stops at the first failure: no
     /// further call is sent once a failed answer is in, and the calls in flight are waited for,
     /// so every call the attempt sent has its answer booked with the marker before the failure
     /// is returned.
@@ -333,11 +337,16 @@ impl<'t> ChunkStream<'t> {
             }
             let result = match arrived.pop_front() {
                 Some(result) => result,
-                None => match in_flight.next().await {
-                    Some(result) => result,
-                    None => {
-                        return self.stamp_answered(acts).await;
+                None => match self.next_wake(in_flight).await {
+                    Wake::Answer(result) => result,
+                    Wake::Stamped(outcome) => {
+                        self.book_stamp(acts, outcome)?;
+                        if self.stamp_due() {
+                            self.start_stamp(acts);
+                        }
+                        continue;
                     }
+                    Wake::Drained => return self.stamp_answered(acts).await,
                 },
             };
             driving(marker.confirm_if_acknowledged(), in_flight, &mut arrived).await?;
@@ -348,11 +357,11 @@ impl<'t> ChunkStream<'t> {
             } = result?;
             self.settle(chunk_no, &outcome)?;
             // One stamp per round of answers: due once a chunk per call slot is answered, or
-            // the oldest answered chunk has waited long enough (the answers that came in while
-            // a stamp was awaited are settled first, then stamped together). What is left is
-            // stamped when the pipe drains.
+            // the oldest answered chunk has waited long enough. It is written beside the calls
+            // in flight (the slots keep being refilled meanwhile); answers that come in while
+            // it is written join the next group. What is left is stamped when the pipe drains.
             if self.stamp_due() {
-                driving(self.stamp_answered(acts), in_flight, &mut arrived).await?;
+                self.start_stamp(acts);
             }
             let step = format!(
                 "deleting object versions: chunk {} of {}",
@@ -483,25 +492,76 @@ impl<'t> ChunkStream<'t> {
                 .is_some_and(|since| since.elapsed() >= STAMP_WAIT_MAX)
     }
 
-    /// Stamps every answered chunk in one transaction (one lock, evidence and fence check for
-    /// the group; one `chunk_stamped` event per chunk).
+    /// Waits for the next thing the loop acts on: a call's answer, the stamp being written, or
+    /// neither left (every call answered, no stamp in flight).
+    async fn next_wake<'f>(&mut self, in_flight: &mut FuturesUnordered<IssuedCall<'f>>) -> Wake {
+        let stamping = self.stamping.as_mut();
+        let has_stamp = stamping.is_some();
+        let stamp = async {
+            match stamping {
+                Some(handle) => handle.await,
+                None => std::future::pending().await,
+            }
+        };
+        // The stamp first: answers come far more often, and a finished stamp must be booked
+        // (and the next one started) even while they keep coming.
+        tokio::select! {
+            biased;
+            outcome = stamp, if has_stamp => Wake::Stamped(outcome),
+            Some(answer) = in_flight.next(), if !in_flight.is_empty() => Wake::Answer(answer),
+            else => Wake::Drained,
+        }
+    }
+
+    /// Starts stamping the answered chunks, unless a stamp is being written already (they wait
+    /// for the next one). The stamp runs as its own task: it holds the request's row lock while
+    /// it writes, and must finish whatever the loop awaits meanwhile.
+    fn start_stamp(&mut self, acts: &CommunityActivities) {
+        if self.stamping.is_some() || self.answered.is_empty() {
+            return;
+        }
+        let answered = std::mem::take(&mut self.answered);
+        self.answered_since = None;
+        let (store, token, set) = (acts.store.clone(), self.token.clone(), self.set);
+        self.stamping = Some(tokio::spawn(async move {
+            let result = store
+                .stamp_chunks_of(&token, set, &acks_of(&answered))
+                .await
+                .map(|_| ());
+            StampOutcome { answered, result }
+        }));
+    }
+
+    /// Books a finished stamp: its chunks count as stamped, or its error ends the attempt.
+    fn book_stamp(
+        &mut self,
+        acts: &CommunityActivities,
+        outcome: Result<StampOutcome, tokio::task::JoinError>,
+    ) -> PhaseResult<()> {
+        self.stamping = None;
+        // A stamp task that did not finish (the runtime shutting down): its chunks are deleted
+        // again by the next attempt, acknowledged as gone.
+        let StampOutcome { answered, result } = outcome.map_err(|_| PhaseError::Cancelled)?;
+        result?;
+        let deleted: u64 = answered.iter().map(|(_, deleted)| deleted).sum();
+        self.stamped += u64::try_from(answered.len()).unwrap_or(u64::MAX);
+        acts.settings.metrics.objects_deleted(deleted);
+        Ok(())
+    }
+
+    /// Waits for the stamp being written, then stamps every chunk still answered in one
+    /// transaction (one lock, evidence and fence check for the group; one `chunk_stamped` event
+    /// per chunk).
     async fn stamp_answered(&mut self, acts: &CommunityActivities) -> PhaseResult<()> {
+        if let Some(handle) = self.stamping.take() {
+            let outcome = handle.await;
+            self.book_stamp(acts, outcome)?;
+        }
         if self.answered.is_empty() {
             return Ok(());
         }
-        let acks: Vec<(u32, ChunkAck)> = self
-            .answered
-            .iter()
-            .map(|&(chunk_no, deleted)| {
-                let ack = ChunkAck {
-                    deleted,
-                    already_missing: 0,
-                };
-                (chunk_no, ack)
-            })
-            .collect();
         acts.store
-            .stamp_chunks_of(self.token, self.set, &acks)
+            .stamp_chunks_of(self.token, self.set, &acks_of(&self.answered))
             .await?;
         let deleted: u64 = self.answered.iter().map(|(_, deleted)| deleted).sum();
         self.stamped += u64::try_from(self.answered.len()).unwrap_or(u64::MAX);
@@ -510,6 +570,36 @@ impl<'t> ChunkStream<'t> {
         acts.settings.metrics.objects_deleted(deleted);
         Ok(())
     }
+}
+
+/// What woke the delete loop ([`ChunkStream::next_wake`]).
+enum Wake {
+    /// A call's answer.
+    Answer(PhaseResult<CallAnswer>),
+    /// The stamp being written finished.
+    Stamped(Result<StampOutcome, tokio::task::JoinError>),
+    /// Nothing is in flight and no stamp is being written.
+    Drained,
+}
+
+/// A grouped stamp's chunks (number, versions deleted) and how writing it went.
+struct StampOutcome {
+    answered: Vec<(u32, u64)>,
+    result: Result<(), crate::store::StoreError>,
+}
+
+/// The acknowledgements of fully answered chunks, for a grouped stamp.
+fn acks_of(answered: &[(u32, u64)]) -> Vec<(u32, ChunkAck)> {
+    answered
+        .iter()
+        .map(|&(chunk_no, deleted)| {
+            let ack = ChunkAck {
+                deleted,
+                already_missing: 0,
+            };
+            (chunk_no, ack)
+        })
+        .collect()
 }
 
 /// A DeleteObjects call in flight.

@@ -3,7 +3,7 @@
 use workflows::community::{ManifestSummary, RequestRef};
 
 use crate::serving::MAX_PROTECTED_OPERATION;
-use crate::store::{ChunkTail, ExecToken, MANIFEST_CHUNK_MAX_ENTRIES, Stage, Store};
+use crate::store::{ChunkTail, ExecToken, MANIFEST_CHUNK_MAX_ENTRIES, NewChunk, Stage, Store};
 use crate::taxonomy::ManifestEntry;
 
 use super::Attempt;
@@ -13,11 +13,41 @@ use super::failure::PhaseResult;
 use super::listing::scan_tenant_prefixes_from;
 use super::uploads::scan_tenant_uploads;
 
-/// The frozen manifest's chunk rows, numbered in listing order after those already stored.
+/// Chunks a freeze hands to the store in one transaction. A chunk not yet stored when the attempt
+/// dies is listed again by the next one (it resumes after the last chunk stored), so a group
+/// costs at most this many chunks re-listed, and saves the request lock, fence check and commit
+/// of all but one of them.
+const CHUNKS_PER_WRITE: usize = 4;
+
+/// The frozen manifest's chunk rows, numbered in listing order after those already stored,
+/// written [`CHUNKS_PER_WRITE`] at a time.
 struct FrozenChunks<'a> {
     store: &'a Store,
     token: &'a ExecToken,
     next_chunk_no: u32,
+    /// Numbered chunks not yet stored: number, prefix, entries, tail.
+    pending: Vec<(u32, String, Vec<String>, ChunkTail)>,
+}
+
+impl FrozenChunks<'_> {
+    /// Stores every pending chunk (one transaction).
+    async fn store_pending(&mut self) -> PhaseResult<()> {
+        let chunks: Vec<NewChunk<'_>> = self
+            .pending
+            .iter()
+            .map(|(chunk_no, prefix, entries, tail)| NewChunk {
+                chunk_no: *chunk_no,
+                prefix,
+                entries,
+                tail,
+            })
+            .collect();
+        self.store
+            .append_manifest_chunks(self.token, &chunks)
+            .await?;
+        self.pending.clear();
+        Ok(())
+    }
 }
 
 impl ChunkDestination for FrozenChunks<'_> {
@@ -30,10 +60,13 @@ impl ChunkDestination for FrozenChunks<'_> {
             bytes: chunk.bytes,
             resume_after_key: chunk.resume_after_key.map(str::to_owned),
         };
-        self.store
-            .append_manifest_chunk(self.token, self.next_chunk_no, prefix, chunk.entries, &tail)
-            .await?;
+        let entries = chunk.entries.to_vec();
+        self.pending
+            .push((self.next_chunk_no, prefix.to_owned(), entries, tail));
         self.next_chunk_no += 1;
+        if self.pending.len() >= CHUNKS_PER_WRITE {
+            self.store_pending().await?;
+        }
         Ok(())
     }
 }
@@ -73,6 +106,7 @@ pub async fn freeze_manifest(
                 store: &acts.store,
                 token: &token,
                 next_chunk_no: resume.next_chunk_no,
+                pending: Vec::new(),
             },
             acts.settings
                 .manifest_chunk_entries
@@ -86,6 +120,7 @@ pub async fn freeze_manifest(
             resume.prefixes,
         )
         .await?;
+        writer.destination.store_pending().await?;
         // Uploads are aborted as listed after the irreversible point; this listing only makes an
         // upload of unknown key shape block here, while abort is still possible.
         scan_tenant_uploads(&acts.objects, token.community_id, progress).await?;

@@ -179,6 +179,41 @@ pub(crate) async fn destructive_manifest_in(
     Ok(summary)
 }
 
+/// One chunk to store ([`Store::append_manifest_chunks`]).
+#[derive(Debug, Clone, Copy)]
+pub struct NewChunk<'a> {
+    /// Its number (chunks are numbered in the order the freeze hands them over).
+    pub chunk_no: u32,
+    /// The tenant prefix its entries are under.
+    pub prefix: &'a str,
+    /// Encoded entries, in listing order.
+    pub entries: &'a [String],
+    /// Bytes of its versions and, when it ends at a key boundary, its last key.
+    pub tail: &'a ChunkTail,
+}
+
+/// Checks one chunk's entries and resume key (nothing is read or written) and returns its entry
+/// count and partial digest.
+fn checked_new_chunk(token: &ExecToken, chunk: &NewChunk<'_>) -> StoreResult<(i32, String)> {
+    let label = format!("chunk {}", chunk.chunk_no);
+    check_chunk_entries(token, &label, chunk.prefix, chunk.entries)?;
+    if let Some(key) = &chunk.tail.resume_after_key {
+        let last = chunk
+            .entries
+            .last()
+            .and_then(|encoded| ManifestEntry::decode(encoded).ok())
+            .map(|entry| entry.key);
+        if last.as_ref() != Some(key) {
+            return Err(mismatch(
+                token.request_id,
+                format!("{label}: resumes after {key:?}, but its last key is {last:?}"),
+            ));
+        }
+    }
+    let entry_count = i32::try_from(chunk.entries.len()).unwrap_or(i32::MAX);
+    Ok((entry_count, partial_digest(chunk.entries).partial_sum()))
+}
+
 impl Store {
     /// A transaction at `drained` (generation-checked), the fence held and the bound manifest
     /// re-validated ([`destructive_manifest_in`]): the start of every step of the destruction.
@@ -206,45 +241,56 @@ impl Store {
         entries: &[String],
         tail: &ChunkTail,
     ) -> StoreResult<()> {
-        let label = format!("chunk {chunk_no}");
-        check_chunk_entries(token, &label, prefix, entries)?;
-        if let Some(key) = &tail.resume_after_key {
-            let last = entries
-                .last()
-                .and_then(|encoded| ManifestEntry::decode(encoded).ok())
-                .map(|entry| entry.key);
-            if last.as_ref() != Some(key) {
-                return Err(mismatch(
-                    token.request_id,
-                    format!("{label}: resumes after {key:?}, but its last key is {last:?}"),
-                ));
-            }
+        let chunk = NewChunk {
+            chunk_no,
+            prefix,
+            entries,
+            tail,
+        };
+        self.append_manifest_chunks(token, &[chunk]).await
+    }
+
+    /// Stores several chunks as [`Store::append_manifest_chunk`] stores one, in one transaction:
+    /// every chunk is checked before anything is written, then the request is locked and the fence
+    /// checked once for all of them. A freeze hands its chunks over a few at a time, so the
+    /// request lock, the evidence check and the commit are paid once per group, not per chunk.
+    pub async fn append_manifest_chunks(
+        &self,
+        token: &ExecToken,
+        chunks: &[NewChunk<'_>],
+    ) -> StoreResult<()> {
+        if chunks.is_empty() {
+            return Ok(());
         }
-        let entry_count = i32::try_from(entries.len()).unwrap_or(i32::MAX);
-        let digest_sum = partial_digest(entries).partial_sum();
+        let mut rows = Vec::with_capacity(chunks.len());
+        for chunk in chunks {
+            rows.push(checked_new_chunk(token, chunk)?);
+        }
         let (mut tx, row) = self.begin_for_token(token, &[Stage::Fenced]).await?;
         check_fence_held(&mut tx, &row).await?;
-        sqlx::query(
-            "INSERT INTO deletion.manifest_chunks \
-             (request_id, chunk_no, prefix, entries, entry_count, exec_generation, digest_sum, \
-              bytes, resume_after_key) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
-             ON CONFLICT (request_id, chunk_no) DO UPDATE SET prefix = EXCLUDED.prefix, \
-               entries = EXCLUDED.entries, entry_count = EXCLUDED.entry_count, \
-               exec_generation = EXCLUDED.exec_generation, digest_sum = EXCLUDED.digest_sum, \
-               bytes = EXCLUDED.bytes, resume_after_key = EXCLUDED.resume_after_key",
-        )
-        .bind(token.request_id)
-        .bind(chunk_no_i32(chunk_no)?)
-        .bind(prefix)
-        .bind(sqlx::types::Json(entries))
-        .bind(entry_count)
-        .bind(token.exec_generation)
-        .bind(&digest_sum)
-        .bind(count_i64("bytes", tail.bytes)?)
-        .bind(tail.resume_after_key.as_deref())
-        .execute(&mut *tx)
-        .await?;
+        for (chunk, (entry_count, digest_sum)) in chunks.iter().zip(rows) {
+            sqlx::query(
+                "INSERT INTO deletion.manifest_chunks \
+                 (request_id, chunk_no, prefix, entries, entry_count, exec_generation, digest_sum, \
+                  bytes, resume_after_key) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+                 ON CONFLICT (request_id, chunk_no) DO UPDATE SET prefix = EXCLUDED.prefix, \
+                   entries = EXCLUDED.entries, entry_count = EXCLUDED.entry_count, \
+                   exec_generation = EXCLUDED.exec_generation, digest_sum = EXCLUDED.digest_sum, \
+                   bytes = EXCLUDED.bytes, resume_after_key = EXCLUDED.resume_after_key",
+            )
+            .bind(token.request_id)
+            .bind(chunk_no_i32(chunk.chunk_no)?)
+            .bind(chunk.prefix)
+            .bind(sqlx::types::Json(chunk.entries))
+            .bind(entry_count)
+            .bind(token.exec_generation)
+            .bind(&digest_sum)
+            .bind(count_i64("bytes", chunk.tail.bytes)?)
+            .bind(chunk.tail.resume_after_key.as_deref())
+            .execute(&mut *tx)
+            .await?;
+        }
         tx.commit().await?;
         Ok(())
     }
