@@ -275,10 +275,10 @@ impl<'t> ChunkStream<'t> {
     /// Deletes up to `chunks_left` chunks with at most `parallelism` calls in flight, stamping
     /// each chunk once every one of its versions was acknowledged, a round of chunks per stamp.
     /// A stamp is written beside the calls (its own task), and the free slots keep being filled
-    /// while it is; the calls in flight also keep going while a chunk is read ([`driving`]). Stops at the first failure: no
-    /// further call is sent once a failed answer is in, and the calls in flight are waited for,
-    /// so every call the attempt sent has its answer booked with the marker before the failure
-    /// is returned.
+    /// while it is; the calls in flight also keep going while a chunk is read ([`driving`]).
+    /// Stops at the first failure: no further call is sent once a failed answer is in, and the
+    /// calls in flight are waited for, so every call the attempt sent has its answer booked with
+    /// the marker before the failure is returned.
     pub(super) async fn run(
         &mut self,
         acts: &CommunityActivities,
@@ -317,7 +317,7 @@ impl<'t> ChunkStream<'t> {
         't: 'f,
     {
         let marker = self.marker;
-        // Answers that arrived while a stamp, a chunk read or a marker write was awaited: the
+        // Answers that arrived while a chunk read or a marker write was awaited: the
         // calls in flight are driven through every one of those, so none of them stalls (its
         // fence checks, its pacing, its answer) while the task does its own Postgres work.
         let mut arrived = VecDeque::new();
