@@ -400,37 +400,30 @@ fn manifest_shape(receipt: &Receipt) -> Vec<CertificateProblem> {
             ),
         )];
     }
+    // The member this format requires, the other one, and what the required one states.
+    let listed = ("chunks", manifest.chunks.is_some());
+    let rooted = ("stamps", manifest.stamps.is_some());
+    let ((wanted, has_wanted), (other, has_other), version, states) = match v1 {
+        true => (listed, rooted, "v1", "lists every chunk stamp"),
+        false => (
+            rooted,
+            listed,
+            "v2",
+            "states the chunk stamps' count and Merkle root",
+        ),
+    };
     let mut problems = Vec::new();
-    match (v1, manifest.chunks.is_some(), manifest.stamps.is_some()) {
-        (true, true, false) | (false, false, true) => {}
-        (true, listed, rooted) => {
-            if !listed {
-                problems.push(problem(
-                    "/manifest/chunks",
-                    "is missing: a v1 receipt lists every chunk stamp",
-                ));
-            }
-            if rooted {
-                problems.push(problem(
-                    "/manifest/stamps",
-                    "is not a member of a v1 receipt's manifest: it was added",
-                ));
-            }
-        }
-        (false, listed, rooted) => {
-            if !rooted {
-                problems.push(problem(
-                    "/manifest/stamps",
-                    "is missing: a v2 receipt states the chunk stamps' count and Merkle root",
-                ));
-            }
-            if listed {
-                problems.push(problem(
-                    "/manifest/chunks",
-                    "is not a member of a v2 receipt's manifest: it was added",
-                ));
-            }
-        }
+    if !has_wanted {
+        problems.push(problem(
+            format!("/manifest/{wanted}"),
+            format!("is missing: a {version} receipt {states}"),
+        ));
+    }
+    if has_other {
+        problems.push(problem(
+            format!("/manifest/{other}"),
+            format!("is not a member of a {version} receipt's manifest: it was added"),
+        ));
     }
     if let Some(stamps) = &manifest.stamps
         && !crate::verify::is_hash_hex(&stamps.merkle_root)

@@ -551,23 +551,15 @@ impl<'t> ChunkStream<'t> {
 
     /// Waits for the stamp being written, then stamps every chunk still answered in one
     /// transaction (one lock, evidence and fence check for the group; one `chunk_stamped` event
-    /// per chunk).
+    /// per chunk) and waits for that too.
     async fn stamp_answered(&mut self, acts: &CommunityActivities) -> PhaseResult<()> {
         if let Some(handle) = self.stamping.take() {
-            let outcome = handle.await;
-            self.book_stamp(acts, outcome)?;
+            self.book_stamp(acts, handle.await)?;
         }
-        if self.answered.is_empty() {
-            return Ok(());
+        self.start_stamp(acts);
+        if let Some(handle) = self.stamping.take() {
+            self.book_stamp(acts, handle.await)?;
         }
-        acts.store
-            .stamp_chunks_of(self.token, self.set, &acks_of(&self.answered))
-            .await?;
-        let deleted: u64 = self.answered.iter().map(|(_, deleted)| deleted).sum();
-        self.stamped += u64::try_from(self.answered.len()).unwrap_or(u64::MAX);
-        self.answered.clear();
-        self.answered_since = None;
-        acts.settings.metrics.objects_deleted(deleted);
         Ok(())
     }
 }
