@@ -213,31 +213,56 @@ impl Double {
         let _ = self.child.kill().await;
     }
 
-    /// One JSON request to a control endpoint (HTTP/1.1, the connection closed after it).
-    async fn control(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value> {
-        let body = body.map(Value::to_string).unwrap_or_default();
-        let mut stream = TcpStream::connect(&self.address)
-            .await
-            .with_context(|| format!("connect to the double at {}", self.address))?;
-        let request = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
-             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            self.address,
-            body.len()
-        );
-        stream.write_all(request.as_bytes()).await?;
-        let mut answer = Vec::new();
-        stream.read_to_end(&mut answer).await?;
-        let answer = String::from_utf8_lossy(&answer);
-        let (head, payload) = answer
-            .split_once("\r\n\r\n")
-            .with_context(|| format!("{method} {path}: no HTTP answer"))?;
-        if !head.starts_with("HTTP/1.1 200") {
-            bail!("{method} {path}: {head}: {payload}");
+    /// A handle that reads the double's deleted-versions counter (for a sampler task).
+    pub fn deleted_counter(&self) -> DeletedCounter {
+        DeletedCounter {
+            address: self.address.clone(),
         }
-        serde_json::from_str(payload.trim())
-            .with_context(|| format!("{method} {path}: not JSON: {payload}"))
     }
+
+    async fn control(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value> {
+        control(&self.address, method, path, body).await
+    }
+}
+
+/// Reads how many versions the double has deleted so far (its `versions_deleted` counter).
+#[derive(Debug, Clone)]
+pub struct DeletedCounter {
+    address: String,
+}
+
+impl DeletedCounter {
+    /// The double's count of deleted versions now.
+    pub async fn read(&self) -> Result<u64> {
+        let stats = control(&self.address, "GET", "/_double/stats", None).await?;
+        Ok(counter(&stats, "versions_deleted"))
+    }
+}
+
+/// One JSON request to a control endpoint of the double at `address` (HTTP/1.1, the connection
+/// closed after it).
+async fn control(address: &str, method: &str, path: &str, body: Option<&Value>) -> Result<Value> {
+    let body = body.map(Value::to_string).unwrap_or_default();
+    let mut stream = TcpStream::connect(address)
+        .await
+        .with_context(|| format!("connect to the double at {address}"))?;
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await?;
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await?;
+    let answer = String::from_utf8_lossy(&answer);
+    let (head, payload) = answer
+        .split_once("\r\n\r\n")
+        .with_context(|| format!("{method} {path}: no HTTP answer"))?;
+    if !head.starts_with("HTTP/1.1 200") {
+        bail!("{method} {path}: {head}: {payload}");
+    }
+    serde_json::from_str(payload.trim())
+        .with_context(|| format!("{method} {path}: not JSON: {payload}"))
 }
 
 /// A counter of the double's stats answer.

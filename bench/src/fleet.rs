@@ -10,6 +10,7 @@ use futures::future::try_join_all;
 use tokio::process::Child;
 use uuid::Uuid;
 
+use crate::double::DeletedCounter;
 use crate::history::{RunHistory, run_chain};
 use crate::machine::{CpuTimes, CpuTrace, cpu_seconds, peak_rss_kib};
 use crate::stack::Stack;
@@ -49,40 +50,110 @@ pub struct FleetTimings {
     pub machine_deleting: Option<CpuTimes>,
     /// CPU seconds over the wall of each watched process (same order as `watched`).
     pub watched_cpu_seconds: Vec<Option<f64>>,
+    /// When each tenant reached the stages around its deletion, in the order of `hosts`
+    /// (`None` if a checkpoint is missing).
+    pub tenant_stages: Vec<Option<TenantStages>>,
+    /// While every tenant was deleting at once (from the last `drained` to the first
+    /// `bindings_removed`): the versions the double deleted and over how long, measured between
+    /// the samples inside that window; `None` if the tenants never all deleted at once for at
+    /// least two samples, or the double's counter was not sampled.
+    pub all_deleting: Option<Overlap>,
+}
+
+/// When one tenant was approved, its freeze ended (`drained`) and its objects were deleted
+/// (`bindings_removed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TenantStages {
+    pub approved: DateTime<Utc>,
+    pub drained: DateTime<Utc>,
+    pub bindings_removed: DateTime<Utc>,
+}
+
+/// Versions the double deleted over a stretch of time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Overlap {
+    /// The stretch's length.
+    pub seconds: f64,
+    /// Versions deleted over it.
+    pub versions: u64,
+}
+
+impl Overlap {
+    /// Versions per second.
+    pub fn per_second(&self) -> f64 {
+        self.versions as f64 / self.seconds.max(f64::MIN_POSITIVE)
+    }
+}
+
+/// The double's deleted-versions counter, read every [`CPU_SAMPLE_EVERY`].
+#[derive(Debug, Default)]
+pub struct DeletedTrace {
+    samples: Vec<(DateTime<Utc>, u64)>,
+}
+
+impl DeletedTrace {
+    /// Adds a sample (in time order).
+    pub fn push(&mut self, at: DateTime<Utc>, deleted: u64) {
+        self.samples.push((at, deleted));
+    }
+
+    /// What was deleted inside `from`..`to`: from the first sample at or after `from` to the
+    /// last at or before `to` (so no time outside the window counts); `None` unless two samples
+    /// lie inside it.
+    pub fn within(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> Option<Overlap> {
+        let (first_at, first) = self.samples.iter().find(|(at, _)| *at >= from)?;
+        let (last_at, last) = self.samples.iter().rev().find(|(at, _)| *at <= to)?;
+        let seconds = (*last_at - *first_at).to_std().ok()?.as_secs_f64();
+        (seconds > 0.0).then(|| Overlap {
+            seconds,
+            versions: last.saturating_sub(*first),
+        })
+    }
 }
 
 /// How often the machine's CPU counters are read while the fleet runs.
 pub const CPU_SAMPLE_EVERY: Duration = Duration::from_millis(250);
 
-/// Reads the machine's CPU counters every [`CPU_SAMPLE_EVERY`] until `stop` fires (or is
-/// dropped), then returns them.
-async fn sample_cpu(mut stop: tokio::sync::oneshot::Receiver<()>) -> CpuTrace {
-    let mut trace = CpuTrace::default();
+/// Reads the machine's CPU counters, and the double's deleted versions when given its counter,
+/// every [`CPU_SAMPLE_EVERY`] until `stop` fires (or is dropped), then returns both traces.
+async fn sample(
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+    deleted: Option<DeletedCounter>,
+) -> (CpuTrace, DeletedTrace) {
+    let mut cpu = CpuTrace::default();
+    let mut counted = DeletedTrace::default();
     let mut every = tokio::time::interval(CPU_SAMPLE_EVERY);
+    let mut stopped = false;
     loop {
         if let Ok(times) = CpuTimes::now() {
-            trace.push(Utc::now(), times);
+            cpu.push(Utc::now(), times);
+        }
+        if let Some(counter) = &deleted
+            && let Ok(count) = counter.read().await
+        {
+            counted.push(Utc::now(), count);
+        }
+        if stopped {
+            return (cpu, counted);
         }
         tokio::select! {
             _ = every.tick() => {}
-            _ = &mut stop => break,
+            _ = &mut stop => stopped = true,
         }
     }
-    if let Ok(times) = CpuTimes::now() {
-        trace.push(Utc::now(), times);
-    }
-    trace
 }
 
 /// Deletes the communities served at `hosts` together on `workers` worker processes sharing
 /// one task queue; `watched` are other processes (the S3 double …) whose CPU over the wall is
-/// reported beside the workers'.
+/// reported beside the workers'; `deleted`, the double's counter, sampled to measure the
+/// aggregate while every tenant deletes at once.
 pub async fn run_fleet(
     stack: &Stack,
     hosts: &[String],
     variant: &WorkflowVariant,
     workers: usize,
     watched: &[u32],
+    deleted: Option<DeletedCounter>,
 ) -> Result<FleetTimings> {
     if workers == 0 || hosts.is_empty() {
         bail!("a fleet needs at least one worker and one tenant");
@@ -92,7 +163,16 @@ pub async fn run_fleet(
     for _ in 0..workers {
         processes.push(start_worker(variant, &task_queue)?);
     }
-    let measured = drive(stack, hosts, variant, &task_queue, &processes, watched).await;
+    let measured = drive(
+        stack,
+        hosts,
+        variant,
+        &task_queue,
+        &processes,
+        watched,
+        deleted,
+    )
+    .await;
     for worker in &mut processes {
         stop_worker(worker).await;
     }
@@ -106,6 +186,7 @@ async fn drive(
     task_queue: &str,
     processes: &[Child],
     watched: &[u32],
+    deleted: Option<DeletedCounter>,
 ) -> Result<FleetTimings> {
     let requester = operator_key(variant, "bench-requester").await?;
     let approver = operator_key(variant, "bench-approver").await?;
@@ -130,7 +211,7 @@ async fn drive(
         workers_before.push(cpu_seconds(pid)?);
     }
     let (stop_sampling, stop) = tokio::sync::oneshot::channel();
-    let sampler = tokio::spawn(sample_cpu(stop));
+    let sampler = tokio::spawn(sample(stop, deleted));
     let started = Instant::now();
     try_join_all(
         submitted
@@ -147,7 +228,7 @@ async fn drive(
     let wall = started.elapsed();
     let machine = CpuTimes::now()?.since(&machine_before);
     let _ = stop_sampling.send(());
-    let trace = sampler.await.context("the CPU sampler")?;
+    let (trace, counted) = sampler.await.context("the sampler")?;
     let watched_cpu_seconds = watched
         .iter()
         .zip(watched_before)
@@ -168,13 +249,38 @@ async fn drive(
 
     let mut windows = StageWindows::default();
     let mut runs = Vec::new();
+    let mut tenant_stages = Vec::with_capacity(submitted.len());
     for request in &submitted {
         let inspection = stack.store.inspect(request.request_id).await?;
+        let reached = |stage: &str| {
+            inspection
+                .checkpoints
+                .iter()
+                .find(|checkpoint| checkpoint.stage == stage)
+                .map(|checkpoint| checkpoint.reached_at)
+        };
+        tenant_stages.push(
+            match (
+                reached("approved"),
+                reached("drained"),
+                reached("bindings_removed"),
+            ) {
+                (Some(approved), Some(drained), Some(bindings_removed)) => Some(TenantStages {
+                    approved,
+                    drained,
+                    bindings_removed,
+                }),
+                _ => None,
+            },
+        );
         for checkpoint in &inspection.checkpoints {
             windows.note(&checkpoint.stage, checkpoint.reached_at);
         }
         runs.extend(run_chain(&request.workflow_id).await?);
     }
+    let all_deleting = windows
+        .overlap("drained", "bindings_removed")
+        .and_then(|(from, to)| counted.within(from, to));
     let machine_deleting = windows
         .span("drained", "bindings_removed")
         .and_then(|(from, to)| trace.between(from, to));
@@ -188,6 +294,8 @@ async fn drive(
         runs,
         machine,
         watched_cpu_seconds,
+        tenant_stages,
+        all_deleting,
     })
 }
 
@@ -213,6 +321,15 @@ impl StageWindows {
         let (first, _) = self.reached.get(from)?;
         let (_, last) = self.reached.get(to)?;
         Some((*first, *last))
+    }
+
+    /// While every tenant was between `from` and `to`: from the last tenant reaching `from` to
+    /// the first reaching `to`; `None` if that stretch is empty (some tenant was done before the
+    /// last began) or a stage is missing.
+    fn overlap(&self, from: &str, to: &str) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+        let (_, last_in) = self.reached.get(from)?;
+        let (first_out, _) = self.reached.get(to)?;
+        (first_out > last_in).then_some((*last_in, *first_out))
     }
 
     /// From the first tenant reaching `from` to the last reaching `to`; zero if either is
@@ -243,5 +360,44 @@ mod tests {
             Duration::from_secs(35)
         );
         assert_eq!(windows.between("approved", "drained"), Duration::ZERO);
+        // Every tenant deleting at once: from the last drained (10) to the first done (30).
+        assert_eq!(
+            windows.overlap("drained", "bindings_removed"),
+            Some((at(10), at(30)))
+        );
+        windows.note("drained", at(35));
+        assert_eq!(
+            windows.overlap("drained", "bindings_removed"),
+            None,
+            "a tenant that began after another finished: they never all deleted at once"
+        );
+    }
+
+    #[test]
+    fn the_overlap_counts_only_samples_inside_the_window() {
+        let at = |ms: i64| {
+            Utc.timestamp_millis_opt(1_000_000 + ms)
+                .single()
+                .unwrap_or_default()
+        };
+        let mut trace = DeletedTrace::default();
+        for (ms, deleted) in [
+            (0, 0),
+            (250, 100),
+            (500, 1_100),
+            (750, 2_100),
+            (1_000, 2_200),
+        ] {
+            trace.push(at(ms), deleted);
+        }
+        let overlap = trace.within(at(200), at(800)).expect("two samples inside");
+        assert_eq!(overlap.versions, 2_000);
+        assert!((overlap.seconds - 0.5).abs() < 1e-9);
+        assert!((overlap.per_second() - 4_000.0).abs() < 1e-6);
+        assert_eq!(
+            trace.within(at(260), at(490)),
+            None,
+            "no sample inside: nothing measured"
+        );
     }
 }

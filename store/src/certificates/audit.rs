@@ -20,7 +20,7 @@ use uuid::Uuid;
 use super::community_facts::community_receipt;
 use super::error::{CertificateResult, CertificateStoreError};
 use super::export::signed_receipt;
-use super::facts::StampForm;
+use super::facts::{Signing, StampForm};
 use super::log;
 use super::user_facts::user_receipt;
 use crate::chain::chain_rows;
@@ -95,12 +95,14 @@ async fn derive_again(conn: &mut PgConnection, signed: &Receipt) -> CertificateR
         .with_timezone(&Utc);
     let head = signed.audit_chain.clone();
     // Derived in the form it was signed in: a v1 receipt lists its stamps, a v2 one roots them.
-    let form = StampForm::of(&signed.format);
-    let signer = (signed.key_id.as_str(), signed_at);
+    let signing = Signing {
+        key_id: signed.key_id.as_str(),
+        signed_at,
+        form: StampForm::of(&signed.format),
+    };
     match &signed.subject {
         Subject::Community { .. } => {
-            let mut derived =
-                community_receipt(conn, signed.request_id, head, signer, form).await?;
+            let mut derived = community_receipt(conn, signed.request_id, head, signing).await?;
             // A receipt signed before receipts stated the inventoried relations is compared
             // without them (its evidence records them, its signature does not cover them).
             if signed.inventory.relations.is_empty() {
@@ -110,7 +112,7 @@ async fn derive_again(conn: &mut PgConnection, signed: &Receipt) -> CertificateR
         }
         Subject::User { target_salt, .. } => {
             let mut derived =
-                user_receipt(conn, signed.request_id, target_salt, head, signer, form).await?;
+                user_receipt(conn, signed.request_id, target_salt, head, signing).await?;
             // A receipt signed before user receipts named the media decisions is compared
             // without them (its evidence records them, its signature does not cover them).
             if signed.verification.get("media_decisions").is_none()

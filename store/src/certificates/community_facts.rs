@@ -17,18 +17,22 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::error::{CertificateResult, CertificateStoreError};
-use super::facts::{StampForm, approval_facts, count, stages_reached};
+use super::facts::{Signing, StampForm, approval_facts, count, stages_reached};
 use crate::community::scope_verification::SCOPE_VERIFIED;
 
 /// The receipt of community request `request_id`, as of its evidence, stating `audit_chain`
-/// as the trail it covers and signed (later) by `key_id` at `signed_at`, its manifest in `form`.
+/// as the trail it covers, as `signing` states it (key, time, the manifest's form).
 pub(crate) async fn community_receipt(
     conn: &mut PgConnection,
     request_id: Uuid,
     audit_chain: ChainHead,
-    (key_id, signed_at): (&str, DateTime<Utc>),
-    form: StampForm,
+    signing: Signing<'_>,
 ) -> CertificateResult<Receipt> {
+    let Signing {
+        key_id,
+        signed_at,
+        form,
+    } = signing;
     let request: RequestFacts = sqlx::query_as(
         "SELECT community_id, host, requested_by, created_at, inventory, inventory_digest, \
          destructive_manifest_digest FROM deletion.requests WHERE id = $1 AND kind = 'community'",

@@ -19,6 +19,18 @@ pub(crate) enum StampForm {
     Rooted,
 }
 
+/// How a receipt is signed: by which key, at what time, and in which form its manifest states
+/// the chunk stamps (derived the same way when issued and when audited).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Signing<'a> {
+    /// The signing key's id.
+    pub(crate) key_id: &'a str,
+    /// When it is (or was) signed.
+    pub(crate) signed_at: DateTime<Utc>,
+    /// The manifest's form, which fixes the receipt's format.
+    pub(crate) form: StampForm,
+}
+
 impl StampForm {
     /// The form of a receipt of `format` (anything but v1 is derived as the current form, and
     /// then differs from what was signed).

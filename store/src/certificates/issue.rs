@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::community_facts::community_receipt;
 use super::error::{CertificateResult, CertificateStoreError};
-use super::facts::StampForm;
+use super::facts::{Signing, StampForm};
 use super::log;
 use super::user_facts::user_receipt;
 use crate::chain::stored_head;
@@ -58,19 +58,22 @@ pub(crate) async fn issue_receipt(
             .fetch_one(&mut *conn)
             .await?;
     let key_id = key.key_id();
+    // The worker issues the current format: chunk stamps by their root.
+    let signing = Signing {
+        key_id: key_id.as_str(),
+        signed_at,
+        form: StampForm::Rooted,
+    };
     let receipt = match kind {
         ReceiptFor::Community => {
-            let signer = (key_id.as_str(), signed_at);
-            let receipt =
-                community_receipt(conn, request_id, head, signer, StampForm::Rooted).await?;
+            let receipt = community_receipt(conn, request_id, head, signing).await?;
             require_scope_covered(request_id, &receipt)?;
             receipt
         }
         ReceiptFor::User => {
             let salt = certificate::receipt::new_salt()
                 .map_err(|e| CertificateStoreError::certificate("target salt", e))?;
-            let signer = (key_id.as_str(), signed_at);
-            user_receipt(conn, request_id, &salt, head, signer, StampForm::Rooted).await?
+            user_receipt(conn, request_id, &salt, head, signing).await?
         }
     };
     let signed = sign_receipt(receipt, key)

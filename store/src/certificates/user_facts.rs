@@ -16,18 +16,22 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::error::{CertificateResult, CertificateStoreError};
-use super::facts::{StampForm, approval_facts, count};
+use super::facts::{Signing, StampForm, approval_facts, count};
 
-/// The receipt of user request `request_id`, committing to its target with `salt`, in `form`
-/// (its manifest has no chunks either way).
+/// The receipt of user request `request_id`, committing to its target with `salt`, as `signing`
+/// states it (its manifest has no chunks in either form).
 pub(crate) async fn user_receipt(
     conn: &mut PgConnection,
     request_id: Uuid,
     salt: &str,
     audit_chain: ChainHead,
-    (key_id, signed_at): (&str, DateTime<Utc>),
-    form: StampForm,
+    signing: Signing<'_>,
 ) -> CertificateResult<Receipt> {
+    let Signing {
+        key_id,
+        signed_at,
+        form,
+    } = signing;
     let request: UserRequestFacts = sqlx::query_as(
         "SELECT target, requested_by, created_at, completed_at, exec_generation, \
          inventory_digest FROM deletion.requests WHERE id = $1 AND kind = 'user'",

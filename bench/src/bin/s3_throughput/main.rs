@@ -23,7 +23,7 @@ use activities::s3::ObjectStore;
 use anyhow::{Context, Result, bail};
 use bench::check::{Snapshot, remains, snapshot};
 use bench::double::{Double, Profile, counter};
-use bench::fleet::{WorkerUse, run_fleet};
+use bench::fleet::{Overlap, WorkerUse, run_fleet};
 use bench::floor::run_floor;
 use bench::machine::{self, CpuTimes};
 use bench::stack::Stack;
@@ -153,6 +153,26 @@ struct FleetUse {
     machine: CpuTimes,
     machine_deleting: Option<CpuTimes>,
     double_cpu_seconds: Option<f64>,
+    /// Each tenant's deleting stage and versions.
+    tenant_deleting: Vec<TenantDeleting>,
+    /// The aggregate while every tenant was deleting at once.
+    all_deleting: Option<Overlap>,
+}
+
+/// One fleet tenant's approval, deleting stage (`drained` to `bindings_removed`) and versions.
+struct TenantDeleting {
+    approved: chrono::DateTime<chrono::Utc>,
+    began: chrono::DateTime<chrono::Utc>,
+    ended: chrono::DateTime<chrono::Utc>,
+    versions: u64,
+}
+
+impl TenantDeleting {
+    fn seconds(&self) -> f64 {
+        (self.ended - self.began)
+            .to_std()
+            .map_or(0.0, |d| d.as_secs_f64())
+    }
 }
 
 impl Measured {
@@ -198,7 +218,7 @@ async fn run(args: S3Args) -> Result<bool> {
     let started_at = chrono::Utc::now().format("%Y-%m-%d %H:%M").to_string();
     let load_start = machine::load_average();
     double.configure(Profile::UNLIMITED).await?;
-    let (neighbour, _) = seed(&stack, &double, "neighbour", 1_200).await?;
+    let (neighbour, _, _) = seed(&stack, &double, "neighbour", 1_200).await?;
     let neighbour_before = snapshot(&stack, neighbour).await?;
     let mut bench = Bench {
         args: &args,
@@ -314,7 +334,7 @@ impl Bench<'_> {
 
     /// The raw floor on a fresh tenant of `versions`.
     async fn floor(&mut self, scenario: &'static str, versions: u64) -> Result<Measured> {
-        let (community, _) = seed(&self.stack, &self.double, scenario, versions).await?;
+        let (community, _, _) = seed(&self.stack, &self.double, scenario, versions).await?;
         self.double.reset().await?;
         eprintln!("{scenario}: floor on {versions} versions");
         let started = Instant::now();
@@ -386,7 +406,7 @@ impl Bench<'_> {
         ceiling: u32,
         kill_at_chunks: Option<u64>,
     ) -> Result<Measured> {
-        let (community, host) = seed(&self.stack, &self.double, scenario, versions).await?;
+        let (community, host, _) = seed(&self.stack, &self.double, scenario, versions).await?;
         self.double.reset().await?;
         let variant = self.variant(parallelism, ceiling, kill_at_chunks);
         eprintln!("{scenario}: workflow on {versions} versions (ceiling {ceiling})");
@@ -489,9 +509,17 @@ impl Bench<'_> {
         eprintln!(
             "fleet: {tenants} tenants of {versions} versions on {workers} workers (limit {limit}/s per prefix)"
         );
-        let hosts: Vec<String> = seeded.iter().map(|(_, host)| host.clone()).collect();
+        let hosts: Vec<String> = seeded.iter().map(|(_, host, _)| host.clone()).collect();
         let watched: Vec<u32> = self.double.pid().into_iter().collect();
-        let timings = run_fleet(&self.stack, &hosts, &variant, workers, &watched).await?;
+        let timings = run_fleet(
+            &self.stack,
+            &hosts,
+            &variant,
+            workers,
+            &watched,
+            Some(self.double.deleted_counter()),
+        )
+        .await?;
         let stats = self.double.stats().await?;
         let mut measured = Measured {
             list_calls: operations(&stats, "ListObjectVersions"),
@@ -504,6 +532,20 @@ impl Bench<'_> {
                 machine: timings.machine,
                 machine_deleting: timings.machine_deleting,
                 double_cpu_seconds: timings.watched_cpu_seconds.first().copied().flatten(),
+                tenant_deleting: timings
+                    .tenant_stages
+                    .iter()
+                    .zip(&seeded)
+                    .filter_map(|(stages, (_, _, created))| {
+                        stages.map(|stages| TenantDeleting {
+                            approved: stages.approved,
+                            began: stages.drained,
+                            ended: stages.bindings_removed,
+                            versions: *created,
+                        })
+                    })
+                    .collect(),
+                all_deleting: timings.all_deleting,
             }),
             scenario: "fleet",
             variant: format!(
@@ -523,7 +565,7 @@ impl Bench<'_> {
             gone: true,
             neighbour_untouched: true,
         };
-        for (community, _) in &seeded {
+        for (community, _, _) in &seeded {
             let (gone, neighbour_untouched) = self.outcome(&measured, *community).await?;
             measured.gone &= gone;
             measured.neighbour_untouched &= neighbour_untouched;
@@ -570,7 +612,14 @@ fn stage_time(timings: &WorkflowTimings, name: &str) -> Duration {
 }
 
 /// A community with `versions` object versions in the double and a few rows and Redis keys.
-async fn seed(stack: &Stack, double: &Double, tag: &str, versions: u64) -> Result<(Uuid, String)> {
+/// Seeds one tenant: its rows and keys in the stack, its versions in the double; returns its
+/// community, host and the versions created.
+async fn seed(
+    stack: &Stack,
+    double: &Double,
+    tag: &str,
+    versions: u64,
+) -> Result<(Uuid, String, u64)> {
     let host = format!("bench-s3-{tag}-{}.bench.example", Uuid::new_v4().simple());
     let rows = u32::try_from((versions / 50).clamp(10, 5_000)).unwrap_or(5_000);
     let plan = demo::SeedPlan {
@@ -586,5 +635,5 @@ async fn seed(stack: &Stack, double: &Double, tag: &str, versions: u64) -> Resul
         .with_context(|| format!("seeding {host}"))?;
     let created = double.seed_tenant(seeded.community_id, versions).await?;
     eprintln!("seeded {host}: {created} versions, {rows} rows per table");
-    Ok((seeded.community_id, host))
+    Ok((seeded.community_id, host, created))
 }

@@ -81,8 +81,12 @@ pub(crate) fn render(
          `retention_pending`; its listing and deleting run from the first tenant entering the \
          stage to the last leaving it. When the aggregate falls short of 0.8 × the sum of the \
          prefixes' limits, the row names the limit: this machine's CPU when its cores were at \
-         least 85 % busy over the deleting window (`/proc/stat`, read every 250 ms), else it \
-         says the limit is not identified.\n\
+         least 85 % busy over the deleting window (`/proc/stat`, read every 250 ms); else the \
+         tenants' partial overlap when, while every tenant was deleting at once (from the last \
+         tenant's `drained` to the first's `bindings_removed`, the double's deleted-versions \
+         counter read every 250 ms inside that stretch), the aggregate reached 0.8 × the sum: \
+         then it is the spread of the tenants' start and end times that holds the whole window \
+         below the target; else it says the limit is not identified.\n\
          - **versions/s** divides the versions deleted (the double's own count for the \
          workflow) by the whole wall time; **deleting/s** by the object-deletion part only (the \
          floor's DeleteObjects calls; the workflow's `bindings_removed` stage). **listing** is \
@@ -218,11 +222,21 @@ fn fleet_targets(results: &[Measured]) -> String {
             format!("{:.0} %", 100.0 * share)
         });
         let saturated = deleting_busy.is_some_and(|share| share >= 0.85);
+        let overlap = overlapping(fleet);
+        let overlap_text = overlap.as_ref().map(|o| o.describe(fleet, sum));
+        let staggered = overlap.as_ref().is_some_and(|o| {
+            o.all_at_once
+                .is_some_and(|all| all.per_second() >= 0.8 * sum)
+        });
         let limit = if met {
             String::new()
         } else if saturated {
             format!(
                 "; the limit that stops it: this machine's CPU, its cores {busy_text} busy while deleting ({spent})"
+            )
+        } else if staggered && let Some(text) = &overlap_text {
+            format!(
+                "; the limit that stops it: the tenants' freezes end apart, so their deletions overlap only in part — {text} (cores {busy_text} busy while deleting)"
             )
         } else {
             format!(
@@ -246,8 +260,92 @@ fn fleet_targets(results: &[Measured]) -> String {
                 "| fleet: CPU | cores {busy_text} busy while deleting; {spent} | — |\n"
             ));
         }
+        if !staggered && let Some(text) = &overlap_text {
+            out.push_str(&format!("| fleet: overlap | {text} | — |\n"));
+        }
     }
     out
+}
+
+/// How a fleet's deletions overlapped in time.
+struct Overlapping {
+    /// From the first tenant's approval to the last's, seconds.
+    approved_over: f64,
+    /// The shortest and the longest freeze (approval to `drained`), seconds.
+    freezes: (f64, f64),
+    /// From the first tenant's deletion beginning (its `drained`) to the last's, seconds.
+    began_over: f64,
+    /// From the first tenant's deletion ending (its `bindings_removed`) to the last's, seconds.
+    ended_over: f64,
+    /// Each tenant's deleting rate against its own prefixes' limits (3 × the per-prefix
+    /// limit): the slowest and the fastest.
+    slowest: f64,
+    fastest: f64,
+    /// The double's aggregate while every tenant was deleting at once.
+    all_at_once: Option<Overlap>,
+}
+
+impl Overlapping {
+    fn describe(&self, fleet: &FleetUse, sum: f64) -> String {
+        let all = match self.all_at_once {
+            Some(all) => format!(
+                "while all {} deleted at once ({:.1} s) the aggregate was {:.0}/s = {:.2}×",
+                fleet.tenants,
+                all.seconds,
+                all.per_second(),
+                all.per_second() / sum
+            ),
+            None => format!("the {} never all deleted at once", fleet.tenants),
+        };
+        format!(
+            "the tenants were approved over {:.1} s and their freezes took {:.1}–{:.1} s, so their deletions began over {:.1} s and ended over {:.1} s; {all}; each tenant deleted at {:.2}–{:.2}× its own prefixes' limits",
+            self.approved_over,
+            self.freezes.0,
+            self.freezes.1,
+            self.began_over,
+            self.ended_over,
+            self.slowest,
+            self.fastest
+        )
+    }
+}
+
+/// The overlap of a fleet's deletions, if every tenant's deleting stage was recorded.
+fn overlapping(fleet: &FleetUse) -> Option<Overlapping> {
+    let tenants = &fleet.tenant_deleting;
+    if tenants.is_empty() || tenants.len() != fleet.tenants as usize {
+        return None;
+    }
+    let spread = |times: Vec<chrono::DateTime<chrono::Utc>>| {
+        let first = times.iter().min()?;
+        let last = times.iter().max()?;
+        Some((*last - *first).to_std().ok()?.as_secs_f64())
+    };
+    let own_limit = 3.0 * f64::from(fleet.limit_per_prefix);
+    let ratios: Vec<f64> = tenants
+        .iter()
+        .map(|t| t.versions as f64 / t.seconds().max(f64::MIN_POSITIVE) / own_limit)
+        .collect();
+    let freezes: Vec<f64> = tenants
+        .iter()
+        .map(|t| {
+            (t.began - t.approved)
+                .to_std()
+                .map_or(0.0, |d| d.as_secs_f64())
+        })
+        .collect();
+    Some(Overlapping {
+        approved_over: spread(tenants.iter().map(|t| t.approved).collect())?,
+        freezes: (
+            freezes.iter().copied().fold(f64::INFINITY, f64::min),
+            freezes.iter().copied().fold(0.0, f64::max),
+        ),
+        began_over: spread(tenants.iter().map(|t| t.began).collect())?,
+        ended_over: spread(tenants.iter().map(|t| t.ended).collect())?,
+        slowest: ratios.iter().copied().fold(f64::INFINITY, f64::min),
+        fastest: ratios.iter().copied().fold(0.0, f64::max),
+        all_at_once: fleet.all_deleting,
+    })
 }
 
 fn yes(value: bool) -> &'static str {
