@@ -116,11 +116,24 @@ pub fn tenant_prefixes(community: Uuid) -> [String; 3] {
 ///
 /// Anything else — another community, a non-canonical spelling of this community's id, a nested
 /// path, a hash of the wrong length or case, a stray suffix — is not the community's to delete.
+///
+/// Called once per listed version, so it compares the key segment by segment against the
+/// community's id spelled once on the stack instead of formatting the three prefixes each time.
 pub fn is_tenant_owned_key(community: Uuid, key: &str) -> bool {
-    PrefixRoot::ALL.into_iter().any(|root| {
-        key.strip_prefix(&root.prefix(community))
-            .is_some_and(|name| root.is_exact_object_name(name))
-    })
+    let mut spelled = Uuid::encode_buffer();
+    let id: &str = community.hyphenated().encode_lower(&mut spelled);
+    let Some((root_segment, rest)) = key.split_once('/') else {
+        return false;
+    };
+    let Some(root) = PrefixRoot::ALL
+        .into_iter()
+        .find(|root| root.as_str() == root_segment)
+    else {
+        return false;
+    };
+    rest.strip_prefix(id)
+        .and_then(|after_id| after_id.strip_prefix('/'))
+        .is_some_and(|name| root.is_exact_object_name(name))
 }
 
 /// Where a bucket key falls in the taxonomy, for the bucket-wide sweep.
@@ -261,7 +274,7 @@ impl ManifestEntry {
     /// commas, newlines, tabs), and serde_json's compact output makes it one string per entry,
     /// which is what the digest and the chunk rows are computed over.
     pub fn encode(&self) -> String {
-        serde_json::json!([self.key, self.version_id, self.kind.as_str()]).to_string()
+        encode_triple(&self.key, &self.version_id, self.kind.as_str())
     }
 
     /// Parses an encoding produced by [`ManifestEntry::encode`]; any other spelling of the same
@@ -291,7 +304,15 @@ impl ManifestEntry {
 /// digest: a compact JSON array `["key","upload id","multipart_upload"]`. The third element can
 /// never be a [`VersionKind`] name, so an upload's encoding never equals a version's.
 pub fn encode_upload(key: &str, upload_id: &str) -> String {
-    serde_json::json!([key, upload_id, UPLOAD_ENTRY_KIND]).to_string()
+    encode_triple(key, upload_id, UPLOAD_ENTRY_KIND)
+}
+
+/// `["a","b","c"]` in serde_json's compact form: the bytes `json!([a, b, c]).to_string()`
+/// gives (the same serializer and escapes), written straight into one string rather than
+/// through a `Value` and `Display`, which every listed version and every chunk check pays for.
+fn encode_triple(a: &str, b: &str, c: &str) -> String {
+    // Serializing three strings into memory cannot fail; the fallback keeps the one spelling.
+    serde_json::to_string(&(a, b, c)).unwrap_or_else(|_| serde_json::json!([a, b, c]).to_string())
 }
 
 /// The kind element of [`encode_upload`].
@@ -446,6 +467,93 @@ mod tests {
 
     fn hash(seed: u8) -> String {
         hex::encode(Sha256::digest([seed]))
+    }
+
+    /// The encoding before it was written straight into a string: the reference spelling.
+    fn encoded_through_value(a: &str, b: &str, c: &str) -> String {
+        serde_json::json!([a, b, c]).to_string()
+    }
+
+    /// The ownership check before it compared segments: the reference answer.
+    fn owned_by_formatted_prefixes(community: Uuid, key: &str) -> bool {
+        PrefixRoot::ALL.into_iter().any(|root| {
+            key.strip_prefix(&root.prefix(community))
+                .is_some_and(|name| root.is_exact_object_name(name))
+        })
+    }
+
+    /// Keys near and far from the tenant shapes: every root spelling, the id in either case or
+    /// another community's, valid and broken names, missing and doubled slashes.
+    fn key_near_the_shapes() -> impl Strategy<Value = String> {
+        let root = prop_oneof![
+            Just("media".to_owned()),
+            Just("thumbs".to_owned()),
+            Just("_meta".to_owned()),
+            Just("Media".to_owned()),
+            Just("".to_owned()),
+            "[a-z_]{0,7}",
+        ];
+        let id = prop_oneof![
+            Just(A.to_owned()),
+            Just(A.to_uppercase()),
+            Just(B.to_owned()),
+            Just(A[..35].to_owned()),
+            Just(String::new()),
+        ];
+        let name = prop_oneof![
+            Just(hash(1)),
+            Just(format!("{}.webp", hash(2))),
+            Just(format!("{}.json", hash(3))),
+            Just(format!("{}.jpg", hash(4))),
+            Just(hash(5).to_uppercase()),
+            Just(format!("{}/x", hash(6))),
+            Just(hash(7)[..63].to_owned()),
+            "\\PC{0,70}",
+        ];
+        let separator = prop_oneof![Just("/"), Just("//"), Just("")];
+        (root, separator.clone(), id, separator, name)
+            .prop_map(|(root, s1, id, s2, name)| format!("{root}{s1}{id}{s2}{name}"))
+    }
+
+    proptest! {
+        #[test]
+        fn the_encoding_is_byte_for_byte_the_value_spelling(
+            a in "\\PC*|[\\x00-\\x1f\"\\\\/]{0,8}",
+            b in "\\PC{0,40}",
+            c in "[a-z_]{0,20}",
+        ) {
+            prop_assert_eq!(encode_triple(&a, &b, &c), encoded_through_value(&a, &b, &c));
+        }
+
+        #[test]
+        fn ownership_is_decided_as_by_the_formatted_prefixes(key in key_near_the_shapes()) {
+            prop_assert_eq!(is_tenant_owned_key(a(), &key), owned_by_formatted_prefixes(a(), &key));
+        }
+    }
+
+    #[test]
+    fn control_characters_quotes_and_non_ascii_encode_as_before() {
+        for (key, version) in [
+            ("media/a\"b", "v\\1"),
+            ("tab\there\nnewline", "\u{0}\u{1f}\u{7f}"),
+            ("ünïcödé/😀", "/slash/"),
+            ("", ""),
+        ] {
+            assert_eq!(
+                encode_triple(key, version, "object"),
+                encoded_through_value(key, version, "object")
+            );
+        }
+        let id = a();
+        for root in PrefixRoot::ALL {
+            let valid = format!("{}{}{}", root.prefix(id), hash(9), root.name_suffix());
+            assert!(is_tenant_owned_key(id, &valid), "{valid}");
+            assert!(!is_tenant_owned_key(id, &valid.replace(A, B)), "{valid}");
+            assert!(!is_tenant_owned_key(
+                id,
+                &valid.replace(A, &A.to_uppercase())
+            ));
+        }
     }
 
     fn encoded_digest(entries: &[String]) -> KeyStreamDigest {
