@@ -64,8 +64,11 @@ pub struct FleetTimings {
 /// (`bindings_removed`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TenantStages {
+    /// Its `approved` checkpoint.
     pub approved: DateTime<Utc>,
+    /// Its `drained` checkpoint: the freeze done, its deleting stage begins.
     pub drained: DateTime<Utc>,
+    /// Its `bindings_removed` checkpoint: every object version deleted.
     pub bindings_removed: DateTime<Utc>,
 }
 

@@ -295,7 +295,7 @@ impl Overlapping {
                 all.per_second(),
                 all.per_second() / sum
             ),
-            None => format!("the {} never all deleted at once", fleet.tenants),
+            None => format!("the {} tenants never all deleted at once", fleet.tenants),
         };
         format!(
             "the tenants were approved over {:.1} s and their freezes took {:.1}–{:.1} s, so their deletions began over {:.1} s and ended over {:.1} s; {all}; each tenant deleted at {:.2}–{:.2}× its own prefixes' limits",
