@@ -260,7 +260,9 @@ fn fleet_targets(results: &[Measured]) -> String {
                 "| fleet: CPU | cores {busy_text} busy while deleting; {spent} | — |\n"
             ));
         }
-        if !staggered && let Some(text) = &overlap_text {
+        // The overlap's figures, unless the limit named above already states them.
+        let overlap_named = !met && !saturated && staggered;
+        if !overlap_named && let Some(text) = &overlap_text {
             out.push_str(&format!("| fleet: overlap | {text} | — |\n"));
         }
     }
@@ -271,7 +273,8 @@ fn fleet_targets(results: &[Measured]) -> String {
 struct Overlapping {
     /// From the first tenant's approval to the last's, seconds.
     approved_over: f64,
-    /// The shortest and the longest freeze (approval to `drained`), seconds.
+    /// The shortest and the longest time from a tenant's approval to its `drained` (preflight,
+    /// fence and drain, then the freeze, which is nearly all of it), seconds.
     freezes: (f64, f64),
     /// From the first tenant's deletion beginning (its `drained`) to the last's, seconds.
     began_over: f64,
@@ -298,7 +301,7 @@ impl Overlapping {
             None => format!("the {} tenants never all deleted at once", fleet.tenants),
         };
         format!(
-            "the tenants were approved over {:.1} s and their freezes took {:.1}–{:.1} s, so their deletions began over {:.1} s and ended over {:.1} s; {all}; each tenant deleted at {:.2}–{:.2}× its own prefixes' limits",
+            "the tenants were approved over {:.1} s and each finished its freeze (`drained`) {:.1}–{:.1} s after its approval, so their deletions began over {:.1} s and ended over {:.1} s; {all}; each tenant deleted at {:.2}–{:.2}× its own prefixes' limits",
             self.approved_over,
             self.freezes.0,
             self.freezes.1,
