@@ -16,11 +16,12 @@ use crate::taxonomy::ManifestEntry;
 use super::failure::PhaseResult;
 use super::listing::VersionSink;
 
-/// One non-empty chunk of a prefix, as handed to a [`ChunkDestination`].
-#[derive(Debug, Clone, Copy)]
+/// One non-empty chunk of a prefix, as handed to a [`ChunkDestination`] (which owns its
+/// entries from then on: a destination that keeps them need not copy them).
+#[derive(Debug, Clone)]
 pub(super) struct Chunk<'a> {
     /// Encoded manifest entries, in listing order.
-    pub(super) entries: &'a [String],
+    pub(super) entries: Vec<String>,
     /// Bytes of their object versions, as listed.
     pub(super) bytes: u64,
     /// The chunk's last key when no later version of the prefix has that key (the listing may
@@ -83,13 +84,14 @@ impl<D: ChunkDestination + Send> ChunkWriter<D> {
             return Ok(());
         }
         let chunk = Chunk {
-            entries: &filling.entries,
-            bytes: filling.bytes,
+            entries: std::mem::replace(
+                &mut filling.entries,
+                Vec::with_capacity(self.chunk_entries),
+            ),
+            bytes: std::mem::take(&mut filling.bytes),
             resume_after_key: ends_key.then_some(filling.last_key.as_str()),
         };
         self.destination.write(prefix, chunk).await?;
-        filling.entries.clear();
-        filling.bytes = 0;
         Ok(())
     }
 }
@@ -145,7 +147,7 @@ mod tests {
         async fn write(&mut self, prefix: &str, chunk: Chunk<'_>) -> PhaseResult<()> {
             self.0.push((
                 prefix.to_owned(),
-                chunk.entries.to_vec(),
+                chunk.entries,
                 chunk.bytes,
                 chunk.resume_after_key.map(str::to_owned),
             ));

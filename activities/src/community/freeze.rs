@@ -60,9 +60,8 @@ impl ChunkDestination for FrozenChunks<'_> {
             bytes: chunk.bytes,
             resume_after_key: chunk.resume_after_key.map(str::to_owned),
         };
-        let entries = chunk.entries.to_vec();
         self.pending
-            .push((self.next_chunk_no, prefix.to_owned(), entries, tail));
+            .push((self.next_chunk_no, prefix.to_owned(), chunk.entries, tail));
         self.next_chunk_no += 1;
         if self.pending.len() >= CHUNKS_PER_WRITE {
             self.store_pending().await?;

@@ -134,7 +134,7 @@ impl ChunkDestination for LateChunks<'_> {
 
     async fn write(&mut self, prefix: &str, chunk: Chunk<'_>) -> PhaseResult<()> {
         self.store
-            .append_late_chunk(self.token, prefix, chunk.entries)
+            .append_late_chunk(self.token, prefix, &chunk.entries)
             .await?;
         Ok(())
     }
