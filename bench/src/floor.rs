@@ -89,34 +89,44 @@ pub async fn run_floor(
 
 /// Every version of the community's three prefixes, as DeleteObjects calls of at most 1,000
 /// versions that never span a prefix (as the manifest's chunks never do), the prefixes taking
-/// turns call by call as the workflow's lanes do.
+/// turns call by call as the workflow's lanes do. The three prefixes are listed side by side,
+/// each on a task of its own, as the workflow's listing does.
 pub async fn list_delete_calls(
     objects: &ObjectStore,
     community: Uuid,
 ) -> Result<Vec<Vec<ObjectVersionRef>>> {
+    let listers: Vec<_> = tenant_prefixes(community)
+        .into_iter()
+        .map(|prefix| tokio::spawn(list_prefix_calls(objects.clone(), prefix)))
+        .collect();
     let mut lanes = Vec::new();
-    for prefix in tenant_prefixes(community) {
-        let mut calls = Vec::new();
-        let mut versions = Vec::new();
-        let mut marker = None;
-        loop {
-            let page = objects
-                .list_versions_page(&prefix, marker, LIST_PAGE_SIZE)
-                .await?;
-            versions.extend(page.entries.iter().map(|v| v.version_ref()));
-            match page.next {
-                Some(next) => marker = Some(next),
-                None => break,
-            }
-        }
-        calls.extend(
-            versions
-                .chunks(MAX_VERSIONS_PER_DELETE)
-                .map(<[ObjectVersionRef]>::to_vec),
-        );
-        lanes.push(calls.into_iter());
+    for lister in listers {
+        lanes.push(lister.await??.into_iter());
     }
     Ok(interleaved(lanes))
+}
+
+/// One prefix listed to its end, as DeleteObjects calls in listing order.
+async fn list_prefix_calls(
+    objects: ObjectStore,
+    prefix: String,
+) -> Result<Vec<Vec<ObjectVersionRef>>> {
+    let mut versions = Vec::new();
+    let mut marker = None;
+    loop {
+        let page = objects
+            .list_versions_page(&prefix, marker, LIST_PAGE_SIZE)
+            .await?;
+        versions.extend(page.entries.iter().map(|v| v.version_ref()));
+        match page.next {
+            Some(next) => marker = Some(next),
+            None => break,
+        }
+    }
+    Ok(versions
+        .chunks(MAX_VERSIONS_PER_DELETE)
+        .map(<[ObjectVersionRef]>::to_vec)
+        .collect())
 }
 
 /// The lanes' items taking turns (a1 b1 c1 a2 b2 …), a lane dropping out when it runs dry.
@@ -131,18 +141,23 @@ fn interleaved<T>(mut lanes: Vec<std::vec::IntoIter<T>>) -> Vec<T> {
     }
 }
 
-/// Issues the calls with at most `parallelism` in flight; every version must be acknowledged.
+/// Issues the calls with at most `parallelism` in flight, each on a task of its own (so the
+/// SDK's work on the calls spreads over the runtime's threads, as the worker's does); every
+/// version must be acknowledged.
 pub async fn delete_calls(
     objects: &ObjectStore,
     calls: Vec<Vec<ObjectVersionRef>>,
     parallelism: usize,
 ) -> Result<u64> {
     let mut outcomes = futures::stream::iter(calls)
-        .map(|versions| async move { objects.delete_versions(&versions).await })
+        .map(|versions| {
+            let objects = objects.clone();
+            tokio::spawn(async move { objects.delete_versions(&versions).await })
+        })
         .buffer_unordered(parallelism.max(1));
     let mut deleted = 0u64;
     while let Some(outcome) = outcomes.next().await {
-        let outcome = outcome?;
+        let outcome = outcome??;
         if !outcome.is_complete() {
             bail!(
                 "DeleteObjects acknowledged {} of {} versions ({} refused)",

@@ -647,7 +647,8 @@ async fn issue(
         if !marker.start_call() {
             return Err(PhaseError::Cancelled);
         }
-        let answer = acts.objects.delete_versions(&pending).await;
+        let (sent, answer) = send_on_own_task(acts, pending).await?;
+        pending = sent;
         marker.book(CallEffect::of_delete(&answer));
         // The retry's number, and whether it is a throttle's.
         let (retry, throttled) = match answer {
@@ -687,6 +688,51 @@ async fn issue(
             acts.settings.metrics.delete_rate(&prefix, rate);
         }
         tokio::time::sleep(backoff(retry)).await;
+    }
+}
+
+/// Sends one DeleteObjects call on a task of its own and gives back the versions sent with the
+/// answer. The SDK's work on a call (the request's XML, its signature, the answer's parsing) is
+/// most of the worker's CPU while deleting; on its own task it runs on any of the runtime's
+/// threads instead of all on the one that drives the delete loop. Dropping the returned future
+/// aborts the task, as dropping the call itself would: a superseded or cancelled attempt leaves
+/// no call of its own running behind it. A panic in the call is resumed here.
+async fn send_on_own_task(
+    acts: &CommunityActivities,
+    versions: Vec<ObjectVersionRef>,
+) -> PhaseResult<(
+    Vec<ObjectVersionRef>,
+    Result<BulkDeleteOutcome, crate::s3::ObjectStoreError>,
+)> {
+    let objects = acts.objects.clone();
+    let task = AbortOnDrop(tokio::spawn(async move {
+        let answer = objects.delete_versions(&versions).await;
+        (versions, answer)
+    }));
+    match task.await {
+        Ok(sent) => Ok(sent),
+        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+        Err(_) => Err(PhaseError::Cancelled),
+    }
+}
+
+/// A spawned task that is aborted when its handle is dropped unfinished.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Future for AbortOnDrop<T> {
+    type Output = Result<T, tokio::task::JoinError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -68,10 +68,11 @@ pub(crate) fn render(
          tenant table, at most 5,000, and as many keys). A partition is a tenant prefix: the \
          double refuses a DeleteObjects call with `503 SlowDown` when its prefix's token bucket \
          (one second of the limit) lacks one token per version.\n\n\
-         - **(a) floor**: a bare program in the benchmark process: list the three prefixes, \
-         DeleteObjects of at most 1,000 versions with the prefixes taking turns (the workflow's \
-         order) and the same parallelism, batched row deletes, SCAN + UNLINK. No Temporal, no \
-         fence, no manifest, no stamps, no audit trail.\n\
+         - **(a) floor**: a bare program in the benchmark process: list the three prefixes \
+         side by side (a task each, as the workflow's listing), DeleteObjects of at most 1,000 \
+         versions with the prefixes taking turns (the workflow's order) and the same \
+         parallelism, each call on a task of its own (as the worker's), batched row deletes, \
+         SCAN + UNLINK. No Temporal, no fence, no manifest, no stamps, no audit trail.\n\
          - **(c) workflow**: the full `CommunityDeletion` workflow on a fresh \
          `buzz-deletion-worker` (chunks of 1,000, 100 chunks per `delete_chunks` call), timed \
          from `community approve` to `retention_pending`.\n\
