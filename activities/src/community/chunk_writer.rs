@@ -97,9 +97,14 @@ impl<D: ChunkDestination + Send> ChunkWriter<D> {
 }
 
 impl<D: ChunkDestination + Send> VersionSink for ChunkWriter<D> {
-    async fn accept(&mut self, prefix: &str, version: &ObjectVersion) -> PhaseResult<()> {
-        let entry = version.manifest_entry();
-        if !self.destination.wants(prefix, &entry).await? {
+    async fn accept(
+        &mut self,
+        prefix: &str,
+        version: &ObjectVersion,
+        entry: &ManifestEntry,
+        encoded: String,
+    ) -> PhaseResult<()> {
+        if !self.destination.wants(prefix, entry).await? {
             return Ok(());
         }
         let full = self.buffered.get(prefix).map(|filling| {
@@ -112,7 +117,7 @@ impl<D: ChunkDestination + Send> VersionSink for ChunkWriter<D> {
             self.flush(prefix, ends_key).await?;
         }
         let filling = self.buffered.entry(prefix.to_owned()).or_default();
-        filling.entries.push(entry.encode());
+        filling.entries.push(encoded);
         filling.bytes = filling.bytes.saturating_add(version.size);
         if filling.last_key != version.key {
             filling.last_key.clone_from(&version.key);
@@ -155,14 +160,21 @@ mod tests {
         }
     }
 
-    fn version(key: &str, version_id: &str) -> ObjectVersion {
-        ObjectVersion {
+    /// Hands the writer one listed version of `key`, as the scan does.
+    async fn feed(writer: &mut ChunkWriter<Recorded>, prefix: &str, key: &str, version_id: &str) {
+        let version = ObjectVersion {
             key: key.to_owned(),
             version_id: version_id.to_owned(),
             kind: VersionKind::Object,
             size: 10,
             is_latest: true,
-        }
+        };
+        let entry = version.manifest_entry();
+        let encoded = entry.encode();
+        writer
+            .accept(prefix, &version, &entry, encoded)
+            .await
+            .unwrap_or(());
     }
 
     #[tokio::test]
@@ -175,10 +187,7 @@ mod tests {
             ("thumbs/", "thumbs/2"),
             ("media/", "media/3"),
         ] {
-            writer
-                .accept(prefix, &version(key, "v"))
-                .await
-                .unwrap_or(());
+            feed(&mut writer, prefix, key, "v").await;
         }
         writer.prefix_done("thumbs/").await.unwrap_or(());
         writer.prefix_done("media/").await.unwrap_or(());
@@ -213,10 +222,7 @@ mod tests {
             ("m/b", "3"),
             ("m/c", "1"),
         ] {
-            writer
-                .accept("m/", &version(key, version_id))
-                .await
-                .unwrap_or(());
+            feed(&mut writer, "m/", key, version_id).await;
         }
         writer.prefix_done("m/").await.unwrap_or(());
         let keys: Vec<(usize, Option<String>)> = writer

@@ -11,7 +11,7 @@ use workflows::community::{DeleteChunksInput, DeleteProgress};
 
 use crate::failure::{Classified, Severity};
 use crate::s3::{BulkDeleteOutcome, DeleteFailureKind, MAX_VERSIONS_PER_DELETE, ObjectVersionRef};
-use crate::store::{ChunkAck, ChunkProgress, ChunkSet, ExecToken, ManifestChunk, Stage};
+use crate::store::{ChunkAck, ChunkProgress, ChunkSet, ExecToken, ManifestChunk, Stage, Store};
 use crate::taxonomy::{ManifestEntry, is_tenant_owned_key};
 
 use super::claim::{Claim, resumable};
@@ -19,6 +19,7 @@ use super::failure::{PhaseError, PhaseResult};
 use super::fence_gate::{FenceGate, HeldFence};
 use super::heartbeat::{PhaseProgress, ProgressCell};
 use super::marker::{CallEffect, Marker};
+use super::own_task::OwnTask;
 use super::uploads::abort_tenant_uploads;
 use super::{Attempt, CommunityActivities};
 
@@ -206,11 +207,13 @@ fn plan_calls(community: Uuid, chunks: &[ManifestChunk]) -> PhaseResult<Vec<Dele
 
 /// Pending chunks streamed through one pool of DeleteObjects calls.
 ///
-/// A chunk is read only when a call slot is free and every call of the chunks read before has
-/// been issued, so the pool never drains at a chunk boundary (nor idles on chunks smaller than
-/// the parallelism) while memory holds at most the calls in flight plus one read chunk — the
-/// same whatever the manifest's size. Chunks are read from the tenant's prefixes in turn
-/// ([`Lane`]), so each prefix is deleted under its own rate side by side with the others.
+/// Chunks are read, checked and split into calls by a [`ChunkReader`] on a task of its own, at
+/// most [`READ_AHEAD`] chunks ahead of the calls issued, and the next chunk's calls are taken
+/// only when a call slot is free and every call of the chunks taken before has been issued: the
+/// pool never drains at a chunk boundary (nor idles on chunks smaller than the parallelism, nor
+/// waits for a chunk's read), while memory holds at most the calls in flight plus a few read
+/// chunks — the same whatever the manifest's size. Chunks are read from the tenant's prefixes in
+/// turn ([`Lane`]), so each prefix is deleted under its own rate side by side with the others.
 /// Streams either the frozen or the late chunks.
 pub(super) struct ChunkStream<'t> {
     token: &'t ExecToken,
@@ -218,12 +221,12 @@ pub(super) struct ChunkStream<'t> {
     marker: &'t Marker<'t>,
     /// Which chunks: the frozen manifest or the late chunks.
     set: ChunkSet,
-    /// Chunks this attempt may still read.
-    chunks_left: u64,
-    /// The prefixes' lanes, read at the first chunk.
-    lanes: Option<Vec<Lane>>,
-    /// The lane whose turn is next.
-    next_lane: usize,
+    /// Chunks this attempt may read.
+    max_chunks: u64,
+    /// The chunks read ahead, started at the first chunk taken; `None` once every one was taken.
+    reader: Option<ReadAhead>,
+    /// The reader was started and has ended.
+    read_all: bool,
     /// Calls of read chunks not yet issued, in chunk order.
     queued: VecDeque<DeleteCall>,
     /// Per read, not yet stamped chunk: what came back so far.
@@ -257,9 +260,9 @@ impl<'t> ChunkStream<'t> {
             token,
             marker,
             set,
-            chunks_left: max_chunks,
-            lanes: None,
-            next_lane: 0,
+            max_chunks,
+            reader: None,
+            read_all: false,
             queued: VecDeque::new(),
             tallies: HashMap::new(),
             answered: Vec::new(),
@@ -381,17 +384,25 @@ impl<'t> ChunkStream<'t> {
         }
     }
 
-    /// Reads the next pending chunk into calls; a chunk without entries is stamped at once.
+    /// Takes the next read chunk's calls; a chunk without entries is stamped at once.
     async fn read_next_chunk(&mut self, acts: &CommunityActivities) -> PhaseResult<()> {
-        while self.queued.is_empty() && self.chunks_left > 0 {
-            let Some(chunk) = self.next_chunk(acts).await? else {
-                self.chunks_left = 0;
+        while self.queued.is_empty() && !self.read_all {
+            let reader = self.reader.get_or_insert_with(|| {
+                ChunkReader::start(
+                    acts.store.clone(),
+                    self.token.clone(),
+                    self.set,
+                    self.max_chunks,
+                )
+            });
+            let Some(planned) = reader.chunks.recv().await else {
+                self.reader = None;
+                self.read_all = true;
                 return Ok(());
             };
-            self.chunks_left -= 1;
-            let calls = plan_calls(self.token.community_id, std::slice::from_ref(&chunk))?;
+            let PlannedChunk { chunk_no, calls } = planned?;
             if calls.is_empty() {
-                self.answered.push((chunk.chunk_no, 0));
+                self.answered.push((chunk_no, 0));
                 self.stamp_answered(acts).await?;
                 continue;
             }
@@ -403,49 +414,6 @@ impl<'t> ChunkStream<'t> {
             }
         }
         Ok(())
-    }
-
-    /// The next pending chunk of the lane whose turn it is (skipping lanes with none left), or
-    /// `None` when every lane is done.
-    async fn next_chunk(
-        &mut self,
-        acts: &CommunityActivities,
-    ) -> PhaseResult<Option<ManifestChunk>> {
-        let (token, set) = (self.token, self.set);
-        if self.lanes.is_none() {
-            let prefixes = acts.store.pending_prefixes(token, set).await?;
-            self.lanes = Some(
-                prefixes
-                    .into_iter()
-                    .map(|(prefix, first)| Lane {
-                        prefix,
-                        last_read: first.checked_sub(1),
-                        done: false,
-                    })
-                    .collect(),
-            );
-        }
-        let lanes = self.lanes.get_or_insert_with(Vec::new);
-        for _ in 0..lanes.len() {
-            let turn = self.next_lane % lanes.len();
-            self.next_lane = turn + 1;
-            let lane = &mut lanes[turn];
-            if lane.done {
-                continue;
-            }
-            match acts
-                .store
-                .next_pending_chunk_in(token, set, &lane.prefix, lane.last_read)
-                .await?
-            {
-                Some(chunk) => {
-                    lane.last_read = Some(chunk.chunk_no);
-                    return Ok(Some(chunk));
-                }
-                None => lane.done = true,
-            }
-        }
-        Ok(None)
     }
 
     /// Books one call's answer; a chunk whose last call this was joins the chunks waiting for
@@ -561,6 +529,115 @@ impl<'t> ChunkStream<'t> {
             self.book_stamp(acts, handle.await)?;
         }
         Ok(())
+    }
+}
+
+/// Chunks the reader may hold ready beyond the one being taken: enough that a free call slot
+/// never waits for a chunk's read, few enough that memory stays a handful of chunks.
+const READ_AHEAD: usize = 2;
+
+/// One read chunk, checked and split into DeleteObjects calls.
+struct PlannedChunk {
+    chunk_no: u32,
+    calls: Vec<DeleteCall>,
+}
+
+/// The chunks a [`ChunkReader`] reads ahead, and its task (aborted when this is dropped).
+struct ReadAhead {
+    chunks: tokio::sync::mpsc::Receiver<PhaseResult<PlannedChunk>>,
+    _task: OwnTask<()>,
+}
+
+/// Reads the pending chunks of a set lane by lane in turn, each checked against its digest
+/// (by the store) and its keys against the community ([`plan_calls`]), up to `chunks_left`.
+struct ChunkReader {
+    store: Store,
+    token: ExecToken,
+    set: ChunkSet,
+    chunks_left: u64,
+    /// The prefixes' lanes, read at the first chunk.
+    lanes: Option<Vec<Lane>>,
+    /// The lane whose turn is next.
+    next_lane: usize,
+}
+
+impl ChunkReader {
+    /// Starts reading on a task of its own, [`READ_AHEAD`] chunks ahead of the taker. The first
+    /// failure is handed on and ends the reading; so does the taker dropping the receiver.
+    fn start(store: Store, token: ExecToken, set: ChunkSet, chunks_left: u64) -> ReadAhead {
+        let (ready, chunks) = tokio::sync::mpsc::channel(READ_AHEAD);
+        let mut reader = ChunkReader {
+            store,
+            token,
+            set,
+            chunks_left,
+            lanes: None,
+            next_lane: 0,
+        };
+        let task = OwnTask::spawn(async move {
+            while reader.chunks_left > 0 {
+                let planned = match reader.next_chunk().await {
+                    Ok(None) => return,
+                    Ok(Some(chunk)) => {
+                        reader.chunks_left -= 1;
+                        plan_calls(reader.token.community_id, std::slice::from_ref(&chunk)).map(
+                            |calls| PlannedChunk {
+                                chunk_no: chunk.chunk_no,
+                                calls,
+                            },
+                        )
+                    }
+                    Err(error) => Err(error),
+                };
+                let failed = planned.is_err();
+                if ready.send(planned).await.is_err() || failed {
+                    return;
+                }
+            }
+        });
+        ReadAhead {
+            chunks,
+            _task: task,
+        }
+    }
+
+    /// The next pending chunk of the lane whose turn it is (skipping lanes with none left), or
+    /// `None` when every lane is done.
+    async fn next_chunk(&mut self) -> PhaseResult<Option<ManifestChunk>> {
+        let (store, token, set) = (&self.store, &self.token, self.set);
+        if self.lanes.is_none() {
+            let prefixes = store.pending_prefixes(token, set).await?;
+            self.lanes = Some(
+                prefixes
+                    .into_iter()
+                    .map(|(prefix, first)| Lane {
+                        prefix,
+                        last_read: first.checked_sub(1),
+                        done: false,
+                    })
+                    .collect(),
+            );
+        }
+        let lanes = self.lanes.get_or_insert_with(Vec::new);
+        for _ in 0..lanes.len() {
+            let turn = self.next_lane % lanes.len();
+            self.next_lane = turn + 1;
+            let lane = &mut lanes[turn];
+            if lane.done {
+                continue;
+            }
+            match store
+                .next_pending_chunk_in(token, set, &lane.prefix, lane.last_read)
+                .await?
+            {
+                Some(chunk) => {
+                    lane.last_read = Some(chunk.chunk_no);
+                    return Ok(Some(chunk));
+                }
+                None => lane.done = true,
+            }
+        }
+        Ok(None)
     }
 }
 
@@ -691,12 +768,11 @@ async fn issue(
     }
 }
 
-/// Sends one DeleteObjects call on a task of its own and gives back the versions sent with the
-/// answer. The SDK's work on a call (the request's XML, its signature, the answer's parsing) is
-/// most of the worker's CPU while deleting; on its own task it runs on any of the runtime's
-/// threads instead of all on the one that drives the delete loop. Dropping the returned future
-/// aborts the task, as dropping the call itself would: a superseded or cancelled attempt leaves
-/// no call of its own running behind it. A panic in the call is resumed here.
+/// Sends one DeleteObjects call on a task of its own ([`OwnTask`]) and gives back the versions
+/// sent with the answer. The SDK's work on a call (the request's XML, its signature, the
+/// answer's parsing) is most of the worker's CPU while deleting; on its own task it runs on any
+/// of the runtime's threads instead of all on the one that drives the delete loop. Dropping the
+/// returned future aborts the call, as dropping the call itself would.
 async fn send_on_own_task(
     acts: &CommunityActivities,
     versions: Vec<ObjectVersionRef>,
@@ -705,35 +781,11 @@ async fn send_on_own_task(
     Result<BulkDeleteOutcome, crate::s3::ObjectStoreError>,
 )> {
     let objects = acts.objects.clone();
-    let task = AbortOnDrop(tokio::spawn(async move {
+    OwnTask::spawn(async move {
         let answer = objects.delete_versions(&versions).await;
         (versions, answer)
-    }));
-    match task.await {
-        Ok(sent) => Ok(sent),
-        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
-        Err(_) => Err(PhaseError::Cancelled),
-    }
-}
-
-/// A spawned task that is aborted when its handle is dropped unfinished.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Future for AbortOnDrop<T> {
-    type Output = Result<T, tokio::task::JoinError>;
-
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Self::Output> {
-        std::pin::Pin::new(&mut self.0).poll(cx)
-    }
-}
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+    })
+    .await
 }
 
 /// Splits a DeleteObjects answer into the versions answered `SlowDown` (to be re-sent) and the

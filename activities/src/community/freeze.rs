@@ -11,6 +11,7 @@ use super::chunk_writer::{Chunk, ChunkDestination, ChunkWriter};
 use super::claim::{Claim, resumable};
 use super::failure::PhaseResult;
 use super::listing::scan_tenant_prefixes_from;
+use super::own_task::OwnTask;
 use super::uploads::scan_tenant_uploads;
 
 /// Chunks a freeze hands to the store in one transaction. A chunk not yet stored when the attempt
@@ -19,34 +20,62 @@ use super::uploads::scan_tenant_uploads;
 /// of all but one of them.
 const CHUNKS_PER_WRITE: usize = 4;
 
+/// A numbered chunk not yet stored: number, prefix, entries, tail.
+type PendingChunk = (u32, String, Vec<String>, ChunkTail);
+
 /// The frozen manifest's chunk rows, numbered in listing order after those already stored,
-/// written [`CHUNKS_PER_WRITE`] at a time.
+/// written [`CHUNKS_PER_WRITE`] at a time. A group is written on a task of its own beside the
+/// listing (the next group waits for it), so the scan goes on with the next pages while a group
+/// is checked and stored; groups are stored in order, one at a time, so what is stored is always
+/// every chunk up to some number, from which a retried attempt resumes.
 struct FrozenChunks<'a> {
     store: &'a Store,
     token: &'a ExecToken,
     next_chunk_no: u32,
-    /// Numbered chunks not yet stored: number, prefix, entries, tail.
-    pending: Vec<(u32, String, Vec<String>, ChunkTail)>,
+    /// Numbered chunks not yet handed to a write.
+    pending: Vec<PendingChunk>,
+    /// The group being written (at most one).
+    writing: Option<OwnTask<PhaseResult<()>>>,
 }
 
 impl FrozenChunks<'_> {
-    /// Stores every pending chunk (one transaction).
+    /// Waits for the group being written, then starts writing the pending chunks (one
+    /// transaction).
     async fn store_pending(&mut self) -> PhaseResult<()> {
-        let chunks: Vec<NewChunk<'_>> = self
-            .pending
-            .iter()
-            .map(|(chunk_no, prefix, entries, tail)| NewChunk {
-                chunk_no: *chunk_no,
-                prefix,
-                entries,
-                tail,
-            })
-            .collect();
-        self.store
-            .append_manifest_chunks(self.token, &chunks)
-            .await?;
-        self.pending.clear();
+        self.written().await?;
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let group = std::mem::take(&mut self.pending);
+        let (store, token) = (self.store.clone(), self.token.clone());
+        self.writing = Some(OwnTask::spawn(async move {
+            let chunks: Vec<NewChunk<'_>> = group
+                .iter()
+                .map(|(chunk_no, prefix, entries, tail)| NewChunk {
+                    chunk_no: *chunk_no,
+                    prefix,
+                    entries,
+                    tail,
+                })
+                .collect();
+            store.append_manifest_chunks(&token, &chunks).await?;
+            Ok(())
+        }));
         Ok(())
+    }
+
+    /// Waits for the group being written, if any.
+    async fn written(&mut self) -> PhaseResult<()> {
+        match self.writing.take() {
+            Some(writing) => writing.await?,
+            None => Ok(()),
+        }
+    }
+
+    /// Stores every chunk not stored yet and waits until it is.
+    async fn store_all(&mut self) -> PhaseResult<()> {
+        self.store_pending().await?;
+        self.written().await
     }
 }
 
@@ -106,6 +135,7 @@ pub async fn freeze_manifest(
                 token: &token,
                 next_chunk_no: resume.next_chunk_no,
                 pending: Vec::new(),
+                writing: None,
             },
             acts.settings
                 .manifest_chunk_entries
@@ -119,7 +149,7 @@ pub async fn freeze_manifest(
             resume.prefixes,
         )
         .await?;
-        writer.destination.store_pending().await?;
+        writer.destination.store_all().await?;
         // Uploads are aborted as listed after the irreversible point; this listing only makes an
         // upload of unknown key shape block here, while abort is still possible.
         scan_tenant_uploads(&acts.objects, token.community_id, progress).await?;

@@ -9,7 +9,7 @@ use workflows::community::PrefixSummary;
 
 use crate::s3::{ObjectStore, ObjectStoreError, ObjectVersion, S3Operation, VersionPage};
 use crate::store::PrefixResume;
-use crate::taxonomy::{KeyStreamDigest, is_tenant_owned_key, tenant_prefixes};
+use crate::taxonomy::{KeyStreamDigest, ManifestEntry, is_tenant_owned_key, tenant_prefixes};
 
 use super::failure::{PhaseError, PhaseResult};
 use super::heartbeat::ProgressCell;
@@ -19,11 +19,14 @@ pub const LIST_PAGE_SIZE: i32 = 1000;
 
 /// Receives every listed version, in listing order, prefix by prefix.
 pub trait VersionSink {
-    /// Called for each version of `prefix`.
+    /// Called for each version of `prefix`, with its manifest entry and that entry's canonical
+    /// encoding (computed once by the scan, which folds it into the prefix's digest).
     fn accept(
         &mut self,
         prefix: &str,
         version: &ObjectVersion,
+        entry: &ManifestEntry,
+        encoded: String,
     ) -> impl std::future::Future<Output = PhaseResult<()>> + Send;
     /// Called once a prefix is fully listed (flush what is buffered for it).
     fn prefix_done(
@@ -36,7 +39,13 @@ pub trait VersionSink {
 pub struct DiscardVersions;
 
 impl VersionSink for DiscardVersions {
-    async fn accept(&mut self, _prefix: &str, _version: &ObjectVersion) -> PhaseResult<()> {
+    async fn accept(
+        &mut self,
+        _prefix: &str,
+        _version: &ObjectVersion,
+        _entry: &ManifestEntry,
+        _encoded: String,
+    ) -> PhaseResult<()> {
         Ok(())
     }
     async fn prefix_done(&mut self, _prefix: &str) -> PhaseResult<()> {
@@ -138,12 +147,13 @@ pub async fn scan_tenant_prefixes_from(
                 });
             }
             let entry = version.manifest_entry();
-            if !scan.stored_beyond.is_empty() && scan.stored_beyond.remove(&entry.encode()) {
+            let encoded = entry.encode();
+            if !scan.stored_beyond.is_empty() && scan.stored_beyond.remove(&encoded) {
                 continue;
             }
-            scan.digest.fold(&entry);
+            scan.digest.fold_encoded(&encoded);
             scan.bytes = scan.bytes.saturating_add(version.size);
-            sink.accept(&scan.prefix, version).await?;
+            sink.accept(&scan.prefix, version, &entry, encoded).await?;
         }
         progress.update(|p| {
             p.step = "listing the tenant's prefixes side by side".to_owned();

@@ -26,6 +26,7 @@ mod fence_gate;
 mod heartbeat;
 mod listing;
 mod marker;
+mod own_task;
 mod pacing;
 mod uploads;
 

@@ -280,6 +280,33 @@ impl ManifestEntry {
     /// Parses an encoding produced by [`ManifestEntry::encode`]; any other spelling of the same
     /// triple (extra whitespace, different escapes) is rejected so one entry has one encoding.
     pub fn decode(encoded: &str) -> Result<Self, TaxonomyError> {
+        if let Some(entry) = Self::decode_plain(encoded) {
+            return Ok(entry);
+        }
+        Self::decode_escaped(encoded)
+    }
+
+    /// [`ManifestEntry::decode`] of the common spelling, with no character escaped: `["`, three
+    /// parts free of `"`, `\` and control characters joined by `","`, a known kind, `"]`. That
+    /// string is the canonical encoding of exactly those parts, so no parser is needed; `None`
+    /// for anything else, which the full parser decides ([`ManifestEntry::decode_escaped`]).
+    fn decode_plain(encoded: &str) -> Option<Self> {
+        let inner = encoded.strip_prefix("[\"")?.strip_suffix("\"]")?;
+        let mut parts = inner.split("\",\"");
+        let (key, version_id, kind) = (parts.next()?, parts.next()?, parts.next()?);
+        if parts.next().is_some() || [key, version_id, kind].iter().any(|part| !is_plain(part)) {
+            return None;
+        }
+        Some(Self {
+            key: key.to_owned(),
+            version_id: version_id.to_owned(),
+            kind: VersionKind::from_manifest_name(kind)?,
+        })
+    }
+
+    /// [`ManifestEntry::decode`] through the JSON parser, for spellings with escapes (and to
+    /// name what is wrong with one that does not decode).
+    fn decode_escaped(encoded: &str) -> Result<Self, TaxonomyError> {
         let (key, version_id, kind): (String, String, String) = serde_json::from_str(encoded)
             .map_err(|error| TaxonomyError::MalformedManifestEntry {
                 reason: error.to_string(),
@@ -311,8 +338,24 @@ pub fn encode_upload(key: &str, upload_id: &str) -> String {
 /// gives (the same serializer and escapes), written straight into one string rather than
 /// through a `Value` and `Display`, which every listed version and every chunk check pays for.
 fn encode_triple(a: &str, b: &str, c: &str) -> String {
+    if is_plain(a) && is_plain(b) && is_plain(c) {
+        // Nothing to escape: serde_json writes each string between quotes as it is.
+        let mut encoded = String::with_capacity(a.len() + b.len() + c.len() + 10);
+        for (opening, part) in [("[\"", a), ("\",\"", b), ("\",\"", c)] {
+            encoded.push_str(opening);
+            encoded.push_str(part);
+        }
+        encoded.push_str("\"]");
+        return encoded;
+    }
     // Serializing three strings into memory cannot fail; the fallback keeps the one spelling.
     serde_json::to_string(&(a, b, c)).unwrap_or_else(|_| serde_json::json!([a, b, c]).to_string())
+}
+
+/// Whether serde_json writes `part` inside its quotes unchanged: no quote, no backslash and no
+/// control character below U+0020 (the only characters its compact form escapes).
+fn is_plain(part: &str) -> bool {
+    !part.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20)
 }
 
 /// The kind element of [`encode_upload`].
@@ -526,9 +569,47 @@ mod tests {
         }
 
         #[test]
+        fn decoding_answers_as_the_json_parser_does(
+            encoded in prop_oneof![
+                "\\PC{0,60}",
+                ("\\PC{0,30}|[a-z\"\\\\,\\[\\]]{0,12}", "\\PC{0,20}", "object|delete_marker|[a-z_\"]{0,14}")
+                    .prop_map(|(a, b, c)| encoded_through_value(&a, &b, &c)),
+                ("[a-z/\",\\[\\] ]{0,30}").prop_map(|inner| format!("[\"{inner}\"]")),
+            ],
+        ) {
+            let fast = ManifestEntry::decode(&encoded).map_err(|error| error.to_string());
+            let reference = ManifestEntry::decode_escaped(&encoded).map_err(|error| error.to_string());
+            prop_assert_eq!(fast, reference);
+        }
+
+        #[test]
         fn ownership_is_decided_as_by_the_formatted_prefixes(key in key_near_the_shapes()) {
             prop_assert_eq!(is_tenant_owned_key(a(), &key), owned_by_formatted_prefixes(a(), &key));
         }
+    }
+
+    #[test]
+    fn near_canonical_spellings_decode_as_the_json_parser_decides() {
+        for encoded in [
+            r#"["media/a","v1","object"]"#,
+            r#"["","","delete_marker"]"#,
+            r#"["media/a","v1","object","extra"]"#,
+            r#"["media/a","v1"]"#,
+            r#"["media/a", "v1","object"]"#,
+            r#"["media/a","v1","folder"]"#,
+            r#"["media/a","v\1","object"]"#,
+            r#"["media/a","v1","object"]"#,
+            r#"["media/a","v1","object"] "#,
+            r#"["media/a","v1",object]"#,
+            r#"["a","b"],"object"]"#,
+            "[\"tab\there\",\"v\",\"object\"]",
+        ] {
+            let fast = ManifestEntry::decode(encoded).map_err(|error| error.to_string());
+            let reference = ManifestEntry::decode_escaped(encoded).map_err(|e| e.to_string());
+            assert_eq!(fast, reference, "{encoded}");
+        }
+        assert!(ManifestEntry::decode(r#"["media/a","v1","object"]"#).is_ok());
+        assert!(ManifestEntry::decode(r#"["media/a","v1","object","extra"]"#).is_err());
     }
 
     #[test]
