@@ -141,14 +141,29 @@ pub async fn freeze_manifest(
                 .manifest_chunk_entries
                 .clamp(1, MANIFEST_CHUNK_MAX_ENTRIES),
         );
-        let prefixes = scan_tenant_prefixes_from(
+        let scanned = scan_tenant_prefixes_from(
             &acts.objects,
             token.community_id,
             progress,
             &mut writer,
             resume.prefixes,
         )
-        .await?;
+        .await;
+        let prefixes = match scanned {
+            Ok(prefixes) => prefixes,
+            Err(error) => {
+                // The group being written was listed before the failure: it lands first, so the
+                // retry (after an unblock, say) resumes after it instead of listing it again.
+                if let Err(unwritten) = writer.destination.written().await {
+                    tracing::warn!(
+                        request_id = %token.request_id,
+                        error = %unwritten,
+                        "a chunk group listed before the freeze failed was not stored"
+                    );
+                }
+                return Err(error);
+            }
+        };
         writer.destination.store_all().await?;
         // Uploads are aborted as listed after the irreversible point; this listing only makes an
         // upload of unknown key shape block here, while abort is still possible.
