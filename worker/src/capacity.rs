@@ -2,11 +2,10 @@
 //! together so that the default pool never starves the default slots.
 //!
 //! A running activity holds at most [`CONNECTIONS_PER_SLOT`] pooled connections at once: its own
-//! statement or transaction, and, in `delete_chunks`, three tasks beside it: the chunk reader
-//! (reading ahead), the grouped stamp and the fence check of its DeleteObjects calls in flight.
-//! Those checks go through one gate per attempt (`activities::community::fence_gate`): one check
-//! at a time, however many calls are in flight, so the delete parallelism does not multiply the
-//! connections. The pool therefore gets four connections per activity slot plus
+//! statement or transaction, and, in `delete_chunks`, the fence check of its DeleteObjects calls
+//! in flight. Those checks go through one gate per attempt (`activities::community::fence_gate`):
+//! one check at a time, however many calls are in flight, so the delete parallelism does not
+//! multiply the connections. The pool therefore gets two connections per activity slot plus
 //! [`POOL_RESERVE`] (the request-state sampler and one spare): even with every slot running
 //! `delete_chunks`, no activity waits for a connection. A pool smaller than the slots is refused
 //! at start-up: activities beyond the pool would wait for a connection and fail transiently
@@ -37,7 +36,7 @@ pub const DEFAULT_ACTIVITY_SLOTS: usize = 16;
 /// The most activity slots accepted.
 pub const MAX_ACTIVITY_SLOTS: usize = 500;
 /// The most pooled connections one running activity holds at once (see the module doc).
-pub const CONNECTIONS_PER_SLOT: u32 = 4;
+pub const CONNECTIONS_PER_SLOT: u32 = 2;
 /// Connections the default pool has beyond [`CONNECTIONS_PER_SLOT`] per activity slot.
 pub const POOL_RESERVE: u32 = 2;
 /// The largest pool accepted (PostgreSQL's own default `max_connections` is 100).
@@ -200,7 +199,7 @@ mod tests {
         let capacity = capacity(&[]).expect("defaults");
         assert_eq!(capacity, Capacity::default());
         assert_eq!(capacity.activity_slots, 16);
-        assert_eq!(capacity.postgres.max_connections, 66);
+        assert_eq!(capacity.postgres.max_connections, 34);
         assert!(capacity.postgres.max_connections as usize >= capacity.activity_slots);
         assert_eq!(capacity.postgres.lock_timeout_ms, None);
         assert_eq!(capacity.postgres.statement_timeout_ms, None);
@@ -211,8 +210,8 @@ mod tests {
     fn the_default_pool_follows_the_activity_slots() {
         let capacity = capacity(&[(ACTIVITY_SLOTS_ENV, "40")]).expect("40 slots");
         assert_eq!(capacity.activity_slots, 40);
-        assert_eq!(capacity.postgres.max_connections, 162);
-        // 500 slots would want 2,002: capped at the largest pool accepted.
+        assert_eq!(capacity.postgres.max_connections, 82);
+        // 500 slots would want 1,002: capped at the largest pool accepted.
         let capacity = capacity_max();
         assert_eq!(capacity.postgres.max_connections, MAX_PG_POOL_SIZE);
     }

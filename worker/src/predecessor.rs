@@ -22,7 +22,7 @@ pub struct Replaced {
 pub const REPLACED: [Replaced; 15] = [
     Replaced {
         old: "BUZZ_DB_POOL_SIZE",
-        instead: "set BUZZ_PG_POOL_SIZE (default: 4 x BUZZ_ACTIVITY_SLOTS + 2, that is 66; at \
+        instead: "set BUZZ_PG_POOL_SIZE (default: 2 x BUZZ_ACTIVITY_SLOTS + 2, that is 34; at \
                   least BUZZ_ACTIVITY_SLOTS, at most 1000)",
     },
     Replaced {
