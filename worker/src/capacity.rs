@@ -1,15 +1,16 @@
-//! How many activities the worker runs at once, and the PostgreSQL pool that serves them, sized
-//! together so that the default pool never starves the default slots.
-//!
-//! A running activity holds at most [`CONNECTIONS_PER_SLOT`] pooled connections at once: its own
-//! statement or transaction, and, in `delete_chunks`, the fence check of its DeleteObjects calls
-//! in flight. Those checks go through one gate per attempt (`activities::community::fence_gate`):
-//! one check at a time, however many calls are in flight, so the delete parallelism does not
-//! multiply the connections. The pool therefore gets two connections per activity slot plus
-//! [`POOL_RESERVE`] (the request-state sampler and one spare): even with every slot running
-//! `delete_chunks`, no activity waits for a connection. A pool smaller than the slots is refused
-//! at start-up: activities beyond the pool would wait for a connection and fail transiently
-//! after ten seconds, over and over, instead of running.
+//! A running activity holds at most [`CONNECTIONS_PER_SLOT`] pooled connections at once. Most
+//! run one statement or transaction at a time. The freeze writes its chunk groups on a task beside
+//! the listing: two. `delete_chunks` talks to PostgreSQL from four places at once (the fence
+//! checks of its DeleteObjects calls in flight, its chunk reader, its grouped stamp and its
+//! irreversible marker), and all of them share the attempt's budget of
+//! [`activities::community::CONNECTIONS_PER_ATTEMPT`] connections
+//! (`activities::community::connection_budget`): beyond it a statement waits for another of the
+//! same attempt, so neither the delete parallelism nor the read-ahead multiplies the connections.
+//! The pool therefore gets two connections per activity slot plus [`POOL_RESERVE`] (the
+//! request-state sampler and one spare): even with every slot running `delete_chunks`, no
+//! activity waits for a connection held by another. A pool smaller than the slots is refused at
+//! start-up: activities beyond the pool would wait for a connection and fail transiently after
+//! ten seconds, over and over, instead of running.
 //!
 //! The SDK's default is 100 activity slots; with the store's old fixed pool of 16 connections a
 //! busy worker could hold up to 84 activities waiting for a connection. The worker now sets its
@@ -36,7 +37,7 @@ pub const DEFAULT_ACTIVITY_SLOTS: usize = 16;
 /// The most activity slots accepted.
 pub const MAX_ACTIVITY_SLOTS: usize = 500;
 /// The most pooled connections one running activity holds at once (see the module doc).
-pub const CONNECTIONS_PER_SLOT: u32 = 2;
+pub const CONNECTIONS_PER_SLOT: u32 = activities::community::CONNECTIONS_PER_ATTEMPT as u32;
 /// Connections the default pool has beyond [`CONNECTIONS_PER_SLOT`] per activity slot.
 pub const POOL_RESERVE: u32 = 2;
 /// The largest pool accepted (PostgreSQL's own default `max_connections` is 100).

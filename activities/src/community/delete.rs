@@ -15,6 +15,7 @@ use crate::store::{ChunkAck, ChunkProgress, ChunkSet, ExecToken, ManifestChunk, 
 use crate::taxonomy::{ManifestEntry, is_tenant_owned_key};
 
 use super::claim::{Claim, resumable};
+use super::connection_budget::ConnectionBudget;
 use super::failure::{PhaseError, PhaseResult};
 use super::fence_gate::{FenceGate, HeldFence};
 use super::heartbeat::{PhaseProgress, ProgressCell};
@@ -245,6 +246,9 @@ pub(super) struct ChunkStream<'t> {
     total: u64,
     /// This activity attempt's number (1 for the first), for the `AccessDenied` bound.
     attempt: u32,
+    /// The pooled connections the attempt's statements share (fence checks, chunk reads,
+    /// stamps, the marker): at most two at once, whatever the parallelism.
+    budget: ConnectionBudget,
 }
 
 impl<'t> ChunkStream<'t> {
@@ -272,6 +276,7 @@ impl<'t> ChunkStream<'t> {
             stamped: progress.chunks_stamped,
             total: progress.chunks_total,
             attempt,
+            budget: ConnectionBudget::new(),
         }
     }
 
@@ -293,6 +298,7 @@ impl<'t> ChunkStream<'t> {
         let gate = FenceGate::new(HeldFence {
             store: &acts.store,
             token: self.token,
+            budget: self.budget.clone(),
         });
         let mut in_flight = FuturesUnordered::new();
         let result = self
@@ -319,7 +325,7 @@ impl<'t> ChunkStream<'t> {
     where
         't: 'f,
     {
-        let marker = self.marker;
+        let (marker, budget) = (self.marker, self.budget.clone());
         // Answers that arrived while a chunk read or a marker write was awaited: the
         // calls in flight are driven through every one of those, so none of them stalls (its
         // fence checks, its pacing, its answer) while the task does its own Postgres work.
@@ -335,7 +341,7 @@ impl<'t> ChunkStream<'t> {
                     break;
                 };
                 // Recorded by the task, before the call can be sent (see `marker`).
-                driving(marker.before_call(), in_flight, &mut arrived).await?;
+                driving(budget.spend(marker.before_call()), in_flight, &mut arrived).await?;
                 in_flight.push(Box::pin(issue(acts, gate, marker, call)));
             }
             let result = match arrived.pop_front() {
@@ -352,7 +358,12 @@ impl<'t> ChunkStream<'t> {
                     Wake::Drained => return self.stamp_answered(acts).await,
                 },
             };
-            driving(marker.confirm_if_acknowledged(), in_flight, &mut arrived).await?;
+            driving(
+                budget.spend(marker.confirm_if_acknowledged()),
+                in_flight,
+                &mut arrived,
+            )
+            .await?;
             let CallAnswer {
                 chunk_no,
                 prefix,
@@ -390,6 +401,7 @@ impl<'t> ChunkStream<'t> {
             let reader = self.reader.get_or_insert_with(|| {
                 ChunkReader::start(
                     acts.store.clone(),
+                    self.budget.clone(),
                     self.token.clone(),
                     self.set,
                     self.max_chunks,
@@ -491,9 +503,10 @@ impl<'t> ChunkStream<'t> {
         let answered = std::mem::take(&mut self.answered);
         self.answered_since = None;
         let (store, token, set) = (acts.store.clone(), self.token.clone(), self.set);
+        let budget = self.budget.clone();
         self.stamping = Some(tokio::spawn(async move {
-            let result = store
-                .stamp_chunks_of(&token, set, &acks_of(&answered))
+            let result = budget
+                .spend(store.stamp_chunks_of(&token, set, &acks_of(&answered)))
                 .await
                 .map(|_| ());
             StampOutcome { answered, result }
@@ -552,6 +565,7 @@ struct ReadAhead {
 /// (by the store) and its keys against the community ([`plan_calls`]), up to `chunks_left`.
 struct ChunkReader {
     store: Store,
+    budget: ConnectionBudget,
     token: ExecToken,
     set: ChunkSet,
     chunks_left: u64,
@@ -564,10 +578,17 @@ struct ChunkReader {
 impl ChunkReader {
     /// Starts reading on a task of its own, [`READ_AHEAD`] chunks ahead of the taker. The first
     /// failure is handed on and ends the reading; so does the taker dropping the receiver.
-    fn start(store: Store, token: ExecToken, set: ChunkSet, chunks_left: u64) -> ReadAhead {
+    fn start(
+        store: Store,
+        budget: ConnectionBudget,
+        token: ExecToken,
+        set: ChunkSet,
+        chunks_left: u64,
+    ) -> ReadAhead {
         let (ready, chunks) = tokio::sync::mpsc::channel(READ_AHEAD);
         let mut reader = ChunkReader {
             store,
+            budget,
             token,
             set,
             chunks_left,
@@ -606,7 +627,10 @@ impl ChunkReader {
     async fn next_chunk(&mut self) -> PhaseResult<Option<ManifestChunk>> {
         let (store, token, set) = (&self.store, &self.token, self.set);
         if self.lanes.is_none() {
-            let prefixes = store.pending_prefixes(token, set).await?;
+            let prefixes = self
+                .budget
+                .spend(store.pending_prefixes(token, set))
+                .await?;
             self.lanes = Some(
                 prefixes
                     .into_iter()
@@ -626,8 +650,9 @@ impl ChunkReader {
             if lane.done {
                 continue;
             }
-            match store
-                .next_pending_chunk_in(token, set, &lane.prefix, lane.last_read)
+            match self
+                .budget
+                .spend(store.next_pending_chunk_in(token, set, &lane.prefix, lane.last_read))
                 .await?
             {
                 Some(chunk) => {
@@ -654,7 +679,7 @@ enum Wake {
 /// A grouped stamp's chunks (number, versions deleted) and how writing it went.
 struct StampOutcome {
     answered: Vec<(u32, u64)>,
-    result: Result<(), crate::store::StoreError>,
+    result: PhaseResult<()>,
 }
 
 /// The acknowledgements of fully answered chunks, for a grouped stamp.

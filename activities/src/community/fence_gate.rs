@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::store::{ExecToken, Store};
 
+use super::connection_budget::ConnectionBudget;
 use super::failure::PhaseResult;
 
 /// One fence check: a fresh read of the fence and the attempt's generation.
@@ -24,15 +25,18 @@ pub(super) trait FenceCheck: Sync {
     fn check(&self) -> impl Future<Output = PhaseResult<()>> + Send;
 }
 
-/// The real check: [`Store::verify_fence_held`] of `token`.
+/// The real check: [`Store::verify_fence_held`] of `token`, on one of the attempt's connections.
 pub(super) struct HeldFence<'a> {
     pub(super) store: &'a Store,
     pub(super) token: &'a ExecToken,
+    pub(super) budget: ConnectionBudget,
 }
 
 impl FenceCheck for HeldFence<'_> {
     async fn check(&self) -> PhaseResult<()> {
-        Ok(self.store.verify_fence_held(self.token).await?)
+        self.budget
+            .spend(self.store.verify_fence_held(self.token))
+            .await
     }
 }
 

@@ -21,6 +21,7 @@ mod verify;
 // heartbeats, the irreversible marker, the per-prefix pacer, version listing and upload scans.
 mod chunk_writer;
 mod claim;
+mod connection_budget;
 mod failure;
 mod fence_gate;
 mod heartbeat;
@@ -50,6 +51,7 @@ use crate::redis::Cache;
 use crate::s3::ObjectStore;
 use crate::store::Store;
 
+pub use connection_budget::CONNECTIONS_PER_ATTEMPT;
 pub use failure::{PhaseError, PhaseResult, into_activity_error};
 pub use heartbeat::PhaseProgress;
 pub use pacing::{
