@@ -1695,3 +1695,55 @@ async fn late_chunks_are_appended_after_the_frozen_ones_only_after_the_purges_an
     assert_eq!(stamps[1].detail["late"], true);
     assert_eq!(stamps[0].detail["late"], false);
 }
+
+/// Chunk entries are stored lz4-compressed when the server has lz4 (migration 0022), and stay
+/// readable exactly as written; a server without lz4 keeps pglz and the migrations still ran.
+#[tokio::test]
+async fn chunk_entries_are_stored_with_lz4_when_the_server_has_it_and_read_back_unchanged() {
+    let store = store().await;
+    let mut fixture = fenced(&store, 0).await;
+    let entries = media_entries(fixture.community.id, 400);
+    let [media, _, _] = tenant_prefixes(fixture.community.id);
+    store
+        .append_manifest_chunk(&fixture.token, 0, &media, &entries, &ChunkTail::default())
+        .await
+        .expect("chunk");
+    // Whether this server was built with lz4: a temporary column asking for it is refused if not.
+    let mut conn = store.pool().acquire().await.expect("connection");
+    let has_lz4 = sqlx::query("CREATE TEMPORARY TABLE lz4_probe (x text COMPRESSION lz4)")
+        .execute(&mut *conn)
+        .await
+        .is_ok();
+    let (declared, stored): (String, Option<String>) = sqlx::query_as(
+        "SELECT (SELECT attcompression::text FROM pg_attribute \
+                 WHERE attrelid = 'deletion.manifest_chunks'::regclass AND attname = 'entries'), \
+                pg_column_compression(entries) \
+         FROM deletion.manifest_chunks WHERE request_id = $1 AND chunk_no = 0",
+    )
+    .bind(fixture.request_id)
+    .fetch_one(&mut *conn)
+    .await
+    .expect("the chunk's compression");
+    if has_lz4 {
+        assert_eq!(declared, "l", "the column asks for lz4");
+        assert_eq!(
+            stored.as_deref(),
+            Some("lz4"),
+            "the chunk was stored with lz4"
+        );
+    } else {
+        assert_eq!(
+            declared, "",
+            "without lz4 the column keeps the default (pglz)"
+        );
+    }
+    let summary = media_manifest(fixture.community.id, &entries, entries.len());
+    store
+        .bind_destructive_manifest(&fixture.token, &summary)
+        .await
+        .expect("the chunk binds against its digest");
+    let drained = fixture.claim(&[Stage::Drained]).await;
+    let chunks = store.pending_chunks(&drained, 10).await.expect("chunks");
+    let read: Vec<String> = chunks.into_iter().flat_map(|c| c.entries).collect();
+    assert_eq!(read, entries, "every entry read back as written");
+}
