@@ -145,6 +145,7 @@ impl UserStack {
             .spawn(move || {
                 let runtime = tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(2)
+                    .thread_stack_size(worker::startup::RUNTIME_THREAD_STACK_BYTES)
                     .enable_all()
                     .build()
                     .expect("worker tokio runtime");

@@ -8,11 +8,21 @@ use worker::config::WorkerConfig;
 use worker::metrics::MetricsEndpoint;
 use worker::startup;
 
-#[tokio::main]
-async fn main() {
+fn main() {
     // One process-wide TLS provider, before any client is built.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    if let Err(error) = run().await {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(startup::RUNTIME_THREAD_STACK_BYTES)
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: start the worker's async runtime: {error}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(error) = runtime.block_on(run()) {
         // The whole cause chain, no backtrace: the message says what to fix.
         eprintln!("error: {error:#}");
         std::process::exit(1);

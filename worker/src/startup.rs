@@ -25,6 +25,14 @@ use crate::config::{ConfigError, WorkerConfig};
 use crate::deployment::DeploymentConfig;
 use stack_config::refusal::{Refusal, postgres_refusal, redis_refusal};
 
+/// Stack of each of the worker's runtime threads, where activities and workflows are polled.
+/// Tokio's default (2 MiB) is too tight for an unoptimised build: the delete loop's futures nest
+/// the SDK's activity wrapper, the heartbeat, the claim, the pump and a store transaction, and a
+/// debug build keeps a copy of each on the poll's stack. Running out aborts the whole process
+/// (every activity and workflow task of the worker with it), so the margin is generous; only the
+/// pages a thread touches are ever resident.
+pub const RUNTIME_THREAD_STACK_BYTES: usize = 16 * 1024 * 1024;
+
 const LOCAL_HINT: &str = "run `bash deploy/local/up && source .state/env` for the local stack";
 
 /// Why the worker could not start.
