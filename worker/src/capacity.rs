@@ -1,3 +1,6 @@
+//! How many activities the worker runs at once, and the PostgreSQL pool that serves them, sized
+//! together so that the default pool never starves the default slots.
+//!
 //! A running activity holds at most [`CONNECTIONS_PER_SLOT`] pooled connections at once. Most
 //! run one statement or transaction at a time. The freeze writes its chunk groups on a task beside
 //! the listing: two. `delete_chunks` talks to PostgreSQL from four places at once (the fence

@@ -1710,10 +1710,11 @@ async fn chunk_entries_are_stored_with_lz4_when_the_server_has_it_and_read_back_
         .expect("chunk");
     // Whether this server was built with lz4: a temporary column asking for it is refused if not.
     let mut conn = store.pool().acquire().await.expect("connection");
-    let has_lz4 = sqlx::query("CREATE TEMPORARY TABLE lz4_probe (x text COMPRESSION lz4)")
-        .execute(&mut *conn)
-        .await
-        .is_ok();
+    let has_lz4 =
+        sqlx::query("CREATE TEMPORARY TABLE IF NOT EXISTS lz4_probe (x text COMPRESSION lz4)")
+            .execute(&mut *conn)
+            .await
+            .is_ok();
     let (declared, stored): (String, Option<String>) = sqlx::query_as(
         "SELECT (SELECT attcompression::text FROM pg_attribute \
                  WHERE attrelid = 'deletion.manifest_chunks'::regclass AND attname = 'entries'), \
