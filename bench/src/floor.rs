@@ -1,15 +1,15 @@
 //! The raw floor (variant a): what a bare program needs to erase a tenant, and nothing more.
 //!
-//! The same version listing (ListObjectVersions, 1,000 per page, the three tenant prefixes),
-//! the same DeleteObjects calls (explicit version ids, at most 1,000 per call, never spanning a
-//! prefix) with the same parallelism, the same batched row deletes (one short statement of
+//! The same version listing (ListObjectVersions, 1,000 per page, the three tenant prefixes in
+//! the workflow's key ranges), the same DeleteObjects calls (explicit version ids, at most 1,000
+//! per call, never spanning a prefix) with the same parallelism, the same batched row deletes (one short statement of
 //! `purge_batch_rows` rows at a time, tenant tables then the community row) and the same
 //! SCAN + UNLINK. No Temporal, no fence, no manifest, no stamps, no audit trail.
 
 use std::time::{Duration, Instant};
 
 use activities::s3::{MAX_VERSIONS_PER_DELETE, ObjectStore, ObjectVersionRef};
-use activities::taxonomy::tenant_prefixes;
+use activities::taxonomy::{ListingLane, listing_lanes};
 use anyhow::{Result, bail};
 use futures::StreamExt;
 use sqlx::PgPool;
@@ -89,38 +89,68 @@ pub async fn run_floor(
 
 /// Every version of the community's three prefixes, as DeleteObjects calls of at most 1,000
 /// versions that never span a prefix (as the manifest's chunks never do), the prefixes taking
-/// turns call by call as the workflow's lanes do. The three prefixes are listed side by side,
-/// each on a task of its own, as the workflow's listing does.
+/// turns call by call as the workflow's delete lanes do. Each prefix is listed in the key ranges
+/// the workflow's listing uses (`listing_lanes`), every range side by side on a task of its own,
+/// and a call never spans two ranges (as a chunk never does).
 pub async fn list_delete_calls(
     objects: &ObjectStore,
     community: Uuid,
 ) -> Result<Vec<Vec<ObjectVersionRef>>> {
-    let listers: Vec<_> = tenant_prefixes(community)
+    let listers: Vec<_> = listing_lanes(community)
         .into_iter()
-        .map(|prefix| tokio::spawn(list_prefix_calls(objects.clone(), prefix)))
+        .map(|lane| {
+            let prefix = lane.prefix.clone();
+            (prefix, tokio::spawn(list_lane_calls(objects.clone(), lane)))
+        })
         .collect();
-    let mut lanes = Vec::new();
-    for lister in listers {
-        lanes.push(lister.await??.into_iter());
+    let mut per_prefix: Vec<(String, Vec<Vec<ObjectVersionRef>>)> = Vec::new();
+    for (prefix, lister) in listers {
+        let calls = lister.await??;
+        match per_prefix.last_mut() {
+            Some((last, gathered)) if *last == prefix => gathered.extend(calls),
+            _ => per_prefix.push((prefix, calls)),
+        }
     }
-    Ok(interleaved(lanes))
+    Ok(interleaved(
+        per_prefix
+            .into_iter()
+            .map(|(_, calls)| calls.into_iter())
+            .collect(),
+    ))
 }
 
-/// One prefix listed to its end, as DeleteObjects calls in listing order.
-async fn list_prefix_calls(
+/// One listing lane listed to its end, as DeleteObjects calls in listing order: from the lane's
+/// lower bound (exclusive) to its upper bound (inclusive).
+async fn list_lane_calls(
     objects: ObjectStore,
-    prefix: String,
+    lane: ListingLane,
 ) -> Result<Vec<Vec<ObjectVersionRef>>> {
     let mut versions = Vec::new();
+    let mut start = lane.after.clone();
     let mut marker = None;
     loop {
-        let page = objects
-            .list_versions_page(&prefix, marker, LIST_PAGE_SIZE)
-            .await?;
-        versions.extend(page.entries.iter().map(|v| v.version_ref()));
+        let page = match start.take() {
+            Some(key) => {
+                objects
+                    .list_versions_after_key(&lane.prefix, key, LIST_PAGE_SIZE)
+                    .await?
+            }
+            None => {
+                objects
+                    .list_versions_page(&lane.prefix, marker, LIST_PAGE_SIZE)
+                    .await?
+            }
+        };
+        let passed_end = page.entries.iter().any(|v| lane.is_past(&v.key));
+        versions.extend(
+            page.entries
+                .iter()
+                .filter(|v| lane.holds(&v.key))
+                .map(|v| v.version_ref()),
+        );
         match page.next {
-            Some(next) => marker = Some(next),
-            None => break,
+            Some(next) if !passed_end && !lane.is_past(&next.0) => marker = Some(next),
+            _ => break,
         }
     }
     Ok(versions

@@ -1,22 +1,22 @@
-//! Buffering listed versions into manifest chunks: one buffer per prefix (the prefixes are listed
-//! side by side), two destinations (the frozen manifest and the late chunks). A chunk never spans
-//! prefixes and at most one per prefix is held in memory.
+//! Buffering listed versions into manifest chunks: one buffer per listing lane (the lanes are
+//! listed side by side), two destinations (the frozen manifest and the late chunks). A chunk
+//! never spans lanes (so never prefixes) and at most one per lane is held in memory.
 //!
-//! A full chunk is handed on when the prefix's next version arrives (or the prefix ends), so the
+//! A full chunk is handed on when the lane's next version arrives (or the lane ends), so the
 //! writer knows whether the chunk ends at a key boundary — the next version is of another key —
-//! or inside one key's versions. A freeze stores that boundary so a retried attempt can list on
-//! after it.
+//! or inside one key's versions. A freeze stores that boundary so a retried attempt can list the
+//! lane on after it.
 
 use std::collections::HashMap;
 use std::future::Future;
 
 use crate::s3::ObjectVersion;
-use crate::taxonomy::ManifestEntry;
+use crate::taxonomy::{ListingLane, ManifestEntry};
 
 use super::failure::PhaseResult;
 use super::listing::VersionSink;
 
-/// One non-empty chunk of a prefix, as handed to a [`ChunkDestination`] (which owns its
+/// One non-empty chunk of a lane, as handed to a [`ChunkDestination`] (which owns its
 /// entries from then on: a destination that keeps them need not copy them).
 #[derive(Debug, Clone)]
 pub(super) struct Chunk<'a> {
@@ -24,12 +24,12 @@ pub(super) struct Chunk<'a> {
     pub(super) entries: Vec<String>,
     /// Bytes of their object versions, as listed.
     pub(super) bytes: u64,
-    /// The chunk's last key when no later version of the prefix has that key (the listing may
+    /// The chunk's last key when no later version of the lane has that key (the listing may
     /// continue after it); `None` when the chunk ends inside one key's versions.
     pub(super) resume_after_key: Option<&'a str>,
 }
 
-/// Where a full (or a prefix's last) chunk of encoded manifest entries is written.
+/// Where a full (or a lane's last) chunk of encoded manifest entries is written.
 pub(super) trait ChunkDestination {
     /// Whether a listed version of `prefix` belongs in a chunk at all.
     fn wants(
@@ -37,15 +37,15 @@ pub(super) trait ChunkDestination {
         prefix: &str,
         entry: &ManifestEntry,
     ) -> impl Future<Output = PhaseResult<bool>> + Send;
-    /// Writes one chunk of `prefix`.
+    /// Writes one chunk of `lane`.
     fn write(
         &mut self,
-        prefix: &str,
+        lane: &ListingLane,
         chunk: Chunk<'_>,
     ) -> impl Future<Output = PhaseResult<()>> + Send;
 }
 
-/// A prefix's next chunk, being filled.
+/// A lane's next chunk, being filled.
 #[derive(Default)]
 struct Filling {
     entries: Vec<String>,
@@ -54,14 +54,14 @@ struct Filling {
 }
 
 /// A [`VersionSink`] that buffers the encoded entries its destination wants and hands them on in
-/// chunks of `chunk_entries` (once the prefix's next wanted version arrives) and at the end of
-/// each prefix.
+/// chunks of `chunk_entries` (once the lane's next wanted version arrives) and at the end of
+/// each lane.
 pub(super) struct ChunkWriter<D> {
     /// Where chunks go.
     pub(super) destination: D,
     chunk_entries: usize,
-    /// Per prefix, its next chunk.
-    buffered: HashMap<String, Filling>,
+    /// Per lane, its next chunk.
+    buffered: HashMap<ListingLane, Filling>,
 }
 
 impl<D: ChunkDestination + Send> ChunkWriter<D> {
@@ -74,10 +74,10 @@ impl<D: ChunkDestination + Send> ChunkWriter<D> {
         }
     }
 
-    /// Hands on the prefix's buffered entries, if any; `ends_key` when no later version of the
-    /// prefix has the last one's key.
-    async fn flush(&mut self, prefix: &str, ends_key: bool) -> PhaseResult<()> {
-        let Some(filling) = self.buffered.get_mut(prefix) else {
+    /// Hands on the lane's buffered entries, if any; `ends_key` when no later version of the
+    /// lane has the last one's key.
+    async fn flush(&mut self, lane: &ListingLane, ends_key: bool) -> PhaseResult<()> {
+        let Some(filling) = self.buffered.get_mut(lane) else {
             return Ok(());
         };
         if filling.entries.is_empty() {
@@ -91,7 +91,7 @@ impl<D: ChunkDestination + Send> ChunkWriter<D> {
             bytes: std::mem::take(&mut filling.bytes),
             resume_after_key: ends_key.then_some(filling.last_key.as_str()),
         };
-        self.destination.write(prefix, chunk).await?;
+        self.destination.write(lane, chunk).await?;
         Ok(())
     }
 }
@@ -99,24 +99,29 @@ impl<D: ChunkDestination + Send> ChunkWriter<D> {
 impl<D: ChunkDestination + Send> VersionSink for ChunkWriter<D> {
     async fn accept(
         &mut self,
-        prefix: &str,
+        lane: &ListingLane,
         version: &ObjectVersion,
         entry: &ManifestEntry,
         encoded: String,
     ) -> PhaseResult<()> {
-        if !self.destination.wants(prefix, entry).await? {
+        if !self.destination.wants(&lane.prefix, entry).await? {
             return Ok(());
         }
-        let full = self.buffered.get(prefix).map(|filling| {
+        let full = self.buffered.get(lane).map(|filling| {
             (
                 filling.entries.len() >= self.chunk_entries,
                 filling.last_key != version.key,
             )
         });
         if let Some((true, ends_key)) = full {
-            self.flush(prefix, ends_key).await?;
+            self.flush(lane, ends_key).await?;
         }
-        let filling = self.buffered.entry(prefix.to_owned()).or_default();
+        if !self.buffered.contains_key(lane) {
+            self.buffered.insert(lane.clone(), Filling::default());
+        }
+        let Some(filling) = self.buffered.get_mut(lane) else {
+            return Ok(());
+        };
         filling.entries.push(encoded);
         filling.bytes = filling.bytes.saturating_add(version.size);
         if filling.last_key != version.key {
@@ -125,9 +130,9 @@ impl<D: ChunkDestination + Send> VersionSink for ChunkWriter<D> {
         Ok(())
     }
 
-    async fn prefix_done(&mut self, prefix: &str) -> PhaseResult<()> {
-        self.flush(prefix, true).await?;
-        self.buffered.remove(prefix);
+    async fn lane_done(&mut self, lane: &ListingLane) -> PhaseResult<()> {
+        self.flush(lane, true).await?;
+        self.buffered.remove(lane);
         Ok(())
     }
 }
@@ -149,14 +154,23 @@ mod tests {
             Ok(true)
         }
 
-        async fn write(&mut self, prefix: &str, chunk: Chunk<'_>) -> PhaseResult<()> {
+        async fn write(&mut self, lane: &ListingLane, chunk: Chunk<'_>) -> PhaseResult<()> {
             self.0.push((
-                prefix.to_owned(),
+                lane.prefix.clone(),
                 chunk.entries,
                 chunk.bytes,
                 chunk.resume_after_key.map(str::to_owned),
             ));
             Ok(())
+        }
+    }
+
+    /// The lane that is the whole of `prefix`.
+    fn whole(prefix: &str) -> ListingLane {
+        ListingLane {
+            prefix: prefix.to_owned(),
+            after: None,
+            through: None,
         }
     }
 
@@ -172,13 +186,13 @@ mod tests {
         let entry = version.manifest_entry();
         let encoded = entry.encode();
         writer
-            .accept(prefix, &version, &entry, encoded)
+            .accept(&whole(prefix), &version, &entry, encoded)
             .await
             .unwrap_or(());
     }
 
     #[tokio::test]
-    async fn interleaved_prefixes_are_chunked_apart_and_each_flushed_when_it_ends() {
+    async fn interleaved_lanes_are_chunked_apart_and_each_flushed_when_it_ends() {
         let mut writer = ChunkWriter::new(Recorded::default(), 2);
         for (prefix, key) in [
             ("media/", "media/1"),
@@ -189,8 +203,8 @@ mod tests {
         ] {
             feed(&mut writer, prefix, key, "v").await;
         }
-        writer.prefix_done("thumbs/").await.unwrap_or(());
-        writer.prefix_done("media/").await.unwrap_or(());
+        writer.lane_done(&whole("thumbs/")).await.unwrap_or(());
+        writer.lane_done(&whole("media/")).await.unwrap_or(());
         let written: Vec<(String, usize, u64, Option<String>)> = writer
             .destination
             .0
@@ -224,7 +238,7 @@ mod tests {
         ] {
             feed(&mut writer, "m/", key, version_id).await;
         }
-        writer.prefix_done("m/").await.unwrap_or(());
+        writer.lane_done(&whole("m/")).await.unwrap_or(());
         let keys: Vec<(usize, Option<String>)> = writer
             .destination
             .0

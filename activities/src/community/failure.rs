@@ -135,6 +135,16 @@ pub enum PhaseError {
         /// `object` or `delete_marker`.
         kind: String,
     },
+    /// A listing was handed key ranges that do not cut the tenant's three prefixes into lanes
+    /// covering every key exactly once (a defect of the worker, never of the data): nothing is
+    /// listed, since a gap would leave versions out of the manifest.
+    #[error(
+        "the listing lanes {lanes:?} do not cover the tenant's three prefixes exactly once;          nothing was listed. This is a worker defect: report it, run a release whose lanes          cover the prefixes, then unblock"
+    )]
+    LanesIncomplete {
+        /// The lanes handed over, labelled.
+        lanes: Vec<String>,
+    },
     /// Temporal asked the activity to stop (the workflow moved on or timed it out).
     #[error("activity cancelled")]
     Cancelled,
@@ -148,7 +158,7 @@ impl Classified for PhaseError {
             PhaseError::Cache(e) => e.severity(),
             variants!(
                 PhaseError: Taxonomy, UnknownKeyShape, ForeignManifestKey, VersionDeleteDenied,
-                PermissionsMissing, LateObjectVersion
+                PermissionsMissing, LateObjectVersion, LanesIncomplete
             ) => Severity::Permanent,
             variants!(
                 PhaseError: PartialAcknowledgement, ServingWritesLive, StillPresent, Cancelled

@@ -4,30 +4,31 @@ use workflows::community::{ManifestSummary, RequestRef};
 
 use crate::serving::MAX_PROTECTED_OPERATION;
 use crate::store::{ChunkTail, ExecToken, MANIFEST_CHUNK_MAX_ENTRIES, NewChunk, Stage, Store};
-use crate::taxonomy::ManifestEntry;
+use crate::taxonomy::{ListingLane, ManifestEntry};
 
 use super::Attempt;
 use super::chunk_writer::{Chunk, ChunkDestination, ChunkWriter};
 use super::claim::{Claim, resumable};
 use super::failure::PhaseResult;
-use super::listing::scan_tenant_prefixes_from;
+use super::listing::scan_lanes;
 use super::own_task::OwnTask;
 use super::uploads::scan_tenant_uploads;
 
 /// Chunks a freeze hands to the store in one transaction. A chunk not yet stored when the attempt
-/// dies is listed again by the next one (it resumes after the last chunk stored), so a group
-/// costs at most this many chunks re-listed, and saves the request lock, fence check and commit
-/// of all but one of them.
+/// dies is listed again by the next one (each lane resumes after its last chunk stored), so a
+/// group costs at most this many chunks re-listed, and saves the request lock, fence check and
+/// commit of all but one of them.
 const CHUNKS_PER_WRITE: usize = 4;
 
 /// A numbered chunk not yet stored: number, prefix, entries, tail.
 type PendingChunk = (u32, String, Vec<String>, ChunkTail);
 
-/// The frozen manifest's chunk rows, numbered in listing order after those already stored,
-/// written [`CHUNKS_PER_WRITE`] at a time. A group is written on a task of its own beside the
-/// listing (the next group waits for it), so the scan goes on with the next pages while a group
-/// is checked and stored; groups are stored in order, one at a time, so what is stored is always
-/// every chunk up to some number, from which a retried attempt resumes.
+/// The frozen manifest's chunk rows, numbered in the order the lanes hand them over after those
+/// already stored, written [`CHUNKS_PER_WRITE`] at a time. A group is written on a task of its
+/// own beside the listing (the next group waits for it), so the scan goes on with the next pages
+/// while a group is checked and stored; groups are stored in order, one at a time, so what is
+/// stored is always every chunk up to some number, and within each lane a run of its chunks from
+/// its first, after whose last key boundary a retried attempt resumes that lane.
 struct FrozenChunks<'a> {
     store: &'a Store,
     token: &'a ExecToken,
@@ -84,13 +85,15 @@ impl ChunkDestination for FrozenChunks<'_> {
         Ok(true)
     }
 
-    async fn write(&mut self, prefix: &str, chunk: Chunk<'_>) -> PhaseResult<()> {
+    async fn write(&mut self, lane: &ListingLane, chunk: Chunk<'_>) -> PhaseResult<()> {
         let tail = ChunkTail {
             bytes: chunk.bytes,
             resume_after_key: chunk.resume_after_key.map(str::to_owned),
+            lane_after: lane.after.clone(),
+            lane_through: lane.through.clone(),
         };
         self.pending
-            .push((self.next_chunk_no, prefix.to_owned(), chunk.entries, tail));
+            .push((self.next_chunk_no, lane.prefix.clone(), chunk.entries, tail));
         self.next_chunk_no += 1;
         if self.pending.len() >= CHUNKS_PER_WRITE {
             self.store_pending().await?;
@@ -102,7 +105,7 @@ impl ChunkDestination for FrozenChunks<'_> {
 /// Streams the post-fence, post-drain version listing into chunk rows and binds the per-prefix
 /// digests to the request atomically with the `fenced → drained` advance. A retry after the bind
 /// returns the bound manifest; a retry before it continues after the chunks earlier attempts
-/// stored (each prefix listed on after its last key stored whole), never from the start.
+/// stored (each lane listed on after its last key stored whole), never from the start.
 pub async fn freeze_manifest(
     (acts, ctx): Attempt<'_>,
     input: RequestRef,
@@ -141,24 +144,25 @@ pub async fn freeze_manifest(
                 .manifest_chunk_entries
                 .clamp(1, MANIFEST_CHUNK_MAX_ENTRIES),
         );
-        let scanned = scan_tenant_prefixes_from(
+        let scanned = scan_lanes(
             &acts.objects,
             token.community_id,
             progress,
             &mut writer,
-            resume.prefixes,
+            resume.lanes,
         )
         .await;
         let prefixes = match scanned {
             Ok(prefixes) => prefixes,
             Err(error) => {
-                // The group being written was listed before the failure: it lands first, so the
-                // retry (after an unblock, say) resumes after it instead of listing it again.
-                if let Err(unwritten) = writer.destination.written().await {
+                // The chunks handed over were listed whole before the failure (the other lanes
+                // listed to their end): they land first, so the retry (after an unblock, say)
+                // resumes after them instead of listing them again.
+                if let Err(unwritten) = writer.destination.store_all().await {
                     tracing::warn!(
                         request_id = %token.request_id,
                         error = %unwritten,
-                        "a chunk group listed before the freeze failed was not stored"
+                        "chunks listed before the freeze failed were not stored"
                     );
                 }
                 return Err(error);

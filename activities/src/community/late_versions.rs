@@ -13,7 +13,7 @@ use workflows::community::{LateVersionsReport, RequestRef};
 
 use crate::s3::ObjectVersion;
 use crate::store::{ChunkSet, ExecToken, MANIFEST_CHUNK_MAX_ENTRIES, Store};
-use crate::taxonomy::ManifestEntry;
+use crate::taxonomy::{ListingLane, ManifestEntry};
 
 use super::chunk_writer::{Chunk, ChunkDestination, ChunkWriter};
 use super::claim::{Claim, claimed};
@@ -132,9 +132,9 @@ impl ChunkDestination for LateChunks<'_> {
             .await?)
     }
 
-    async fn write(&mut self, prefix: &str, chunk: Chunk<'_>) -> PhaseResult<()> {
+    async fn write(&mut self, lane: &ListingLane, chunk: Chunk<'_>) -> PhaseResult<()> {
         self.store
-            .append_late_chunk(self.token, prefix, &chunk.entries)
+            .append_late_chunk(self.token, &lane.prefix, &chunk.entries)
             .await?;
         Ok(())
     }

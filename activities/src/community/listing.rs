@@ -1,15 +1,17 @@
 //! Streams the versions under the community's three tenant prefixes, fail-closed on unknown
-//! key shapes. Memory stays bounded at one listing page plus one buffered chunk: the full key
-//! set is never held, whatever the tenant's size.
-
-use std::collections::{BTreeMap, HashSet};
+//! key shapes. Each prefix is listed in key ranges side by side (its lanes,
+//! [`crate::taxonomy::listing_lanes`]). Memory stays bounded at a few listing pages plus one
+//! buffered chunk per lane: the full key set is never held, whatever the tenant's size.
 
 use uuid::Uuid;
 use workflows::community::PrefixSummary;
 
 use crate::s3::{ObjectStore, ObjectStoreError, ObjectVersion, S3Operation, VersionPage};
 use crate::store::PrefixResume;
-use crate::taxonomy::{KeyStreamDigest, ManifestEntry, is_tenant_owned_key, tenant_prefixes};
+use crate::taxonomy::{
+    KeyStreamDigest, ListingLane, ManifestEntry, is_tenant_owned_key, lanes_cover_prefixes,
+    listing_lanes, tenant_prefixes,
+};
 
 use super::failure::{PhaseError, PhaseResult};
 use super::heartbeat::ProgressCell;
@@ -17,21 +19,21 @@ use super::heartbeat::ProgressCell;
 /// Versions per listing page (the S3 maximum).
 pub const LIST_PAGE_SIZE: i32 = 1000;
 
-/// Receives every listed version, in listing order, prefix by prefix.
+/// Receives every listed version, in listing order within each lane.
 pub trait VersionSink {
-    /// Called for each version of `prefix`, with its manifest entry and that entry's canonical
+    /// Called for each version of `lane`, with its manifest entry and that entry's canonical
     /// encoding (computed once by the scan, which folds it into the prefix's digest).
     fn accept(
         &mut self,
-        prefix: &str,
+        lane: &ListingLane,
         version: &ObjectVersion,
         entry: &ManifestEntry,
         encoded: String,
     ) -> impl std::future::Future<Output = PhaseResult<()>> + Send;
-    /// Called once a prefix is fully listed (flush what is buffered for it).
-    fn prefix_done(
+    /// Called once a lane is fully listed (flush what is buffered for it).
+    fn lane_done(
         &mut self,
-        prefix: &str,
+        lane: &ListingLane,
     ) -> impl std::future::Future<Output = PhaseResult<()>> + Send;
 }
 
@@ -41,28 +43,28 @@ pub struct DiscardVersions;
 impl VersionSink for DiscardVersions {
     async fn accept(
         &mut self,
-        _prefix: &str,
+        _lane: &ListingLane,
         _version: &ObjectVersion,
         _entry: &ManifestEntry,
         _encoded: String,
     ) -> PhaseResult<()> {
         Ok(())
     }
-    async fn prefix_done(&mut self, _prefix: &str) -> PhaseResult<()> {
+    async fn lane_done(&mut self, _lane: &ListingLane) -> PhaseResult<()> {
         Ok(())
     }
 }
 
-/// Listing pages of the three prefixes held at most between the listers and the sink.
-const PAGES_AHEAD: usize = 6;
+/// Listing pages of the lanes held at most between the listers and the sink.
+const PAGES_AHEAD: usize = 12;
 
-/// What the scan of one prefix has summed so far.
-struct PrefixScan {
-    prefix: String,
+/// What the scan of one lane has summed so far.
+struct LaneScan {
+    lane: ListingLane,
     digest: KeyStreamDigest,
     bytes: u64,
     /// Versions a resumed scan lists again but a previous attempt already stored: skipped.
-    stored_beyond: HashSet<String>,
+    stored_beyond: std::collections::HashSet<String>,
     done: bool,
 }
 
@@ -70,10 +72,10 @@ struct PrefixScan {
 /// key's exact shape, and returns one summary (count, bytes, order-independent digest) per prefix,
 /// in the prefixes' order.
 ///
-/// The three prefixes are listed side by side (one lister task each, a few pages ahead of the
-/// sink), so the listing takes as long as the largest prefix, not the sum, and overlaps with what
-/// the sink does with each page. The sink sees each prefix's versions in listing order, the
-/// prefixes' pages interleaved, and `prefix_done` once a prefix is listed to its end. Memory
+/// Every lane of the three prefixes is listed side by side (one lister task each, a few pages
+/// ahead of the sink), so the listing takes as long as the largest lane, not the sum, and
+/// overlaps with what the sink does with each page. The sink sees each lane's versions in listing
+/// order, the lanes' pages interleaved, and `lane_done` once a lane is listed to its end. Memory
 /// stays bounded by [`PAGES_AHEAD`] pages plus what the sink buffers. Cost is O(tenant versions)
 /// regardless of the bucket's size; the first failure ends the scan and stops every lister.
 pub async fn scan_tenant_prefixes(
@@ -82,30 +84,38 @@ pub async fn scan_tenant_prefixes(
     progress: &ProgressCell,
     sink: &mut impl VersionSink,
 ) -> PhaseResult<Vec<PrefixSummary>> {
-    scan_tenant_prefixes_from(objects, community, progress, sink, BTreeMap::new()).await
+    let lanes = listing_lanes(community)
+        .into_iter()
+        .map(|lane| (lane, PrefixResume::default()))
+        .collect();
+    scan_lanes(objects, community, progress, sink, lanes).await
 }
 
-/// [`scan_tenant_prefixes`] continued from what a previous attempt stored: each prefix of
-/// `resumed` starts from its stored digest, bytes and count and lists only the keys after its
-/// resume key, skipping the versions it lists again that were stored already. The summaries are
-/// those of the whole listing, as if it had run in one go. The store only resumes the
-/// community's own prefixes (`Store::freeze_resume_point`); any other entry of `resumed` is
-/// ignored.
-pub async fn scan_tenant_prefixes_from(
+/// [`scan_tenant_prefixes`] over the given `lanes`, each continued from what a previous attempt
+/// stored (`Store::freeze_resume_point`): a lane starts from its stored digest, bytes and count
+/// and lists only the keys after its resume key, skipping the versions it lists again that were
+/// stored already. The summaries are those of the whole listing, as if it had run in one go.
+/// Refused before anything is listed unless the lanes cut each of the community's prefixes into
+/// ranges that cover every key exactly once ([`lanes_cover_prefixes`]).
+pub async fn scan_lanes(
     objects: &ObjectStore,
     community: Uuid,
     progress: &ProgressCell,
     sink: &mut impl VersionSink,
-    mut resumed: BTreeMap<String, PrefixResume>,
+    lanes: Vec<(ListingLane, PrefixResume)>,
 ) -> PhaseResult<Vec<PrefixSummary>> {
+    if !lanes_cover_prefixes(community, lanes.iter().map(|(lane, _)| lane)) {
+        return Err(PhaseError::LanesIncomplete {
+            lanes: lanes.iter().map(|(lane, _)| lane.label()).collect(),
+        });
+    }
     let mut starts = Vec::new();
-    let mut scans: Vec<PrefixScan> = tenant_prefixes(community)
+    let mut scans: Vec<LaneScan> = lanes
         .into_iter()
-        .map(|prefix| {
-            let resume = resumed.remove(&prefix).unwrap_or_default();
-            starts.push(resume.after_key);
-            PrefixScan {
-                prefix,
+        .map(|(lane, resume)| {
+            starts.push(resume.after_key.or_else(|| lane.after.clone()));
+            LaneScan {
+                lane,
                 digest: resume.digest,
                 bytes: resume.bytes,
                 stored_beyond: resume.stored_beyond,
@@ -124,28 +134,53 @@ pub async fn scan_tenant_prefixes_from(
     let (pages, mut listed) = tokio::sync::mpsc::channel(PAGES_AHEAD);
     // Dropped on return, which aborts every lister still running.
     let mut listers = tokio::task::JoinSet::new();
-    for (lane, (scan, start)) in scans.iter().zip(starts).enumerate() {
-        listers.spawn(list_prefix(
+    let mut stoppers = Vec::with_capacity(scans.len());
+    for (index, (scan, start)) in scans.iter().zip(starts).enumerate() {
+        stoppers.push(listers.spawn(list_lane(
             objects.clone(),
-            scan.prefix.clone(),
-            lane,
+            scan.lane.clone(),
+            index,
             start,
             pages.clone(),
-        ));
+        )));
     }
     drop(pages);
-    while let Some((lane, page)) = listed.recv().await {
-        let page: VersionPage = page?;
-        let Some(scan) = scans.get_mut(lane) else {
+    // A lane that fails (the listing, or a key of unknown shape) stops alone: the others are
+    // listed to their end, so what they hold reaches the sink (a freeze stores it, and its retry
+    // lists only the failed lane on). The first lane failure is returned once they are.
+    let mut failed: Option<PhaseError> = None;
+    while let Some((index, page)) = listed.recv().await {
+        let Some(scan) = scans.get_mut(index) else {
             continue;
         };
-        for version in &page.entries {
-            if !is_tenant_owned_key(community, &version.key) {
-                return Err(PhaseError::UnknownKeyShape {
-                    prefix: scan.prefix.clone(),
-                    key: version.key.clone(),
-                });
+        if scan.done {
+            continue;
+        }
+        let checked = page.map_err(PhaseError::from).and_then(|page| {
+            match page
+                .entries
+                .iter()
+                .find(|version| !is_tenant_owned_key(community, &version.key))
+            {
+                Some(unknown) => Err(PhaseError::UnknownKeyShape {
+                    prefix: scan.lane.prefix.clone(),
+                    key: unknown.key.clone(),
+                }),
+                None => Ok(page),
             }
+        });
+        let page = match checked {
+            Ok(page) => page,
+            Err(error) => {
+                scan.done = true;
+                if let Some(stopper) = stoppers.get(index) {
+                    stopper.abort();
+                }
+                failed.get_or_insert(error);
+                continue;
+            }
+        };
+        for version in &page.entries {
             let entry = version.manifest_entry();
             let encoded = entry.encode();
             if !scan.stored_beyond.is_empty() && scan.stored_beyond.remove(&encoded) {
@@ -153,77 +188,99 @@ pub async fn scan_tenant_prefixes_from(
             }
             scan.digest.fold_encoded(&encoded);
             scan.bytes = scan.bytes.saturating_add(version.size);
-            sink.accept(&scan.prefix, version, &entry, encoded).await?;
+            sink.accept(&scan.lane, version, &entry, encoded).await?;
         }
         progress.update(|p| {
-            p.step = "listing the tenant's prefixes side by side".to_owned();
+            p.step = "listing the tenant's prefixes in key ranges side by side".to_owned();
             p.done = p.done.saturating_add(page.entries.len() as u64);
             p.unit = "versions listed".to_owned();
         });
         if page.next.is_none() {
-            sink.prefix_done(&scan.prefix).await?;
+            sink.lane_done(&scan.lane).await?;
             scan.done = true;
         }
+    }
+    if let Some(error) = failed {
+        return Err(error);
     }
     // Every lister has ended; one that ended without its last page panicked or was cancelled.
     if scans.iter().any(|scan| !scan.done) {
         return Err(ObjectStoreError::IncompleteResponse {
             operation: S3Operation::ListObjectVersions,
-            field: "the rest of a prefix's listing (its lister stopped)",
+            field: "the rest of a lane's listing (its lister stopped)",
         }
         .into());
     }
-    Ok(scans
+    Ok(tenant_prefixes(community)
         .into_iter()
-        .map(|scan| {
-            let (keys_digest, versions) = scan.digest.finish();
+        .map(|prefix| {
+            let mut digest = KeyStreamDigest::new();
+            let mut bytes = 0u64;
+            for scan in scans.iter().filter(|scan| scan.lane.prefix == prefix) {
+                digest.merge(&scan.digest);
+                bytes = bytes.saturating_add(scan.bytes);
+            }
+            let (keys_digest, versions) = digest.finish();
             PrefixSummary {
-                prefix: scan.prefix,
+                prefix,
                 versions,
-                bytes: scan.bytes,
+                bytes,
                 keys_digest,
             }
         })
         .collect())
 }
 
-/// Lists `prefix` page by page into `pages`, tagged with its `lane`, from its first key or only
-/// the keys after `after_key`; stops after a failure (sent on) or when the scan stopped
-/// listening.
-async fn list_prefix(
+/// Lists `lane` page by page into `pages`, tagged with its `index`: from the lane's first key,
+/// or only the keys after `start` (its lower bound, or where a previous attempt stopped), up to
+/// its upper bound. A page holds only the lane's versions; the last one sent has no `next`. Stops
+/// after a failure (sent on) or when the scan stopped listening.
+async fn list_lane(
     objects: ObjectStore,
-    prefix: String,
-    lane: usize,
-    mut after_key: Option<String>,
+    lane: ListingLane,
+    index: usize,
+    mut start: Option<String>,
     pages: tokio::sync::mpsc::Sender<(usize, Result<VersionPage, ObjectStoreError>)>,
 ) {
     let mut marker = None;
-    // A resumed listing starts at the key it resumes after: servers differ on whether that key's
-    // own versions are listed again (the local gateway lists them, AWS S3 does not), so entries
-    // at or before it are dropped here, whichever the server does.
-    let resume_after = after_key.clone();
+    // A listing started after a key: servers differ on whether that key's own versions are
+    // listed again (the local gateway lists them, AWS S3 does not), so entries at or before it
+    // are dropped here, whichever the server does.
+    let start_after = start.clone();
     loop {
-        let mut page = match after_key.take() {
+        let mut page = match start.take() {
             Some(key) => {
                 objects
-                    .list_versions_after_key(&prefix, key, LIST_PAGE_SIZE)
+                    .list_versions_after_key(&lane.prefix, key, LIST_PAGE_SIZE)
                     .await
             }
             None => {
                 objects
-                    .list_versions_page(&prefix, marker.take(), LIST_PAGE_SIZE)
+                    .list_versions_page(&lane.prefix, marker.take(), LIST_PAGE_SIZE)
                     .await
             }
         };
-        if let (Some(after), Ok(page)) = (&resume_after, &mut page) {
-            page.entries
-                .retain(|version| version.key.as_str() > after.as_str());
+        if let Ok(page) = &mut page {
+            let passed_end = page.entries.iter().any(|v| lane.is_past(&v.key))
+                || page
+                    .next
+                    .as_ref()
+                    .is_some_and(|(next_key, _)| lane.is_past(next_key));
+            page.entries.retain(|version| {
+                lane.holds(&version.key)
+                    && start_after
+                        .as_deref()
+                        .is_none_or(|after| version.key.as_str() > after)
+            });
+            if passed_end {
+                page.next = None;
+            }
         }
         let next = match &page {
             Ok(page) => page.next.clone(),
             Err(_) => None,
         };
-        if pages.send((lane, page)).await.is_err() {
+        if pages.send((index, page)).await.is_err() {
             return;
         }
         match next {

@@ -15,7 +15,9 @@ use activities::store::{
     FenceState, RequestFilter, Stage, StoreError, TaxonomySweepInput, catalog_scan_in,
     is_fenced_write,
 };
-use activities::taxonomy::{KeyStreamDigest, ManifestEntry, VersionKind, tenant_prefixes};
+use activities::taxonomy::{
+    KeyStreamDigest, ListingLane, ManifestEntry, VersionKind, listing_lanes, tenant_prefixes,
+};
 use std::collections::BTreeSet;
 use store_support::*;
 use uuid::Uuid;
@@ -400,6 +402,7 @@ async fn an_interrupted_freeze_resumes_after_its_last_whole_key_and_binds_each_v
         let tail = ChunkTail {
             bytes: 100,
             resume_after_key: resume_after_key.clone(),
+            ..ChunkTail::default()
         };
         store
             .append_manifest_chunk(&fixture.token, chunk_no as u32, &media, chunk, &tail)
@@ -421,9 +424,23 @@ async fn an_interrupted_freeze_resumes_after_its_last_whole_key_and_binds_each_v
         (2, 2, 0)
     );
     assert_eq!(resume.versions_kept(), 4);
+    // Chunks listed with the whole prefix as their lane (as releases before lanes list) are
+    // continued that way: one whole-prefix lane per prefix.
+    let whole = |prefix: &String| ListingLane {
+        prefix: prefix.clone(),
+        after: None,
+        through: None,
+    };
+    let continued: Vec<ListingLane> = resume.lanes.iter().map(|(l, _)| l.clone()).collect();
+    assert_eq!(
+        continued,
+        tenant_prefixes(community)
+            .iter()
+            .map(whole)
+            .collect::<Vec<_>>()
+    );
     let prefix = resume
-        .prefixes
-        .get(&media)
+        .lane(&whole(&media))
         .expect("the media prefix resumes");
     assert_eq!(
         prefix.after_key,
@@ -478,6 +495,168 @@ async fn an_interrupted_freeze_resumes_after_its_last_whole_key_and_binds_each_v
         refused.is_err(),
         "a bound manifest offered a resume point: {refused:?}"
     );
+}
+
+/// A media entry whose content hash starts with `digit` and ends with `seed`.
+fn lane_entry(community: Uuid, digit: char, seed: u32, version: &str) -> String {
+    let key = format!("media/{}/{digit}{seed:063x}", community.hyphenated());
+    ManifestEntry::new(key, version, VersionKind::Object).encode()
+}
+
+/// A freeze lists each prefix in lanes and stores their chunks interleaved; a retry resumes each
+/// lane after its own last key stored whole (never after another lane's), skipping the versions
+/// of a key split across its chunks. The boundary of a bounded lane is kept out of the column a
+/// release before lanes resumes from, so such a worker would list the prefix again rather than
+/// skip a lane. A chunk holding a key outside its lane is refused, and chunks of lanes this
+/// release does not list (a whole-prefix lane beside a bounded one) are cleared, not continued.
+#[tokio::test]
+async fn a_laned_freeze_resumes_each_lane_after_its_own_last_whole_key() {
+    let store = store().await;
+    let mut fixture = fenced(&store, 0).await;
+    let community = fixture.community.id;
+    let lanes = listing_lanes(community);
+    let [media, _, _] = tenant_prefixes(community);
+    let (first, second) = (&lanes[0], &lanes[1]);
+    assert_eq!((&first.prefix, &second.prefix), (&media, &media));
+    let low = [
+        lane_entry(community, '0', 1, "a"),
+        lane_entry(community, '0', 2, "b"),
+        lane_entry(community, '0', 2, "a"),
+        lane_entry(community, '3', 3, "a"),
+    ];
+    let high = [
+        lane_entry(community, '4', 1, "a"),
+        lane_entry(community, '7', 2, "a"),
+    ];
+    let in_lane = |lane: &ListingLane, resume_after_key: Option<String>| ChunkTail {
+        bytes: 10,
+        resume_after_key,
+        lane_after: lane.after.clone(),
+        lane_through: lane.through.clone(),
+    };
+    // The first attempt: [0-1] (ends its key) of the first lane, [4-1, 7-2] of the second, then
+    // [0-2b] of the first (inside key 0-2), then it died.
+    let stored = [
+        (&low[0..1], in_lane(first, Some(key_of(&low[0])))),
+        (&high[..], in_lane(second, Some(key_of(&high[1])))),
+        (&low[1..2], in_lane(first, None)),
+    ];
+    for (chunk_no, (chunk, tail)) in stored.iter().enumerate() {
+        store
+            .append_manifest_chunk(&fixture.token, chunk_no as u32, &media, chunk, tail)
+            .await
+            .expect("first attempt's chunk");
+    }
+    // A key of the first lane offered as the second lane's is refused.
+    let outside = store
+        .append_manifest_chunk(&fixture.token, 3, &media, &low[3..], &in_lane(second, None))
+        .await;
+    assert_matches!(
+        outside,
+        Err(StoreError::Manifest(ManifestError::Mismatch { .. })),
+        "a chunk outside its lane was stored: {outside:?}"
+    );
+    let columns: Vec<(Option<String>, Option<String>)> = sqlx::query_as(
+        "SELECT resume_after_key, lane_resume_after_key FROM deletion.manifest_chunks \
+         WHERE request_id = $1 ORDER BY chunk_no",
+    )
+    .bind(fixture.request_id)
+    .fetch_all(store.pool())
+    .await
+    .expect("chunk columns");
+    assert_eq!(
+        columns,
+        vec![
+            (None, Some(key_of(&low[0]))),
+            (None, Some(key_of(&high[1]))),
+            (None, None)
+        ],
+        "a bounded lane's boundary must not be where an older release resumes a whole prefix"
+    );
+
+    let retry = fixture.claim(&[Stage::Fenced]).await;
+    let resume = store
+        .freeze_resume_point(&retry)
+        .await
+        .expect("resume point");
+    assert_eq!((resume.next_chunk_no, resume.chunks_kept), (3, 3));
+    let listed: Vec<ListingLane> = resume.lanes.iter().map(|(l, _)| l.clone()).collect();
+    assert_eq!(listed, lanes, "the retry lists the same lanes");
+    let first_resume = resume.lane(first).expect("first lane");
+    assert_eq!(first_resume.after_key, Some(key_of(&low[0])));
+    assert_eq!(
+        first_resume
+            .stored_beyond
+            .iter()
+            .cloned()
+            .collect::<BTreeSet<_>>(),
+        BTreeSet::from([low[1].clone()])
+    );
+    assert_eq!((first_resume.digest.count(), first_resume.bytes), (2, 20));
+    let second_resume = resume.lane(second).expect("second lane");
+    assert_eq!(second_resume.after_key, Some(key_of(&high[1])));
+    assert!(second_resume.stored_beyond.is_empty());
+    assert!(
+        lanes[2..]
+            .iter()
+            .all(|lane| resume.lane(lane) == Some(&Default::default())),
+        "lanes with nothing stored start from their own first key"
+    );
+
+    // The retry lists 0-2 again (skipping 0-2b) and stores the rest of the first lane; the
+    // manifest binds with every version once.
+    store
+        .append_manifest_chunk(&retry, 3, &media, &low[2..], &in_lane(first, None))
+        .await
+        .expect("the retry's chunk");
+    let all: Vec<String> = low.iter().chain(high.iter()).cloned().collect();
+    let mut summary = media_manifest(community, &all, 10);
+    summary.chunks = 4;
+    store
+        .bind_destructive_manifest(&retry, &summary)
+        .await
+        .expect("the lanes' chunks bind as one listing");
+
+    // Another request: a whole-prefix chunk beside a bounded lane's is neither release's
+    // freeze; the retry clears both and lists this release's lanes from the start.
+    let mut mixed = fenced(&store, 0).await;
+    let community = mixed.community.id;
+    let [media, _, _] = tenant_prefixes(community);
+    let lanes = listing_lanes(community);
+    let whole = ChunkTail::default();
+    let bounded = in_lane(&lanes[1], None);
+    let entries = [
+        lane_entry(community, '0', 1, "a"),
+        lane_entry(community, '4', 1, "a"),
+    ];
+    for (chunk_no, (entry, tail)) in entries.iter().zip([&whole, &bounded]).enumerate() {
+        store
+            .append_manifest_chunk(
+                &mixed.token,
+                chunk_no as u32,
+                &media,
+                std::slice::from_ref(entry),
+                tail,
+            )
+            .await
+            .expect("mixed chunk");
+    }
+    let retry = mixed.claim(&[Stage::Fenced]).await;
+    let resume = store
+        .freeze_resume_point(&retry)
+        .await
+        .expect("resume point");
+    assert_eq!(
+        (
+            resume.next_chunk_no,
+            resume.chunks_kept,
+            resume.chunks_cleared
+        ),
+        (0, 0, 2)
+    );
+    let listed: Vec<ListingLane> = resume.lanes.iter().map(|(l, _)| l.clone()).collect();
+    assert_eq!(listed, lanes);
+    assert_eq!(mixed.chunk_progress().await.chunks_total, 0);
 }
 
 /// Chunks stored before the resumable freeze (no partial digest) are cleared by the retry, which
@@ -543,7 +722,13 @@ async fn chunks_without_a_partial_digest_are_cleared_and_a_stale_chunk_never_bin
         ),
         (0, 0, 4)
     );
-    assert!(resume.prefixes.is_empty());
+    assert_eq!(resume.versions_kept(), 0);
+    let lanes: Vec<ListingLane> = resume.lanes.iter().map(|(l, _)| l.clone()).collect();
+    assert_eq!(
+        lanes,
+        listing_lanes(fixture.community.id),
+        "a new freeze lists in lanes"
+    );
     let progress = fixture.chunk_progress().await;
     assert_eq!((progress.chunks_total, progress.versions_total), (0, 0));
     for (chunk_no, chunk) in entries.chunks(5).enumerate() {
@@ -577,6 +762,7 @@ async fn a_chunk_edited_after_the_freeze_is_refused_when_read_for_deletion() {
     let wrong_key = ChunkTail {
         bytes: 0,
         resume_after_key: Some(key_of(&entries[0])),
+        ..ChunkTail::default()
     };
     let refused = store
         .append_manifest_chunk(&fixture.token, 0, &media, &entries[..2], &wrong_key)

@@ -65,7 +65,7 @@ impl Store {
         prefix: &str,
         entries: &[String],
     ) -> StoreResult<LateChunk> {
-        check_chunk_entries(token, "late chunk", prefix, entries)?;
+        check_chunk_entries(token, "late chunk", prefix, entries, None)?;
         let mut digest = KeyStreamDigest::new();
         for encoded in entries {
             digest.fold_encoded(encoded);

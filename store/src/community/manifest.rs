@@ -23,7 +23,7 @@ use super::inventory::{
 use super::stage::Stage;
 use super::token::{ExecToken, LockedRequest, Tx, check_fence_held, read_for_token, read_request};
 use crate::error::{StoreError, StoreResult};
-use crate::taxonomy::{ManifestEntry, is_tenant_owned_key, tenant_prefixes};
+use crate::taxonomy::{ListingLane, ManifestEntry, is_tenant_owned_key, tenant_prefixes};
 use crate::{Store, count_i64, count_u64, put_canonical_field};
 
 /// Most entries one chunk holds (ten `DeleteObjects` calls of 1,000).
@@ -124,12 +124,14 @@ pub(crate) fn chunk_no_i32(chunk_no: u32) -> StoreResult<i32> {
 }
 
 /// Refuses a chunk unless it has 1..=10,000 entries, `prefix` is one of the community's tenant
-/// prefixes, and every entry decodes to a key of the community's exact writer shape under it.
+/// prefixes, and every entry decodes to a key of the community's exact writer shape under it and,
+/// when the chunk was listed in a `lane`, inside that lane's range.
 pub(crate) fn check_chunk_entries(
     token: &ExecToken,
     label: &str,
     prefix: &str,
     entries: &[String],
+    lane: Option<&ListingLane>,
 ) -> StoreResult<()> {
     let mismatch = |reason: String| mismatch(token.request_id, reason);
     if entries.is_empty() || entries.len() > MANIFEST_CHUNK_MAX_ENTRIES {
@@ -153,6 +155,13 @@ pub(crate) fn check_chunk_entries(
             return Err(mismatch(format!(
                 "{label}: key {:?} is not the community's under {prefix}",
                 entry.key
+            )));
+        }
+        if let Some(lane) = lane.filter(|lane| !lane.holds(&entry.key)) {
+            return Err(mismatch(format!(
+                "{label}: key {:?} lies outside its lane {}",
+                entry.key,
+                lane.label()
             )));
         }
     }
@@ -196,7 +205,8 @@ pub struct NewChunk<'a> {
 /// count and partial digest.
 fn checked_new_chunk(token: &ExecToken, chunk: &NewChunk<'_>) -> StoreResult<(i32, String)> {
     let label = format!("chunk {}", chunk.chunk_no);
-    check_chunk_entries(token, &label, chunk.prefix, chunk.entries)?;
+    let lane = chunk.tail.lane(chunk.prefix);
+    check_chunk_entries(token, &label, chunk.prefix, chunk.entries, Some(&lane))?;
     if let Some(key) = &chunk.tail.resume_after_key {
         let last = chunk
             .entries
@@ -269,15 +279,21 @@ impl Store {
         let (mut tx, row) = self.begin_for_token(token, &[Stage::Fenced]).await?;
         check_fence_held(&mut tx, &row).await?;
         for (chunk, (entry_count, digest_sum)) in chunks.iter().zip(rows) {
+            // A whole-prefix lane keeps its key boundary where releases before lanes read it;
+            // a bounded lane's goes to its own column (migration 0023).
+            let whole_prefix = chunk.tail.lane_after.is_none() && chunk.tail.lane_through.is_none();
+            let resume_key = chunk.tail.resume_after_key.as_deref();
             sqlx::query(
                 "INSERT INTO deletion.manifest_chunks \
                  (request_id, chunk_no, prefix, entries, entry_count, exec_generation, digest_sum, \
-                  bytes, resume_after_key) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+                  bytes, resume_after_key, lane_after, lane_through, lane_resume_after_key) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
                  ON CONFLICT (request_id, chunk_no) DO UPDATE SET prefix = EXCLUDED.prefix, \
                    entries = EXCLUDED.entries, entry_count = EXCLUDED.entry_count, \
                    exec_generation = EXCLUDED.exec_generation, digest_sum = EXCLUDED.digest_sum, \
-                   bytes = EXCLUDED.bytes, resume_after_key = EXCLUDED.resume_after_key",
+                   bytes = EXCLUDED.bytes, resume_after_key = EXCLUDED.resume_after_key, \
+                   lane_after = EXCLUDED.lane_after, lane_through = EXCLUDED.lane_through, \
+                   lane_resume_after_key = EXCLUDED.lane_resume_after_key",
             )
             .bind(token.request_id)
             .bind(chunk_no_i32(chunk.chunk_no)?)
@@ -287,7 +303,10 @@ impl Store {
             .bind(token.exec_generation)
             .bind(&digest_sum)
             .bind(count_i64("bytes", chunk.tail.bytes)?)
-            .bind(chunk.tail.resume_after_key.as_deref())
+            .bind(whole_prefix.then_some(resume_key).flatten())
+            .bind(chunk.tail.lane_after.as_deref())
+            .bind(chunk.tail.lane_through.as_deref())
+            .bind((!whole_prefix).then_some(resume_key).flatten())
             .execute(&mut *tx)
             .await?;
         }

@@ -69,7 +69,8 @@ pub(crate) fn render(
          double refuses a DeleteObjects call with `503 SlowDown` when its prefix's token bucket \
          (one second of the limit) lacks one token per version.\n\n\
          - **(a) floor**: a bare program in the benchmark process: list the three prefixes \
-         side by side (a task each, as the workflow's listing), DeleteObjects of at most 1,000 \
+         in the workflow's key ranges (four per prefix, every range on a task of its own, as \
+         the workflow's listing), DeleteObjects of at most 1,000 \
          versions with the prefixes taking turns (the workflow's order) and the same \
          parallelism, each call on a task of its own (as the worker's), batched row deletes, \
          SCAN + UNLINK. No Temporal, no fence, no manifest, no stamps, no audit trail.\n\

@@ -75,3 +75,35 @@ async fn unknown_key_shape_blocks_naming_the_key_until_removed_and_unblocked() {
         "{unblocked:?}"
     );
 }
+
+/// Each tenant prefix is listed in key ranges cut at hash digits 4, 8 and c. A key spelled
+/// exactly as a cut (`media/{c}/8`, no writer's shape) lies on the border of two ranges: it is
+/// listed (by the range that ends at it), refused naming it, and the deletion completes once it
+/// is removed. Nothing at a border falls between two listings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_spelled_as_a_listing_cut_is_listed_and_refused_not_skipped() {
+    let (stack, cli, _worker) = with_worker("unknown-cut", &[]).await;
+    let target = Tenant::seed(&stack, "stray-cut", small_plan()).await;
+    let cut = format!("media/{}/8", target.id);
+    stack
+        .objects
+        .put_object(&cut, b"at the cut".to_vec())
+        .await
+        .unwrap_or_else(|e| panic!("planting {cut}: {e}"));
+
+    let (request_id, json) = cli.submit_blocked(&target.host, &[]).await;
+    let reason = json["blocked"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&format!("{cut:?}")),
+        "the block must name the key at the cut: {json}"
+    );
+
+    remove_stray_key(&stack, target.id, &cut).await;
+    let id = request_id.to_string();
+    let status = cli
+        .unblock_until_awaiting_approval(&id, "carol", "removed the key at the cut")
+        .await;
+    let digest = inventory_digest(&status);
+    cli.approve_and_finish(&id, &digest).await;
+    target.assert_gone(&stack, "the target").await;
+}
