@@ -22,8 +22,9 @@ const SECRET_KEY: &str = "buzz-double-secret";
 const REGION: &str = "us-east-1";
 
 /// The shape of a tenant's keys under each prefix family: the content hash is 64 hex digits
-/// (here a zero-padded index) and thumbnails and metadata carry their suffixes, as the platform
-/// writes them (`store::taxonomy`).
+/// (here 16 hex digits mixed from the key's index, then the zero-padded index: spread over the
+/// leading hex digit as content hashes are, so each listing lane holds its share) and thumbnails
+/// and metadata carry their suffixes, as the platform writes them (`store::taxonomy`).
 const FAMILY_SUFFIXES: [&str; 3] = ["", ".webp", ".json"];
 
 /// How the double answers: per-call latency and the per-partition delete rate.
@@ -188,6 +189,7 @@ impl Double {
                 "size": 1024,
                 "width": 64,
                 "suffix": suffix,
+                "spread": true,
             });
             let answer = self.control("POST", "/_double/seed", Some(&body)).await?;
             created += answer["versions"]

@@ -45,6 +45,9 @@ struct SeedRequest {
     /// Appended to every key.
     #[serde(default)]
     suffix: String,
+    /// Names spread over the hex digits as content hashes are (`SeedPlan::spread`).
+    #[serde(default)]
+    spread: bool,
 }
 
 fn one() -> u64 {
@@ -165,6 +168,7 @@ async fn seed(state: &Arc<State>, request: SeedRequest) -> Result<serde_json::Va
         uploads: request.uploads,
         width: request.width.min(256),
         suffix: request.suffix,
+        spread: request.spread,
     };
     let total = plan
         .keys

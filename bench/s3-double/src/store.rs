@@ -406,6 +406,10 @@ pub struct SeedPlan {
     pub width: usize,
     /// Appended to every key (`.webp`, `.json`).
     pub suffix: String,
+    /// Start each key's name with 16 hex digits mixed from its index (then the padded index),
+    /// so names spread over the hex digits as content hashes do, instead of all sharing the
+    /// zero-padded index's leading zeros.
+    pub spread: bool,
 }
 
 impl SeedPlan {
@@ -431,12 +435,22 @@ impl SeedPlan {
 
     /// The name of key `index`.
     pub fn key(&self, index: u64) -> String {
-        format!(
-            "{}{index:0width$}{}",
-            self.prefix,
-            self.suffix,
-            width = self.width()
-        )
+        let mut key = String::new();
+        self.push_key(&mut key, index, self.width());
+        key
+    }
+
+    /// Appends the name of key `index` (its index padded to `width` digits).
+    fn push_key(&self, key: &mut String, index: u64, width: usize) {
+        key.push_str(&self.prefix);
+        if self.spread {
+            const MIXED_DIGITS: usize = 16;
+            push_hex(key, mix64(index));
+            push_padded(key, index, width.saturating_sub(MIXED_DIGITS));
+        } else {
+            push_padded(key, index, width);
+        }
+        key.push_str(&self.suffix);
     }
 
     /// Builds the seeded versions with ids from `first_id` on, key-major, oldest first; the
@@ -470,9 +484,7 @@ impl SeedPlan {
                     id += 1;
                 }
                 key.clear();
-                key.push_str(&self.prefix);
-                push_padded(&mut key, index, width);
-                key.push_str(&self.suffix);
+                self.push_key(&mut key, index, width);
                 (Box::from(key.as_str()), versions)
             })
             .collect()
@@ -483,6 +495,22 @@ impl SeedPlan {
         (0..self.uploads)
             .map(|index| (self.key(index), first_id + index))
             .collect()
+    }
+}
+
+/// A bijection of `u64` that scatters neighbouring values (SplitMix64's finaliser).
+fn mix64(value: u64) -> u64 {
+    let mut z = value;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Appends `value` as 16 lowercase hex digits.
+fn push_hex(out: &mut String, value: u64) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for shift in (0..16).rev() {
+        out.push(char::from(HEX[((value >> (shift * 4)) & 0xf) as usize]));
     }
 }
 
@@ -850,6 +878,7 @@ mod tests {
             uploads: 2,
             width: 0,
             suffix: String::new(),
+            spread: false,
         };
         assert_eq!(plan.version_total(), 23);
         assert_eq!(plan.key(7), "media/x/00000007");
@@ -862,6 +891,45 @@ mod tests {
         assert_eq!(hashed.key(7), format!("thumbs/x/{:064}.webp", 7));
         let built_hashed = hashed.build_versions(1, 0);
         assert!(built_hashed.contains_key(hashed.key(9).as_str()));
+        // Spread names are content-hash shaped, distinct, and lead with every hex digit.
+        let spread = SeedPlan {
+            keys: 4096,
+            spread: true,
+            ..hashed.clone()
+        };
+        let names: std::collections::BTreeSet<String> = (0..spread.keys)
+            .map(|i| {
+                spread
+                    .key(i)
+                    .trim_start_matches("thumbs/x/")
+                    .trim_end_matches(".webp")
+                    .to_owned()
+            })
+            .collect();
+        assert_eq!(names.len(), 4096);
+        assert!(names.iter().all(|name| {
+            name.len() == 64
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        }));
+        let leading: std::collections::BTreeMap<char, usize> =
+            names.iter().fold(Default::default(), |mut counts, name| {
+                *counts
+                    .entry(name.chars().next().unwrap_or('?'))
+                    .or_default() += 1;
+                counts
+            });
+        assert_eq!(leading.len(), 16, "{leading:?}");
+        assert!(
+            leading.values().all(|&n| (160..=352).contains(&n)),
+            "{leading:?}"
+        );
+        assert!(
+            spread
+                .build_versions(1, 0)
+                .contains_key(spread.key(99).as_str())
+        );
         let built = plan.build_versions(100, 0);
         assert_eq!(built.len(), 10);
         let third = &built["media/x/00000002"];
@@ -933,6 +1001,7 @@ mod tests {
             uploads: 0,
             width: 0,
             suffix: String::new(),
+            spread: false,
         };
         let mut objects = Objects::default();
         objects.merge_seeded(&plan.prefix, plan.build_versions(1, 0));
