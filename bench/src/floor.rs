@@ -6,13 +6,16 @@
 //! `purge_batch_rows` rows at a time, tenant tables then the community row) and the same
 //! SCAN + UNLINK. No Temporal, no fence, no manifest, no stamps, no audit trail.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use activities::community::PAGES_IN_MEMORY;
 use activities::s3::{MAX_VERSIONS_PER_DELETE, ObjectStore, ObjectVersionRef};
 use activities::taxonomy::{ListingLane, listing_lanes};
 use anyhow::{Result, bail};
 use futures::StreamExt;
 use sqlx::PgPool;
+use tokio::sync::Semaphore;
 use uuid::Uuid;
 
 use crate::stack::Stack;
@@ -91,16 +94,20 @@ pub async fn run_floor(
 /// versions that never span a prefix (as the manifest's chunks never do), the prefixes taking
 /// turns call by call as the workflow's delete lanes do. Each prefix is listed in the key ranges
 /// the workflow's listing uses (`listing_lanes`), every range side by side on a task of its own,
-/// and a call never spans two ranges (as a chunk never does).
+/// at most [`PAGES_IN_MEMORY`] listing calls in flight (as the workflow's listing), and a call
+/// never spans two ranges (as a chunk never does).
 pub async fn list_delete_calls(
     objects: &ObjectStore,
     community: Uuid,
 ) -> Result<Vec<Vec<ObjectVersionRef>>> {
+    // As many listing calls in flight as the workflow's listing allows pages in memory.
+    let in_flight = Arc::new(Semaphore::new(PAGES_IN_MEMORY));
     let listers: Vec<_> = listing_lanes(community)
         .into_iter()
         .map(|lane| {
             let prefix = lane.prefix.clone();
-            (prefix, tokio::spawn(list_lane_calls(objects.clone(), lane)))
+            let lister = list_lane_calls(objects.clone(), lane, in_flight.clone());
+            (prefix, tokio::spawn(lister))
         })
         .collect();
     let mut per_prefix: Vec<(String, Vec<Vec<ObjectVersionRef>>)> = Vec::new();
@@ -124,11 +131,13 @@ pub async fn list_delete_calls(
 async fn list_lane_calls(
     objects: ObjectStore,
     lane: ListingLane,
+    in_flight: Arc<Semaphore>,
 ) -> Result<Vec<Vec<ObjectVersionRef>>> {
     let mut versions = Vec::new();
     let mut start = lane.after.clone();
     let mut marker = None;
     loop {
+        let _call = in_flight.acquire().await?;
         let page = match start.take() {
             Some(key) => {
                 objects

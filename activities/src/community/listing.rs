@@ -55,8 +55,18 @@ impl VersionSink for DiscardVersions {
     }
 }
 
-/// Listing pages of the lanes held at most between the listers and the sink.
-const PAGES_AHEAD: usize = 12;
+/// Listing pages held at most at once, from the request that fetches a page until the sink has
+/// taken every version of it: bounds the scan's memory whatever the number of lanes (a lane
+/// waits for a page's room before it asks for the page). Eight keeps eight listing calls in
+/// flight, enough to hide the listing's latency behind the work on the pages already here.
+pub const PAGES_IN_MEMORY: usize = 8;
+
+/// A listed page (or the lane's failure), the lane's index, and the room it takes in memory.
+type ListedPage = (
+    usize,
+    Result<VersionPage, ObjectStoreError>,
+    tokio::sync::OwnedSemaphorePermit,
+);
 
 /// What the scan of one lane has summed so far.
 struct LaneScan {
@@ -76,7 +86,7 @@ struct LaneScan {
 /// ahead of the sink), so the listing takes as long as the largest lane, not the sum, and
 /// overlaps with what the sink does with each page. The sink sees each lane's versions in listing
 /// order, the lanes' pages interleaved, and `lane_done` once a lane is listed to its end. Memory
-/// stays bounded by [`PAGES_AHEAD`] pages plus what the sink buffers. Cost is O(tenant versions)
+/// stays bounded by [`PAGES_IN_MEMORY`] pages plus what the sink buffers. Cost is O(tenant versions)
 /// regardless of the bucket's size; the first failure ends the scan and stops every lister.
 pub async fn scan_tenant_prefixes(
     objects: &ObjectStore,
@@ -131,7 +141,9 @@ pub async fn scan_lanes(
             p.unit = "versions listed".to_owned();
         });
     }
-    let (pages, mut listed) = tokio::sync::mpsc::channel(PAGES_AHEAD);
+    let room = std::sync::Arc::new(tokio::sync::Semaphore::new(PAGES_IN_MEMORY));
+    // Never full: a page is sent only with one of the room's permits.
+    let (pages, mut listed) = tokio::sync::mpsc::channel(PAGES_IN_MEMORY);
     // Dropped on return, which aborts every lister still running.
     let mut listers = tokio::task::JoinSet::new();
     let mut stoppers = Vec::with_capacity(scans.len());
@@ -141,6 +153,7 @@ pub async fn scan_lanes(
             scan.lane.clone(),
             index,
             start,
+            room.clone(),
             pages.clone(),
         )));
     }
@@ -149,7 +162,7 @@ pub async fn scan_lanes(
     // listed to their end, so what they hold reaches the sink (a freeze stores it, and its retry
     // lists only the failed lane on). The first lane failure is returned once they are.
     let mut failed: Option<PhaseError> = None;
-    while let Some((index, page)) = listed.recv().await {
+    while let Some((index, page, _room)) = listed.recv().await {
         let Some(scan) = scans.get_mut(index) else {
             continue;
         };
@@ -231,7 +244,8 @@ pub async fn scan_lanes(
         .collect())
 }
 
-/// Lists `lane` page by page into `pages`, tagged with its `index`: from the lane's first key,
+/// Lists `lane` page by page into `pages`, tagged with its `index` and holding a permit of
+/// `room` each (taken before the page is asked for): from the lane's first key,
 /// or only the keys after `start` (its lower bound, or where a previous attempt stopped), up to
 /// its upper bound. A page holds only the lane's versions; the last one sent has no `next`. Stops
 /// after a failure (sent on) or when the scan stopped listening.
@@ -240,7 +254,8 @@ async fn list_lane(
     lane: ListingLane,
     index: usize,
     mut start: Option<String>,
-    pages: tokio::sync::mpsc::Sender<(usize, Result<VersionPage, ObjectStoreError>)>,
+    room: std::sync::Arc<tokio::sync::Semaphore>,
+    pages: tokio::sync::mpsc::Sender<ListedPage>,
 ) {
     let mut marker = None;
     // A listing started after a key: servers differ on whether that key's own versions are
@@ -248,6 +263,10 @@ async fn list_lane(
     // are dropped here, whichever the server does.
     let start_after = start.clone();
     loop {
+        // Room for the page before asking for it (the semaphore is never closed).
+        let Ok(permit) = room.clone().acquire_owned().await else {
+            return;
+        };
         let mut page = match start.take() {
             Some(key) => {
                 objects
@@ -280,7 +299,7 @@ async fn list_lane(
             Ok(page) => page.next.clone(),
             Err(_) => None,
         };
-        if pages.send((index, page)).await.is_err() {
+        if pages.send((index, page, permit)).await.is_err() {
             return;
         }
         match next {

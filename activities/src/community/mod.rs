@@ -54,6 +54,7 @@ use crate::store::Store;
 pub use connection_budget::CONNECTIONS_PER_ATTEMPT;
 pub use failure::{PhaseError, PhaseResult, into_activity_error};
 pub use heartbeat::PhaseProgress;
+pub use listing::PAGES_IN_MEMORY;
 pub use pacing::{
     DEFAULT_DELETES_PER_SECOND_FLOOR, DEFAULT_DELETES_PER_SECOND_PER_PREFIX, PrefixPacer,
     RateBounds,

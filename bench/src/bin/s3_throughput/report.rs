@@ -64,7 +64,9 @@ pub(crate) fn render(
          on the `s3s` protocol crate; the worker, the CLI and the floor reach it through the \
          same AWS SDK client as the real gateway. Tenants are seeded straight into it (two \
          versions per key over `media/`, `thumbs/` and `_meta/`, a delete marker on one media \
-         key in ten), with their rows and Redis keys in the local stack (versions/50 rows per \
+         key in ten; each name 64 hex digits spread over the leading digit as content hashes \
+         are, so each of a prefix's four listing ranges holds about a quarter), with their rows \
+         and Redis keys in the local stack (versions/50 rows per \
          tenant table, at most 5,000, and as many keys). A partition is a tenant prefix: the \
          double refuses a DeleteObjects call with `503 SlowDown` when its prefix's token bucket \
          (one second of the limit) lacks one token per version.\n\n\
