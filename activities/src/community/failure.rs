@@ -139,7 +139,9 @@ pub enum PhaseError {
     /// covering every key exactly once (a defect of the worker, never of the data): nothing is
     /// listed, since a gap would leave versions out of the manifest.
     #[error(
-        "the listing lanes {lanes:?} do not cover the tenant's three prefixes exactly once;          nothing was listed. This is a worker defect: report it, run a release whose lanes          cover the prefixes, then unblock"
+        "the listing lanes {lanes:?} do not cover the tenant's three prefixes exactly once; \
+         nothing was listed. This is a worker defect: report it, run a release whose lanes \
+         cover the prefixes, then unblock"
     )]
     LanesIncomplete {
         /// The lanes handed over, labelled.

@@ -185,7 +185,8 @@ async fn frozen_chunk_meta(
 ) -> StoreResult<Vec<ChunkMeta>> {
     let rows: Vec<ChunkMeta> = sqlx::query_as(
         "SELECT chunk_no, prefix, entry_count, digest_sum, bytes, resume_after_key, lane_after, \
-         lane_through, lane_resume_after_key FROM deletion.manifest_chunks WHERE request_id = $1 AND late_at IS NULL \
+         lane_through, lane_resume_after_key FROM deletion.manifest_chunks \
+         WHERE request_id = $1 AND late_at IS NULL \
          ORDER BY chunk_no",
     )
     .bind(request_id)
