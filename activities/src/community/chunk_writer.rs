@@ -167,11 +167,7 @@ mod tests {
 
     /// The lane that is the whole of `prefix`.
     fn whole(prefix: &str) -> ListingLane {
-        ListingLane {
-            prefix: prefix.to_owned(),
-            after: None,
-            through: None,
-        }
+        ListingLane::whole(prefix.to_owned())
     }
 
     /// Hands the writer one listed version of `key`, as the scan does.

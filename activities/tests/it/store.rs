@@ -17,6 +17,7 @@ use activities::store::{
 };
 use activities::taxonomy::{
     KeyStreamDigest, ListingLane, ManifestEntry, VersionKind, listing_lanes, tenant_prefixes,
+    whole_prefix_lanes,
 };
 use std::collections::BTreeSet;
 use store_support::*;
@@ -426,21 +427,10 @@ async fn an_interrupted_freeze_resumes_after_its_last_whole_key_and_binds_each_v
     assert_eq!(resume.versions_kept(), 4);
     // Chunks listed with the whole prefix as their lane (as releases before lanes list) are
     // continued that way: one whole-prefix lane per prefix.
-    let whole = |prefix: &String| ListingLane {
-        prefix: prefix.clone(),
-        after: None,
-        through: None,
-    };
     let continued: Vec<ListingLane> = resume.lanes.iter().map(|(l, _)| l.clone()).collect();
-    assert_eq!(
-        continued,
-        tenant_prefixes(community)
-            .iter()
-            .map(whole)
-            .collect::<Vec<_>>()
-    );
+    assert_eq!(continued, whole_prefix_lanes(community));
     let prefix = resume
-        .lane(&whole(&media))
+        .lane(&ListingLane::whole(media.clone()))
         .expect("the media prefix resumes");
     assert_eq!(
         prefix.after_key,

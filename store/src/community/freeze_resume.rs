@@ -24,7 +24,9 @@ use super::manifest::{ManifestError, chunk_no_i32};
 use super::stage::Stage;
 use super::token::ExecToken;
 use crate::error::{StoreError, StoreResult};
-use crate::taxonomy::{KeyStreamDigest, ListingLane, listing_lanes, tenant_prefixes};
+use crate::taxonomy::{
+    KeyStreamDigest, ListingLane, listing_lanes, tenant_prefixes, whole_prefix_lanes,
+};
 use crate::{Store, count_u64};
 
 /// What the freeze knows of one chunk beyond its entries.
@@ -301,14 +303,7 @@ fn lanes_to_continue(community: Uuid, rows: &[ChunkMeta]) -> Option<Vec<ListingL
     if rows.iter().all(|row| current.contains(&row.lane())) {
         return Some(current);
     }
-    let whole: Vec<ListingLane> = tenant_prefixes(community)
-        .into_iter()
-        .map(|prefix| ListingLane {
-            prefix,
-            after: None,
-            through: None,
-        })
-        .collect();
+    let whole = whole_prefix_lanes(community);
     rows.iter()
         .all(|row| whole.contains(&row.lane()))
         .then_some(whole)

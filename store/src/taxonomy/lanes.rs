@@ -35,6 +35,15 @@ pub struct ListingLane {
 }
 
 impl ListingLane {
+    /// The lane that is the whole of `prefix` (how releases before lanes listed a prefix).
+    pub fn whole(prefix: String) -> Self {
+        Self {
+            prefix,
+            after: None,
+            through: None,
+        }
+    }
+
     /// Whether `key` lies in this lane's range (the prefix itself is not checked).
     pub fn holds(&self, key: &str) -> bool {
         self.after.as_deref().is_none_or(|after| key > after)
@@ -76,6 +85,15 @@ pub fn listing_lanes(community: Uuid) -> Vec<ListingLane> {
                 through: cuts.get(index).cloned(),
             })
         })
+        .collect()
+}
+
+/// One whole-prefix lane ([`ListingLane::whole`]) per tenant prefix of `community`, in
+/// [`tenant_prefixes`] order.
+pub fn whole_prefix_lanes(community: Uuid) -> Vec<ListingLane> {
+    tenant_prefixes(community)
+        .into_iter()
+        .map(ListingLane::whole)
         .collect()
 }
 
@@ -172,14 +190,7 @@ mod tests {
     fn only_lanes_that_cut_every_prefix_without_gap_or_overlap_cover_them() {
         let lanes = listing_lanes(community());
         assert!(lanes_cover_prefixes(community(), &lanes));
-        let whole: Vec<ListingLane> = tenant_prefixes(community())
-            .into_iter()
-            .map(|prefix| ListingLane {
-                prefix,
-                after: None,
-                through: None,
-            })
-            .collect();
+        let whole = whole_prefix_lanes(community());
         assert!(lanes_cover_prefixes(community(), &whole));
         // A lane missing leaves a gap; a prefix without lanes is not listed; a lane of another
         // community is not this one's.

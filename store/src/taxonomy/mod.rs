@@ -27,7 +27,9 @@ mod lanes;
 pub mod user_keys;
 
 pub use derived::{DERIVED_ROOTS, derived_keys};
-pub use lanes::{LANES_PER_PREFIX, ListingLane, lanes_cover_prefixes, listing_lanes};
+pub use lanes::{
+    LANES_PER_PREFIX, ListingLane, lanes_cover_prefixes, listing_lanes, whole_prefix_lanes,
+};
 
 /// The first key segment of each tenant prefix, in the order [`tenant_prefixes`] returns them.
 pub const TENANT_PREFIX_ROOTS: [&str; 3] = ["media", "thumbs", "_meta"];
