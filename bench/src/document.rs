@@ -87,7 +87,7 @@ fn how_to_run(out: &mut String, report: &Report) {
          {}`: a fresh `buzz-deletion-worker` process on its own task queue \
          (`BUZZ_MANIFEST_CHUNK_ENTRIES={}`), `buzz-deletion community submit` (inventory, not \
          timed), then timed from invoking `buzz-deletion community approve` until the request \
-         row reads `retention_pending` (polled every 100 ms): preflight, fence, drain, manifest \
+         reached `retention_pending` (the time its checkpoint records): preflight, fence, drain, manifest \
          freeze (the listing), object deletion, row purge, cache purge, verification, \
          completion.",
             report.delete_parallelism, report.chunk_entries

@@ -5,6 +5,7 @@
 
 pub mod args;
 pub mod check;
+pub mod cpu_account;
 pub mod document;
 pub mod double;
 pub mod fence_cost;

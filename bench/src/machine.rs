@@ -94,7 +94,35 @@ fn machine_cpu_times(stat: &str) -> Option<CpuTimes> {
 }
 
 /// `sysconf(_SC_CLK_TCK)`: 100 on every Linux the project runs on.
-const CLOCK_TICKS_PER_SECOND: f64 = 100.0;
+pub(crate) const CLOCK_TICKS_PER_SECOND: f64 = 100.0;
+
+/// Every process's pid, command name and CPU ticks used so far (user + system); a process that
+/// ends while /proc is read is left out.
+pub fn process_cpu_ticks() -> Result<Vec<(u32, String, u64)>> {
+    let mut processes = Vec::new();
+    for entry in std::fs::read_dir("/proc").context("read /proc")? {
+        let Ok(entry) = entry else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        if let (Some(command), Some(ticks)) = (stat_command(&stat), stat_cpu_ticks(&stat)) {
+            processes.push((pid, command.to_owned(), ticks));
+        }
+    }
+    Ok(processes)
+}
+
+/// The command name (field 2, between the first `(` and the last `)`) of a /proc stat line.
+fn stat_command(stat: &str) -> Option<&str> {
+    stat.get(stat.find('(')? + 1..stat.rfind(')')?)
+}
 
 /// utime + stime (fields 14 and 15) of a /proc stat line; the command name (field 2) may hold
 /// spaces, so fields are counted after its closing parenthesis.
@@ -194,6 +222,12 @@ mod tests {
             total_seconds: 14.0,
         };
         assert_eq!(later.since(&times).busy_share(), 0.5);
+    }
+
+    #[test]
+    fn the_command_name_may_hold_spaces_and_parentheses() {
+        let stat = "42 (tokio (rt) w) S 1 2 3";
+        assert_eq!(stat_command(stat), Some("tokio (rt) w"));
     }
 
     #[test]

@@ -677,6 +677,7 @@ mod tests {
             request_id: uuid::Uuid::nil(),
             freeze_kill: None,
             freeze_resumed: Vec::new(),
+            cpu: None,
         }
     }
 

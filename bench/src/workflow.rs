@@ -10,6 +10,7 @@ use serde_json::Value;
 use tokio::process::{Child, Command};
 use uuid::Uuid;
 
+use crate::cpu_account::{CpuAccount, CpuSnapshot};
 use crate::history::{RunHistory, run_chain};
 use crate::machine::peak_rss_kib;
 use crate::stack::Stack;
@@ -59,7 +60,9 @@ pub struct FreezeKill {
 /// What one workflow variant measured.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkflowTimings {
-    /// From invoking `community approve` until the bench saw `retention_pending`.
+    /// From invoking `community approve` until the request reached `retention_pending` (the
+    /// time its checkpoint records, on this machine's clock: not when the bench's polling saw
+    /// it, up to one poll later).
     pub wall: Duration,
     /// Time per stage checkpoint, from the approval on (stage, time since the previous one).
     pub stages: Vec<(String, Duration)>,
@@ -79,6 +82,9 @@ pub struct WorkflowTimings {
     pub freeze_kill: Option<FreezeKill>,
     /// The details of the audit trail's `freeze_resumed` events (chunks and versions kept).
     pub freeze_resumed: Vec<Value>,
+    /// Where the machine's CPU went from the approval to the end, the worker as the client;
+    /// `None` when the worker was replaced on the way (a killed freeze).
+    pub cpu: Option<CpuAccount>,
 }
 
 /// Deletes the community served at `host` through the workflow and measures it.
@@ -113,7 +119,10 @@ async fn drive(
         Some(counter) => Some(counter.total().await?),
         None => None,
     };
+    let worker_pid = worker.id().context("the worker exited")?;
+    let cpu_before = CpuSnapshot::take(worker_pid)?;
     let started = Instant::now();
+    let started_at = chrono::Utc::now();
     approve(variant, task_queue, &submitted, &approver).await?;
     let freeze_kill = match variant.kill_freeze_at_chunks {
         Some(chunks) => {
@@ -124,8 +133,11 @@ async fn drive(
         None => None,
     };
     wait_until_retained(stack, request_id, variant.timeout).await?;
-    let wall = started.elapsed();
+    let polled = started.elapsed();
     let pid = worker.id().context("the worker exited")?;
+    let cpu = (pid == worker_pid)
+        .then(|| CpuSnapshot::take(pid).map(|after| after.since(&cpu_before)))
+        .transpose()?;
     let worker_peak_rss_kib = peak_rss_kib(pid)?;
     let worker_cpu_seconds = crate::machine::cpu_seconds(pid)?;
     let worker_statements = match (&counter, statements_before) {
@@ -140,6 +152,7 @@ async fn drive(
             .iter()
             .map(|c| (c.stage.clone(), c.reached_at)),
     );
+    let wall = retained_after(&inspection.checkpoints, started_at).unwrap_or(polled);
     let runs = run_chain(&submitted.workflow_id).await?;
     let freeze_resumed = inspection
         .audit
@@ -157,7 +170,20 @@ async fn drive(
         request_id,
         freeze_kill,
         freeze_resumed,
+        cpu,
     })
+}
+
+/// From `started_at` to the `retention_pending` checkpoint; `None` without one (or before).
+fn retained_after(
+    checkpoints: &[activities::store::Checkpoint],
+    started_at: chrono::DateTime<chrono::Utc>,
+) -> Option<Duration> {
+    let reached = checkpoints
+        .iter()
+        .find(|c| c.stage == "retention_pending")?
+        .reached_at;
+    (reached - started_at).to_std().ok()
 }
 
 /// One submitted request: what the approval and the history reads need.

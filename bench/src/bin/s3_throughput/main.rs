@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use activities::s3::ObjectStore;
 use anyhow::{Context, Result, bail};
 use bench::check::{Snapshot, remains, snapshot};
+use bench::cpu_account::{CpuAccount, CpuSnapshot};
 use bench::double::{Double, Profile, counter};
 use bench::fleet::{Overlap, WorkerUse, run_fleet};
 use bench::floor::run_floor;
@@ -143,6 +144,9 @@ struct Measured {
     freeze_resumed: Vec<serde_json::Value>,
     /// For a fleet variant: its tenants, workers and what the machine spent.
     fleet: Option<FleetUse>,
+    /// Where the machine's CPU went over the wall time (the floor's client is the benchmark
+    /// process, the workflow's the worker); `None` where not measured.
+    cpu: Option<CpuAccount>,
 }
 
 /// What a fleet variant ran on and used over its wall time.
@@ -337,6 +341,7 @@ impl Bench<'_> {
         let (community, _, _) = seed(&self.stack, &self.double, scenario, versions).await?;
         self.double.reset().await?;
         eprintln!("{scenario}: floor on {versions} versions");
+        let cpu_before = CpuSnapshot::take(std::process::id())?;
         let started = Instant::now();
         let timings = run_floor(
             &self.stack,
@@ -346,9 +351,11 @@ impl Bench<'_> {
         )
         .await?;
         let wall = started.elapsed();
+        let cpu = CpuSnapshot::take(std::process::id())?.since(&cpu_before);
         let stats = self.double.stats().await?;
         self.checked(
             Measured {
+                cpu: Some(cpu),
                 list_calls: operations(&stats, "ListObjectVersions"),
                 freeze_kill: None,
                 freeze_resumed: Vec::new(),
@@ -428,6 +435,7 @@ impl Bench<'_> {
         }
         self.checked(
             Measured {
+                cpu: timings.cpu,
                 list_calls: operations(&stats, "ListObjectVersions"),
                 freeze_kill: timings.freeze_kill.clone(),
                 freeze_resumed: timings.freeze_resumed.clone(),
@@ -522,6 +530,7 @@ impl Bench<'_> {
         .await?;
         let stats = self.double.stats().await?;
         let mut measured = Measured {
+            cpu: None,
             list_calls: operations(&stats, "ListObjectVersions"),
             freeze_kill: None,
             freeze_resumed: Vec::new(),
